@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from analyzer.gpus import GpuSpec
+
 
 @dataclass
 class TraceMeta:
@@ -30,6 +32,7 @@ class Trace:
     annotations: pd.DataFrame  # ANNOTATIONS
     steps: pd.DataFrame  # STEPS
     step_categories: pd.DataFrame  # STEP_CATEGORIES
+    gpu: GpuSpec | None = None  # peak table entry for meta.gpu_name, None when unknown
 
     @property
     def kernels(self) -> pd.DataFrame:
