@@ -1,33 +1,262 @@
-"""Per-step summary of one trace (STUB signature — the classify/cost owner implements it).
+"""Per-step summary of one trace: medians over steady-state steps, and the KERNEL_SUMMARY table.
 
-summarize(trace) -> Summary
+summarize(trace) -> Summary. Summary.to_json() is what `python -m analyzer summary --json` prints.
+
+Steady state: with 3 or more profiler steps the FIRST is dropped (it carries warm-up: lazy CUDA/cuBLAS init,
+allocator growth, autotuning, often tens of extra kernels); with 1–2 steps all are used. Steps without a single
+GPU op are never used (e.g. a last ProfilerStep cut short before it launched anything). A trace without step
+markers is one step, 0. docs/COST_MODEL.md ("Summary") has the details.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
+import numpy as np
+import orjson
 import pandas as pd
 
+from analyzer import schema
 from analyzer.trace import Trace
+
+STEP_POLICY = "first step dropped as warm-up when a trace has 3 or more steps; steps with no GPU op are skipped"
+ESTIMATES_NOTE = (
+    "bytes and FLOPs are ESTIMATES from each kernel's launching op (recorded Input Dims/types/strides), not "
+    "hardware counters; every kernel's cost_basis says what its figure rests on; null = unknown"
+)
+_MEMOP_KINDS = ("memcpy", "memset")
 
 
 @dataclass
 class Summary:
     trace: Trace
     steps_used: list[int]  # steady-state steps the medians are taken over
-    # medians over steps_used: {'kernels', 'launches', 'gpu_time_us', 'gpu_busy_us', 'idle_us', 'span_us',
-    #  'launch_latency_us', 'by_category': {category: {'count', 'time_us', 'bytes'}}}
+    # medians over steps_used: {'kernels', 'memops', 'launches', 'gpu_time_us', 'gpu_busy_us', 'idle_us', 'span_us',
+    #  'launch_latency_us', 'bytes', 'ops_without_bytes',
+    #  'by_category': {category: {'count', 'time_us', 'bytes', 'ops_without_bytes'}}}
     per_step: dict
     kernels: pd.DataFrame  # KERNEL_SUMMARY contract
+    warnings: list[str] = field(default_factory=list)  # summary-level remarks (steps dropped, unknown bytes …)
 
     @property
     def meta(self):
         return self.trace.meta
 
-    def to_json(self) -> dict:  # what `python -m analyzer summary --json` prints
-        raise NotImplementedError
+    def to_json(self) -> dict:
+        """What `python -m analyzer summary --json` prints. NaN never appears: unknown numbers are None."""
+        meta = self.trace.meta
+        gpu = self.trace.gpu
+        kernels = [
+            {
+                "name": r.name,
+                "category": r.category,
+                "library": r.library,
+                "ops": [o for o in str(r.ops).split("+") if o],
+                "op_name": r.op_name,
+                "shapes": r.shapes,
+                "dtypes": r.dtypes,
+                "count_per_step": r.count_per_step,
+                "time_us_per_step": r.time_us_per_step,
+                "dur_us_median": r.dur_us_median,
+                "bytes_per_call": r.bytes_per_call,
+                "flops_per_call": r.flops_per_call,
+                "achieved_gbps": r.achieved_gbps,
+                "achieved_tflops": r.achieved_tflops,
+                "pct_peak_bw": r.pct_peak_bw,
+                "pct_peak_flops": r.pct_peak_flops,
+                "cost_basis": r.cost_basis,
+            }
+            for r in self.kernels.itertuples(index=False)
+        ]
+        out = {
+            "source": meta.source,
+            "schema": meta.schema,
+            "gpu": meta.gpu_name or None,
+            "gpu_peaks": None
+            if gpu is None
+            else {
+                "matched": gpu.name,
+                "hbm_gbps": gpu.hbm_gbps,
+                "tflops": dict(gpu.tflops),
+                "l2_bytes": gpu.l2_bytes,
+                "source": gpu.source,
+                "matched_on": gpu.matched_on,
+            },
+            "steps": int(len(self.trace.steps)),
+            "steps_used": [int(s) for s in self.steps_used],
+            "step_policy": STEP_POLICY,
+            "per_step": self.per_step,
+            "kernels": kernels,
+            "estimates": ESTIMATES_NOTE,
+            "warnings": list(meta.warnings) + list(self.warnings),
+        }
+        return clean_json(out)
+
+
+def clean_json(value):
+    """Plain JSON types only: numpy scalars → Python, NaN/inf → None (recursively)."""
+    if isinstance(value, dict):
+        return {str(k): clean_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_json(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def steady_steps(steps: pd.DataFrame) -> tuple[list[int], list[str]]:
+    """(steps to take medians over, remarks). See the module doc for the rule."""
+    if len(steps) == 0:
+        return [], ["no profiler step holds a GPU op"]
+    ordered = steps.sort_values("start_us", kind="stable")
+    with_work = ordered[ordered["kernels"] > 0]
+    remarks = []
+    if len(with_work) < len(ordered):
+        empty = sorted(set(ordered["step"]) - set(with_work["step"]))
+        remarks.append(f"steps {empty} have no GPU op and are skipped")
+    if len(with_work) == 0:
+        return [], remarks + ["no profiler step holds a GPU op"]
+    used = with_work["step"].astype(int).tolist()
+    if len(ordered) >= 3 and len(used) >= 2 and used[0] == int(ordered["step"].iloc[0]):
+        remarks.append(f"step {used[0]} (the first) dropped as warm-up")
+        used = used[1:]
+    return used, remarks
+
+
+def _median(values) -> float:
+    arr = np.asarray(list(values), dtype=float)
+    if arr.size == 0 or np.isnan(arr).any():
+        return float("nan")
+    return float(np.median(arr))
+
+
+def _per_step(trace: Trace, g: pd.DataFrame, used: list[int]) -> dict:
+    """Medians over `used` of per-step totals. g: gpu_ops of the used steps."""
+    steps = trace.steps.set_index("step")
+    is_kernel = (g["kind"] == "kernel").to_numpy()
+    by_step = g.groupby("step")
+    per = pd.DataFrame(index=pd.Index(used, name="step"))
+    per["kernels"] = pd.Series(is_kernel, index=g.index).groupby(g["step"]).sum()
+    per["memops"] = pd.Series(~is_kernel, index=g.index).groupby(g["step"]).sum()
+    corr = g.loc[is_kernel & (g["correlation"] >= 0).to_numpy(), ["step", "correlation"]]
+    per["launches"] = corr.drop_duplicates().groupby("step").size()  # a graph replay is one launch, many kernels
+    per["gpu_time_us"] = by_step["dur_us"].sum()
+    unknown = g["bytes"].isna()
+    per["bytes"] = g["bytes"].groupby(g["step"]).sum().where(~unknown.groupby(g["step"]).any())
+    per["ops_without_bytes"] = unknown.groupby(g["step"]).sum()
+    per = per.fillna({"kernels": 0, "memops": 0, "launches": 0, "gpu_time_us": 0.0, "ops_without_bytes": 0})
+    for ours, theirs in (
+        ("gpu_busy_us", "gpu_busy_us"),
+        ("idle_us", "gpu_idle_us"),
+        ("span_us", "gpu_span_us"),
+        ("launch_latency_us", "launch_latency_us"),
+    ):
+        per[ours] = steps[theirs].reindex(used).to_numpy(dtype=float) if len(used) else []
+    out = {c: _median(per[c]) for c in per.columns}
+    for c in ("kernels", "memops", "launches", "ops_without_bytes"):
+        if math.isfinite(out[c]):
+            out[c] = int(out[c]) if float(out[c]).is_integer() else out[c]
+    out["by_category"] = _by_category(g, used)
+    return out
+
+
+def _by_category(g: pd.DataFrame, used: list[int]) -> dict:
+    """{category: {count, time_us, bytes, ops_without_bytes}}: medians over steps (absent in a step = 0;
+    bytes is NaN for a step where any op of the category has unknown bytes)."""
+    if g.empty:
+        return {}
+    unknown = g["bytes"].isna()
+    agg = (
+        g.assign(_unknown=unknown)
+        .groupby(["category", "step"])
+        .agg(count=("dur_us", "size"), time_us=("dur_us", "sum"), bytes=("bytes", "sum"), unk=("_unknown", "sum"))
+    )
+    agg["bytes"] = agg["bytes"].where(agg["unk"] == 0)
+    out = {}
+    order = [c for c in schema.CATEGORIES if c in agg.index.get_level_values(0)]
+    for cat in order:
+        part = agg.loc[cat].reindex(used)
+        absent = part["count"].isna()
+        part = part.fillna({"count": 0, "time_us": 0.0, "unk": 0})
+        part.loc[absent, "bytes"] = 0.0  # no op of this category in that step: 0 bytes is a fact, not a guess
+        count = _median(part["count"])
+        out[cat] = {
+            "count": int(count) if float(count).is_integer() else count,
+            "time_us": _median(part["time_us"]),
+            "bytes": _median(part["bytes"]),
+            "ops_without_bytes": _median(part["unk"]),
+        }
+    return out
+
+
+def _text(values: pd.Series) -> list[str]:
+    dumps = orjson.dumps
+    return ["" if v is None else dumps(v).decode() for v in values.tolist()]
+
+
+def _kernel_table(trace: Trace, g: pd.DataFrame, used: list[int]) -> pd.DataFrame:
+    if g.empty or not used:
+        return schema.empty("kernel_summary")
+    g = g.assign(shapes=_text(g["input_dims"]), dtypes=_text(g["input_types"]))
+    keys = ["name", "op_name", "shapes"]
+    codes, uniq = pd.factorize(pd.MultiIndex.from_frame(g[keys]))
+    g = g.assign(_k=codes)
+    per = g.groupby(["_k", "step"]).agg(n=("dur_us", "size"), t=("dur_us", "sum"))
+    n = per["n"].unstack("step").reindex(columns=used).fillna(0)
+    t = per["t"].unstack("step").reindex(columns=used).fillna(0.0)
+    by = g.groupby("_k", sort=True)
+    first = by.first()
+    tab = pd.DataFrame(
+        {
+            "name": first["name"],
+            "category": first["category"],
+            "library": first["library"],
+            "ops": first["ops"],
+            "op_name": first["op_name"],
+            "shapes": first["shapes"],
+            "dtypes": first["dtypes"],
+            "count_per_step": n.median(axis=1),
+            "time_us_per_step": t.median(axis=1),
+            "dur_us_median": by["dur_us"].median(),
+            "bytes_per_call": by["bytes"].median(),  # NaN-skipping: calls of one key share an estimate
+            "flops_per_call": by["flops"].median(),
+        }
+    )
+    dur = tab["dur_us_median"].where(tab["dur_us_median"] > 0)
+    tab["achieved_gbps"] = tab["bytes_per_call"] / dur / 1e3
+    tab["achieved_tflops"] = (tab["flops_per_call"] / dur / 1e6).where(tab["flops_per_call"] > 0)
+    # % of peak only where the per-call rows had one (HtoD copies and non-matrix FLOPs have none); the peak
+    # itself is recovered from a row: achieved / pct * 100
+    bw_peak = (g["achieved_gbps"] / g["pct_peak_bw"] * 100.0).where(g["pct_peak_bw"] > 0)
+    fl_peak = (g["achieved_tflops"] / g["pct_peak_flops"] * 100.0).where(g["pct_peak_flops"] > 0)
+    tab["pct_peak_bw"] = tab["achieved_gbps"] / bw_peak.groupby(g["_k"]).first() * 100.0
+    tab["pct_peak_flops"] = tab["achieved_tflops"] / fl_peak.groupby(g["_k"]).first() * 100.0
+    unknown_calls = g["bytes"].isna().groupby(g["_k"]).sum()
+    basis = first["cost_basis"].astype(str)
+    mixed = (unknown_calls > 0) & tab["bytes_per_call"].notna()
+    basis = basis.where(~mixed, basis + " [" + unknown_calls.astype(int).astype(str) + " calls without an estimate]")
+    tab["cost_basis"] = basis
+    tab = tab.sort_values(["time_us_per_step", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    return schema.conform(tab, "kernel_summary")
 
 
 def summarize(trace: Trace) -> Summary:
-    raise NotImplementedError
+    used, remarks = steady_steps(trace.steps)
+    gpu_ops = trace.gpu_ops
+    g = gpu_ops[gpu_ops["step"].isin(used).to_numpy()] if used else gpu_ops.iloc[0:0]
+    per_step = _per_step(trace, g, used)
+    unknown = per_step.get("ops_without_bytes")
+    if isinstance(unknown, (int, float)) and unknown and math.isfinite(unknown):
+        remarks.append(
+            f"{unknown:g} GPU ops per step have no byte estimate (see their cost_basis): per-step byte totals "
+            "that include them are null"
+        )
+    return Summary(
+        trace=trace, steps_used=used, per_step=per_step, kernels=_kernel_table(trace, g, used), warnings=remarks
+    )

@@ -41,3 +41,209 @@ class Trace:
     @property
     def memops(self) -> pd.DataFrame:
         return self.gpu_ops[self.gpu_ops["kind"] != "kernel"]
+
+
+# ---------------------------------------------------------------------------------------------------- build
+def build_trace(decoded, source: str) -> Trace:
+    """Decoded columns (analyzer.decode.Decoded) → Trace: tables → link → classify → cost → steps.
+
+    Raises TraceError when the file is valid JSON but holds nothing a PyTorch profiler trace would.
+    """
+    import numpy as np
+
+    from analyzer import classify, cost, gpus, link, schema, steps
+
+    meta = _meta(decoded, source)
+    _check_is_trace(decoded, source, meta)
+    t0 = decoded.trace_start_raw if np.isfinite(decoded.trace_start_raw) else 0.0
+    meta.trace_start_us = float(t0)
+
+    cpu = _frame(decoded.cpu, t0, _CPU_EMPTY)
+    launches = _frame(decoded.launches, t0, _LAUNCH_EMPTY)
+    ann = _frame(decoded.annotations, t0, _ANN_EMPTY)
+    gpu = _frame(decoded.gpu, t0, _GPU_EMPTY)
+
+    # Legacy traces record ProfilerStep#N as an 'Operator': it is an annotation, not an op (it would otherwise be
+    # the "innermost op" of every stray launch).
+    step_ops = cpu["name"].astype(str).str.match(steps.STEP_NAME).to_numpy(dtype=bool)
+    if step_ops.any():
+        moved = cpu[step_ops]
+        ann = pd.concat([ann, moved.assign(on_gpu=False)[list(ann.columns)]], ignore_index=True)
+        cpu = cpu[~step_ops]
+    cpu = cpu.reset_index(drop=True)
+
+    _negative_durations(gpu, meta, "GPU ops")
+    _negative_durations(cpu, meta, "CPU ops")
+
+    ann_ext = ann["external_id"].to_numpy() if "external_id" in ann else np.empty(0, np.int64)
+    gpu = link.link(gpu, launches, cpu, ann_ext)
+    _link_warnings(gpu, meta)
+
+    # classify distinct names only (a 1 GB trace has ~10^6 kernels but ~10^3 names), then spread back
+    codes, uniques = pd.factorize(gpu["name"], use_na_sentinel=False)
+    cls = classify.classify_names(pd.Series(uniques, dtype=object))
+    for col in ("category", "library", "ops"):
+        gpu[col] = cls[col].to_numpy(dtype=object)[codes] if len(gpu) else np.empty(0, dtype=object)
+    # memcpy/memset are known by their event category, whatever their name says
+    for kind in ("memcpy", "memset"):
+        gpu.loc[(gpu["kind"] == kind).to_numpy() & (gpu["category"] == "other").to_numpy(), "category"] = kind
+
+    spec = gpus.lookup(meta.device_properties, meta.gpu_name)
+    costs = cost.estimate_costs(gpu, spec)
+    for col in costs.columns:
+        gpu[col] = costs[col].to_numpy()
+
+    cpu_windows, gpu_windows = steps.step_windows(ann)
+    windows, source_kind = steps.windows_source(cpu_windows, gpu_windows)
+    gpu["step"] = steps.assign_steps(gpu, cpu_windows, gpu_windows)
+    span = _span(gpu, cpu, launches, ann)
+    step_df, step_cat = steps.step_tables(gpu, windows, source_kind, span)
+    if source_kind != "whole trace" and len(gpu) and (gpu["step"] < 0).any():
+        out = int((gpu["step"] < 0).sum())
+        meta.warnings.append(f"{out:,} of {len(gpu):,} GPU ops fall outside every ProfilerStep window (step -1)")
+
+    return Trace(
+        meta=meta,
+        gpu_ops=schema.conform(gpu, "gpu_ops"),
+        cpu_ops=schema.conform(cpu, "cpu_ops"),
+        launches=schema.conform(launches, "launches"),
+        annotations=schema.conform(ann, "annotations"),
+        steps=step_df,
+        step_categories=step_cat,
+        gpu=spec,
+    )
+
+
+_GPU_EMPTY = {
+    "event_index": "int64",
+    "kind": object, "name": object, "pid": "int64", "tid": "int64", "ts": float, "dur": float,
+    "correlation": "int64", "external_id": "int64", "device": "int64", "stream": "int64", "grid": object,
+    "block": object, "registers": float, "shared_memory": float, "bytes": float,
+}  # fmt: skip
+_CPU_EMPTY = {
+    "event_index": "int64",
+    "name": object, "pid": "int64", "tid": "int64", "ts": float, "dur": float, "external_id": "int64",
+    "sequence_number": "int64", "input_dims": object, "input_types": object, "input_strides": object,
+}  # fmt: skip
+_LAUNCH_EMPTY = {"event_index": "int64", "name": object, "pid": "int64", "tid": "int64", "ts": float, "dur": float, "correlation": "int64", "external_id": "int64"}
+_ANN_EMPTY = {"event_index": "int64", "name": object, "pid": "int64", "tid": "int64", "ts": float, "dur": float, "on_gpu": bool, "external_id": "int64"}
+_RENAME = {"ts": "ts_us", "dur": "dur_us", "registers": "registers_per_thread", "shared_memory": "shared_memory_bytes", "bytes": "memop_bytes"}
+
+
+def _frame(cols: dict, t0: float, empty: dict) -> pd.DataFrame:
+    import numpy as np
+
+    if not cols:
+        df = pd.DataFrame({k: pd.Series(dtype=v) for k, v in empty.items()})
+    else:
+        df = pd.DataFrame({k: (np.asarray(v, dtype=object) if isinstance(v, list) else v) for k, v in cols.items()})
+    df = df.rename(columns=_RENAME)
+    df["ts_us"] = df["ts_us"].astype(float) - t0
+    df["end_us"] = df["ts_us"] + df["dur_us"]
+    # rows in time order; equal starts keep file order (the decoder groups events by kind within a batch)
+    order = np.lexsort((df["event_index"].to_numpy(), df["ts_us"].to_numpy()))
+    return df.take(order).reset_index(drop=True)
+
+
+def _meta(decoded, source: str) -> TraceMeta:
+    h = decoded.header
+    props = h.get("deviceProperties")
+    if not isinstance(props, list):
+        props = h.get("computeProperties")  # legacy key: major/minor instead of computeMajor/computeMinor
+    props = [_device_props(p) for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    gpu_name = next((p["name"] for p in props if isinstance(p.get("name"), str) and p["name"]), None)
+    base = h.get("baseTimeNanoseconds")
+    dist = h.get("distributedInfo")
+    extra = {
+        k: v
+        for k, v in h.items()
+        if k not in ("deviceProperties", "computeProperties", "distributedInfo", "baseTimeNanoseconds")
+        and isinstance(v, (str, int, float, bool))
+    }
+    return TraceMeta(
+        source=source,
+        gpu_name=gpu_name,
+        device_properties=props,
+        schema="legacy" if decoded.legacy else "kineto",
+        base_time_ns=int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else None,
+        distributed=dist if isinstance(dist, dict) else None,
+        n_events=decoded.n_events,
+        warnings=list(decoded.warnings),
+        extra=extra,
+    )
+
+
+def _device_props(p: dict) -> dict:
+    """Legacy computeProperties spell computeMajor/computeMinor/numSms as major/minor/multiProcessorCount:
+    add the modern keys (keeping the originals) so every reader sees one spelling."""
+    out = dict(p)
+    for new, old in (("computeMajor", "major"), ("computeMinor", "minor"), ("numSms", "multiProcessorCount")):
+        if new not in out and old in out:
+            out[new] = out[old]
+    return out
+
+
+_KINETO_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "cuda_runtime", "cuda_driver", "user_annotation",
+                      "gpu_user_annotation", "python_function", "operator", "runtime", "memcpy", "memset", "ac2g"}  # fmt: skip
+
+
+def _check_is_trace(decoded, source: str, meta: TraceMeta) -> None:
+    from analyzer.errors import TraceError
+
+    if decoded.n_events == 0:
+        raise TraceError(source, "the trace has no events (empty 'traceEvents')")
+    cats = decoded.categories
+    kineto = sum(n for c, n in cats.items() if c.lower() in _KINETO_CATEGORIES)
+    if kineto == 0:
+        non_meta = {c: n for c, n in cats.items() if c}
+        if not non_meta and not (decoded.gpu or decoded.cpu or decoded.launches or decoded.annotations):
+            what = "only metadata events (process/thread names), no profiler activity"
+            labels = decoded.process_labels
+            if any("/device:" in x or "/host:" in x for x in labels):
+                what = "a TensorFlow/JAX profiler trace (processes " + ", ".join(sorted(set(labels))[:3]) + "), not PyTorch"
+            elif decoded.n_events > 0 and not labels and not cats.get("", 0):
+                what = "no profiler activity"
+            raise TraceError(source, f"not a PyTorch profiler trace: {what}")
+        labels = decoded.process_labels
+        if any("/device:" in x or "/host:" in x for x in labels):
+            raise TraceError(
+                source,
+                "looks like a TensorFlow/JAX profiler trace (processes "
+                + ", ".join(sorted(set(labels))[:3])
+                + "); FuseLens reads PyTorch profiler (Kineto) traces",
+            )
+        top = ", ".join(c for c, _ in sorted(non_meta.items(), key=lambda kv: -kv[1])[:4])
+        raise TraceError(
+            source,
+            f"not a PyTorch profiler trace: none of its {decoded.n_events:,} events has a Kineto category"
+            f" (found: {top or 'events without a category'}; a Chrome browser trace?)",
+        )
+    if not decoded.gpu:
+        meta.warnings.append("no GPU kernels, memcpy or memset in this trace (CPU-only profile?)")
+
+
+def _negative_durations(df: pd.DataFrame, meta: TraceMeta, what: str) -> None:
+    bad = (df["dur_us"] < 0).to_numpy()
+    if bad.any():
+        df.loc[bad, "dur_us"] = float("nan")
+        df.loc[bad, "end_us"] = float("nan")
+        meta.warnings.append(f"{int(bad.sum()):,} {what} with a negative duration: duration set to unknown")
+
+
+def _link_warnings(gpu: pd.DataFrame, meta: TraceMeta) -> None:
+    if not len(gpu):
+        return
+    kernels = (gpu["kind"] == "kernel").to_numpy()
+    no_op = kernels & (gpu["op_index"] < 0).to_numpy()
+    if kernels.any() and no_op.mean() > 0.5 and no_op.sum() > 0:
+        meta.warnings.append(f"{int(no_op.sum()):,} of {int(kernels.sum()):,} kernels could not be linked to a CPU op")
+
+
+def _span(gpu, cpu, launches, ann) -> tuple[float, float]:
+    import numpy as np
+
+    starts = [df["ts_us"].min() for df in (gpu, cpu, launches, ann) if len(df)]
+    ends = [(df["ts_us"] + df["dur_us"]).max() for df in (gpu, cpu, launches, ann) if len(df)]
+    starts = [s for s in starts if np.isfinite(s)]
+    ends = [e for e in ends if np.isfinite(e)]
+    return (min(starts) if starts else float("nan"), max(ends) if ends else float("nan"))

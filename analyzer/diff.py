@@ -1,0 +1,746 @@
+"""Fusion diff: what candidate runs changed on the GPU against one baseline run, and what it bought.
+
+    diff = diff_runs(base_summary, [cand_summary, ...], labels=["eager", "compile", ...])
+    diff.to_json()            # what `python -m analyzer diff --json` prints
+    diff.side_by_side()       # one row per run: kernels, launches, GPU time, idle per step
+    diff.categories()         # GPU time per step by category, long form (run, category, count, time_us)
+    diff.candidates[i]        # CandidateDiff: fusions, swaps, matched GEMMs, unmatched kernels, what is left
+
+How (docs/DIFF.md has the full rule): each run becomes its representative steady-state step (analyzer.diff_align),
+the two kernel lists are aligned (GEMMs by M, N, K, dtype; others by name, op and shapes), each new candidate kernel
+claims the baseline kernels it replaced (analyzer.diff_match), and each group's bytes avoided are the intermediates
+its baseline kernels wrote to HBM and read back: size × (1 write + reads).
+
+Every byte figure is an ESTIMATE from the launching ops' recorded shapes and dtypes (no counters); times are
+measured kernel durations (median over steady steps).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from analyzer.diff_align import RunSeq, align, sequence
+from analyzer.diff_facts import run_facts, workload_text
+from analyzer.diff_match import Group, RoundTrip, group_kernels, member_bytes, remaining_round_trips
+from analyzer.diff_ops import dims_text
+from analyzer.errors import DiffError
+from analyzer.schema import CATEGORIES
+
+BYTES_RULE = (
+    "bytes avoided = for every tensor that one replaced baseline kernel writes to HBM and another replaced baseline "
+    "kernel of the same group reads back: its size × (1 write + 1 read per reading kernel). Tensors entering or "
+    "leaving the group are still moved by the fused kernel and are not counted; tensors are followed by shape, dtype "
+    "and launch order (the trace records no tensor identities)."
+)
+ESTIMATES = (
+    "HBM bytes (avoided, per group, per kernel) are estimates from each launching op's recorded shapes and dtypes, "
+    "not hardware counters.",
+    "Data flow between kernels is inferred from element counts, dtypes and launch order.",
+    "Times are measured kernel durations: per kernel, the median over the steady-state steps that share the "
+    "representative step's kernel list; per-step totals are the Summary's medians.",
+    "Achieved bandwidth = estimated bytes / measured time.",
+)
+
+
+# --- result types -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunFacts:
+    """One run, side by side with the others."""
+
+    label: str
+    source: str
+    facts: dict  # gpu, torch, workload, shapes, dtype, variant, … (analyzer.diff_facts.run_facts)
+    steps_used: list[int]
+    steps_with_signature: list[int]
+    step_shown: int
+    kernels_per_step: int
+    memops_per_step: int
+    launches_per_step: float
+    gpu_time_us_per_step: float
+    gpu_busy_us_per_step: float
+    idle_us_per_step: float
+    span_us_per_step: float
+    launch_latency_us: float
+    kernel_time_us: float  # sum of the representative step's per-kernel median durations
+    by_category: dict[str, dict]  # category -> {'count', 'time_us'} per step
+    remaining: list[dict]  # round trips this run still makes (diff_match.remaining_round_trips)
+    top_gemm: str | None = None  # the GEMM problem with the most time, e.g. 'M=8192 N=3072 K=768 bf16'
+    dtype: str | None = None  # dtype of most GEMM/pointwise time
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gpu(self) -> str | None:
+        return self.facts.get("gpu")
+
+    @property
+    def remaining_bytes_per_step(self) -> float:
+        return float(sum(r["round_trip_bytes"] for r in self.remaining if _finite(r["round_trip_bytes"])))
+
+
+@dataclass
+class FusionRow:
+    """One fusion group (or several identical ones in a step, count_per_step of them)."""
+
+    kind: str  # 'fusion' (n baseline kernels -> 1) | 'swap' (1 -> 1) | 'kernel choice' (same op, other kernels)
+    fused_kernel: str  # the new kernel (' + '-joined when a kernel choice runs several)
+    fused_op: str
+    replaces: list[str]  # baseline kernel names, in baseline order
+    replaced_ops: list[str]  # their launching ops
+    ops: list[str]  # canonical ops the replaced kernels computed
+    count_per_step: int
+    intermediates: list[dict]  # shape, matrix, dtype, bytes (one tensor), reads, round_trip_bytes, producer, readers
+    bytes_avoided_per_step: float
+    bytes_complete: bool
+    base_time_us_per_step: float
+    candidate_time_us_per_step: float
+    base_bytes_per_step: float  # estimated traffic of the replaced kernels
+    candidate_bytes_per_step: float  # base_bytes minus the round trips avoided (estimate)
+    evidence: list[str]
+    also_removed: list[str] = field(default_factory=list)  # memsets / helper kernels of the replaced op calls
+
+    @property
+    def time_saved_us_per_step(self) -> float:
+        return self.base_time_us_per_step - self.candidate_time_us_per_step
+
+    @property
+    def base_gbps(self) -> float:
+        return _gbps(self.base_bytes_per_step, self.base_time_us_per_step)
+
+    @property
+    def candidate_gbps(self) -> float:
+        return _gbps(self.candidate_bytes_per_step, self.candidate_time_us_per_step)
+
+    def to_json(self) -> dict:
+        return _clean(
+            {
+                "kind": self.kind,
+                "fused_kernel": self.fused_kernel,
+                "fused_op": self.fused_op,
+                "replaces": self.replaces,
+                "replaced_ops": self.replaced_ops,
+                "ops": self.ops,
+                "count_per_step": self.count_per_step,
+                "intermediates": self.intermediates,
+                "bytes_avoided_per_step": self.bytes_avoided_per_step,
+                "bytes_avoided_complete": self.bytes_complete,
+                "base_time_us_per_step": self.base_time_us_per_step,
+                "candidate_time_us_per_step": self.candidate_time_us_per_step,
+                "time_saved_us_per_step": self.time_saved_us_per_step,
+                "base_bytes_per_step": self.base_bytes_per_step,
+                "candidate_bytes_per_step": self.candidate_bytes_per_step,
+                "base_gbps": self.base_gbps,
+                "candidate_gbps": self.candidate_gbps,
+                "evidence": self.evidence,
+                "also_removed": self.also_removed,
+            }
+        )
+
+
+@dataclass
+class CandidateDiff:
+    label: str
+    base_label: str
+    base: RunFacts
+    run: RunFacts
+    fusions: list[FusionRow]
+    swaps: list[FusionRow]
+    kernel_choices: list[FusionRow]  # same op and shapes on both sides, other kernels (no bytes avoided by rule)
+    matched_gemms: list[dict]
+    matched_other: dict  # {'count', 'base_time_us', 'candidate_time_us'} per step, non-GEMM kernels paired as equal
+    unmatched_base: list[dict]
+    unmatched_candidate: list[dict]
+    time_breakdown: dict  # how the representative step's kernel time changed; sums exactly
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def hbm_bytes_avoided_per_step(self) -> float:
+        return float(sum(f.bytes_avoided_per_step for f in self.fusions if _finite(f.bytes_avoided_per_step)))
+
+    @property
+    def bytes_complete(self) -> bool:
+        return all(f.bytes_complete and _finite(f.bytes_avoided_per_step) for f in self.fusions)
+
+    @property
+    def time_saved_us_per_step(self) -> float:
+        """By the fusion groups and swaps only (kernel durations of replaced vs replacing kernels)."""
+        return float(sum(f.time_saved_us_per_step for f in self.fusions + self.swaps))
+
+    @property
+    def kernels_per_step(self) -> list[int]:
+        return [self.base.kernels_per_step, self.run.kernels_per_step]
+
+    @property
+    def gpu_time_us_per_step(self) -> list[float]:
+        return [self.base.gpu_time_us_per_step, self.run.gpu_time_us_per_step]
+
+    def headline(self) -> dict:
+        b, c = self.base, self.run
+        return _clean(
+            {
+                "kernels_per_step": self.kernels_per_step,
+                "launches_per_step": [b.launches_per_step, c.launches_per_step],
+                "gpu_time_us_per_step": self.gpu_time_us_per_step,
+                "gpu_time_change_pct": _pct(c.gpu_time_us_per_step, b.gpu_time_us_per_step),
+                "idle_us_per_step": [b.idle_us_per_step, c.idle_us_per_step],
+                "hbm_bytes_avoided_per_step": self.hbm_bytes_avoided_per_step,
+                "hbm_bytes_avoided_complete": self.bytes_complete,
+                "time_saved_us_per_step": self.time_saved_us_per_step,
+                "n_fusions": sum(f.count_per_step for f in self.fusions),
+                "remaining_round_trip_bytes_per_step": c.remaining_bytes_per_step,
+            }
+        )
+
+    def to_json(self) -> dict:
+        out = {"label": self.label, "base_label": self.base_label, **self.headline()}
+        out["fusions"] = [f.to_json() for f in self.fusions]
+        out["swaps"] = [f.to_json() for f in self.swaps]
+        out["kernel_choices"] = [f.to_json() for f in self.kernel_choices]
+        out["matched_gemms"] = _clean(self.matched_gemms)
+        out["matched_other"] = _clean(self.matched_other)
+        out["unmatched"] = _clean({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
+        out["time_breakdown"] = _clean(self.time_breakdown)
+        out["remaining"] = _clean(self.run.remaining)
+        out["notes"] = self.notes
+        return out
+
+
+@dataclass
+class Diff:
+    base: RunFacts
+    runs: list[RunFacts]  # base first, then the candidates in the order given
+    candidates: list[CandidateDiff]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def labels(self) -> list[str]:
+        return [r.label for r in self.runs]
+
+    def candidate(self, label: str) -> CandidateDiff:
+        for c in self.candidates:
+            if c.label == label:
+                return c
+        raise KeyError(label)
+
+    def side_by_side(self) -> pd.DataFrame:
+        """One row per run (base first): the per-step figures every run is compared on."""
+        rows = []
+        for r in self.runs:
+            rows.append(
+                {
+                    "run": r.label,
+                    "gpu": r.gpu or "",
+                    "kernels_per_step": r.kernels_per_step,
+                    "memops_per_step": r.memops_per_step,
+                    "launches_per_step": r.launches_per_step,
+                    "gpu_time_us_per_step": r.gpu_time_us_per_step,
+                    "gpu_busy_us_per_step": r.gpu_busy_us_per_step,
+                    "idle_us_per_step": r.idle_us_per_step,
+                    "span_us_per_step": r.span_us_per_step,
+                    "launch_latency_us": r.launch_latency_us,
+                    "remaining_round_trip_bytes_per_step": r.remaining_bytes_per_step,
+                    "steps_used": len(r.steps_used),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def categories(self) -> pd.DataFrame:
+        """GPU time per step by category, long form: run, category, count, time_us (categories in schema order)."""
+        rows = []
+        for r in self.runs:
+            for cat in _ordered_categories(self.runs):
+                v = r.by_category.get(cat)
+                if v is None:
+                    continue
+                rows.append({"run": r.label, "category": cat, "count": v["count"], "time_us": v["time_us"]})
+        return pd.DataFrame(rows, columns=["run", "category", "count", "time_us"])
+
+    def fusion_table(self, label: str | None = None) -> pd.DataFrame:
+        """Fusion groups and swaps of one candidate (default: the first) as a flat table for the app."""
+        cd = self.candidate(label) if label else self.candidates[0]
+        rows = []
+        for f in cd.fusions + cd.swaps:
+            rows.append(
+                {
+                    "kind": f.kind,
+                    "fused_kernel": f.fused_kernel,
+                    "replaces": " + ".join(f.replaces),
+                    "ops": "+".join(f.ops),
+                    "count_per_step": f.count_per_step,
+                    "intermediates": "; ".join(
+                        f"[{', '.join(str(s) for s in i['shape'])}] {i['dtype']} {i['bytes']:,.0f} B"
+                        for i in f.intermediates
+                    ),
+                    "bytes_avoided_per_step": f.bytes_avoided_per_step,
+                    "base_time_us_per_step": f.base_time_us_per_step,
+                    "candidate_time_us_per_step": f.candidate_time_us_per_step,
+                    "time_saved_us_per_step": f.time_saved_us_per_step,
+                    "base_gbps": f.base_gbps,
+                    "candidate_gbps": f.candidate_gbps,
+                    "evidence": "; ".join(f.evidence),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def to_json(self) -> dict:
+        out = {
+            "base": self.base.label,
+            "labels": self.labels,
+            "runs": [_run_json(r) for r in self.runs],
+            "candidates": [c.to_json() for c in self.candidates],
+            "bytes_rule": BYTES_RULE,
+            "estimates": list(ESTIMATES),
+            "notes": self.notes,
+        }
+        if len(self.candidates) == 1:  # one candidate: its keys at top level too (issue 3, item 5)
+            for k, v in self.candidates[0].to_json().items():
+                out.setdefault(k, v)
+        return out
+
+
+# --- building it --------------------------------------------------------------------------------------------------
+
+
+def diff_runs(base, candidates: list, labels: list[str] | None = None, steps: list[int | None] | None = None) -> Diff:
+    """Compare candidate Summaries against a baseline Summary (see module doc).
+
+    labels: one per run, baseline first (default: trace file names, made unique).
+    steps: one step number (or None: the representative step) per run, baseline first.
+    Raises DiffError for bad arguments or a run with no kernels to compare.
+    """
+    if not isinstance(candidates, (list, tuple)) or not candidates:
+        raise DiffError("diff: need at least one candidate run to compare with the baseline")
+    summaries = [base, *candidates]
+    n = len(summaries)
+    labels = _labels(summaries, labels)
+    if steps is not None and len(steps) != n:
+        raise DiffError(f"diff: {len(steps)} steps given for {n} runs (baseline first)")
+    seqs = [
+        sequence(s, lab, None if steps is None else steps[i])
+        for i, (s, lab) in enumerate(zip(summaries, labels, strict=True))
+    ]
+    runs = [_run_facts(s, q) for s, q in zip(summaries, seqs, strict=True)]
+    notes = _cross_run_notes(runs)
+    cds = [_candidate_diff(seqs[0], runs[0], seqs[i], runs[i]) for i in range(1, n)]
+    return Diff(base=runs[0], runs=runs, candidates=cds, notes=notes)
+
+
+def _labels(summaries: list, labels: list[str] | None) -> list[str]:
+    n = len(summaries)
+    if labels is not None:
+        labels = [str(x).strip() for x in labels]
+        if len(labels) != n:
+            raise DiffError(f"diff: {len(labels)} labels given for {n} runs (baseline first, then each candidate)")
+        if any(not x for x in labels):
+            raise DiffError("diff: empty label")
+        if len(set(labels)) != n:
+            raise DiffError(f"diff: labels must be unique, got {labels}")
+        return labels
+    out: list[str] = []
+    for s in summaries:
+        facts = run_facts(s.trace.meta)
+        name = re.sub(
+            r"(\.pt)?(\.trace)?\.json(\.gz)?$", "", str(s.trace.meta.source).replace("\\", "/").split("/")[-1]
+        )
+        name = facts.get("variant") or name or "run"
+        cand, k = name, 2
+        while cand in out:
+            cand, k = f"{name} #{k}", k + 1
+        out.append(cand)
+    return out
+
+
+def _num(d: dict, key: str) -> float:
+    v = d.get(key) if isinstance(d, dict) else None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _run_facts(summary, seq: RunSeq) -> RunFacts:
+    per = summary.per_step if isinstance(summary.per_step, dict) else {}
+    by_cat = {}
+    for cat, v in (per.get("by_category") or {}).items():
+        by_cat[str(cat)] = {"count": _num(v, "count"), "time_us": _num(v, "time_us")}
+    remaining = _aggregate_round_trips([_round_trip_json(seq, r) for r in remaining_round_trips(seq)])
+    top_gemm, dtype = None, None
+    gem = [(float(r.dur_us), r.gemm) for r in seq.rows.itertuples(index=False) if r.gemm is not None]
+    if gem:
+        by: dict = {}
+        for t, g in gem:
+            by[g] = by.get(g, 0.0) + t
+        top = max(by, key=by.get)
+        top_gemm, dtype = top.label(), top.dtype
+    return RunFacts(
+        label=seq.label,
+        source=str(summary.trace.meta.source),
+        facts=run_facts(summary.trace.meta),
+        steps_used=seq.steps_used,
+        steps_with_signature=seq.steps_with_signature,
+        step_shown=seq.step_shown,
+        kernels_per_step=seq.n_kernels,
+        memops_per_step=seq.n_memops,
+        launches_per_step=_num(per, "launches"),
+        gpu_time_us_per_step=_num(per, "gpu_time_us"),
+        gpu_busy_us_per_step=_num(per, "gpu_busy_us"),
+        idle_us_per_step=_num(per, "idle_us"),
+        span_us_per_step=_num(per, "span_us"),
+        launch_latency_us=_num(per, "launch_latency_us"),
+        kernel_time_us=float(seq.rows["dur_us"].sum()),
+        by_category=by_cat,
+        remaining=remaining,
+        top_gemm=top_gemm,
+        dtype=dtype,
+        notes=list(seq.notes),
+    )
+
+
+def _cross_run_notes(runs: list[RunFacts]) -> list[str]:
+    notes = []
+    gpus = {r.gpu for r in runs if r.gpu}
+    if len(gpus) > 1:
+        notes.append(
+            "runs were recorded on different GPUs ("
+            + ", ".join(f"{r.label}: {r.gpu}" for r in runs if r.gpu)
+            + "): time differences mix hardware and software"
+        )
+    for key in ("workload", "dtype"):
+        vals = {str(r.facts.get(key)) for r in runs if r.facts.get(key) is not None}
+        if len(vals) > 1:
+            notes.append(f"runs differ in {key}: " + ", ".join(f"{r.label}: {r.facts.get(key)}" for r in runs))
+    shapes = {repr(r.facts.get("shapes")) for r in runs if r.facts.get("shapes")}
+    if len(shapes) > 1:
+        notes.append("runs were recorded with different shapes; kernels will not line up one to one")
+    return notes
+
+
+def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) -> CandidateDiff:
+    b, c = bseq.rows, cseq.rows
+    al = align(b, c)
+    res = group_kernels(bseq, cseq, al)
+    b_rows = list(b.itertuples(index=False))
+    c_rows = list(c.itertuples(index=False))
+
+    groups = [_group_row(g, b_rows, c_rows) for g in res.groups]
+    fusions = _aggregate([r for r in groups if r.kind == "fusion"])
+    swaps = _aggregate([r for r in groups if r.kind == "swap"])
+    choices = _aggregate([r for r in groups if r.kind == "kernel choice"])
+
+    gemm_rows, other = [], {"count": 0, "base_time_us": 0.0, "candidate_time_us": 0.0}
+    for bi, cj, how in res.pairs:
+        br, cr = b_rows[bi], c_rows[cj]
+        if br.gemm is not None and cr.gemm is not None:
+            gemm_rows.append((br, cr, how))
+        else:
+            other["count"] += 1
+            other["base_time_us"] += float(br.dur_us)
+            other["candidate_time_us"] += float(cr.dur_us)
+    matched_gemms = _gemm_table(gemm_rows)
+
+    unmatched_base = _kernel_list([b_rows[i] for i in res.unmatched_b])
+    unmatched_cand = _kernel_list([c_rows[j] for j in res.unmatched_c])
+
+    repl = [g for g in res.groups if g.kind != "kernel choice"]
+    choice = [g for g in res.groups if g.kind == "kernel choice"]
+    fused_base = sum(float(b_rows[m].dur_us) for g in repl for m in g.members + g.side)
+    fused_cand = sum(float(c_rows[j].dur_us) for g in repl for j in g.fused)
+    choice_base = sum(float(b_rows[m].dur_us) for g in choice for m in g.members)
+    choice_cand = sum(float(c_rows[j].dur_us) for g in choice for j in g.fused)
+    gemm_base = sum(float(x[0].dur_us) for x in gemm_rows)
+    gemm_cand = sum(float(x[1].dur_us) for x in gemm_rows)
+    removed = sum(float(b_rows[i].dur_us) for i in res.unmatched_b)
+    added = sum(float(c_rows[j].dur_us) for j in res.unmatched_c)
+    breakdown = {
+        "base_kernel_time_us": brun.kernel_time_us,
+        "candidate_kernel_time_us": crun.kernel_time_us,
+        "saved_by_fusion_groups_us": fused_base - fused_cand,
+        "saved_by_kernel_choices_us": choice_base - choice_cand,
+        "saved_on_matched_gemms_us": gemm_base - gemm_cand,
+        "saved_on_other_matched_us": other["base_time_us"] - other["candidate_time_us"],
+        "removed_kernels_us": removed,
+        "added_kernels_us": -added,
+        "note": "kernel time of the representative steps; the six saved/removed/added terms sum to base − candidate",
+    }
+    notes = [f"{cseq.label}: {n}" for n in cseq.notes] + [f"{bseq.label}: {n}" for n in bseq.notes]
+    if unmatched_base or unmatched_cand:
+        notes.append(
+            f"{sum(k['count_per_step'] for k in unmatched_base)} baseline and "
+            f"{sum(k['count_per_step'] for k in unmatched_cand)} candidate kernels per step matched nothing "
+            "(listed under unmatched)"
+        )
+    if any(not f.bytes_complete for f in fusions):
+        notes.append("some fusion groups have kernels without recorded shapes: their bytes avoided are lower bounds")
+    return CandidateDiff(
+        label=cseq.label,
+        base_label=bseq.label,
+        base=brun,
+        run=crun,
+        fusions=fusions,
+        swaps=swaps,
+        kernel_choices=choices,
+        matched_gemms=matched_gemms,
+        matched_other=other,
+        unmatched_base=unmatched_base,
+        unmatched_candidate=unmatched_cand,
+        time_breakdown=breakdown,
+        notes=notes,
+    )
+
+
+def _group_row(g: Group, b_rows: list, c_rows: list) -> FusionRow:
+    fr = [c_rows[j] for j in g.fused]
+    members = [b_rows[m] for m in g.members]
+    ops: list[str] = []
+    for m in members:
+        for o in sorted(m.op_ops or (m.name_ops | m.classify_ops)):
+            if o not in ops:
+                ops.append(o)
+    inter = []
+    for it in g.intermediates:
+        t = it.tensor
+        inter.append(
+            {
+                "shape": list(t.shape),
+                "matrix": t.matrix(),
+                "dtype": t.dtype,
+                "bytes": t.nbytes,
+                "reads": len(it.consumers),
+                "round_trip_bytes": it.round_trip_bytes,
+                "producer": b_rows[it.producer].name,
+                "producer_op": b_rows[it.producer].op_name,
+                "readers": [b_rows[x].name for x in it.consumers],
+            }
+        )
+    base_bytes = sum(member_bytes(m) for m in members)
+    avoided = g.bytes_avoided if g.bytes_complete or g.intermediates else float("nan")
+    if g.kind == "kernel choice":
+        cand_bytes = sum(member_bytes(r) for r in fr)
+    else:
+        cand_bytes = base_bytes - avoided if _finite(avoided) else float("nan")
+    return FusionRow(
+        kind=g.kind,
+        fused_kernel=" + ".join(str(r.name) for r in fr),
+        fused_op=str(fr[0].op_name or ""),
+        replaces=[str(m.name) for m in members],
+        replaced_ops=[str(m.op_name or "") for m in members],
+        ops=ops,
+        count_per_step=1,
+        intermediates=inter,
+        bytes_avoided_per_step=avoided,
+        bytes_complete=g.bytes_complete,
+        base_time_us_per_step=sum(float(m.dur_us) for m in members) + sum(float(b_rows[i].dur_us) for i in g.side),
+        also_removed=[str(b_rows[i].name) for i in g.side],
+        candidate_time_us_per_step=sum(float(r.dur_us) for r in fr),
+        base_bytes_per_step=base_bytes,
+        candidate_bytes_per_step=cand_bytes,
+        evidence=[f"{_short(b_rows[m].name)}: {g.evidence.get(m, '')}" for m in g.members],
+    )
+
+
+def _aggregate(rows: list[FusionRow]) -> list[FusionRow]:
+    """Identical groups (a fusion repeated in every layer) become one row with count_per_step."""
+    out: dict[tuple, FusionRow] = {}
+    for r in rows:
+        key = (
+            r.kind,
+            r.fused_kernel,
+            tuple(r.replaces),
+            tuple((tuple(i["shape"]), i["dtype"]) for i in r.intermediates),
+        )
+        if key not in out:
+            out[key] = r
+            continue
+        a = out[key]
+        a.count_per_step += 1
+        for attr in (
+            "bytes_avoided_per_step",
+            "base_time_us_per_step",
+            "candidate_time_us_per_step",
+            "base_bytes_per_step",
+            "candidate_bytes_per_step",
+        ):
+            setattr(a, attr, getattr(a, attr) + getattr(r, attr))
+        a.bytes_complete = a.bytes_complete and r.bytes_complete
+    return sorted(out.values(), key=lambda r: -(r.bytes_avoided_per_step if _finite(r.bytes_avoided_per_step) else -1))
+
+
+def _gemm_table(pairs: list) -> list[dict]:
+    agg: dict[tuple, dict] = {}
+    for br, cr, how in pairs:
+        g = br.gemm
+        key = (g.key, str(br.name), str(cr.name), str(br.op_name), str(cr.op_name))
+        row = agg.get(key)
+        if row is None:
+            row = agg[key] = {
+                "m": g.m,
+                "n": g.n,
+                "k": g.k,
+                "batch": g.batch,
+                "dtype": g.dtype,
+                "problem": g.label(),
+                "base_kernel": str(br.name),
+                "candidate_kernel": str(cr.name),
+                "base_op": str(br.op_name),
+                "candidate_op": str(cr.op_name),
+                "same_kernel": str(br.name) == str(cr.name),
+                "count_per_step": 0,
+                "base_time_us_per_step": 0.0,
+                "candidate_time_us_per_step": 0.0,
+                "flops_per_call": g.flops,
+                "matched_by": how,
+            }
+        row["count_per_step"] += 1
+        row["base_time_us_per_step"] += float(br.dur_us)
+        row["candidate_time_us_per_step"] += float(cr.dur_us)
+    for row in agg.values():
+        f = row["flops_per_call"] * row["count_per_step"]
+        row["base_tflops"] = f / (row["base_time_us_per_step"] * 1e6) if row["base_time_us_per_step"] > 0 else math.nan
+        row["candidate_tflops"] = (
+            f / (row["candidate_time_us_per_step"] * 1e6) if row["candidate_time_us_per_step"] > 0 else math.nan
+        )
+        row["time_saved_us_per_step"] = row["base_time_us_per_step"] - row["candidate_time_us_per_step"]
+        if row["base_op"] != row["candidate_op"]:
+            row["note"] = f"launched by {row['base_op'] or '?'} vs {row['candidate_op'] or '?'}"
+    return sorted(agg.values(), key=lambda r: -r["base_time_us_per_step"])
+
+
+def _kernel_list(rows: list) -> list[dict]:
+    agg: dict[tuple, dict] = {}
+    for r in rows:
+        key = (str(r.name), str(r.op_name), dims_text(r.input_dims))
+        a = agg.get(key)
+        if a is None:
+            a = agg[key] = {
+                "name": str(r.name),
+                "category": str(r.category),
+                "op": str(r.op_name),
+                "shapes": key[2],
+                "count_per_step": 0,
+                "time_us_per_step": 0.0,
+            }
+        a["count_per_step"] += 1
+        a["time_us_per_step"] += float(r.dur_us)
+    return sorted(agg.values(), key=lambda a: -a["time_us_per_step"])
+
+
+def _round_trip_json(seq: RunSeq, rt: RoundTrip) -> dict:
+    rows = seq.rows
+    t = rt.tensor
+    return {
+        "kind": rt.kind,
+        "producer": str(rows["name"].iat[rt.producer]),
+        "producer_op": str(rows["op_name"].iat[rt.producer]),
+        "readers": [str(rows["name"].iat[c]) for c in rt.consumers],
+        "shape": list(t.shape),
+        "matrix": t.matrix(),
+        "dtype": t.dtype,
+        "bytes": t.nbytes,
+        "round_trip_bytes": rt.bytes,
+        "would_avoid": (
+            "a GEMM-epilogue fusion (GEMM + the pointwise work in one kernel) would keep this tensor on chip"
+            if rt.kind == "GEMM epilogue"
+            else "fusing the two pointwise kernels would keep this tensor on chip"
+        ),
+    }
+
+
+def _aggregate_round_trips(items: list[dict]) -> list[dict]:
+    """The same round trip in every layer becomes one entry with count_per_step (bytes summed)."""
+    out: dict[tuple, dict] = {}
+    for it in items:
+        key = (it["kind"], it["producer"], it["producer_op"], tuple(it["readers"]), tuple(it["shape"]), it["dtype"])
+        a = out.get(key)
+        if a is None:
+            out[key] = {**it, "count_per_step": 1}
+        else:
+            a["count_per_step"] += 1
+            a["round_trip_bytes"] += it["round_trip_bytes"]
+    return sorted(out.values(), key=lambda a: -(a["round_trip_bytes"] if _finite(a["round_trip_bytes"]) else 0))
+
+
+def _run_json(r: RunFacts) -> dict:
+    return _clean(
+        {
+            "label": r.label,
+            "source": r.source,
+            "facts": r.facts,
+            "workload": workload_text(r.facts),
+            "steps_used": r.steps_used,
+            "steps_with_signature": r.steps_with_signature,
+            "step_shown": r.step_shown,
+            "kernels_per_step": r.kernels_per_step,
+            "memops_per_step": r.memops_per_step,
+            "launches_per_step": r.launches_per_step,
+            "gpu_time_us_per_step": r.gpu_time_us_per_step,
+            "gpu_busy_us_per_step": r.gpu_busy_us_per_step,
+            "idle_us_per_step": r.idle_us_per_step,
+            "span_us_per_step": r.span_us_per_step,
+            "launch_latency_us": r.launch_latency_us,
+            "kernel_time_us": r.kernel_time_us,
+            "by_category": r.by_category,
+            "remaining": r.remaining,
+            "remaining_round_trip_bytes_per_step": r.remaining_bytes_per_step,
+            "top_gemm": r.top_gemm,
+            "dtype": r.dtype,
+            "notes": r.notes,
+        }
+    )
+
+
+# --- small helpers --------------------------------------------------------------------------------------------------
+
+
+def _ordered_categories(runs: list[RunFacts]) -> list[str]:
+    seen = {c for r in runs for c in r.by_category}
+    return [c for c in CATEGORIES if c in seen] + sorted(seen - set(CATEGORIES))
+
+
+def _finite(x) -> bool:
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def _gbps(nbytes: float, us: float) -> float:
+    if not _finite(nbytes) or not _finite(us) or us <= 0:
+        return math.nan
+    return nbytes / (us * 1e3)  # bytes per µs / 1e3 = 1e9 bytes per second
+
+
+def _pct(new: float, old: float) -> float:
+    if not _finite(new) or not _finite(old) or old == 0:
+        return math.nan
+    return 100.0 * (new - old) / old
+
+
+def _short(name: str, n: int = 60) -> str:
+    s = str(name)
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _clean(x):
+    """JSON-safe: NaN/inf -> None, tuples -> lists, numpy scalars -> Python."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return x
+    if isinstance(x, int):
+        return x
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if not math.isfinite(f):
+        return None
+    if hasattr(x, "item"):
+        x = x.item()
+    return x if isinstance(x, int) else f

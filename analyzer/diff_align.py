@@ -1,0 +1,301 @@
+"""One run's representative step as an ordered kernel sequence, and the alignment of two such sequences.
+
+Never aligns on raw ts (each run has its own time base): a run is reduced to the ordered list of GPU ops of its
+steady-state steps. Steps with the same ordered (kernel, op, shapes) list share a signature; the most common
+signature is "the step", and each position's duration is the median over the steps that have it (3 active steps
+in our runner's traces, so one slow step never decides a figure).
+
+Two sequences are aligned by a longest common subsequence over kernel keys (difflib, autojunk off: a GEMM that
+repeats in every layer is signal, not junk). GEMMs key on (batch, M, N, K, dtype) from their op's shapes, so cuBLAS
+vs CUTLASS vs a Triton template with the same problem still match; everything else keys on (name, op, shapes).
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analyzer.diff_ops import (
+    TensorIO,
+    canonical_ops,
+    dims_text,
+    gemm_problem,
+    inductor_ops,
+    is_gemm_op,
+    is_inductor_name,
+    tensor_io,
+    text_ops,
+)
+from analyzer.errors import DiffError
+
+# Ranges that wrap a whole step or a whole compiled graph say nothing about one kernel.
+_GENERIC_RANGE_PREFIXES = (
+    "ProfilerStep#",
+    "## Call CompiledFxGraph",
+    "Torch-Compiled Region",
+    "## ",
+    "CompiledFunction",
+)
+
+
+@dataclass
+class RunSeq:
+    """One run reduced to its representative step."""
+
+    label: str
+    rows: pd.DataFrame  # one row per GPU op of the step, in launch order; columns listed in sequence()
+    steps_with_signature: list[int]  # steady steps whose kernel list equals the representative one
+    steps_used: list[int]  # all steady steps the Summary used
+    step_shown: int  # the step whose kernel list is shown (median GPU time among steps_with_signature)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_kernels(self) -> int:
+        return int((self.rows["kind"] == "kernel").sum())
+
+    @property
+    def n_memops(self) -> int:
+        return int((self.rows["kind"] != "kernel").sum())
+
+
+def sequence(summary, label: str, step: int | None = None) -> RunSeq:
+    """The representative step of a run (see module doc). step: use this step number instead of the mode."""
+    trace = summary.trace
+    src = trace.meta.source
+    g = trace.gpu_ops
+    steps_used = [int(s) for s in (summary.steps_used or [])]
+    if step is not None:
+        if step not in set(g["step"].tolist()):
+            raise DiffError(f"{src}: step {step} has no GPU ops (steps: {sorted(set(g['step'].tolist()) - {-1})})")
+        steps = [int(step)]
+    else:
+        steps = steps_used or sorted(int(s) for s in set(g["step"].tolist()) if s >= 0)
+    g = g[g["step"].isin(steps)]
+    if (g["kind"] == "kernel").sum() == 0:
+        raise DiffError(f"{src}: no GPU kernels in its steady-state steps {steps}; nothing to compare")
+    notes: list[str] = []
+    if g["device"].nunique() > 1:  # one trace per GPU is the Kineto norm; keep the busiest device
+        dev = int(g.groupby("device")["dur_us"].sum().idxmax())
+        notes.append(f"GPU ops on devices {sorted(g['device'].unique().tolist())}; compared device {dev} only")
+        g = g[g["device"] == dev]
+    g = g.sort_values(["step", "ts_us"], kind="stable")
+
+    key_text = g["name"].astype(str) + "\x1f" + g["op_name"].astype(str) + "\x1f" + g["input_dims"].map(repr)
+    h = pd.util.hash_pandas_object(key_text, index=False).to_numpy(np.uint64)
+    step_arr = g["step"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, step_arr[1:] != step_arr[:-1]])
+    counts = np.diff(np.r_[starts, len(step_arr)])
+    pos = np.arange(len(step_arr)) - np.repeat(starts, counts)
+    with np.errstate(over="ignore"):  # a wrapping uint64 sum of hash × (position + 1): order-sensitive signature
+        sig = np.add.reduceat(h * (pos.astype(np.uint64) + np.uint64(1)), starts)
+    sigs = pd.DataFrame({"step": step_arr[starts], "n": counts, "sig": sig})
+    mode = sigs.groupby(["n", "sig"]).size().sort_values(ascending=False, kind="stable")
+    n_mode, sig_mode = mode.index[0]
+    same = sigs[(sigs["n"] == n_mode) & (sigs["sig"] == sig_mode)]["step"].tolist()
+    if len(same) < len(sigs):
+        notes.append(
+            f"kernel lists differ between steps: {len(same)} of {len(sigs)} steady steps share the most common one "
+            f"({n_mode} GPU ops); figures per kernel use those {len(same)} steps"
+        )
+    sel = g[g["step"].isin(same)]
+    durs = sel["dur_us"].to_numpy().reshape(len(same), n_mode)
+    step_time = durs.sum(axis=1)
+    shown_i = int(np.argsort(step_time, kind="stable")[(len(same) - 1) // 2])  # the median step by GPU time
+    rows = sel.iloc[shown_i * n_mode : (shown_i + 1) * n_mode].copy()
+    rows["dur_us"] = np.median(durs, axis=0)
+    for col in ("bytes", "flops"):
+        vals = sel[col].to_numpy(dtype=float).reshape(len(same), n_mode)
+        rows[col] = vals[shown_i]
+    rows = rows.reset_index(drop=True)
+    rows["pos"] = np.arange(len(rows))
+    _annotate(rows, trace)
+    return RunSeq(label, rows, [int(s) for s in same], steps_used or steps, int(same[shown_i]), notes)
+
+
+def _roles(rows: pd.DataFrame) -> pd.Series:
+    """What each GPU op does for the op call that launched it, so tensors and the GEMM problem are not counted once
+    per kernel: 'main' (the call's only kernel, or the GEMM kernel of a GEMM call: not the memset or split-K
+    reduction cuBLAS launches beside it, e.g. a 'Memset (Device)' under every aten::mm in the Qwen H100 trace),
+    'first' / 'last' / 'middle' kernel of a multi-kernel call (first reads the inputs, last writes the output),
+    'helper' (a non-GEMM kernel of a GEMM call), 'memop'."""
+    is_kernel = rows["kind"].eq("kernel")
+    call = rows["op_index"].where(rows["op_index"] >= 0, -1 - rows["pos"])  # no op: a call of its own
+    k = rows.assign(_call=call, _k=is_kernel.astype(int), _g=(is_kernel & rows["category"].eq("gemm")).astype(int))
+    n_k = k.groupby("_call")["_k"].transform("sum")
+    has_gemm = k.groupby("_call")["_g"].transform("max").astype(bool)
+    # of several GEMM-category kernels in one call (cuBLASLt split-K: the GEMM, then splitKreduce_kernel) the longest
+    # does the GEMM; the others are helpers, so M, N, K and FLOPs are counted once per call
+    gemm_dur = rows["dur_us"].where(is_kernel & rows["category"].eq("gemm"))
+    is_longest = gemm_dur.eq(gemm_dur.groupby(call).transform("max")) & gemm_dur.notna()
+    is_longest &= ~is_longest.groupby(call).cumsum().gt(1)  # ties: the first
+    kr = k[is_kernel].groupby("_call").cumcount().reindex(rows.index)
+    role = np.where(
+        ~is_kernel,
+        "memop",
+        np.where(
+            has_gemm,
+            np.where(is_longest, "main", "helper"),
+            np.where(n_k == 1, "main", np.where(kr == 0, "first", np.where(kr == n_k - 1, "last", "middle"))),
+        ),
+    )
+    return pd.Series(role, index=rows.index)
+
+
+def _annotate(rows: pd.DataFrame, trace) -> None:
+    """Per-row facts the matcher needs: GEMM problem, tensors, op sets by source, alignment key."""
+    gemms, ios, op_ops, name_ops, keys = [], [], [], [], []
+    roles = _roles(rows)
+    for name, op, dims, types, role in zip(
+        rows["name"], rows["op_name"], rows["input_dims"], rows["input_types"], roles, strict=True
+    ):
+        op = op or ""
+        g = gemm_problem(op, dims, types) if role == "main" and (is_gemm_op(op) or is_inductor_name(op)) else None
+        gemms.append(g)
+        io = tensor_io(op, dims, types) if op and role in ("main", "first", "last") else TensorIO((), None)
+        if role == "first":
+            io = TensorIO(io.inputs, None)
+        elif role == "last":
+            io = TensorIO((), io.output)
+        ios.append(io)
+        # ops from the launching op: an aten op's own name, or words of an autograd Function / custom op name
+        if role in ("memop", "helper"):
+            oo = frozenset()  # a memset under aten::mm does not compute an mm
+        elif is_inductor_name(op):
+            oo = inductor_ops(op)
+        else:
+            oo = canonical_ops(op) if op.startswith("aten::") else text_ops(op)
+        op_ops.append(oo)
+        no = inductor_ops(name) if is_inductor_name(name) else text_ops(name)
+        name_ops.append(no)
+        if g is not None:
+            keys.append(g.key)
+        elif role == "memop":  # a workspace memset pairs with its twin whatever the op's out= argument
+            keys.append(("m", name, op))
+        else:
+            keys.append(("k", name, op, dims_text(dims)))
+    rows["role"] = roles
+    rows["gemm"] = gemms
+    rows["io"] = ios
+    rows["op_ops"] = op_ops
+    rows["name_ops"] = name_ops
+    rows["classify_ops"] = [
+        frozenset().union(*(canonical_ops(o) for o in str(s).split("+") if o))
+        if s and r not in ("memop", "helper")
+        else frozenset()
+        for s, r in zip(rows["ops"], roles, strict=True)
+    ]
+    rows["is_gemm"] = [
+        g is not None or (c == "gemm" and k == "kernel")
+        for g, c, k in zip(gemms, rows["category"], rows["kind"], strict=True)
+    ]
+    rows["key"] = keys
+    rows["context"] = _enclosing_ranges(rows, trace)
+
+
+def _enclosing_ranges(rows: pd.DataFrame, trace) -> list[tuple[str, ...]]:
+    """Names of the CPU record_function ranges that enclose each kernel's launch (innermost last), generic step /
+    compiled-graph wrappers dropped. A FuseLens or user kernel launched under record_function('fuselens::geglu')
+    is named by that range even when its own name says nothing."""
+    ann = trace.annotations
+    launches = trace.launches
+    empty: list[tuple[str, ...]] = [()] * len(rows)
+    if ann is None or len(ann) == 0 or launches is None or len(launches) == 0:
+        return empty
+    ann = ann[~ann["on_gpu"].astype(bool)]
+    keep = ~ann["name"].astype(str).str.startswith(_GENERIC_RANGE_PREFIXES)
+    ann = ann[keep]
+    if len(ann) == 0:
+        return empty
+    tid_of = dict(zip(launches["correlation"].tolist(), launches["tid"].tolist(), strict=True))
+    a_tid = ann["tid"].to_numpy()
+    a_ts = ann["ts_us"].to_numpy()
+    a_end = ann["end_us"].to_numpy()
+    a_name = ann["name"].astype(str).to_numpy()
+    out = []
+    for corr, lts in zip(rows["correlation"].tolist(), rows["launch_ts_us"].tolist(), strict=True):
+        tid = tid_of.get(corr)
+        if tid is None or not np.isfinite(lts):
+            out.append(())
+            continue
+        m = (a_tid == tid) & (a_ts <= lts) & (a_end >= lts)
+        idx = np.flatnonzero(m)
+        idx = idx[np.argsort(a_ts[idx], kind="stable")]
+        out.append(tuple(a_name[idx].tolist()))
+    return out
+
+
+# --- alignment ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Alignment:
+    pairs: list[tuple[int, int, str]]  # (base pos, candidate pos, how: 'same' | 'gemm' | 'reordered')
+    anchors_b: list[int]  # base positions of the in-order pairs (increasing)
+    anchors_c: list[int]  # their candidate positions (increasing)
+    unmatched_b: list[int]
+    unmatched_c: list[int]
+
+    def gap_of(self, c_pos: int) -> int:
+        """Index k such that c_pos lies between anchor k-1 and anchor k (0: before the first anchor)."""
+        return bisect.bisect_left(self.anchors_c, c_pos)
+
+    def base_window(self, c_pos: int, extra: int) -> tuple[int, int]:
+        """Open interval of base positions a candidate kernel may have replaced: its gap between anchors, widened
+        by `extra` anchors on each side."""
+        k = self.gap_of(c_pos)
+        lo_i, hi_i = k - 1 - extra, k + extra
+        lo = self.anchors_b[lo_i] if lo_i >= 0 else -1
+        hi = self.anchors_b[hi_i] if hi_i < len(self.anchors_b) else 10**12
+        return lo, hi
+
+    def base_coord(self, c_pos: int, n_c: int, n_b: int) -> float:
+        """Where a candidate kernel sits on the base axis, interpolated between the anchors around it."""
+        k = self.gap_of(c_pos)
+        cb = self.anchors_b[k - 1] if k > 0 else -1
+        cc = self.anchors_c[k - 1] if k > 0 else -1
+        nb = self.anchors_b[k] if k < len(self.anchors_b) else n_b
+        nc = self.anchors_c[k] if k < len(self.anchors_c) else n_c
+        return cb + (c_pos - cc) * (nb - cb) / max(nc - cc, 1)
+
+
+def align(base: pd.DataFrame, cand: pd.DataFrame) -> Alignment:
+    """Pairs of equal kernels: first the longest common subsequence (in order), then equal kernels left over on
+    both sides paired in order of appearance ('reordered': e.g. a second stream scheduled them differently)."""
+    codes: dict = {}
+    b_codes = [codes.setdefault(k, len(codes)) for k in base["key"]]
+    c_codes = [codes.setdefault(k, len(codes)) for k in cand["key"]]
+    sm = difflib.SequenceMatcher(None, b_codes, c_codes, autojunk=False)
+    pairs: list[tuple[int, int, str]] = []
+    b_gemm = base["is_gemm"].to_numpy()
+    for blk in sm.get_matching_blocks():
+        for i in range(blk.size):
+            bi, cj = blk.a + i, blk.b + i
+            pairs.append((bi, cj, "gemm" if b_gemm[bi] and base["gemm"].iat[bi] is not None else "same"))
+    anchors_b = [p[0] for p in pairs]
+    anchors_c = [p[1] for p in pairs]
+    mb = set(anchors_b)
+    mc = set(anchors_c)
+    left_c: dict[int, list[int]] = {}
+    for j in range(len(c_codes)):
+        if j not in mc:
+            left_c.setdefault(c_codes[j], []).append(j)
+    for i in range(len(b_codes)):
+        if i in mb:
+            continue
+        q = left_c.get(b_codes[i])
+        if q:
+            j = q.pop(0)
+            pairs.append((i, j, "reordered"))
+            mb.add(i)
+            mc.add(j)
+    return Alignment(
+        pairs=sorted(pairs),
+        anchors_b=anchors_b,
+        anchors_c=anchors_c,
+        unmatched_b=[i for i in range(len(b_codes)) if i not in mb],
+        unmatched_c=[j for j in range(len(c_codes)) if j not in mc],
+    )

@@ -1,0 +1,369 @@
+"""Fusion groups: which baseline kernels each new candidate kernel replaced, and the HBM round trips that saved.
+
+Input: two aligned representative steps (analyzer.diff_align). Kernels paired by the alignment are "the same work"
+and anchor everything else. Each baseline kernel left over is claimed by at most one new candidate kernel, by the
+strongest evidence available (docs/DIFF.md has the full rule):
+
+1. ops   — the candidate's ops, from its name (Inductor 'triton_poi_fused__unsafe_view_gelu_mul_0' -> gelu, mul;
+           '_geglu_tanh_forward_kernel' -> gelu, mul; '_dual_gemm_kernel' -> mm), its launching op or autograd
+           Function ('LigerGELUMulFunction') or the record_function ranges around its launch, cover the baseline
+           kernel's ops. Window: its gap between anchors widened by EXTRA_ANCHORS anchors each side, because Inductor
+           hoists GEMMs above the pointwise work that consumes them (HF GEGLU: eager runs gate-GEMM, gelu, up-GEMM,
+           mul; compile runs gate-GEMM, up-GEMM, gelu·mul). Ties go to the nearest candidate on the base axis.
+2. position — a new candidate kernel alone in its gap between anchors takes the baseline kernels of that gap
+           (a user's @triton.jit kernel whose name says nothing). Several: the nearest one.
+3. data flow — a baseline kernel still unclaimed whose output feeds a group member, or which reads a member's output,
+           joins that group (FuseLens gating: '_gating_kernel' sits where mul was; gelu, two kernels earlier, feeds
+           mul). A matched GEMM whose candidate names an epilogue op ('…gemm_relu…') absorbs the pointwise kernel
+           its output feeds.
+
+Bytes avoided (per group): a tensor that one group member writes and another member reads is an intermediate the
+fused kernel never materializes: its size × (1 write + 1 read per reading member). Tensors flowing into or out of
+the group are still written/read by the candidate and are not counted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analyzer.diff_align import Alignment, RunSeq
+from analyzer.diff_ops import POINTWISE_OPS, Tensor, dims_text, text_ops
+
+_SIDE_ROLES = ("memop", "helper")  # not the work of an op call: never a fusion member on their own evidence
+EXTRA_ANCHORS = 2  # see module doc, evidence 1
+FLOW_LOOKBACK = 8  # kernels between a producer and its reader; HF GEGLU eager: gelu -> mul is 2 apart
+
+
+@dataclass
+class Intermediate:
+    tensor: Tensor
+    producer: int  # base position
+    consumers: list[int]  # base positions reading it inside the group
+
+    @property
+    def nbytes(self) -> float:
+        return self.tensor.nbytes
+
+    @property
+    def round_trip_bytes(self) -> float:
+        return self.tensor.nbytes * (1 + len(self.consumers))
+
+
+@dataclass
+class Group:
+    fused: list[int]  # candidate positions of the new kernel(s): one, except for a 'kernel choice'
+    members: list[int]  # base positions they replaced, in base order
+    kind: str = ""  # 'fusion' (n -> 1) | 'swap' (1 -> 1) | 'kernel choice' (same op and shapes, other kernels)
+    evidence: dict[int, str] = field(default_factory=dict)  # base position -> how it was claimed
+    side: list[int] = field(default_factory=list)  # base memsets / helper kernels of replaced op calls
+    intermediates: list[Intermediate] = field(default_factory=list)
+    bytes_complete: bool = True  # False when a member's tensors are unknown: bytes avoided is then a lower bound
+
+    @property
+    def bytes_avoided(self) -> float:
+        return float(sum(i.round_trip_bytes for i in self.intermediates))
+
+
+@dataclass
+class GroupResult:
+    groups: list[Group]
+    unmatched_b: list[int]
+    unmatched_c: list[int]
+    pairs: list[tuple[int, int, str]]  # alignment pairs that remain pairs (epilogue absorptions removed)
+
+
+def _base_ops(row) -> frozenset[str]:
+    """A baseline kernel's ops: its aten op when known (precise), else words of its name and the classifier's ops."""
+    if row.op_ops:
+        return row.op_ops
+    return row.name_ops | row.classify_ops
+
+
+def _cand_sources(row) -> list[tuple[str, frozenset[str]]]:
+    """(evidence label, ops) for a candidate kernel, strongest first."""
+    out = [("kernel name", row.name_ops | row.classify_ops)]
+    if row.op_name:
+        out.append((f"launching op {row.op_name}", row.op_ops))
+    for rng in reversed(row.context):
+        out.append((f"range {rng}", text_ops(rng)))
+    return [(label, ops) for label, ops in out if ops]
+
+
+def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
+    b = base.rows
+    c = cand.rows
+    n_b, n_c = len(b), len(c)
+    b_rows = list(b.itertuples(index=False))
+    c_rows = list(c.itertuples(index=False))
+
+    # 0. same op, same shapes, other kernels (cuDNN picked another algorithm, a library update renamed a kernel):
+    #    the same work, so no intermediate can have been avoided
+    choices, taken_b, taken_c = _kernel_choices(b_rows, c_rows, al)
+    left_b = [i for i in al.unmatched_b if i not in taken_b]
+    left_c = [j for j in al.unmatched_c if j not in taken_c]
+
+    claim: dict[int, tuple[int, str]] = {}  # base pos -> (cand pos, evidence)
+    coord = {j: al.base_coord(j, n_c, n_b) for j in left_c}
+    sources = {j: _cand_sources(c_rows[j]) for j in left_c}
+    all_ops = {j: frozenset().union(*(ops for _, ops in sources[j])) if sources[j] else frozenset() for j in sources}
+
+    # 1. ops evidence
+    windows = {j: al.base_window(j, EXTRA_ANCHORS) for j in left_c}
+    for i in left_b:
+        ops_b = _base_ops(b_rows[i])
+        if not ops_b:
+            continue
+        best = None
+        for j in left_c:
+            lo, hi = windows[j]
+            if not (lo < i < hi) or not ops_b <= all_ops[j]:
+                continue
+            if b_rows[i].is_gemm and "mm" not in all_ops[j]:
+                continue
+            d = abs(i - coord[j])
+            if best is None or d < best[0] or (d == best[0] and j > best[1]):
+                best = (d, j)
+        if best is not None:
+            j = best[1]
+            labels = [lbl for lbl, ops in sources[j] if ops_b & ops]
+            claim[i] = (j, f"ops {'+'.join(sorted(ops_b))} named by {', '.join(labels)}")
+
+    # 2. position: a gap's leftover baseline kernels go to the new candidate kernels of the same gap
+    for i in left_b:
+        if i in claim or b_rows[i].role in _SIDE_ROLES:
+            continue
+        k = bisect.bisect_left(al.anchors_b, i)  # as many anchors before i as before j: the same gap
+        in_gap = [j for j in left_c if bisect.bisect_left(al.anchors_c, j) == k]
+        if b_rows[i].is_gemm:  # a pointwise kernel cannot replace a GEMM; an opaque or GEMM-named one can
+            in_gap = [j for j in in_gap if not all_ops[j] or "mm" in all_ops[j]]
+        if in_gap:
+            j = min(in_gap, key=lambda j: (abs(i - coord[j]), -j))
+            claim[i] = (j, "position: new work between the same matched kernels")
+
+    # 3. data flow into / out of a group
+    changed = True
+    while changed:
+        changed = False
+        members: dict[int, list[int]] = {}
+        for i, (j, _) in claim.items():
+            members.setdefault(j, []).append(i)
+        for i in left_b:
+            if i in claim or b_rows[i].role in _SIDE_ROLES:
+                continue
+            best = None
+            for j, mem in members.items():
+                if b_rows[i].is_gemm and all_ops[j] and "mm" not in all_ops[j]:
+                    continue
+                for m in mem:
+                    if abs(m - i) > FLOW_LOOKBACK:
+                        continue
+                    p, q = (i, m) if i < m else (m, i)
+                    if _feeds(b_rows[p], b_rows[q]):
+                        d = abs(m - i)
+                        if best is None or d < best[0]:
+                            best = (d, j, m)
+            if best is not None:
+                claim[i] = (best[1], f"data flow: its tensor passes to/from {_short(b_rows[best[2]].name)}")
+                changed = True
+
+    groups_by_c: dict[int, Group] = {}
+    for i, (j, how) in sorted(claim.items()):
+        g = groups_by_c.setdefault(j, Group(fused=[j], members=[]))
+        g.members.append(i)
+        g.evidence[i] = how
+
+    # 3b. a matched GEMM whose candidate kernel names an epilogue op absorbs the pointwise kernel it feeds
+    pairs = list(al.pairs)
+    pair_of_b = {p[0]: p for p in pairs}
+    for i in left_b:
+        if i in claim:
+            continue
+        ops_i = _base_ops(b_rows[i])
+        for p in range(i - 1, max(-1, i - FLOW_LOOKBACK - 1), -1):
+            pr = pair_of_b.get(p)
+            if pr is None or not b_rows[p].is_gemm or not _feeds(b_rows[p], b_rows[i]):
+                continue
+            cj = pr[1]
+            c_ops = c_rows[cj].name_ops | c_rows[cj].op_ops | c_rows[cj].classify_ops
+            if ops_i and ops_i <= c_ops and "mm" in c_ops:
+                g = groups_by_c.get(cj) or Group(fused=[cj], members=[p])
+                g.evidence.setdefault(p, "GEMM with the same M, N, K; its epilogue now does the work")
+                g.members = sorted({*g.members, i})
+                g.evidence[i] = f"epilogue: {'+'.join(sorted(ops_i))} named by the candidate GEMM"
+                groups_by_c[cj] = g
+                claim[i] = (cj, g.evidence[i])
+                pairs.remove(pr)
+                del pair_of_b[p]
+                break
+
+    # side work (a cuBLAS workspace memset, a split-K reduction) of a replaced op call leaves with it
+    group_of_call = {b_rows[m].op_index: g for g in groups_by_c.values() for m in g.members if b_rows[m].op_index >= 0}
+    for i in left_b:
+        g = group_of_call.get(b_rows[i].op_index)
+        if i not in claim and b_rows[i].role in _SIDE_ROLES and g is not None:
+            g.side.append(i)
+            claim[i] = (g.fused[0], "side work of a replaced op call")
+
+    groups = sorted(groups_by_c.values(), key=lambda g: g.fused[0])
+    for g in groups:
+        g.kind = "fusion" if len(g.members) > 1 else "swap"
+        _intermediates(g, b_rows)
+    groups = sorted(groups + choices, key=lambda g: g.fused[0])
+    return GroupResult(
+        groups=groups,
+        unmatched_b=[i for i in left_b if i not in claim],
+        unmatched_c=[j for j in left_c if j not in groups_by_c],
+        pairs=pairs,
+    )
+
+
+def _kernel_choices(b_rows: list, c_rows: list, al: Alignment) -> tuple[list[Group], set[int], set[int]]:
+    """Pair op instances (kernels sharing one launching aten op call) that have the same op and shapes on both
+    sides but different kernels, within EXTRA_ANCHORS gaps of each other."""
+
+    def instances(rows, positions):
+        inst: dict[tuple, list[int]] = {}
+        for p in positions:
+            r = rows[p]
+            if r.op_index >= 0 and str(r.op_name).startswith("aten::") and r.io.inputs:
+                inst.setdefault((r.op_index, r.op_name, dims_text(r.input_dims)), []).append(p)
+        return [(k[1], k[2], v) for k, v in inst.items()]
+
+    b_inst = instances(b_rows, al.unmatched_b)
+    by_sig: dict[tuple, list[tuple[int, list[int]]]] = {}
+    for cop, cdims, cpos in instances(c_rows, al.unmatched_c):
+        by_sig.setdefault((cop, cdims), []).append((bisect.bisect_left(al.anchors_c, cpos[0]), cpos))
+    groups: list[Group] = []
+    taken_b: set[int] = set()
+    taken_c: set[int] = set()
+    for op, dims, bpos in b_inst:
+        queue = by_sig.get((op, dims))
+        if not queue:
+            continue
+        kb = bisect.bisect_left(al.anchors_b, bpos[0])
+        hit = next((q for q, (kc, _) in enumerate(queue) if abs(kc - kb) <= EXTRA_ANCHORS), None)
+        if hit is None:
+            continue
+        _, cpos = queue.pop(hit)
+        g = Group(fused=list(cpos), members=list(bpos), kind="kernel choice")
+        for m in bpos:
+            g.evidence[m] = f"same op {op} with the same shapes ({dims}) runs other kernels"
+        groups.append(g)
+        taken_b.update(bpos)
+        taken_c.update(cpos)
+    return groups, taken_b, taken_c
+
+
+def _feeds(producer, reader) -> bool:
+    """Can the producer kernel's output be one of the reader's inputs? Same element count (views and reshapes are
+    free) and dtype, and not two kernels of one op call (an op's kernels share its shapes, not a tensor)."""
+    out = producer.io.output
+    if out is None or (producer.op_index >= 0 and producer.op_index == reader.op_index):
+        return False
+    return any(_same_tensor(out, t) for t in reader.io.inputs)
+
+
+def _same_tensor(a: Tensor, b: Tensor) -> bool:
+    return a.numel == b.numel and (a.dtype == b.dtype or None in (a.dtype, b.dtype))
+
+
+def flow_edges(rows: list, order: list[int], lookback: int | None = None) -> list[tuple[int, int, Tensor]]:
+    """(producer, consumer, tensor) edges among `order` (positions, increasing): each input of a consumer comes from
+    the latest earlier producer whose output has its element count and dtype (each producer once per consumer)."""
+    edges = []
+    for ci, cpos in enumerate(order):
+        used: set[int] = set()
+        for t in rows[cpos].io.inputs:
+            start = 0 if lookback is None else max(0, ci - lookback)
+            for ppos in reversed(order[start:ci]):
+                out = rows[ppos].io.output
+                if ppos in used or out is None:
+                    continue
+                if rows[ppos].op_index >= 0 and rows[ppos].op_index == rows[cpos].op_index:
+                    continue  # kernels of one op call share its shapes, not a tensor
+                if _same_tensor(out, t):
+                    edges.append((ppos, cpos, out))
+                    used.add(ppos)
+                    break
+    return edges
+
+
+def _intermediates(g: Group, b_rows: list) -> None:
+    edges = flow_edges(b_rows, g.members)
+    by_p: dict[int, Intermediate] = {}
+    for p, cpos, t in edges:
+        by_p.setdefault(p, Intermediate(t, p, [])).consumers.append(cpos)
+    g.intermediates = [by_p[p] for p in sorted(by_p)]
+    known = all(
+        b_rows[m].io.inputs and b_rows[m].io.output is not None and b_rows[m].io.output.dtype for m in g.members
+    )
+    # one kernel replaced by one kernel: no tensor passes between replaced kernels, 0 bytes avoided by the rule
+    g.bytes_complete = len(g.members) == 1 or (bool(known) and all(not math.isnan(i.nbytes) for i in g.intermediates))
+
+
+def _short(name: str, n: int = 48) -> str:
+    s = str(name)
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+# --- what is left: round trips a run still makes --------------------------------------------------------------------
+
+
+@dataclass
+class RoundTrip:
+    producer: int
+    consumers: list[int]
+    tensor: Tensor
+    kind: str  # 'GEMM epilogue' | 'pointwise chain'
+
+    @property
+    def bytes(self) -> float:
+        return self.tensor.nbytes * (1 + len(self.consumers))
+
+
+def _is_pointwise(row) -> bool:
+    if row.category == "pointwise":
+        return True
+    ops = row.op_ops or row.classify_ops
+    return bool(ops) and ops <= POINTWISE_OPS
+
+
+def remaining_round_trips(seq: RunSeq) -> list[RoundTrip]:
+    """Tensors a run writes to HBM and reads straight back in a pointwise kernel: a GEMM output read by a pointwise
+    kernel (a GEMM-epilogue fusion would keep it on chip) or a pointwise output read by another pointwise kernel.
+    Found by shape and order (flow_edges, FLOW_LOOKBACK); producers whose output we cannot tell (an Inductor or user
+    kernel) are not counted, so this is a lower bound."""
+    rows = list(seq.rows.itertuples(index=False))
+    order = list(range(len(rows)))
+    consumers = [i for i in order if _is_pointwise(rows[i]) and rows[i].io.inputs]
+    if not consumers:
+        return []
+    by_p: dict[int, RoundTrip] = {}
+    for p, cpos, t in flow_edges(rows, order, lookback=FLOW_LOOKBACK):
+        if cpos not in consumers:
+            continue
+        pr = rows[p]
+        if pr.is_gemm:
+            kind = "GEMM epilogue"
+        elif _is_pointwise(pr):
+            kind = "pointwise chain"
+        else:
+            continue
+        by_p.setdefault(p, RoundTrip(p, [], t, kind)).consumers.append(cpos)
+    return [by_p[p] for p in sorted(by_p)]
+
+
+def member_bytes(row) -> float:
+    """Estimated HBM bytes one kernel moves: the cost model's figure when it has one, else its op's tensors
+    (inputs read once + output written once)."""
+    v = float(row.bytes) if row.bytes is not None else float("nan")
+    if np.isfinite(v):
+        return v
+    io = row.io
+    if io.output is None or not io.inputs:
+        return float("nan")
+    return float(sum(t.nbytes for t in io.inputs) + io.output.nbytes)

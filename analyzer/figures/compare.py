@@ -1,0 +1,226 @@
+"""Side-by-side charts of a Diff (pure: Diff in, Plotly figure out; analyzer.diff has the numbers).
+
+    category_time_figure(diff)             GPU time per step by category (+ idle) for every run, baseline first
+    fusion_groups_figure(diff, label)      per fusion group: baseline vs candidate time, and HBM bytes moved
+    time_breakdown_figure(diff, label)     where a candidate's kernel time per step went (waterfall, sums exactly)
+
+Every figure is in the FuseLens slide theme and titled with the GPU, workload, shapes and dtype it rests on.
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from analyzer.diff_facts import diff_context
+from analyzer.figures.theme import (
+    BASELINE_COLOR,
+    CATEGORY_COLORS,
+    COST_COLOR,
+    SAVED_COLOR,
+    TEMPLATE,
+    chart_title,
+    fmt_bytes,
+    fmt_us,
+    label,
+    run_color,
+)
+
+
+def _esc(s) -> str:
+    import html
+
+    return html.escape(str(s), quote=False)
+
+
+def _title(diff, title: str) -> dict:
+    return chart_title(title, **diff_context(diff))
+
+
+def category_time_figure(diff) -> go.Figure:
+    """One horizontal bar per run (baseline on top): GPU time per step split by kernel category, then idle time
+    (gaps inside the step's GPU span) in light grey. µs per step, medians over steady-state steps."""
+    cats = diff.categories()
+    runs = [r.label for r in diff.runs]
+    y = [_esc(r) for r in runs]
+    fig = go.Figure()
+    order = list(dict.fromkeys(cats["category"].tolist()))
+    for cat in order:
+        sub = cats[cats["category"] == cat].set_index("run")
+        x = [float(sub["time_us"].get(r, 0.0)) if r in sub.index else 0.0 for r in runs]
+        n = [float(sub["count"].get(r, 0.0)) if r in sub.index else 0.0 for r in runs]
+        fig.add_bar(
+            y=y,
+            x=x,
+            name=_esc(cat),
+            orientation="h",
+            marker_color=CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"]),
+            customdata=[[c, fmt_us(v)] for c, v in zip(n, x, strict=True)],
+            hovertemplate="%{y}<br>"
+            + _esc(cat)
+            + ": %{customdata[1]} per step, %{customdata[0]:.0f} GPU ops<extra></extra>",
+        )
+    idle = [r.idle_us_per_step if math.isfinite(r.idle_us_per_step) else 0.0 for r in diff.runs]
+    fig.add_bar(
+        y=y,
+        x=idle,
+        name="idle (gaps)",
+        orientation="h",
+        marker=dict(color=CATEGORY_COLORS["idle"], pattern=dict(shape="/", fgcolor="#9AA5B1")),
+        hovertemplate="%{y}<br>idle: %{x:,.1f} µs per step<extra></extra>",
+    )
+    for r in diff.runs:
+        total = r.gpu_time_us_per_step
+        fig.add_annotation(
+            y=_esc(r.label),
+            x=(total if math.isfinite(total) else 0) + (r.idle_us_per_step if math.isfinite(r.idle_us_per_step) else 0),
+            text=f"  {fmt_us(total)} · {r.kernels_per_step} kernels",
+            showarrow=False,
+            xanchor="left",
+            font=dict(size=14),
+        )
+    fig.update_layout(
+        template=TEMPLATE,
+        barmode="stack",
+        title=_title(diff, "GPU time per step by category"),
+        xaxis_title="µs per step (median over steady-state steps)",
+        yaxis=dict(autorange="reversed", automargin=True),
+        legend=dict(traceorder="normal"),
+        height=max(320, 140 + 70 * len(runs)),
+        margin=dict(r=160),
+    )
+    return fig
+
+
+def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) -> go.Figure:
+    """Two panels per fusion group (and kernel swap) of one candidate: baseline vs candidate kernel time, and
+    estimated HBM bytes moved (candidate = baseline minus the intermediates' round trips)."""
+    cd = diff.candidate(label_) if label_ else diff.candidates[0]
+    rows = (cd.fusions + cd.swaps)[:max_groups]
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        shared_yaxes=True,
+        horizontal_spacing=0.04,
+        subplot_titles=("kernel time per step (µs)", "HBM bytes per step (estimate)"),
+    )
+    if not rows:
+        fig.add_annotation(
+            text=f"no fusion groups: {_esc(cd.label)} runs the same kernels' work as {_esc(cd.base_label)}",
+            showarrow=False,
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.5,
+            font=dict(size=16),
+        )
+    names = []
+    for f in rows:
+        n = f"{label(f.fused_kernel, 44)}"
+        if f.count_per_step > 1:
+            n += f" ×{f.count_per_step}"
+        while n in names:
+            n += " "
+        names.append(n)
+    hover_rep = ["<br>".join(label(x, 70) for x in f.replaces) for f in rows]
+    base_t = [f.base_time_us_per_step for f in rows]
+    cand_t = [f.candidate_time_us_per_step for f in rows]
+    base_b = [f.base_bytes_per_step for f in rows]
+    cand_b = [f.candidate_bytes_per_step for f in rows]
+    common = dict(orientation="h", y=names, customdata=hover_rep)
+    fig.add_bar(
+        x=base_t,
+        name=_esc(cd.base_label),
+        marker_color=BASELINE_COLOR,
+        legendgroup="b",
+        hovertemplate="%{y}<br>replaces:<br>%{customdata}<br>baseline: %{x:,.1f} µs<extra></extra>",
+        row=1,
+        col=1,
+        **common,
+    )
+    fig.add_bar(
+        x=cand_t,
+        name=_esc(cd.label),
+        marker_color=run_color(1 + diff.candidates.index(cd)),
+        legendgroup="c",
+        hovertemplate="%{y}<br>candidate: %{x:,.1f} µs<extra></extra>",
+        row=1,
+        col=1,
+        **common,
+    )
+    fig.add_bar(
+        x=[b if math.isfinite(b) else None for b in base_b],
+        name=_esc(cd.base_label),
+        marker_color=BASELINE_COLOR,
+        legendgroup="b",
+        showlegend=False,
+        hovertemplate="%{y}<br>baseline: %{x:,.0f} B (estimate)<extra></extra>",
+        row=1,
+        col=2,
+        **common,
+    )
+    fig.add_bar(
+        x=[b if math.isfinite(b) else None for b in cand_b],
+        name=_esc(cd.label),
+        marker_color=run_color(1 + diff.candidates.index(cd)),
+        legendgroup="c",
+        showlegend=False,
+        hovertemplate="%{y}<br>candidate: %{x:,.0f} B (estimate)<extra></extra>",
+        row=1,
+        col=2,
+        **common,
+    )
+    fig.update_layout(
+        template=TEMPLATE,
+        barmode="group",
+        title=_title(
+            diff,
+            f"Fusion groups: {cd.label} vs {cd.base_label} — {fmt_bytes(cd.hbm_bytes_avoided_per_step)} HBM traffic "
+            f"avoided, {fmt_us(cd.time_saved_us_per_step)} saved per step",
+        ),
+        height=max(360, 170 + 80 * max(len(rows), 1)),
+    )
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_yaxes(showticklabels=False, row=1, col=2)
+    return fig
+
+
+def time_breakdown_figure(diff, label_: str | None = None) -> go.Figure:
+    """Waterfall from the baseline's kernel time per step to the candidate's: fusion groups, kernel choices,
+    matched GEMMs, other matched kernels, removed and added kernels (positive = time saved)."""
+    cd = diff.candidate(label_) if label_ else diff.candidates[0]
+    tb = cd.time_breakdown
+    steps = [
+        ("fusion groups", tb["saved_by_fusion_groups_us"]),
+        ("kernel choices", tb["saved_by_kernel_choices_us"]),
+        ("matched GEMMs", tb["saved_on_matched_gemms_us"]),
+        ("other matched kernels", tb["saved_on_other_matched_us"]),
+        ("removed kernels", tb["removed_kernels_us"]),
+        ("added kernels", tb["added_kernels_us"]),
+    ]
+    x = [_esc(cd.base_label)] + [s[0] for s in steps] + [_esc(cd.label)]
+    y = [tb["base_kernel_time_us"]] + [-v for _, v in steps] + [tb["candidate_kernel_time_us"]]
+    fig = go.Figure(
+        go.Waterfall(
+            x=x,
+            y=y,
+            measure=["absolute"] + ["relative"] * len(steps) + ["total"],
+            decreasing=dict(marker_color=SAVED_COLOR),
+            increasing=dict(marker_color=COST_COLOR),
+            totals=dict(marker_color=BASELINE_COLOR),
+            text=[fmt_us(abs(v)) for v in y],
+            textposition="outside",
+            connector=dict(line=dict(color="#9AA5B1")),
+            hovertemplate="%{x}: %{y:,.1f} µs<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        template=TEMPLATE,
+        title=_title(diff, f"Where {cd.label}'s kernel time per step went (vs {cd.base_label})"),
+        yaxis_title="kernel time per step (µs)",
+        showlegend=False,
+        height=460,
+    )
+    return fig

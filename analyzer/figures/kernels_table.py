@@ -1,0 +1,158 @@
+"""The Kernels view as a table (pure pandas): one row per distinct kernel per run, filters, and a safe CSV export.
+
+Why `csv_bytes` rewrites cells: a kernel or op name from an uploaded trace such as `=HYPERLINK(…)` or
+`=cmd|' /C calc'!A0` would run as a formula when the CSV is opened in Excel / LibreOffice / Sheets. Every text cell
+starting with = + - @ (or a tab / carriage return, which some spreadsheets skip first) gets a leading apostrophe,
+the OWASP "CSV injection" remedy; numbers stay numbers.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+# Display order. Units in names, like the schema; "(est.)" marks the estimates (bytes, FLOPs and what rests on them).
+COLUMNS = {
+    "run": "run",
+    "name": "kernel",
+    "category": "category",
+    "library": "library",
+    "ops": "ops",
+    "op_name": "op",
+    "shapes": "shapes",
+    "dtypes": "dtypes",
+    "count_per_step": "calls/step",
+    "time_us_per_step": "time/step (µs)",
+    "share_pct": "% of run's GPU time",
+    "dur_us_median": "median call (µs)",
+    "bytes_per_call": "bytes/call (est.)",
+    "flops_per_call": "FLOPs/call (est.)",
+    "achieved_gbps": "GB/s (est.)",
+    "achieved_tflops": "TFLOP/s (est.)",
+    "pct_peak_bw": "% peak BW (est.)",
+    "pct_peak_flops": "% peak FLOP/s (est.)",
+    "cost_basis": "estimate basis",
+}
+TEXT_COLUMNS = ("run", "name", "category", "library", "ops", "op_name", "shapes", "dtypes", "cost_basis")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # incl. full-width
+
+
+def kernels_view(tables: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+    """Stack Summary.kernels tables (KERNEL_SUMMARY) of several runs, with a run column and each kernel's share.
+
+    Sorted by time per step, longest first: the top of the table is where the time goes.
+    """
+    parts = []
+    for label, k in tables:
+        k = k.copy()
+        total = k["time_us_per_step"].sum()
+        k.insert(0, "run", label)
+        k["share_pct"] = 100.0 * k["time_us_per_step"] / total if total > 0 else float("nan")
+        parts.append(k)
+    if not parts:
+        return pd.DataFrame(columns=list(COLUMNS))
+    out = pd.concat(parts, ignore_index=True)
+    for c in COLUMNS:
+        if c not in out:
+            out[c] = "" if c in TEXT_COLUMNS else float("nan")
+    return out[list(COLUMNS)].sort_values("time_us_per_step", ascending=False, kind="stable", ignore_index=True)
+
+
+def filter_view(
+    df: pd.DataFrame,
+    *,
+    runs: list[str] | None = None,
+    categories: list[str] | None = None,
+    libraries: list[str] | None = None,
+    text: str = "",
+) -> pd.DataFrame:
+    """Rows matching every given filter. `text` is a case-insensitive substring of kernel, op, ops or shapes
+    (a literal string, never a regex: user input must not be able to make the server backtrack for minutes)."""
+    mask = pd.Series(True, index=df.index)
+    if runs:
+        mask &= df["run"].isin(runs)
+    if categories:
+        mask &= df["category"].isin(categories)
+    if libraries:
+        mask &= df["library"].isin(libraries)
+    needle = text.strip().lower()
+    if needle:
+        hay = (
+            df["name"].astype(str) + "\n" + df["op_name"].astype(str) + "\n" + df["ops"].astype(str) + "\n" + df["shapes"].astype(str)
+        ).str.lower()
+        mask &= hay.str.contains(needle, regex=False)
+    return df[mask]
+
+
+def neutralize(value: object) -> object:
+    """A text cell made inert for spreadsheets; other values unchanged."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def csv_bytes(df: pd.DataFrame, *, rename: bool = True) -> bytes:
+    """UTF-8 CSV (with BOM, so Excel reads µ correctly) of `df`, formula injection neutralised, controls dropped."""
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype == object or pd.api.types.is_string_dtype(out[c]):
+            out[c] = out[c].map(lambda v: neutralize(_CONTROL.sub("", v)) if isinstance(v, str) else v)
+    if rename:
+        out = out.rename(columns=COLUMNS)
+    return out.to_csv(index=False).encode("utf-8-sig")
+
+
+def _base_name(name: str) -> str:
+    """'void at::native::foo<4, bar>(int, …)' → 'at::native::foo': how ncu and Kineto names can still be matched."""
+    s = str(name).strip()
+    s = s[5:] if s.startswith("void ") else s
+    for stop in ("<", "("):
+        i = s.find(stop)
+        if i > 0:
+            s = s[:i]
+    return s.strip()
+
+
+def measured_bytes(step_kernels: pd.DataFrame, ncu: dict) -> tuple[pd.DataFrame, dict]:
+    """Estimated vs Nsight-Compute-measured DRAM bytes for one step, per kernel and in total.
+
+    `step_kernels`: GPU_OPS rows (kernels only) of one steady-state step; `ncu`: a runner <variant>.ncu.json
+    ({'kernels': [{'kernel', 'id', 'dram_bytes_read', 'dram_bytes_write'}, …]} in launch order, one step).
+    Kernels pair by launch position when both sides have the same count (the runner profiles the same step
+    shape), else by base name. Measured bytes exclude what L2 absorbed, so measured < estimate is expected for
+    intermediates that fit in L2.
+    """
+    meas = [k for k in ncu.get("kernels", []) if isinstance(k, dict)]
+    est = step_kernels.sort_values("ts_us")
+    rows = []
+    if len(meas) == len(est):
+        for (_, e), m in zip(est.iterrows(), meas, strict=True):
+            rows.append((e["name"], e["bytes"], float(m.get("dram_bytes_read", 0)) + float(m.get("dram_bytes_write", 0))))
+        how = "by launch position"
+    else:
+        by_name: dict[str, float] = {}
+        for m in meas:
+            key = _base_name(m.get("kernel", ""))
+            by_name[key] = by_name.get(key, 0.0) + float(m.get("dram_bytes_read", 0)) + float(m.get("dram_bytes_write", 0))
+        for name, grp in est.groupby("name", sort=False):
+            rows.append((name, grp["bytes"].sum(min_count=1), by_name.pop(_base_name(name), float("nan"))))
+        how = "by kernel name"
+    df = pd.DataFrame(rows, columns=["kernel", "estimated_bytes", "measured_bytes"])
+    df = df.groupby("kernel", sort=False, as_index=False).agg(
+        calls=("kernel", "size"),
+        estimated_bytes=("estimated_bytes", lambda s: s.sum(min_count=1)),
+        measured_bytes=("measured_bytes", lambda s: s.sum(min_count=1)),
+    )
+    df["measured / estimate"] = df["measured_bytes"] / df["estimated_bytes"]
+    totals = {
+        "estimated_bytes": float(df["estimated_bytes"].sum()),
+        "measured_bytes": float(df["measured_bytes"].sum()),
+        "matched": how,
+        "kernels_estimated": int(len(est)),
+        "kernels_measured": int(len(meas)),
+    }
+    return df, totals

@@ -1,0 +1,177 @@
+"""Roofline: achieved FLOP/s vs arithmetic intensity, one marker per kernel, against the GPU's roofs (pure).
+
+x = FLOPs / HBM bytes per call (both ESTIMATES from shapes and dtypes), y = achieved TFLOP/s (estimated FLOPs over
+the measured duration). The slanted roof is peak HBM bandwidth × intensity, the flat ones the dense tensor-core /
+CUDA-core peaks of GpuSpec. A kernel far under its roof is where the rest of the time is. Pure data-movement
+kernels (0 FLOPs) cannot sit on a log axis; `roofline_points` reports them so the page can say so.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from analyzer.figures.timeline import CATEGORY_COLORS
+from analyzer.gpus import GpuSpec
+
+SYMBOLS = ("circle", "diamond", "square", "triangle-up", "x", "star", "cross", "pentagon")
+ROOF_DTYPES = ("fp8", "bf16", "fp16", "tf32", "fp32")
+# Kineto 'Input type' names (c10 scalar types) → roof keys. 'float' alone is fp32 ('c10::BFloat16' must not match it).
+_DTYPE_RX = {
+    "bf16": re.compile(r"BFloat16|\bbf16\b"),
+    "fp16": re.compile(r"c10::Half|\bfp16\b"),
+    "fp32": re.compile(r"(?<![\w:])float(?!\w)|\bfp32\b"),
+    "fp8": re.compile(r"Float8|\bfp8"),
+}
+
+
+def roofline_points(tables: list[tuple[str, pd.DataFrame]]) -> tuple[pd.DataFrame, dict]:
+    """Plottable kernels of every run (KERNEL_SUMMARY rows + run, ai, tflops) and counts of what was left out."""
+    parts, skipped = [], {"no_estimate": 0, "zero_flops": 0}
+    for label, k in tables:
+        f, b, t = k["flops_per_call"], k["bytes_per_call"], k["achieved_tflops"]
+        ok = f.gt(0) & b.gt(0) & t.gt(0) & np.isfinite(f) & np.isfinite(b) & np.isfinite(t)
+        skipped["zero_flops"] += int((f == 0).sum())
+        skipped["no_estimate"] += int((~ok & (f != 0)).sum())
+        p = k[ok].assign(run=label, ai=(f / b)[ok], tflops=t[ok])
+        parts.append(p)
+    pts = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    return pts, skipped
+
+
+def _hover(p: pd.DataFrame) -> list[str]:
+    out = []
+    for run, name, op, shapes, ai, tf, gbps, pbw, pfl, t in p[
+        ["run", "name", "op_name", "shapes", "ai", "tflops", "achieved_gbps", "pct_peak_bw", "pct_peak_flops", "time_us_per_step"]
+    ].itertuples(index=False, name=None):
+        nm = str(name)
+        nm = nm if len(nm) <= 100 else nm[:99] + "…"
+        lines = [f"<b>{html.escape(nm)}</b>", f"run {html.escape(str(run))}"]
+        if op:
+            lines.append(f"op {html.escape(str(op))} {html.escape(str(shapes))[:140]}")
+        lines.append(f"{ai:,.1f} FLOP/byte (est.) · {tf:,.1f} TFLOP/s · {gbps:,.0f} GB/s")
+        peaks = [f"{v:,.0f}% of peak {what}" for v, what in ((pfl, "FLOP/s"), (pbw, "BW")) if np.isfinite(v)]
+        if peaks:
+            lines.append(" · ".join(peaks))
+        lines.append(f"{t:,.1f} µs per step")
+        out.append("<br>".join(lines))
+    return out
+
+
+def roofline_figure(
+    tables: list[tuple[str, pd.DataFrame]],
+    gpu: GpuSpec | None,
+    *,
+    title: str = "",
+    dtypes: tuple[str, ...] | None = None,
+    template: str | None = None,
+) -> go.Figure:
+    """The roofline of `tables` (label, Summary.kernels) on `gpu` (no roofs when None: unknown GPU).
+
+    `dtypes` picks the flat roofs to draw (default: the ones GpuSpec knows among bf16/fp16/fp32/tf32/fp8 that the
+    kernels' dtypes use, else bf16 and fp32). Marker: symbol per run, colour per category, area ∝ time per step.
+    """
+    pts, skipped = roofline_points(tables)
+    fig = go.Figure()
+    if not pts.empty:
+        tmax = float(pts["time_us_per_step"].max()) or 1.0
+        size = 9 + 26 * np.sqrt(pts["time_us_per_step"].fillna(0).clip(lower=0) / tmax)
+        pts = pts.assign(_size=size, _hover=_hover(pts))
+        for i, (label, _) in enumerate(tables):
+            p = pts[pts["run"] == label]
+            if p.empty:
+                continue
+            fig.add_trace(
+                go.Scatter(
+                    x=p["ai"],
+                    y=p["tflops"],
+                    mode="markers",
+                    name=html.escape(str(label)),
+                    legendgroup="runs",
+                    legendgrouptitle_text="run" if i == 0 else None,
+                    marker=dict(
+                        symbol=SYMBOLS[i % len(SYMBOLS)],
+                        size=p["_size"],
+                        color=[CATEGORY_COLORS.get(c, CATEGORY_COLORS["other"]) for c in p["category"]],
+                        line=dict(color="#1F2933", width=1.2),
+                        opacity=0.9,
+                    ),
+                    hovertext=p["_hover"],
+                    hoverinfo="text",
+                )
+            )
+        for j, cat in enumerate(sorted(pts["category"].unique())):  # legend-only swatches for the colours
+            fig.add_trace(
+                go.Scatter(
+                    x=[None],
+                    y=[None],
+                    mode="markers",
+                    name=html.escape(str(cat)),
+                    legendgroup="categories",
+                    legendgrouptitle_text="category" if j == 0 else None,
+                    marker=dict(symbol="square", size=12, color=CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"])),
+                )
+            )
+    ai = pts["ai"] if not pts.empty else pd.Series([1.0, 1000.0])
+    x_lo = float(10 ** np.floor(np.log10(max(ai.min() / 3, 1e-3))))
+    x_hi = float(10 ** np.ceil(np.log10(max(ai.max() * 3, 10.0))))
+    if gpu is not None:
+        if dtypes is None:
+            used = set()
+            if not pts.empty and "dtypes" in pts:
+                txt = " ".join(pts["dtypes"].astype(str))
+                used = {d for d, rx in _DTYPE_RX.items() if rx.search(txt)}
+            dtypes = tuple(d for d in ROOF_DTYPES if d in used and d in gpu.tflops) or tuple(
+                d for d in ("bf16", "fp32") if d in gpu.tflops
+            )
+        xs = np.logspace(np.log10(x_lo), np.log10(x_hi), 200)
+        peak_top = max([gpu.tflops[d] for d in dtypes if d in gpu.tflops] or [1.0])
+        mem = gpu.hbm_gbps * xs / 1000.0  # GB/s × FLOP/B = GFLOP/s → TFLOP/s
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=np.minimum(mem, peak_top),
+                mode="lines",
+                name=f"HBM {gpu.hbm_gbps:,.0f} GB/s",
+                line=dict(color="#1F2933", width=2),
+                hoverinfo="skip",
+                legendgroup="roofs",
+                legendgrouptitle_text="roofs",
+            )
+        )
+        dash = ("solid", "dash", "dot", "dashdot", "longdash")
+        for i, d in enumerate(dtypes):
+            peak = gpu.tflops.get(d)
+            if not peak:
+                continue
+            ridge = peak * 1000.0 / gpu.hbm_gbps
+            xr = xs[xs >= ridge]
+            if xr.size == 0:
+                continue
+            fig.add_trace(
+                go.Scatter(
+                    x=np.concatenate([[ridge], xr]),
+                    y=np.full(xr.size + 1, peak),
+                    mode="lines",
+                    name=f"{d} peak {peak:,.0f} TFLOP/s (ridge {ridge:,.0f} FLOP/B)",
+                    line=dict(color="#52606D", width=1.6, dash=dash[i % len(dash)]),
+                    hoverinfo="skip",
+                    legendgroup="roofs",
+                )
+            )
+    fig.update_xaxes(type="log", title_text="arithmetic intensity, FLOP per HBM byte (estimate)", range=[np.log10(x_lo), np.log10(x_hi)])
+    fig.update_yaxes(type="log", title_text="achieved TFLOP/s (estimated FLOPs / measured time)")
+    fig.update_layout(
+        title=dict(text=title, x=0.01, xanchor="left") if title else None,
+        height=620,
+        template=template,
+        hoverlabel=dict(align="left"),
+        legend=dict(groupclick="toggleitem", tracegroupgap=14),
+        margin=dict(l=70, r=20, t=70 if title else 30, b=60),
+        meta={"points": int(len(pts)), **skipped, "gpu": gpu.name if gpu else None},
+    )
+    return fig

@@ -1,0 +1,150 @@
+"""The FuseLens chart look: light, high-contrast, large type — readable on screen and pasted into a slide.
+
+    fig.update_layout(template=TEMPLATE)                       # or apply_slide_theme(fig)
+    fig.update_layout(title=chart_title("GPU time per step", gpu="NVIDIA H100 80GB HBM3",
+                                        workload="GEGLU MLP", shapes="64×128 tokens, d=768 → 3072", dtype="bf16"))
+    label(name)                                                # a kernel name made short and inert for a chart
+
+Every chart that leaves the app (PNG/SVG for a review, the HTML report) says what it shows: chart_title() puts
+the GPU, workload, shapes and dtype in a subtitle line under the title.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+FONT = "Inter, Helvetica Neue, Helvetica, Arial, sans-serif"
+INK = "#1F2933"  # text: near-black, softer than #000 on a projector
+MUTED = "#52606D"  # subtitles, axis titles
+GRID = "#E4E7EB"
+
+# Okabe-Ito based, colour-blind safe; the same category has the same colour in every FuseLens chart.
+CATEGORY_COLORS = {
+    "gemm": "#0072B2",
+    "attention": "#CC79A7",
+    "pointwise": "#E69F00",
+    "reduction": "#009E73",
+    "normalization": "#56B4E9",
+    "communication": "#D55E00",
+    "memcpy": "#7F7F7F",
+    "memset": "#B0B0B0",
+    "other": "#8C6D31",
+    "idle": "#E4E7EB",
+}
+BASELINE_COLOR = "#7B8794"  # the baseline is grey: the candidates are what the eye should follow
+CANDIDATE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8C6D31")
+SAVED_COLOR = "#009E73"
+COST_COLOR = "#D55E00"
+
+
+def run_color(i: int) -> str:
+    """Colour of run i in a side-by-side chart: 0 is the baseline."""
+    return BASELINE_COLOR if i == 0 else CANDIDATE_COLORS[(i - 1) % len(CANDIDATE_COLORS)]
+
+
+TEMPLATE = go.layout.Template(
+    layout=go.Layout(
+        font=dict(family=FONT, size=15, color=INK),
+        title=dict(font=dict(size=21, color=INK), x=0.0, xanchor="left", xref="paper", y=0.97, yanchor="top"),
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        colorway=list(CANDIDATE_COLORS),
+        margin=dict(l=70, r=30, t=100, b=60),
+        legend=dict(bgcolor="rgba(255,255,255,0.85)", font=dict(size=14), orientation="h", y=-0.15, x=0),
+        xaxis=dict(
+            gridcolor=GRID, zerolinecolor="#CBD2D9", linecolor="#9AA5B1", ticks="outside", title_font=dict(color=MUTED)
+        ),
+        yaxis=dict(
+            gridcolor=GRID, zerolinecolor="#CBD2D9", linecolor="#9AA5B1", ticks="outside", title_font=dict(color=MUTED)
+        ),
+        hoverlabel=dict(font=dict(family=FONT, size=13), bgcolor="white"),
+        bargap=0.25,
+    )
+)
+pio.templates["fuselens"] = TEMPLATE
+
+
+def subtitle_text(
+    gpu: str | None = None, workload: str | None = None, shapes: str | None = None, dtype: str | None = None
+) -> str:
+    """'NVIDIA H100 80GB HBM3 · GEGLU MLP · 64×128 tokens, d=768 → 3072 · bf16' (missing facts left out; each
+    escaped: they can come from an uploaded file)."""
+    parts = [str(p) for p in (gpu, workload, shapes, dtype) if p]
+    return " · ".join(html.escape(p, quote=False) for p in parts)
+
+
+def chart_title(
+    title: str,
+    *,
+    gpu: str | None = None,
+    workload: str | None = None,
+    shapes: str | None = None,
+    dtype: str | None = None,
+    subtitle: str | None = None,
+) -> dict:
+    """A layout.title dict: the title, and under it the facts the chart rests on (or an explicit subtitle)."""
+    sub = subtitle if subtitle is not None else subtitle_text(gpu, workload, shapes, dtype)
+    out = {"text": html.escape(str(title), quote=False), "x": 0.0, "xanchor": "left", "xref": "paper"}
+    if sub:
+        out["subtitle"] = {
+            "text": html.escape(sub, quote=False) if subtitle is not None else sub,
+            "font": {"size": 14, "color": MUTED},
+        }
+    return out
+
+
+def apply_slide_theme(fig: go.Figure, title: str | None = None, **facts) -> go.Figure:
+    """Put `fig` in the FuseLens look (in place; returns it). title + facts (gpu, workload, shapes, dtype,
+    subtitle) replace its title when given."""
+    fig.update_layout(template=TEMPLATE)
+    if title is not None:
+        fig.update_layout(title=chart_title(title, **facts))
+    return fig
+
+
+_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
+
+
+def short_name(name: str, max_chars: int = 60) -> str:
+    """A kernel name short enough for an axis: C++ template arguments and parameter lists collapsed
+    ('void at::native::vectorized_elementwise_kernel<4, …>(int, …)' -> 'at::native::vectorized_elementwise_kernel<…>')."""
+    s = " ".join(str(name).split())
+    if s.startswith("void "):
+        s = s[5:]
+    for _ in range(8):  # nested templates: innermost first
+        t = _TEMPLATE_ARGS.sub("⟨⟩", s)
+        if t == s:
+            break
+        s = t
+    s = s.replace("⟨⟩", "<…>")
+    s = re.sub(r"\(.*\)$", "", s) or s
+    return s if len(s) <= max_chars else s[: max_chars - 1] + "…"
+
+
+def label(name: str, max_chars: int = 60) -> str:
+    """short_name, HTML-escaped: Plotly renders a subset of HTML in labels, so a name holding '<script>' or
+    '<img onerror=…>' must reach it as text."""
+    return html.escape(short_name(name, max_chars), quote=False)
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Decimal units, as HBM bandwidth is quoted: 100,663,296 -> '100.7 MB'."""
+    if n is None or n != n:
+        return "unknown"
+    a = abs(n)
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if a >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_us(us: float | None) -> str:
+    if us is None or us != us:
+        return "unknown"
+    if abs(us) >= 10_000:
+        return f"{us / 1000:,.1f} ms"
+    return f"{us:,.1f} µs"

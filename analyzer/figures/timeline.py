@@ -1,0 +1,410 @@
+"""GPU timeline of one step per run, runs stacked on one time scale (pure: DataFrames in, Plotly figure out).
+
+Each run's step is re-based to its own start, so a baseline and its fused candidates line up at t = 0: the kernels
+fusion removed and the shorter step are visible at a glance.
+
+Why the server aggregates: a browser draws a few thousand SVG rectangles smoothly, not the 100k+ kernels of a real
+training step. Above `max_bars` the kernels narrower than one horizontal "pixel bin" are merged per lane into one
+bar that says how many kernels it holds; kernels wider than a bin always stay individual. Above `svg_limit` bars the
+figure switches to WebGL line segments (go.Scattergl), which stay fluid at tens of thousands of bars.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+# Colour-blind-safe, readable on white slides and on screen (Okabe-Ito based). Same category → same colour everywhere.
+CATEGORY_COLORS = {
+    "gemm": "#0072B2",
+    "attention": "#CC79A7",
+    "pointwise": "#E69F00",
+    "reduction": "#009E73",
+    "normalization": "#56B4E9",
+    "communication": "#D55E00",
+    "memcpy": "#7F7F7F",
+    "memset": "#B0B0B0",
+    "other": "#8C6D31",
+    "cpu op": "#9AA5B1",
+}
+CPU_COLOR = CATEGORY_COLORS["cpu op"]
+LANE_PX = 34  # height of one lane: tall enough for a readable bar, short enough for 4 runs × 3 streams on a slide
+NAME_CHARS = 110  # kernel names can be 1 kB of C++ template; the hover shows the head
+
+
+@dataclass(frozen=True)
+class StepView:
+    """One run's chosen step: the GPU ops (GPU_OPS rows) and, optionally, the CPU ops that launched them."""
+
+    label: str
+    step: int
+    gpu: pd.DataFrame
+    cpu: pd.DataFrame | None = None  # CPU_OPS rows (launching ops), or None when not shown
+    origin_us: float = 0.0  # absolute ts_us that becomes t = 0
+
+    @property
+    def span_us(self) -> float:
+        """GPU span of the step: first GPU op start → last GPU op end."""
+        if self.gpu.empty:
+            return 0.0
+        return float(self.gpu["end_us"].max() - self.gpu["ts_us"].min())
+
+
+def step_view(
+    label: str, gpu_ops: pd.DataFrame, step: int, *, cpu_ops: pd.DataFrame | None = None, with_cpu: bool = False
+) -> StepView:
+    """The GPU ops of `step` (by GPU_OPS.step), re-based so the step's first shown activity is t = 0.
+
+    With `with_cpu`, the innermost CPU ops that launched those kernels (GPU_OPS.op_index → CPU_OPS rows) come too,
+    and the origin moves to the earliest of them: launch-bound steps show the CPU running ahead of (or behind) the GPU.
+    """
+    gpu = gpu_ops[gpu_ops["step"] == step]
+    cpu = None
+    if with_cpu and cpu_ops is not None and not gpu.empty:
+        idx = gpu["op_index"]
+        idx = idx[(idx >= 0) & idx.isin(cpu_ops.index)].unique()
+        cpu = cpu_ops.loc[idx]
+    starts = [gpu["ts_us"].min()] if not gpu.empty else []
+    if cpu is not None and not cpu.empty:
+        starts.append(cpu["ts_us"].min())
+    origin = float(min(starts)) if starts else 0.0
+    return StepView(label=label, step=int(step), gpu=gpu, cpu=cpu, origin_us=origin)
+
+
+def _fmt_bytes(b: float) -> str:
+    if not np.isfinite(b):
+        return "unknown"
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(b) >= div:
+            return f"{b / div:,.1f} {unit}"
+    return f"{b:,.0f} B"
+
+
+def _esc(s: object, n: int = NAME_CHARS) -> str:
+    """Names come from files users upload: escape them so Plotly's HTML-subset labels stay inert."""
+    t = "" if s is None else str(s)
+    if len(t) > n:
+        t = t[: n - 1] + "…"
+    return html.escape(t, quote=True)
+
+
+def _shapes(dims, types) -> str:
+    if dims is None or (isinstance(dims, float) and np.isnan(dims)):
+        return ""
+    try:
+        txt = ", ".join("[" + ", ".join(str(x) for x in d) + "]" if isinstance(d, list | tuple) else str(d) for d in dims)
+    except TypeError:
+        txt = str(dims)
+    if isinstance(types, list | tuple):
+        kinds = sorted({str(t) for t in types if t})
+        if kinds:
+            txt += "  (" + ", ".join(kinds) + ")"
+    return txt
+
+
+def _kernel_hover(df: pd.DataFrame) -> list[str]:
+    """One hover line block per kernel: name, op, shapes, duration, bytes (estimate) and achieved bandwidth."""
+    out = []
+    cols = df[
+        [
+            "name",
+            "op_name",
+            "input_dims",
+            "input_types",
+            "dur_us",
+            "s",
+            "bytes",
+            "achieved_gbps",
+            "category",
+            "library",
+            "stream",
+        ]
+    ].itertuples(index=False, name=None)
+    for name, op, dims, types, dur, s, nbytes, gbps, cat, lib, stream in cols:
+        lines = [f"<b>{_esc(name)}</b>"]
+        if op:
+            shp = _shapes(dims, types)
+            lines.append(f"op: {_esc(op, 60)}" + (f"  {_esc(shp, 140)}" if shp else ""))
+        lines.append(f"duration {dur:,.1f} µs · start +{s:,.1f} µs")
+        bw = f" · {gbps:,.0f} GB/s achieved" if np.isfinite(gbps) else ""
+        if np.isfinite(nbytes):
+            lines.append(f"bytes {_fmt_bytes(nbytes)} (estimate){bw}")
+        lines.append(f"{_esc(cat, 30)}" + (f" · {_esc(lib, 30)}" if lib else "") + f" · stream {stream}")
+        out.append("<br>".join(lines))
+    return out
+
+
+def _cpu_hover(df: pd.DataFrame) -> list[str]:
+    out = []
+    for name, dims, types, dur, s in df[["name", "input_dims", "input_types", "dur_us", "s"]].itertuples(
+        index=False, name=None
+    ):
+        shp = _shapes(dims, types)
+        lines = [f"<b>{_esc(name)}</b>"]
+        if shp:
+            lines.append(_esc(shp, 140))
+        lines.append(f"CPU {dur:,.1f} µs · start +{s:,.1f} µs")
+        out.append("<br>".join(lines))
+    return out
+
+
+def _merge_small(df: pd.DataFrame, bin_us: float) -> pd.DataFrame:
+    """Merge kernels narrower than `bin_us` that start in the same bin of the same lane into one bar.
+
+    Input columns: lane, s, e, dur_us, category, name (+ hover-able ones). Output: the wide kernels unchanged (n=1)
+    and one row per non-empty (lane, bin) of the narrow ones, coloured by the category holding most of its busy time.
+    """
+    wide = df[df["dur_us"] >= bin_us].assign(n=1)
+    narrow = df[df["dur_us"] < bin_us]
+    if narrow.empty:
+        return wide
+    b = np.floor(narrow["s"].to_numpy() / bin_us).astype(np.int64)
+    narrow = narrow.assign(_bin=b)
+    grp = narrow.groupby(["lane", "_bin"], sort=False)
+    agg = grp.agg(s=("s", "min"), e=("e", "max"), n=("s", "size"), busy=("dur_us", "sum")).reset_index()
+    singles = agg["n"] == 1
+    # Dominant category by busy time inside each merged bar.
+    cat_time = narrow.groupby(["lane", "_bin", "category"], sort=False)["dur_us"].sum().reset_index()
+    cat_time = cat_time.sort_values("dur_us", ascending=False).drop_duplicates(["lane", "_bin"])
+    agg = agg.merge(cat_time[["lane", "_bin", "category"]], on=["lane", "_bin"], how="left")
+    # Top names inside a merged bar, for its hover.
+    top = (
+        narrow.groupby(["lane", "_bin", "name"], sort=False)["dur_us"]
+        .agg(["size", "sum"])
+        .reset_index()
+        .sort_values("sum", ascending=False)
+    )
+    top_txt = (
+        top.groupby(["lane", "_bin"], sort=False)
+        .head(3)
+        .assign(t=lambda t: t["size"].astype(str) + "× " + t["name"].map(lambda x: _esc(x, 70)))
+        .groupby(["lane", "_bin"], sort=False)["t"]
+        .agg("<br>  ".join)
+        .reset_index()
+    )
+    agg = agg.merge(top_txt, on=["lane", "_bin"], how="left")
+    agg["dur_us"] = agg["e"] - agg["s"]
+    agg["hover"] = (
+        "<b>"
+        + agg["n"].astype(str)
+        + " kernels merged</b> (each shorter than "
+        + f"{bin_us:,.2f} µs at this zoom)<br>busy "
+        + agg["busy"].map("{:,.1f}".format)
+        + " µs of "
+        + agg["dur_us"].map("{:,.1f}".format)
+        + " µs · start +"
+        + agg["s"].map("{:,.1f}".format)
+        + " µs<br>mostly "
+        + agg["category"].astype(str)
+        + "; top:<br>  "
+        + agg["t"].fillna("")
+    )
+    # A bin holding one kernel is just that kernel: keep its own row (and hover) instead of a "1 kernels merged" bar.
+    single_keys = agg.loc[singles, ["lane", "_bin"]]
+    single_rows = narrow.merge(single_keys, on=["lane", "_bin"]).assign(n=1)
+    merged = agg.loc[~singles]
+    return pd.concat([wide, single_rows.drop(columns="_bin"), merged.drop(columns=["_bin", "t", "busy"])], ignore_index=True)
+
+
+def bars_frame(
+    views: list[StepView], *, max_bars: int = 6000, window: tuple[float, float] | None = None
+) -> tuple[pd.DataFrame, dict]:
+    """All bars to draw, one row each: run, row, lane (label), lane_y, s, e, category, n, hover.
+
+    Returns (bars, info): info has 'kernels' (GPU ops in the views), 'bars', 'merged' (bool), 'bin_us'.
+    """
+    parts = []
+    lane_names: dict[int, list[str]] = {}
+    for row, v in enumerate(views):
+        names = []
+        if v.cpu is not None and not v.cpu.empty:
+            c = v.cpu.assign(s=v.cpu["ts_us"] - v.origin_us, e=v.cpu["end_us"] - v.origin_us)
+            c = c.assign(lane="CPU ops", category="cpu op", kind="cpu", row=row)
+            parts.append(c)
+            names.append("CPU ops")
+        if not v.gpu.empty:
+            g = v.gpu.assign(s=v.gpu["ts_us"] - v.origin_us, e=v.gpu["end_us"] - v.origin_us, row=row)
+            streams = sorted(g["stream"].unique())
+            lane = g["stream"].map(lambda st: f"stream {st}" if st >= 0 else "stream ?")
+            g = g.assign(lane=lane, kind="gpu")
+            parts.append(g)
+            names += [f"stream {st}" if st >= 0 else "stream ?" for st in streams]
+        lane_names[row] = names
+    info = {"kernels": int(sum(len(v.gpu) for v in views)), "merged": False, "bin_us": 0.0}
+    if not parts:
+        return pd.DataFrame(columns=["row", "lane", "lane_y", "s", "e", "category", "n", "hover"]), info | {"bars": 0}
+    df = pd.concat(parts, ignore_index=True, sort=False)
+    df["lane"] = df["row"].astype(str) + "|" + df["lane"]
+    if window is not None:
+        lo, hi = window
+        df = df[(df["e"] >= lo) & (df["s"] <= hi)]
+    total = len(df)
+    if total > max_bars:
+        lo = window[0] if window else float(df["s"].min())
+        hi = window[1] if window else float(df["e"].max())
+        n_lanes = max(1, df["lane"].nunique())
+        bins = int(np.clip(max_bars // (2 * n_lanes), 100, 3000))  # ≤ 2 bars per bin (one wide, one merged)
+        bin_us = max((hi - lo) / bins, 1e-3)
+        gpu = df[df["kind"] == "gpu"]
+        cpu = df[df["kind"] == "cpu"]
+        gpu_m = _merge_small(gpu, bin_us)
+        cpu_m = _merge_small(cpu.assign(name=cpu["name"]), bin_us) if not cpu.empty else cpu.assign(n=1)
+        need_hover_g = gpu_m["hover"].isna() if "hover" in gpu_m else pd.Series(True, index=gpu_m.index)
+        if need_hover_g.any():
+            gpu_m.loc[need_hover_g, "hover"] = _kernel_hover(gpu_m[need_hover_g])
+        if not cpu_m.empty:
+            need_hover_c = cpu_m["hover"].isna() if "hover" in cpu_m else pd.Series(True, index=cpu_m.index)
+            if need_hover_c.any():
+                cpu_m.loc[need_hover_c, "hover"] = _cpu_hover(cpu_m[need_hover_c])
+        df = pd.concat([gpu_m, cpu_m], ignore_index=True, sort=False)
+        df["row"] = df["lane"].str.split("|", n=1).str[0].astype(int)
+        info |= {"merged": True, "bin_us": bin_us}
+    else:
+        df = df.assign(n=1)
+        gpu_mask = df["kind"] == "gpu"
+        hover = pd.Series("", index=df.index, dtype=object)
+        if gpu_mask.any():
+            hover[gpu_mask] = _kernel_hover(df[gpu_mask])
+        if (~gpu_mask).any():
+            hover[~gpu_mask] = _cpu_hover(df[~gpu_mask])
+        df["hover"] = hover
+    # Lane y positions: within a row, CPU on top, then streams in ascending order.
+    lane_y = {}
+    for row, names in lane_names.items():
+        for i, nm in enumerate(names):
+            lane_y[f"{row}|{nm}"] = i
+    df["lane_y"] = df["lane"].map(lane_y).astype(float)
+    df["lane"] = df["lane"].str.split("|", n=1).str[1]
+    info["bars"] = len(df)
+    info["lanes"] = lane_names
+    info["total_before_merge"] = total
+    return df[["row", "lane", "lane_y", "s", "e", "category", "n", "hover"]], info
+
+
+def timeline_figure(
+    views: list[StepView],
+    *,
+    title: str = "",
+    max_bars: int = 6000,
+    svg_limit: int = 2500,
+    webgl: bool | None = None,
+    window: tuple[float, float] | None = None,
+    template: str | None = None,
+) -> go.Figure:
+    """Stacked step timelines (one subplot row per run, same x scale). `webgl=None` picks WebGL above `svg_limit` bars.
+
+    The figure's layout.meta carries what was drawn ({'kernels', 'bars', 'merged', 'bin_us', 'webgl'}), so the page can
+    say "37,112 kernels shown as 5,812 bars" instead of silently aggregating.
+    """
+    bars, info = bars_frame(views, max_bars=max_bars, window=window)
+    use_gl = (info["bars"] > svg_limit) if webgl is None else bool(webgl)
+    lanes = info.get("lanes", {i: [] for i in range(len(views))})
+    n_rows = max(1, len(views))
+    heights = [max(1, len(lanes.get(i, []))) + 0.9 for i in range(n_rows)]
+    titles = []
+    for v in views:
+        k = len(v.gpu)
+        titles.append(f"<b>{_esc(v.label, 40)}</b> · step {v.step} · {k:,} GPU ops · GPU span {v.span_us:,.1f} µs")
+    fig = make_subplots(
+        rows=n_rows,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=min(0.12, 0.35 / n_rows),
+        row_heights=[h / sum(heights) for h in heights],
+        subplot_titles=titles or None,
+    )
+    shown_legend: set[str] = set()
+    for (row, cat), part in bars.groupby(["row", "category"], sort=True):
+        color = CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"])
+        show = cat not in shown_legend
+        shown_legend.add(cat)
+        common = dict(name=str(cat), legendgroup=str(cat), showlegend=show)
+        if use_gl:
+            k = len(part)
+            xs = np.empty(3 * k)
+            ys = np.empty(3 * k)
+            xs[0::3], xs[1::3], xs[2::3] = part["s"].to_numpy(), part["e"].to_numpy(), np.nan
+            ys[0::3] = ys[1::3] = part["lane_y"].to_numpy()
+            ys[2::3] = np.nan
+            fig.add_trace(
+                go.Scattergl(
+                    x=xs, y=ys, mode="lines", line=dict(color=color, width=LANE_PX * 0.55), hoverinfo="skip", **common
+                ),
+                row=row + 1,
+                col=1,
+            )
+            # Hover targets at bar midpoints (WebGL lines hover only at vertices).
+            fig.add_trace(
+                go.Scattergl(
+                    x=((part["s"] + part["e"]) / 2).to_numpy(),
+                    y=part["lane_y"].to_numpy(),
+                    mode="markers",
+                    marker=dict(color=color, size=4, opacity=0.01),
+                    hovertext=part["hover"].to_numpy(),
+                    hoverinfo="text",
+                    name=str(cat),
+                    legendgroup=str(cat),
+                    showlegend=False,
+                ),
+                row=row + 1,
+                col=1,
+            )
+        else:
+            fig.add_trace(
+                go.Bar(
+                    orientation="h",
+                    base=part["s"].to_numpy(),
+                    x=(part["e"] - part["s"]).to_numpy(),
+                    y=part["lane_y"].to_numpy(),
+                    width=0.62,
+                    marker=dict(color=color, line=dict(width=0)),
+                    hovertext=part["hover"].to_numpy(),
+                    hoverinfo="text",
+                    **common,
+                ),
+                row=row + 1,
+                col=1,
+            )
+    for row in range(n_rows):
+        names = lanes.get(row, [])
+        fig.update_yaxes(
+            tickmode="array",
+            tickvals=list(range(len(names))),
+            ticktext=names,
+            range=[len(names) - 0.5, -0.5] if names else [0.5, -0.5],  # first lane on top
+            showgrid=False,
+            zeroline=False,
+            fixedrange=True,  # zoom in time only; lanes stay put
+            row=row + 1,
+            col=1,
+        )
+    # Where each run's GPU work for the step ends: the shorter step is the point of the whole exercise.
+    for row, v in enumerate(views):
+        if v.gpu.empty:
+            continue
+        end = float(v.gpu["end_us"].max() - v.origin_us)
+        fig.add_vline(x=end, line=dict(color="#444", width=1, dash="dot"), row=row + 1, col=1)
+    fig.update_xaxes(showgrid=True, gridcolor="rgba(0,0,0,0.08)", zeroline=False)
+    fig.update_xaxes(title_text="µs since the step's start (each run re-based to its own step)", row=n_rows, col=1)
+    if window is not None:
+        fig.update_xaxes(range=list(window))
+    height = int(90 + sum(heights) * LANE_PX * 1.25 + 30 * n_rows)
+    fig.update_layout(
+        title=dict(text=title, x=0.01, xanchor="left") if title else None,
+        barmode="overlay",
+        height=height,
+        legend=dict(orientation="h", yanchor="bottom", y=1.0 + 40 / height, x=1, xanchor="right", title=None),
+        hoverlabel=dict(align="left", font_size=12),
+        margin=dict(l=90, r=20, t=90 if title else 60, b=50),
+        bargap=0.2,
+        template=template,
+        meta={k: info[k] for k in ("kernels", "bars", "merged", "bin_us")} | {"webgl": use_gl},
+    )
+    for ann in fig.layout.annotations:  # subplot titles: left-aligned, like lane groups in Perfetto
+        ann.update(x=0.0, xanchor="left", font=dict(size=13))
+    return fig

@@ -1,0 +1,342 @@
+"""Bytes in: paths and uploads, gzip with a cap, JSON repair, truncation recovery → ``Trace``.
+
+``load_trace(src, name=None, *, max_decompressed_bytes=None)``
+
+* ``src``: a path (``str`` / ``os.PathLike``) or the raw bytes of an upload (then ``name`` names it in messages).
+  Gzip is detected by its magic bytes (1f 8b), never by the file name.
+* Decompression is streamed in 1 MiB steps and refused as soon as the output passes the cap, so a gzip bomb
+  (a few KB inflating to many GB) costs at most ``cap`` bytes of memory. Cap: argument
+  ``max_decompressed_bytes``, else env ``FUSELENS_MAX_DECOMPRESSED_BYTES``, else 8 GiB (a 2 GB trace on a
+  24 GiB machine peaks near 4 GB RSS; 8 GiB of JSON would not fit in memory on such a machine anyway).
+  The same cap bounds an uncompressed file or upload.
+* Repairs (only tried after the fast decode has failed, so a clean trace pays nothing):
+  - truncated JSON (a killed run leaves the array unclosed; a cut gzip stream): keep every complete event,
+    drop the partial tail, say how many bytes were dropped in ``trace.meta.warnings``;
+  - raw control characters inside strings, ``NaN`` / ``Infinity`` / ``nan`` / ``inf`` / bare ``N/A`` values
+    (→ null, i.e. unknown), trailing commas before ``]`` / ``}``: fixed by targeted byte substitutions;
+  - anything else: ``TraceError('<file>: invalid JSON at line L, column C: …')``.
+* Outcomes by input (tests/data/broken/EXPECTED.json is the tested table):
+  empty file / whitespace → TraceError; not JSON → TraceError; JSON of another shape → TraceError;
+  no events / only metadata events → TraceError; a Chrome, JAX or TensorFlow trace without Kineto
+  categories → TraceError naming what it looks like; a PyTorch trace with CPU ops but no GPU activity →
+  loads, with a warning; gzip with a bad CRC → loads, with a warning (inflate succeeded; only the checksum
+  disagrees); a truncated gzip stream → loads what inflated, with a warning.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import zlib
+from pathlib import Path
+
+import msgspec
+
+from analyzer.decode import ShapeError, decode_events, split_document
+from analyzer.errors import TraceError
+from analyzer.trace import Trace, build_trace
+
+ENV_MAX_DECOMPRESSED = "FUSELENS_MAX_DECOMPRESSED_BYTES"
+DEFAULT_MAX_DECOMPRESSED_BYTES = 8 * 1024**3
+_CHUNK = 1 << 20  # 1 MiB of output per inflate step: the overshoot past the cap is at most this
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def max_decompressed_bytes(override: int | None = None) -> int:
+    """The decompression cap in force: argument, else $FUSELENS_MAX_DECOMPRESSED_BYTES, else 8 GiB."""
+    if override is not None:
+        return int(override)
+    env = os.environ.get(ENV_MAX_DECOMPRESSED, "").strip()
+    if env:
+        try:
+            value = int(float(env))
+        except ValueError:
+            raise TraceError(ENV_MAX_DECOMPRESSED, f"not a number of bytes: {env!r}") from None
+        if value > 0:
+            return value
+    return DEFAULT_MAX_DECOMPRESSED_BYTES
+
+
+def load_trace(src: str | os.PathLike | bytes, name: str | None = None, *, max_decompressed_bytes: int | None = None) -> Trace:
+    """Read a Kineto trace (path or upload bytes, plain or gzip) into a ``Trace``. Raises ``TraceError``."""
+    cap = globals()["max_decompressed_bytes"](max_decompressed_bytes)
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        source = name or "upload"
+        data, warnings = read_bytes(bytes(src) if isinstance(src, memoryview) else src, source, cap)
+    else:
+        path = Path(src)
+        source = name or path.name
+        data, warnings = read_path(path, source, cap)
+    form, header, events, more = parse_document(data, source)
+    warnings += more
+    del data  # `events` is a view that keeps the buffer alive exactly as long as decoding needs it
+    decoded = decode_events(form, header, events)
+    del events
+    decoded.warnings[:0] = warnings
+    return build_trace(decoded, source)
+
+
+# ---------------------------------------------------------------------------------------------------- bytes
+def read_path(path: Path, source: str, cap: int) -> tuple[bytearray | bytes, list[str]]:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+            f.seek(0)
+            if head == _GZIP_MAGIC:
+                return _gunzip(f, source, cap)
+            size = os.fstat(f.fileno()).st_size
+            if size > cap:
+                raise TraceError(source, f"file is {size:,} bytes, over the {cap:,}-byte limit ({ENV_MAX_DECOMPRESSED})")
+            return f.read(), []
+    except FileNotFoundError:
+        raise TraceError(source, "no such file") from None
+    except IsADirectoryError:
+        raise TraceError(source, "is a directory, not a trace file") from None
+    except PermissionError:
+        raise TraceError(source, "permission denied") from None
+
+
+def read_bytes(data: bytes | bytearray, source: str, cap: int) -> tuple[bytes | bytearray, list[str]]:
+    if data[:2] == _GZIP_MAGIC:
+        import io
+
+        return _gunzip(io.BytesIO(data), source, cap)
+    if len(data) > cap:
+        raise TraceError(source, f"upload is {len(data):,} bytes, over the {cap:,}-byte limit ({ENV_MAX_DECOMPRESSED})")
+    return data, []
+
+
+def _gunzip(f, source: str, cap: int) -> tuple[bytearray, list[str]]:
+    """Inflate a (possibly multi-member) gzip stream in bounded steps.
+
+    Raw deflate with our own header/trailer handling (not wbits=31): zlib would raise on a bad CRC and throw
+    away the last chunk of output; here a bad CRC or a cut stream keeps everything that inflated, with a warning.
+    """
+    out = bytearray()
+    warnings: list[str] = []
+    buf = f.read(_CHUNK)
+    members = 0
+    while True:
+        buf = _read_more(f, buf, 1 << 16)  # a gzip header (with file name/comment) fits in 64 KiB
+        if members and not buf.strip(b"\x00"):
+            return out, warnings  # end of file (zero padding allowed)
+        h = _gzip_header_len(buf)
+        if h is None or h < 0:
+            if members == 0:
+                problem = "gzip stream is cut inside its header" if h is None else "not a valid gzip stream (bad header)"
+                raise TraceError(source, problem)
+            warnings.append(f"ignored {len(buf):,}+ bytes of trailing data after the gzip stream")
+            return out, warnings
+        buf = buf[h:]
+        d = zlib.decompressobj(wbits=-15)
+        crc = size = 0
+        while not d.eof:
+            if not buf:
+                buf = f.read(_CHUNK)
+                if not buf:
+                    if not out:
+                        raise TraceError(source, "gzip stream is cut before any data")
+                    warnings.append(f"gzip stream is truncated: kept the {len(out):,} bytes that inflated")
+                    return out, warnings
+            try:
+                chunk = d.decompress(buf, _CHUNK)
+            except zlib.error as err:
+                if not out:
+                    raise TraceError(source, f"not a valid gzip stream ({err})") from None
+                warnings.append(f"gzip data corrupt after {len(out):,} bytes ({err}); kept what inflated")
+                return out, warnings
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+            out += chunk
+            if len(out) > cap:
+                raise TraceError(
+                    source,
+                    f"decompresses to more than {cap:,} bytes (the limit; raise it with {ENV_MAX_DECOMPRESSED} or"
+                    " max_decompressed_bytes)",
+                )
+            buf = d.unused_data if d.eof else d.unconsumed_tail
+        buf = _read_more(f, buf, 8)
+        if len(buf) < 8:
+            warnings.append("gzip stream is truncated (its 8-byte trailer is missing); the data inflated completely")
+            return out, warnings
+        crc_file, size_file = struct.unpack("<II", buf[:8])
+        if crc_file != crc or size_file != size & 0xFFFFFFFF:
+            warnings.append("gzip checksum mismatch: the data inflated but may be corrupt")
+        buf = buf[8:]
+        members += 1
+
+
+def _read_more(f, buf: bytes, need: int) -> bytes:
+    while len(buf) < need:
+        more = f.read(max(_CHUNK, need - len(buf)))
+        if not more:
+            break
+        buf += more
+    return buf
+
+
+def _gzip_header_len(buf: bytes) -> int | None:
+    """Length of the gzip member header at buf[0] (RFC 1952); None if buf is too short, -1 if not gzip."""
+    if len(buf) < 10:
+        return None if _GZIP_MAGIC.startswith(buf[:2]) else -1
+    if buf[:2] != _GZIP_MAGIC or buf[2] != 8:
+        return -1
+    flags, pos = buf[3], 10
+    if flags & 4:  # FEXTRA
+        if len(buf) < pos + 2:
+            return None
+        pos += 2 + (buf[pos] | buf[pos + 1] << 8)
+    for bit in (8, 16):  # FNAME, FCOMMENT: zero-terminated
+        if flags & bit:
+            z = buf.find(b"\x00", pos)
+            if z < 0:
+                return None
+            pos = z + 1
+    if flags & 2:  # FHCRC
+        pos += 2
+    return pos if len(buf) >= pos else None
+
+
+# ---------------------------------------------------------------------------------------------------- JSON
+def parse_document(data, source: str) -> tuple[str, dict, list, list[str]]:
+    """Top-level split with repairs. Returns (form, header, raw events, warnings)."""
+    if not data or not bytes(data[:4096]).strip():
+        raise TraceError(source, "empty file")
+    try:
+        return (*split_document(data), [])
+    except ShapeError as err:
+        raise TraceError(source, str(err)) from None
+    except msgspec.DecodeError as err:
+        first_error = err
+    return _repair(data, source, first_error)
+
+
+_CONTROL_TO_SPACE = bytes.maketrans(bytes(range(0x20)), b" " * 0x20)
+_LOW = bytes(c for c in range(0x20) if c not in (0x09, 0x0A, 0x0D))
+_LOW_CONTROL = re.compile(b"[" + re.escape(_LOW) + b"]")
+_LOW_CONTROL_TO_SPACE = bytes.maketrans(_LOW, b" " * len(_LOW))
+# A bare non-JSON value in value position: after ':' '[' or ',', before ',' ']' '}'.
+_BARE_VALUE = re.compile(rb"([:\[,]\s*)(?:-?Infinity|-?inf|-?nan|NaN|N/A|undefined)(\s*[,\]}])")
+_TRAILING_COMMA = re.compile(rb",(\s*[\]}])")
+
+
+def _repair(data, source: str, first_error: msgspec.DecodeError) -> tuple[str, dict, list, list[str]]:
+    warnings: list[str] = []
+    buf = data
+    err: Exception = first_error
+    if "truncated" not in str(err):
+        buf, fixes = _fix_syntax(buf)
+        if fixes:
+            try:
+                return (*split_document(buf), [f"repaired JSON: {', '.join(fixes)}"])
+            except msgspec.DecodeError as e2:
+                err = e2
+                warnings.append(f"repaired JSON: {', '.join(fixes)}")
+            except ShapeError as e2:
+                raise TraceError(source, str(e2)) from None
+    if "truncated" in str(err):
+        return _recover_truncated(buf, source, warnings)
+    raise TraceError(source, f"invalid JSON {_where(data, first_error)}") from None
+
+
+def _fix_syntax(buf) -> tuple[bytes, list[str]]:
+    fixes = []
+    b = bytes(buf)
+    # Raw control characters: invalid inside JSON strings, mere whitespace outside; ' ' is safe in both places.
+    # \n \r \t are left alone (they are the file's own whitespace; line numbers stay right for messages).
+    if _LOW_CONTROL.search(b):
+        b = b.translate(_LOW_CONTROL_TO_SPACE)
+        fixes.append("control characters → space")
+    new, n = _BARE_VALUE.subn(rb"\1null\2", b)
+    if n:
+        # twice: "[NaN,NaN]" shares the ',' between two matches
+        new, n2 = _BARE_VALUE.subn(rb"\1null\2", new)
+        b = new
+        fixes.append(f"{n + n2} NaN/Infinity/N/A values → null")
+    new, n = _TRAILING_COMMA.subn(rb"\1", b)
+    if n:
+        b = new
+        fixes.append(f"{n} trailing commas removed")
+    try:
+        split_document(b)
+    except msgspec.DecodeError as err:
+        msg = str(err)
+        if "invalid character" in msg:
+            # newlines/tabs raw inside strings (e.g. a multi-line name): blank them all, at the cost of line numbers
+            b2 = b.translate(_CONTROL_TO_SPACE)
+            if b2 != b:
+                try:
+                    split_document(b2)
+                    fixes.append("raw newlines/tabs inside strings → space")
+                    return b2, fixes
+                except (msgspec.DecodeError, ShapeError):
+                    pass
+    except ShapeError:
+        pass
+    return b, fixes
+
+
+def _recover_truncated(buf, source: str, warnings: list[str]):
+    """Keep every complete event of a cut-off file: close the events array after the last complete event."""
+    b = bytes(buf) if not isinstance(buf, bytes) else buf
+    first = b.lstrip()[:1]
+    closers = [b"]"] if first == b"[" else [b"]}", b"}"]
+    n = len(b)
+    tried = 0
+    # Candidate cut points, latest first: the last '}' (events closed, trailer cut), then event boundaries '},{'.
+    candidates = []
+    last = b.rfind(b"}")
+    if last >= 0:
+        candidates.append(last)
+    window = 1 << 16
+    for m in _BOUNDARY_BACK(b, window):
+        if m not in candidates:
+            candidates.append(m)
+        if len(candidates) >= 6:
+            break
+    for pos in candidates:
+        for close in closers:
+            tried += 1
+            try:
+                form, header, events = split_document(b[: pos + 1] + close)
+            except (msgspec.DecodeError, ShapeError):
+                continue
+            if b"{" not in bytes(memoryview(events)[:4096]):
+                break  # no complete event survived
+            dropped = n - (pos + 1)
+            warnings.append(
+                f"file is truncated: dropped its last {dropped:,} bytes (an incomplete event"
+                f"{' and the keys after traceEvents' if form == 'object' else ''}); every complete event was kept"
+            )
+            return form, header, events, warnings
+    raise TraceError(source, f"truncated JSON with no complete event to recover ({n:,} bytes)")
+
+
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+
+
+def _BOUNDARY_BACK(b: bytes, window: int):
+    """Positions of '}' in '},{' event boundaries, from the end backwards (searching growing windows)."""
+    end = len(b)
+    seen_from = end
+    while seen_from > 0:
+        start = max(0, seen_from - window)
+        hits = [m.start() for m in _BOUNDARY.finditer(b, start, min(end, seen_from + 64))]
+        for h in reversed(hits):
+            if h < seen_from:
+                yield h
+        seen_from = start
+        window *= 4
+
+
+def _where(data, err: msgspec.DecodeError) -> str:
+    m = re.search(r"\(byte (\d+)\)", str(err))
+    reason = re.sub(r"\s*\(byte \d+\)", "", str(err)).replace("JSON is malformed: ", "")
+    if not m:
+        return f"({reason})"
+    pos = int(m.group(1))
+    b = memoryview(data)
+    line = bytes(b[:pos]).count(b"\n") + 1
+    col = pos - (bytes(b[:pos]).rfind(b"\n") + 1) + 1
+    return f"at line {line}, column {col}: {reason}"

@@ -1,0 +1,120 @@
+"""Ray engine: the same `run_job` as the local pool, as a Ray task — one rank per task.
+
+No address: start a private local Ray (no dashboard) sized to `workers` CPUs, shut it down afterwards.
+With an address ('ray://head:10001' or 'head:6379' or 'auto'): connect to that cluster and leave it running.
+
+What is shipped to a worker (docs/SCALE.md): the analyzer package itself once per job (runtime_env py_modules,
+~300 KB) when we connect to a cluster, then per rank a `RankInput` — a path (plus a zip member name), ~200 bytes —
+when the set sits on storage every node mounts at the same path (ship="paths", the default), or the rank's raw bytes
+through the object store (ship="bytes") when it does not. Only the compact per-rank dict (~10-30 KB) comes back.
+
+Each task asks the scheduler for 1 CPU and an estimate of its peak memory, so Ray never packs more big ranks on a
+node than fit in its RAM (Ray's `memory` resource is ~70% of the node's memory by default).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from analyzer.errors import TraceError
+from analyzer.ranks_inputs import with_data
+from analyzer.ranks_worker import DiffJob, SummaryJob, run_job
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise TraceError("--engine ray", "ray is not installed (pip install 'ray[default]')") from None
+    return ray
+
+
+class RayEngine:
+    name = "ray"
+
+    def __init__(self, workers: int, address: str | None = None, ship: str = "paths", task_memory_bytes: int = 0):
+        if ship not in ("paths", "bytes"):
+            raise TraceError("--ship", f"unknown value {ship!r} (paths or bytes)")
+        self.workers = max(0, int(workers))
+        self.address = address
+        self.ship = ship
+        self.task_memory_bytes = int(task_memory_bytes)
+        self._started_here = False
+        self._remote = None
+
+    def __enter__(self):
+        ray = _ray()
+        quiet = {"logging_level": logging.ERROR, "log_to_driver": False}  # no INFO/WARNING chatter on a normal run
+        try:
+            if ray.is_initialized():  # the caller (a notebook, the app) already holds a Ray session: use it as is
+                pass
+            elif self.address:
+                pkg = str(Path(__file__).resolve().parent)
+                ray.init(address=self.address, runtime_env={"py_modules": [pkg]}, **quiet)
+            else:
+                # Workers are started by the raylet this call starts, with its environment: putting the analyzer's
+                # parent folder on PYTHONPATH for that moment lets them import it without shipping any code.
+                saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "RAY_USAGE_STATS_ENABLED")}
+                root = str(Path(__file__).resolve().parent.parent)
+                os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, saved["PYTHONPATH"]) if p)
+                os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage-stats upload from a local run
+                try:
+                    ray.init(num_cpus=max(1, self.workers), include_dashboard=False, **quiet)
+                finally:
+                    for k, v in saved.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
+                self._started_here = True
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            where = self.address or "a local Ray"
+            raise TraceError(f"ray {where}", f"cannot start or connect ({_first_line(err)})") from None
+        opts = {"num_cpus": 1, "max_retries": 1}
+        if self.task_memory_bytes:
+            opts["memory"] = self.task_memory_bytes
+        self._remote = ray.remote(run_job).options(**opts)
+        return self
+
+    def __exit__(self, *exc):
+        if self._started_here:
+            _ray().shutdown()
+        return False
+
+    def map(self, jobs: list, on_done: Callable[[int, int], None] | None = None) -> list[dict]:
+        """Results in job order; at most `workers` tasks in flight when workers > 0 (else as many as Ray schedules)."""
+        ray = _ray()
+        results: list[dict | None] = [None] * len(jobs)
+        window = self.workers if self.workers > 0 else len(jobs)
+        refs: dict = {}
+        nxt = done = 0
+        while nxt < len(jobs) or refs:
+            while nxt < len(jobs) and len(refs) < window:
+                refs[self._remote.remote(self._shipped(jobs[nxt]))] = nxt
+                nxt += 1
+            ready, _ = ray.wait(list(refs), num_returns=1)
+            for ref in ready:
+                i = refs.pop(ref)
+                try:
+                    results[i] = ray.get(ref)
+                except Exception as err:  # noqa: BLE001 — a worker died or a node went away: fail this rank only
+                    results[i] = {"ok": False, "error": f"rank task {i}: Ray task failed ({_first_line(err)})"}
+                done += 1
+                if on_done:
+                    on_done(done, len(jobs))
+        return results  # type: ignore[return-value]
+
+    def _shipped(self, job):
+        if self.ship == "paths":
+            return job
+        if isinstance(job, SummaryJob):
+            return SummaryJob(with_data(job.input))
+        return DiffJob(job.rank, tuple(with_data(i) for i in job.inputs), job.labels)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return " ".join(text[0].split()) if text else type(err).__name__

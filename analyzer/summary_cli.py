@@ -1,0 +1,128 @@
+"""`python -m analyzer summary TRACE [--json]`: an aligned text table by default, one JSON object with --json.
+
+TraceError propagates to analyzer.cli.main, which prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import orjson
+
+from analyzer.summary import ESTIMATES_NOTE, Summary, summarize
+
+TOP_KERNELS = 15
+
+
+def run(args) -> int:
+    from analyzer.load import load_trace
+
+    summary = summarize(load_trace(args.trace))
+    if args.json:
+        sys.stdout.write(orjson.dumps(summary.to_json()).decode() + "\n")
+    else:
+        sys.stdout.write(render_text(summary) + "\n")
+    return 0
+
+
+def _num(v, fmt: str = ",.1f", unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"{v:{fmt}}{unit}"
+
+
+def _bytes(v) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:,.1f} {unit}"
+    return f"{v:,.0f} B"
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def _short(name: str, width: int = 70) -> str:
+    name = name.removeprefix("void ")
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def render_text(s: Summary) -> str:
+    j = s.to_json()
+    p = j["per_step"]
+    out = [f"FuseLens summary: {j['source']}"]
+    gpu = j["gpu"] or "unknown GPU"
+    if j["gpu_peaks"]:
+        pk = j["gpu_peaks"]
+        bf16 = pk["tflops"].get("bf16")
+        peak = f"{pk['hbm_gbps']:,.0f} GB/s" + (f", {bf16:,.0f} bf16 TFLOP/s dense" if bf16 else "")
+        out.append(f"GPU: {gpu}  (peaks of {pk['matched']}: {peak}; {pk['source']})")
+    else:
+        out.append(f"GPU: {gpu}  (no peak table entry: % of peak not shown)")
+    out.append(f"Steps: {j['steps']} in trace; medians over steps {j['steps_used']} ({j['step_policy']})")
+    out.append("")
+    out.append(
+        f"Per step: {p['kernels']} kernels, {p['memops']} memcpy/memset, {p['launches']} launches | "
+        f"GPU time {_num(p['gpu_time_us'])} µs, busy {_num(p['gpu_busy_us'])} µs, idle {_num(p['idle_us'])} µs, "
+        f"span {_num(p['span_us'])} µs | launch→start {_num(p['launch_latency_us'])} µs | "
+        f"HBM bytes (est.) {_bytes(p['bytes'])}"
+    )
+    total = p["gpu_time_us"] or 0.0
+    rows = [
+        [
+            cat,
+            _num(v["count"], "g"),
+            _num(v["time_us"]),
+            _num(100.0 * v["time_us"] / total if total and v["time_us"] is not None else None, ".0f", "%"),
+            _bytes(v["bytes"]),
+        ]
+        for cat, v in sorted(p["by_category"].items(), key=lambda kv: -(kv[1]["time_us"] or 0.0))
+    ]
+    out += ["  " + x for x in _table(["category", "count", "time µs", "share", "bytes (est.)"], rows, {1, 2, 3, 4})]
+    out.append("")
+    out.append(f"Top kernels by time per step ({min(TOP_KERNELS, len(j['kernels']))} of {len(j['kernels'])}):")
+    rows = [
+        [
+            _num(k["time_us_per_step"]),
+            _num(k["count_per_step"], "g"),
+            _num(k["dur_us_median"]),
+            k["category"],
+            "+".join(k["ops"]) or "-",
+            _bytes(k["bytes_per_call"]),
+            _num(k["achieved_gbps"], ",.0f"),
+            _num(k["pct_peak_bw"], ".0f", "%"),
+            _num(k["achieved_tflops"], ",.1f"),
+            _num(k["pct_peak_flops"], ".0f", "%"),
+            _short(k["name"]),
+        ]
+        for k in j["kernels"][:TOP_KERNELS]
+    ]
+    headers = [
+        "µs/step",
+        "calls",
+        "µs/call",
+        "category",
+        "ops",
+        "bytes/call",
+        "GB/s",
+        "%BW",
+        "TFLOP/s",
+        "%peak",
+        "kernel",
+    ]
+    out += ["  " + x for x in _table(headers, rows, {0, 1, 2, 5, 6, 7, 8, 9})]
+    out.append("")
+    out.append(f"Note: {ESTIMATES_NOTE} ('-' in this table); --json prints each kernel's cost_basis.")
+    for w in j["warnings"]:
+        out.append(f"warning: {w}")
+    return "\n".join(out)

@@ -1,0 +1,34 @@
+"""FuseLens dashboard: `streamlit run app.py`. What did kernel fusion buy us, and where is the rest?
+
+This file only wires things: page config, the bundled samples on a session's first run, the sidebar trace manager
+and st.navigation over one thin file per page in app_pages/. The analysis lives in analyzer/ (no streamlit there).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+# `streamlit run app.py` puts the app's folder on sys.path; make it explicit so `analyzer` and `app_pages` import
+# the same way under AppTest, the browser tests and any working directory.
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+from app_pages import nav, samples, sidebar, state  # noqa: E402
+
+st.set_page_config(page_title="FuseLens", page_icon=":material/join_inner:", layout="wide")
+
+if "fl_started" not in st.session_state:
+    # First run of a session: open on the Hugging Face GEGLU case, already compared (parsed once per server).
+    st.session_state["fl_started"] = True
+    sets = samples.discover()
+    if sets:
+        samples.load_set(sets[0], variants=samples.OPENING_VARIANTS)
+
+sidebar.load_requested_sample()
+sidebar.render()
+page = st.navigation(nav.pages(), position="sidebar")
+page.run()

@@ -1,0 +1,141 @@
+"""Compare: the fusion diff of the baseline against every candidate (analyzer.diff), plus its offline report."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from analyzer.figures import kernels_table as kt
+from analyzer.figures.overview import category_figure
+from app_pages import compare_view as cv
+from app_pages import state, ui
+
+st.title("Compare")
+ui.show_messages()
+ui.require_runs(2, "The fusion diff")
+d = state.diff()
+if isinstance(d, str):
+    st.error(ui.esc(d), icon=":material/error:")
+    st.stop()
+
+labels = [c.label for c in d.candidates]
+top = st.columns([3, 2, 2], vertical_alignment="bottom")
+label = top[0].selectbox(
+    "Candidate", labels, key="fl_compare_candidate", help="Every candidate is diffed against the baseline."
+)
+cd = d.candidate(label)
+
+
+def _report_html() -> str:
+    from analyzer.report import report_html
+
+    return report_html(d)
+
+
+try:
+    import analyzer.report  # noqa: F401
+
+    has_report = True
+except ImportError:
+    has_report = False
+top[1].download_button(
+    "Download report",
+    data=_report_html if has_report else "",
+    file_name="fuselens-report.html",
+    mime="text/html",
+    icon=":material/description:",
+    on_click="ignore",
+    disabled=not has_report,
+    key="fl_report",
+    help="Self-contained offline HTML report of this diff (every candidate)."
+    if has_report
+    else "The HTML report module (analyzer.report) is not in this checkout.",
+)
+top[2].download_button(
+    "Diff as JSON",
+    data=lambda: json.dumps(d.to_json(), indent=1),
+    file_name="fuselens-diff.json",
+    mime="application/json",
+    icon=":material/data_object:",
+    on_click="ignore",
+    key="fl_diff_json",
+    help="What `python -m analyzer diff --json` prints for these runs.",
+)
+
+cv.headline(d, label=label)
+for n in d.notes + cd.notes:
+    st.caption(f"Note: {ui.esc(n)}")
+
+st.subheader("Fusion groups: fused kernel ← the kernels it replaced")
+cv.fusion_groups(cd)
+with st.expander("How bytes avoided are counted"):
+    from analyzer.diff import BYTES_RULE, ESTIMATES
+
+    st.text(BYTES_RULE)
+    for e in ESTIMATES:
+        st.text("• " + e)
+
+st.subheader("GPU time per step by category")
+fig = category_figure(
+    [(r.label, {"by_category": r.by_category, "idle_us": r.idle_us_per_step}) for r in d.runs]
+)
+ui.chart(
+    fig,
+    "fuselens-categories",
+    "GPU time per step by category, baseline vs candidates",
+    key="fl_compare_categories",
+    caption="Medians over steady-state steps (measured kernel durations); idle = gaps inside the step.",
+)
+
+st.subheader("Where the rest is: HBM round trips left in this candidate")
+cv.remaining(cd)
+
+st.subheader("Matched GEMMs")
+cv.gemms(cd)
+
+st.subheader("Unmatched kernels")
+cv.unmatched(cd)
+
+# Estimate vs measurement, where the runner recorded Nsight Compute counters (<variant>.ncu.json beside the trace).
+runs = {r.label: r for r in state.runs()}
+measured = [(lab, runs[lab]) for lab in (cd.base_label, cd.label) if lab in runs and runs[lab].measured]
+st.subheader("Estimated vs measured HBM bytes")
+if not measured:
+    st.caption(
+        "No Nsight Compute counters for these runs. Record them with **Profile → Measure bytes** (or "
+        "`python -m kernels.profile --measure-bytes`), or upload the `<variant>.ncu.json` files with the traces."
+    )
+else:
+    totals = []
+    for lab, r in measured:
+        step = r.summary.steps_used[-1] if r.summary.steps_used else int(r.trace.steps["step"].iloc[0])
+        k = r.trace.kernels
+        table, tot = kt.measured_bytes(k[k["step"] == step], r.measured)
+        totals.append({"run": lab, **tot, "measured / estimate": tot["measured_bytes"] / tot["estimated_bytes"] if tot["estimated_bytes"] else float("nan")})
+        with st.expander(f"{ui.esc(lab)}: per kernel ({ui.esc(tot['matched'])})"):
+            st.dataframe(
+                table,
+                hide_index=True,
+                width="stretch",
+                column_config={
+                    "estimated_bytes": st.column_config.NumberColumn("estimate (B)", format="localized"),
+                    "measured_bytes": st.column_config.NumberColumn("ncu DRAM read+write (B)", format="localized"),
+                    "measured / estimate": st.column_config.NumberColumn(format="%.2f"),
+                },
+            )
+    st.dataframe(
+        pd.DataFrame(totals),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "estimated_bytes": st.column_config.NumberColumn("estimate per step (B)", format="localized"),
+            "measured_bytes": st.column_config.NumberColumn("measured per step (B)", format="localized"),
+            "measured / estimate": st.column_config.NumberColumn(format="%.2f"),
+        },
+    )
+    st.caption(
+        "Measured = Nsight Compute dram__bytes_read.sum + dram__bytes_write.sum over one step: bytes that reached HBM. "
+        "What L2 absorbed is not counted, so an intermediate that fits in L2 shows fewer bytes than the estimate."
+    )

@@ -1,0 +1,236 @@
+"""How a Diff (analyzer.diff) is shown: headline, fusion groups, categories, GEMMs, unmatched, what is left.
+
+Shared by Compare (everything) and Overview (the headline only). Every byte figure of a Diff is an estimate from
+recorded shapes and dtypes, and says so; times are measured kernel durations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from app_pages import state, ui
+
+
+def _finite(x) -> bool:
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def _runs_by_label() -> dict[str, state.Run]:
+    return {r.label: r for r in state.runs()}
+
+
+def summary_table(d) -> pd.DataFrame:
+    """One row per candidate: what it changed against the baseline, per step."""
+    runs = _runs_by_label()
+    rows = []
+    for cd in d.candidates:
+        h = cd.headline()
+        base_ev = runs.get(cd.base_label).variant.get("median_us") if cd.base_label in runs else None
+        cand_ev = runs.get(cd.label).variant.get("median_us") if cd.label in runs else None
+        rows.append(
+            {
+                "candidate": cd.label,
+                "kernels/step": f"{cd.base.kernels_per_step} → {cd.run.kernels_per_step}",
+                "GPU time/step (µs)": cd.run.gpu_time_us_per_step,
+                "change": (h.get("gpu_time_change_pct") or math.nan) / 100.0,
+                "HBM bytes avoided/step (est.)": cd.hbm_bytes_avoided_per_step,
+                "saved by fusion (µs)": cd.time_saved_us_per_step,
+                "fusion groups": h.get("n_fusions", 0),
+                "round trips left (est. bytes)": cd.run.remaining_bytes_per_step,
+                "CUDA-event time (µs)": float(cand_ev) if cand_ev is not None else math.nan,
+                "speed-up (CUDA events)": (float(base_ev) / float(cand_ev)) if base_ev and cand_ev else math.nan,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def headline(d, compact: bool = False, label: str | None = None) -> None:
+    """Big numbers for one candidate (default: the first), and a one-row-per-candidate table when there are more."""
+    cd = d.candidate(label) if label else d.candidates[0]
+    b, c = cd.base, cd.run
+    h = cd.headline()
+    avoided = cd.hbm_bytes_avoided_per_step
+    st.markdown(f"#### {ui.esc(cd.label)} vs {ui.esc(cd.base_label)}")
+    m = st.columns(4)
+    m[0].metric(
+        "Kernels per step",
+        f"{b.kernels_per_step} → {c.kernels_per_step}",
+        delta=f"{c.kernels_per_step - b.kernels_per_step:+d} kernels",
+        delta_color="inverse",
+        help="GPU kernels in the representative steady-state step (memcpy/memset not counted).",
+    )
+    m[1].metric(
+        "HBM bytes avoided per step",
+        ui.fmt_bytes(avoided),
+        delta=f"{avoided:,.0f} B (estimate)",
+        delta_color="off",
+        delta_arrow="off",
+        help="Intermediates the fused kernels no longer write to HBM and read back (estimate from recorded shapes "
+        "and dtypes; see 'how bytes avoided are counted' below).",
+    )
+    gpu_b, gpu_c = b.gpu_time_us_per_step, c.gpu_time_us_per_step
+    m[2].metric(
+        "GPU time per step",
+        ui.fmt_us(gpu_c),
+        delta=f"{h.get('gpu_time_change_pct', math.nan):+.1f}% vs {ui.fmt_us(gpu_b)}"
+        if _finite(h.get("gpu_time_change_pct"))
+        else None,
+        delta_color="inverse",
+        help="Sum of GPU kernel durations per step, median over steady-state steps (measured).",
+    )
+    m[3].metric(
+        "Time saved by fusion per step",
+        ui.fmt_us(cd.time_saved_us_per_step),
+        delta=f"{h.get('n_fusions', 0)} fusion group(s)",
+        delta_color="off",
+        delta_arrow="off",
+        help="Replaced baseline kernels' time minus the fused kernels' time (fusion groups and swaps only).",
+    )
+    if not cd.bytes_complete:
+        st.caption("Some fused kernels lack recorded shapes: the bytes avoided are a lower bound.")
+    if len(d.candidates) > 1 and not compact:
+        df = summary_table(d)
+        st.dataframe(
+            df,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "GPU time/step (µs)": st.column_config.NumberColumn(format="%.1f"),
+                "change": st.column_config.NumberColumn(format="percent", help="GPU time per step vs the baseline"),
+                "HBM bytes avoided/step (est.)": st.column_config.NumberColumn(format="localized"),
+                "saved by fusion (µs)": st.column_config.NumberColumn(format="%.1f"),
+                "round trips left (est. bytes)": st.column_config.NumberColumn(
+                    format="localized", help="HBM round trips this run still makes that a fusion could remove"
+                ),
+                "CUDA-event time (µs)": st.column_config.NumberColumn(
+                    format="%.1f", help="runner's median over 100 timed steps, from its manifest"
+                ),
+                "speed-up (CUDA events)": st.column_config.NumberColumn(format="%.2f×"),
+            },
+        )
+    elif compact and len(d.candidates) > 1:
+        others = ", ".join(
+            f"{c2.label}: {c2.base.kernels_per_step}→{c2.run.kernels_per_step} kernels, "
+            f"{ui.fmt_bytes(c2.hbm_bytes_avoided_per_step)} avoided"
+            for c2 in d.candidates[1:]
+        )
+        st.caption(ui.esc(others))
+
+
+def fusion_groups(cd) -> None:
+    rows = []
+    for f in cd.fusions + cd.swaps + cd.kernel_choices:
+        rows.append(
+            {
+                "kind": f.kind,
+                "fused kernel": f.fused_kernel,
+                "← replaces": " + ".join(f.replaces),
+                "ops": "+".join(f.ops),
+                "×/step": f.count_per_step,
+                "intermediates (shape, dtype, size)": "; ".join(
+                    f"{i.get('matrix') or '[' + ', '.join(str(s) for s in i['shape']) + ']'} {i['dtype']} "
+                    f"{ui.fmt_bytes(i['bytes'])} × {1 + int(i.get('reads') or 1)}"
+                    for i in f.intermediates
+                ),
+                "bytes avoided/step (est.)": f.bytes_avoided_per_step,
+                "before (µs)": f.base_time_us_per_step,
+                "after (µs)": f.candidate_time_us_per_step,
+                "saved (µs)": f.time_saved_us_per_step,
+                "GB/s before → after (est.)": f"{f.base_gbps:,.0f} → {f.candidate_gbps:,.0f}"
+                if _finite(f.base_gbps) and _finite(f.candidate_gbps)
+                else "",
+            }
+        )
+    if not rows:
+        st.info("No fusion groups: every baseline kernel either matched a candidate kernel or is listed as unmatched.")
+        return
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "fused kernel": st.column_config.TextColumn(width="medium"),
+            "← replaces": st.column_config.TextColumn(width="large"),
+            "intermediates (shape, dtype, size)": st.column_config.TextColumn(
+                width="medium", help="tensors one replaced kernel wrote and another read back: size × (1 write + reads)"
+            ),
+            "bytes avoided/step (est.)": st.column_config.NumberColumn(format="localized"),
+            "before (µs)": st.column_config.NumberColumn(format="%.1f"),
+            "after (µs)": st.column_config.NumberColumn(format="%.1f"),
+            "saved (µs)": st.column_config.NumberColumn(format="%.1f"),
+        },
+    )
+    with st.expander("Why each kernel was grouped (evidence)"):
+        for f in cd.fusions + cd.swaps + cd.kernel_choices:
+            st.text(f"{f.fused_kernel[:120]}\n  " + "\n  ".join(e[:240] for e in f.evidence))
+
+
+def gemms(cd) -> None:
+    if not cd.matched_gemms:
+        st.caption("No GEMMs matched between the two runs.")
+        return
+    df = pd.DataFrame(cd.matched_gemms)
+    keep = [
+        "problem", "count_per_step", "base_kernel", "candidate_kernel", "base_time_us_per_step",
+        "candidate_time_us_per_step", "time_saved_us_per_step", "base_tflops", "candidate_tflops", "matched_by",
+    ]  # fmt: skip
+    df = df[[c for c in keep if c in df]]
+    st.dataframe(
+        df,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "problem": st.column_config.TextColumn("GEMM (M×N×K dtype)"),
+            "count_per_step": st.column_config.NumberColumn("×/step"),
+            "base_time_us_per_step": st.column_config.NumberColumn("before (µs)", format="%.1f"),
+            "candidate_time_us_per_step": st.column_config.NumberColumn("after (µs)", format="%.1f"),
+            "time_saved_us_per_step": st.column_config.NumberColumn("saved (µs)", format="%.1f"),
+            "base_tflops": st.column_config.NumberColumn("TFLOP/s before", format="%.0f"),
+            "candidate_tflops": st.column_config.NumberColumn("TFLOP/s after", format="%.0f"),
+        },
+    )
+
+
+def unmatched(cd) -> None:
+    c1, c2 = st.columns(2)
+    for col, rows, who in ((c1, cd.unmatched_base, cd.base_label), (c2, cd.unmatched_candidate, cd.label)):
+        col.markdown(f"**Only in {ui.esc(who)}**")
+        if rows:
+            col.dataframe(
+                pd.DataFrame(rows),
+                hide_index=True,
+                width="stretch",
+                column_config={"time_us_per_step": st.column_config.NumberColumn("µs/step", format="%.1f")},
+            )
+        else:
+            col.caption("none")
+
+
+def remaining(cd) -> None:
+    """Where the rest is: HBM round trips the candidate still makes that a fusion could remove."""
+    rows = [
+        {
+            "kind": r["kind"],
+            "producer": r["producer"],
+            "readers": " + ".join(r["readers"]),
+            "tensor": f"{r.get('matrix') or r['shape']} {r['dtype']}",
+            "round trip (est. bytes)": r["round_trip_bytes"],
+            "what would avoid it": r["would_avoid"],
+        }
+        for r in cd.run.remaining
+    ]
+    if not rows:
+        st.caption(f"{ui.esc(cd.label)} makes no HBM round trip a fusion could remove (by the diff's rule).")
+        return
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        width="stretch",
+        column_config={"round trip (est. bytes)": st.column_config.NumberColumn(format="localized")},
+    )

@@ -1,0 +1,356 @@
+"""One profiling run at a time per server: `python -m kernels.profile` as a subprocess, with live progress.
+
+Why a module (not page code): Streamlit re-executes page files on every rerun, but an imported module lives once per
+server process, so the lock and the running job here are shared by every session: a second click anywhere says
+"busy" instead of starting a second job on the same GPU.
+
+Safety (issue 6): the argument list is built only from validated choices and bounded integers, never a shell
+string; the child gets its own session (process group), so Cancel and the timeout kill it and everything it
+started (ncu, compile workers); output goes to a fresh folder under runs/ (git-ignored), removed when nothing
+usable was recorded. The server itself never imports torch or touches CUDA: the GPU check is `nvidia-smi -L`.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS_DIR = ROOT / "runs"
+KEEP_RUNS = 20  # finished run folders kept in runs/; older ones are pruned when a new run starts
+
+# Mirrors kernels.profile's checks (tests keep them equal); the runner validates again, this is the first line.
+WORKLOADS = ("geglu", "swiglu", "plain")
+VARIANTS = ("eager", "compile", "compile-max-autotune", "liger", "fuselens-gating", "fuselens")
+DEFAULT_VARIANTS = ("eager", "compile", "liger", "fuselens")
+DTYPES = ("bf16", "fp16", "fp32")
+MAX_BATCH = MAX_SEQ = 65536
+MAX_DIM = 32768
+MAX_TOKENS = 65536
+
+# What runs. Module attributes so the tests can point them at a stand-in runner on a machine without a GPU.
+RUNNER_ARGV = [sys.executable, "-m", "kernels.profile"]
+GPU_PROBE_ARGV = ["nvidia-smi", "-L"]
+TIMEOUT_S = float(os.environ.get("FUSELENS_PROFILE_TIMEOUT_S", 1800))
+EXIT_MEANING = {0: "done", 2: "bad arguments", 3: "no CUDA GPU", 4: "some variants failed"}
+
+
+class Busy(Exception):
+    """Another profiling run is in progress on this server."""
+
+
+@dataclass(frozen=True)
+class Params:
+    workload: str = "geglu"
+    batch: int = 64
+    seq: int = 128
+    d_model: int = 768
+    hidden: int = 3072
+    dtype: str = "bf16"
+    variants: tuple[str, ...] = DEFAULT_VARIANTS
+    measure_bytes: bool = False
+    train: bool = False
+
+    def problems(self) -> list[str]:
+        """Why these parameters are refused (empty when fine)."""
+        out = []
+        if self.workload not in WORKLOADS:
+            out.append(f"unknown workload {self.workload!r}")
+        if self.dtype not in DTYPES:
+            out.append(f"unknown dtype {self.dtype!r}")
+        if not self.variants:
+            out.append("pick at least one variant")
+        bad = [v for v in self.variants if v not in VARIANTS]
+        if bad:
+            out.append(f"unknown variant(s): {', '.join(bad)}")
+        for name, v, hi in (
+            ("batch", self.batch, MAX_BATCH),
+            ("seq", self.seq, MAX_SEQ),
+            ("d_model", self.d_model, MAX_DIM),
+            ("hidden", self.hidden, MAX_DIM),
+        ):
+            if not isinstance(v, int) or not 1 <= v <= hi:
+                out.append(f"{name} must be an integer from 1 to {hi}")
+        if isinstance(self.batch, int) and isinstance(self.seq, int) and self.batch * self.seq > MAX_TOKENS:
+            out.append(f"batch × seq = {self.batch * self.seq:,} tokens is above the limit of {MAX_TOKENS:,}")
+        return out
+
+    def argv(self, out_dir: Path) -> list[str]:
+        if self.problems():
+            raise ValueError("; ".join(self.problems()))
+        argv = [
+            *RUNNER_ARGV,
+            "--workload", self.workload,
+            "--variants", ",".join(self.variants),
+            "--batch", str(int(self.batch)),
+            "--seq", str(int(self.seq)),
+            "--d-model", str(int(self.d_model)),
+            "--hidden", str(int(self.hidden)),
+            "--dtype", self.dtype,
+            "--out", str(out_dir),
+        ]  # fmt: skip
+        if self.measure_bytes:
+            argv.append("--measure-bytes")
+        if self.train:
+            argv.append("--train")
+        return argv
+
+
+@dataclass
+class Job:
+    params: Params
+    owner: str  # session id that started it: only it loads the results and may cancel
+    out_dir: Path
+    argv: list[str]
+    timeout_s: float
+    started: float = field(default_factory=time.time)
+    state: str = "running"  # running | done | partial | failed | cancelled | timeout
+    returncode: int | None = None
+    message: str = "starting"
+    done: int = 0
+    total: int = 0
+    events: list[dict] = field(default_factory=list)
+    stderr_tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=40))
+    finished: float | None = None
+    consumed: bool = False  # the owner loaded the results
+    _proc: subprocess.Popen | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _cancel_requested: bool = False
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    @property
+    def elapsed_s(self) -> float:
+        return (self.finished or time.time()) - self.started
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            return {
+                "state": self.state,
+                "message": self.message,
+                "done": self.done,
+                "total": self.total,
+                "events": list(self.events),
+                "stderr": list(self.stderr_tail),
+                "elapsed_s": self.elapsed_s,
+                "returncode": self.returncode,
+            }
+
+    def cancel(self) -> None:
+        """Kill the runner and every process it started (its whole process group)."""
+        with self._lock:
+            if self.state != "running":
+                return
+            self._cancel_requested = True
+        _kill_tree(self._proc)
+
+    # -- threads
+    def _read_stdout(self) -> None:
+        assert self._proc and self._proc.stdout
+        for raw in iter(lambda: self._proc.stdout.readline(65536), b""):
+            line = raw.decode("utf-8", "replace").strip()
+            if not line:
+                continue
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                ev = None
+            with self._lock:
+                if isinstance(ev, dict) and "event" in ev:
+                    self.events.append({k: ev.get(k) for k in ("event", "variant", "done", "total", "message")})
+                    self.events = self.events[-200:]
+                    self.done = int(ev.get("done") or 0) if str(ev.get("done", "")).isdigit() else self.done
+                    self.total = int(ev.get("total") or 0) if str(ev.get("total", "")).isdigit() else self.total
+                    self.message = str(ev.get("message") or ev.get("event"))[:500]
+                else:
+                    self.stderr_tail.append(line[:500])
+
+    def _read_stderr(self) -> None:
+        assert self._proc and self._proc.stderr
+        for raw in iter(lambda: self._proc.stderr.readline(65536), b""):
+            line = raw.decode("utf-8", "replace").rstrip()
+            if line:
+                with self._lock:
+                    self.stderr_tail.append(line[:500])
+
+    def _wait(self, readers: list[threading.Thread]) -> None:
+        assert self._proc
+        try:
+            rc = self._proc.wait(timeout=self.timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            _kill_tree(self._proc)
+            rc = self._proc.wait()
+            timed_out = True
+        for t in readers:
+            t.join(timeout=5)
+        recorded = _recorded_traces(self.out_dir)
+        with self._lock:
+            self.returncode = rc
+            self.finished = time.time()
+            if timed_out:
+                self.state, self.message = "timeout", f"stopped after the {self.timeout_s:,.0f} s time limit"
+            elif self._cancel_requested:
+                self.state, self.message = "cancelled", "cancelled; the runner and its children were stopped"
+            elif rc == 0 and recorded:
+                self.state = "done"
+            elif rc == 4 and recorded:
+                self.state = "partial"  # some variants failed (e.g. out of GPU memory); the others are usable
+            else:
+                self.state = "failed"
+                meaning = EXIT_MEANING.get(rc, f"exit code {rc}")
+                if rc == 0 and not recorded:
+                    meaning = "no variant was recorded"
+                last = self.message if self.message and self.message != "starting" else ""
+                self.message = f"{meaning}: {last}" if last else meaning
+            if self.state in ("failed", "cancelled", "timeout"):
+                shutil.rmtree(self.out_dir, ignore_errors=True)  # nothing usable: leave no half-written folder
+
+
+def _kill_tree(proc: subprocess.Popen | None) -> None:
+    """SIGTERM the child's process group, then SIGKILL what is left after 5 s."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        return
+    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.time() + grace
+        while time.time() < deadline:
+            if proc.poll() is not None and not _group_alive(pgid):
+                return
+            time.sleep(0.05)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _recorded_traces(out_dir: Path) -> list[Path]:
+    return sorted(out_dir.glob("*.json.gz")) if out_dir.is_dir() else []
+
+
+# ---------------------------------------------------------------------------------------------------- the slot
+_SLOT = threading.Lock()  # guards _CURRENT: at most one running job per server process
+_CURRENT: Job | None = None
+_LAST_BY_OWNER: dict[str, Job] = {}
+
+
+def current() -> Job | None:
+    """The running job, if any (any session's)."""
+    with _SLOT:
+        return _CURRENT if (_CURRENT is not None and _CURRENT.running) else None
+
+
+def last_for(owner: str) -> Job | None:
+    """The latest job this session started (running or finished)."""
+    with _SLOT:
+        return _LAST_BY_OWNER.get(owner)
+
+
+def _prune_runs() -> None:
+    if not RUNS_DIR.is_dir():
+        return
+    olds = sorted((p for p in RUNS_DIR.iterdir() if p.is_dir() and p.name.startswith("profile-")), key=lambda p: p.name)
+    for p in olds[:-KEEP_RUNS]:
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def start(params: Params, owner: str, *, timeout_s: float | None = None) -> Job:
+    """Start a run, or raise Busy (another is running) / ValueError (bad parameters)."""
+    global _CURRENT
+    problems = params.problems()
+    if problems:
+        raise ValueError("; ".join(problems))
+    with _SLOT:
+        if _CURRENT is not None and _CURRENT.running:
+            raise Busy(f"a profiling run is already in progress ({_CURRENT.done}/{_CURRENT.total} variants, "
+                       f"{_CURRENT.elapsed_s:,.0f} s); one run at a time on this server")  # fmt: skip
+        RUNS_DIR.mkdir(exist_ok=True)
+        _prune_runs()
+        out_dir = RUNS_DIR / f"profile-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        out_dir.mkdir(mode=0o700)
+        argv = params.argv(out_dir)
+        job = Job(params=params, owner=owner, out_dir=out_dir, argv=argv, timeout_s=timeout_s or TIMEOUT_S)
+        job.total = len(params.variants)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        try:
+            job._proc = subprocess.Popen(  # noqa: S603 - argv list from validated Params, no shell
+                argv,
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,  # own process group: Cancel/timeout kill the whole tree
+            )
+        except OSError as exc:
+            shutil.rmtree(out_dir, ignore_errors=True)
+            raise ValueError(f"could not start the runner: {exc}") from exc
+        readers = [
+            threading.Thread(target=job._read_stdout, daemon=True, name="fuselens-profile-stdout"),
+            threading.Thread(target=job._read_stderr, daemon=True, name="fuselens-profile-stderr"),
+        ]
+        for t in readers:
+            t.start()
+        threading.Thread(target=job._wait, args=(readers,), daemon=True, name="fuselens-profile-wait").start()
+        _CURRENT = job
+        _LAST_BY_OWNER[owner] = job
+        return job
+
+
+# ---------------------------------------------------------------------------------------------------- GPU check
+_PROBE: tuple[float, bool, str] | None = None
+_PROBE_TTL_S = 30.0
+
+
+def gpu_available(refresh: bool = False) -> tuple[bool, str]:
+    """(True, 'GPU 0: NVIDIA H100 80GB HBM3') or (False, why not). `nvidia-smi -L`: no CUDA context in this process."""
+    global _PROBE
+    now = time.time()
+    if not refresh and _PROBE is not None and now - _PROBE[0] < _PROBE_TTL_S:
+        return _PROBE[1], _PROBE[2]
+    if not (ROOT / "kernels" / "profile.py").is_file():
+        result = (False, "the profiling runner (kernels/profile.py) is not in this checkout")
+    else:
+        try:
+            res = subprocess.run(GPU_PROBE_ARGV, capture_output=True, text=True, timeout=10, check=False)
+            gpus = [ln.split(" (UUID")[0].strip() for ln in res.stdout.splitlines() if ln.startswith("GPU ")]
+            if res.returncode == 0 and gpus:
+                result = (True, "; ".join(gpus))
+            else:
+                why = (res.stderr or res.stdout).strip().splitlines()
+                result = (False, f"nvidia-smi -L found no NVIDIA GPU ({why[0][:160] if why else f'exit {res.returncode}'})")
+        except FileNotFoundError:
+            result = (False, "no NVIDIA GPU on this server: nvidia-smi is not installed")
+        except (OSError, subprocess.SubprocessError) as exc:
+            result = (False, f"could not query the GPU with nvidia-smi -L: {type(exc).__name__}")
+    _PROBE = (now, *result)
+    return result

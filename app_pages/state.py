@@ -1,0 +1,337 @@
+"""Session state of the dashboard: the loaded runs, their labels, the baseline, and one-line load errors.
+
+Why this shape:
+* A run is keyed by the blake2b digest of its bytes. Parsing goes through `st.cache_data` on that digest (the bytes
+  themselves are passed as `_data`, which Streamlit does not hash: hashing 1 GB on every call would cost seconds),
+  so a trace is parsed once per server however many sessions open it, and the bundled samples are parsed once.
+* The parsed Summary is also kept in this session's state, so reruns and page switches never touch the cache
+  (st.cache_data returns a fresh unpickled copy on every hit).
+* Nothing here takes a server-side path from user input: uploads arrive as bytes and stay in memory; the only paths
+  read are the project's own sample_traces/ and the runs/ folders the Profile page creates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import streamlit as st
+
+from analyzer.errors import FuseLensError
+
+log = logging.getLogger("fuselens.app")
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES_DIR = ROOT / "sample_traces"
+MANIFEST_SCHEMA = "fuselens.profile/1"
+MAX_SIDE_FILE_BYTES = 16 << 20  # manifest.json / <variant>.ncu.json are small; anything bigger is not one
+
+K_RUNS = "fl_runs"  # dict[key, Run], insertion-ordered
+K_BASELINE = "fl_baseline"  # key of the baseline run
+K_ERRORS = "fl_errors"  # list[str]: one-line load errors, shown until dismissed or the next upload
+K_NOTES = "fl_notes"  # list[str]: one-line notices (duplicates, side files attached)
+K_DIFFS = "fl_diffs"  # memo: (baseline key, candidate keys, labels) -> Diff | str (error line)
+K_SUBTITLE = "fl_subtitle"  # chart subtitle override for design-review exports
+
+
+@dataclass
+class Run:
+    """One loaded trace in this session."""
+
+    key: str  # content digest
+    file_name: str
+    label: str
+    origin: str  # 'sample', 'upload' or 'profile'
+    summary: object  # analyzer.summary.Summary
+    size_bytes: int
+    parse_s: float
+    context: dict = field(default_factory=dict)  # from the runner's manifest: workload, shapes, dtype, gpu, torch …
+    variant: dict = field(default_factory=dict)  # this run's manifest entry: status, median_us, ncu …
+    measured: dict | None = None  # <variant>.ncu.json: Nsight Compute DRAM bytes per kernel, when recorded
+
+    @property
+    def trace(self):
+        return self.summary.trace
+
+    @property
+    def gpu_name(self) -> str:
+        gpu = (self.context.get("gpu") or {}).get("name") if isinstance(self.context.get("gpu"), dict) else None
+        return gpu or self.trace.meta.gpu_name or "unknown GPU"
+
+    @property
+    def torch_version(self) -> str:
+        return str(self.context.get("torch") or self.trace.meta.extra.get("torch") or "") or "not recorded"
+
+
+# ---------------------------------------------------------------------------------------------------- parsing
+def digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@st.cache_data(max_entries=24, show_spinner=False)
+def _parse(key: str, name: str, _data: bytes):
+    """load_trace + summarize, once per (content, name) per server. `_data` is not hashed (see module doc)."""
+    from analyzer import load_trace, summarize
+
+    t0 = time.perf_counter()
+    summary = summarize(load_trace(_data, name=name))
+    return summary, time.perf_counter() - t0
+
+
+def _state():
+    ss = st.session_state
+    ss.setdefault(K_RUNS, {})
+    ss.setdefault(K_ERRORS, [])
+    ss.setdefault(K_NOTES, [])
+    ss.setdefault(K_DIFFS, {})
+    return ss
+
+
+def runs() -> list[Run]:
+    """Runs in display order: the baseline first, then the others in load order."""
+    ss = _state()
+    all_runs = list(ss[K_RUNS].values())
+    base = ss.get(K_BASELINE)
+    return sorted(all_runs, key=lambda r: r.key != base)
+
+
+def baseline() -> Run | None:
+    ss = _state()
+    return ss[K_RUNS].get(ss.get(K_BASELINE))
+
+
+def candidates() -> list[Run]:
+    base = baseline()
+    return [r for r in runs() if base is None or r.key != base.key]
+
+
+def errors() -> list[str]:
+    return list(_state()[K_ERRORS])
+
+
+def notes() -> list[str]:
+    return list(_state()[K_NOTES])
+
+
+def clear_messages() -> None:
+    ss = _state()
+    ss[K_ERRORS] = []
+    ss[K_NOTES] = []
+
+
+def _unique_label(label: str, taken: set[str]) -> str:
+    label = " ".join(label.split())[:40] or "run"
+    out, i = label, 2
+    while out in taken:
+        out, i = f"{label} ({i})", i + 1
+    return out
+
+
+def default_label(file_name: str) -> str:
+    base = Path(file_name).name
+    for suffix in (".gz", ".json", ".trace", ".pt"):
+        if base.lower().endswith(suffix):
+            base = base[: -len(suffix)]
+    return base or file_name
+
+
+def add_trace(
+    name: str,
+    data: bytes,
+    *,
+    origin: str = "upload",
+    label: str | None = None,
+    context: dict | None = None,
+    variant: dict | None = None,
+    measured: dict | None = None,
+) -> Run | None:
+    """Parse `data` (cached by content) and add it as a run. On failure: one error line naming the file, no raise.
+
+    The other runs are never touched by a failure: a bad file costs only its own line.
+    """
+    ss = _state()
+    key = digest(data)
+    existing = ss[K_RUNS].get(key)
+    if existing is not None:
+        ss[K_NOTES].append(f"{name}: same content as the loaded run “{existing.label}”; kept once.")
+        return existing
+    try:
+        summary, parse_s = _parse(key, name, data)
+    except FuseLensError as err:
+        ss[K_ERRORS].append(str(err) if str(err).startswith(name) else f"{name}: {err}")
+        return None
+    except MemoryError:
+        ss[K_ERRORS].append(f"{name}: out of memory while parsing {len(data) / 1e6:,.0f} MB; the other traces stay loaded")
+        return None
+    except Exception as exc:  # an analyzer bug must cost one line, not the session (details go to the server log)
+        log.exception("unexpected error while parsing %s", name)
+        first = " ".join(str(exc).split())[:200]
+        ss[K_ERRORS].append(f"{name}: could not be analyzed (internal error {type(exc).__name__}: {first})")
+        return None
+    taken = {r.label for r in ss[K_RUNS].values()}
+    run = Run(
+        key=key,
+        file_name=name,
+        label=_unique_label(label or default_label(name), taken),
+        origin=origin,
+        summary=summary,
+        size_bytes=len(data),
+        parse_s=parse_s,
+        context=dict(context or {}),
+        variant=dict(variant or {}),
+        measured=measured,
+    )
+    _apply_facts(run)
+    ss[K_RUNS][key] = run
+    if ss.get(K_BASELINE) not in ss[K_RUNS]:
+        ss[K_BASELINE] = key
+    ss[K_DIFFS] = {}
+    return run
+
+
+def remove(key: str) -> None:
+    ss = _state()
+    ss[K_RUNS].pop(key, None)
+    if ss.get(K_BASELINE) not in ss[K_RUNS]:
+        ss[K_BASELINE] = next(iter(ss[K_RUNS]), None)
+    ss[K_DIFFS] = {}
+
+
+def remove_origin(origin: str) -> None:
+    for r in [r for r in _state()[K_RUNS].values() if r.origin == origin]:
+        remove(r.key)
+
+
+def set_baseline(key: str) -> None:
+    ss = _state()
+    if key in ss[K_RUNS]:
+        ss[K_BASELINE] = key
+
+
+def relabel(key: str, label: str) -> None:
+    ss = _state()
+    run = ss[K_RUNS].get(key)
+    if run is None:
+        return
+    taken = {r.label for r in ss[K_RUNS].values() if r.key != key}
+    run.label = _unique_label(label or default_label(run.file_name), taken)
+
+
+def prefer_baseline(names: tuple[str, ...] = ("eager",)) -> None:
+    """Make the first run whose label or variant is one of `names` the baseline (eager is the natural one)."""
+    for r in _state()[K_RUNS].values():
+        if r.label in names or r.variant.get("name") in names:
+            set_baseline(r.key)
+            return
+
+
+# ---------------------------------------------------------------------------------------------------- side files
+def is_manifest(doc: object) -> bool:
+    return isinstance(doc, dict) and doc.get("schema") == MANIFEST_SCHEMA and isinstance(doc.get("variants"), list)
+
+
+def is_ncu(doc: object) -> bool:
+    return isinstance(doc, dict) and isinstance(doc.get("kernels"), list) and "metrics" in doc
+
+
+def read_side_file(name: str, data: bytes) -> dict | None:
+    """A runner manifest.json or <variant>.ncu.json uploaded beside traces, else None (then it is a trace)."""
+    if len(data) > MAX_SIDE_FILE_BYTES or not name.lower().endswith(".json"):
+        return None
+    head = data[:4096].lstrip()
+    if not head.startswith(b"{") or b"traceEvents" in head:
+        return None
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return doc if (is_manifest(doc) or is_ncu(doc)) else None
+
+
+def manifest_facts(manifest: dict, entry: dict) -> dict:
+    """The facts a Diff states for one run (GPU, torch, workload, shapes, dtype, variant, timing), from a runner
+    manifest and the run's entry in it. Same keys as analyzer.diff_facts.manifest_facts, which reads a manifest
+    beside a trace on disk; uploads have no "beside", so the app builds them from the uploaded document."""
+    gpu = manifest.get("gpu") if isinstance(manifest.get("gpu"), dict) else {}
+    facts = {
+        "variant": entry.get("name"),
+        "gpu": gpu.get("name"),
+        **{k: manifest.get(k) for k in ("torch", "cuda", "triton", "liger_kernel", "driver", "git_commit", "workload")},
+        "shapes": manifest.get("shapes") if isinstance(manifest.get("shapes"), dict) else None,
+        "dtype": manifest.get("dtype"),
+        "train": manifest.get("train"),
+        "median_us": entry.get("median_us"),
+        "timing": manifest.get("timing"),
+        "dram_bytes_read": entry.get("dram_bytes_read"),
+        "dram_bytes_write": entry.get("dram_bytes_write"),
+    }
+    return {k: v for k, v in facts.items() if v is not None}
+
+
+def _apply_facts(run: Run) -> None:
+    """Put the manifest facts where analyzer.diff looks for them (this session's copy of the trace meta)."""
+    if run.context and run.variant:
+        from analyzer.diff_facts import MANIFEST_KEY
+
+        run.trace.meta.extra[MANIFEST_KEY] = manifest_facts(run.context, run.variant)
+
+
+def context_from_manifest(manifest: dict) -> dict:
+    """The run context every run of one manifest shares (everything but the per-variant list)."""
+    return {k: v for k, v in manifest.items() if k != "variants"}
+
+
+def attach_manifest(manifest: dict) -> int:
+    """Give loaded runs whose file matches a manifest variant's trace that manifest's context. Returns how many."""
+    by_trace = {str(v.get("trace")): v for v in manifest.get("variants", []) if isinstance(v, dict)}
+    n = 0
+    for r in _state()[K_RUNS].values():
+        v = by_trace.get(Path(r.file_name).name)
+        if v is not None:
+            r.context = context_from_manifest(manifest)
+            r.variant = dict(v)
+            _apply_facts(r)
+            n += 1
+    _state()[K_DIFFS] = {}
+    return n
+
+
+def attach_ncu(name: str, doc: dict) -> bool:
+    """Attach <variant>.ncu.json to the run recorded from <variant>.json.gz (same stem). True when one matched."""
+    stem = Path(name).name[: -len(".ncu.json")] if name.endswith(".ncu.json") else None
+    for r in _state()[K_RUNS].values():
+        if stem and default_label(r.file_name) == stem or r.variant.get("ncu") == Path(name).name:
+            r.measured = doc
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------------- diff
+def diff():
+    """The fusion diff of the baseline against every other run: a Diff, or a one-line error string, or None.
+
+    Memoized per (runs, baseline, labels) in this session, so page switches never recompute it.
+    """
+    base = baseline()
+    cands = candidates()
+    if base is None or not cands:
+        return None
+    memo_key = (base.key, base.label, tuple((r.key, r.label) for r in cands))
+    ss = _state()
+    if memo_key in ss[K_DIFFS]:
+        return ss[K_DIFFS][memo_key]
+    try:
+        from analyzer import diff_runs
+
+        result = diff_runs(base.summary, [r.summary for r in cands], labels=[base.label] + [r.label for r in cands])
+    except FuseLensError as err:
+        result = f"cannot compare: {err}"
+    except Exception as exc:  # a diff bug must not take the other pages down
+        log.exception("diff_runs failed")
+        result = f"cannot compare: internal error {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    ss[K_DIFFS] = {memo_key: result}
+    return result

@@ -1,0 +1,113 @@
+"""Timeline: one step of every run, GPU streams as lanes, stacked on one time scale (figure: analyzer.figures.timeline)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import streamlit as st
+
+from analyzer.figures import timeline as tl
+from app_pages import state, ui
+
+st.title("Timeline")
+ui.show_messages()
+runs = ui.require_runs(1, "The timeline")
+
+REPRESENTATIVE = -1  # pseudo position: each run's median-span steady-state step
+
+
+def _steps(run: state.Run) -> list[int]:
+    steps = run.trace.steps
+    return [int(s) for s in steps["step"].tolist()] if not steps.empty else [0]
+
+
+def _pick_step(run: state.Run, position: int) -> int:
+    """The step to draw for `position`: the k-th recorded step, or the representative (median GPU span) one."""
+    steps = _steps(run)
+    if position == REPRESENTATIVE:
+        used = [s for s in (getattr(run.summary, "steps_used", None) or steps) if s in steps] or steps
+        table = run.trace.steps.set_index("step") if not run.trace.steps.empty else None
+        if table is None or "gpu_span_us" not in table:
+            return used[len(used) // 2]
+        spans = np.nan_to_num(table.loc[used, "gpu_span_us"].to_numpy(dtype=float), nan=np.inf)
+        return used[int(np.argsort(spans, kind="stable")[(len(used) - 1) // 2])]  # lower median
+    return steps[min(position, len(steps) - 1)]
+
+
+max_steps = max(len(_steps(r)) for r in runs)
+
+
+def ordinal(k: int) -> str:
+    n = k + 1
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+c1, c2, c3 = st.columns([3, 3, 2], vertical_alignment="bottom")
+chosen = c1.multiselect(
+    "Runs", [r.key for r in runs], default=[r.key for r in runs], format_func=lambda k: state._state()[state.K_RUNS][k].label
+)
+position = c2.selectbox(
+    "Step",
+    [REPRESENTATIVE, *range(max_steps)],
+    format_func=lambda p: "representative (median GPU span of the steady-state steps)"
+    if p == REPRESENTATIVE
+    else f"{ordinal(p)} recorded step",
+    help="Steps are matched by position, since step numbers differ between runs; each is re-based to its own start.",
+)
+with_cpu = c3.toggle("CPU ops that launched them", value=False)
+sel = [r for r in runs if r.key in chosen]
+if not sel:
+    st.info("Pick at least one run.")
+    st.stop()
+
+views = [
+    tl.step_view(r.label, r.trace.gpu_ops, _pick_step(r, position), cpu_ops=r.trace.cpu_ops, with_cpu=with_cpu)
+    for r in sel
+]
+longest = max((float(np.nanmax((v.gpu["end_us"] - v.origin_us).to_numpy())) if not v.gpu.empty else 0.0) for v in views)
+window = None
+if longest > 0 and sum(len(v.gpu) for v in views) > 2000:
+    # Big steps: a server-side window re-aggregates at finer resolution (the browser's zoom only magnifies bars).
+    with st.expander("Zoom window (re-aggregated on the server)"):
+        lo, hi = st.slider("µs since step start", 0.0, float(np.ceil(longest)), (0.0, float(np.ceil(longest))))
+        window = (lo, hi) if (lo, hi) != (0.0, float(np.ceil(longest))) else None
+
+t0 = time.perf_counter()
+title = f"GPU timeline, one step per run ({', '.join(ui.export_escape(v.label) for v in views)})"
+fig = tl.timeline_figure(views, window=window)
+build_ms = (time.perf_counter() - t0) * 1000
+meta = fig.layout.meta or {}
+how = (
+    f"{meta.get('kernels', 0):,} GPU ops drawn as {meta.get('bars', 0):,} bars: kernels shorter than "
+    f"{meta.get('bin_us', 0):,.2f} µs merged per lane (hover says how many); zoom the window for detail"
+    if meta.get("merged")
+    else f"{meta.get('kernels', 0):,} GPU ops, every one drawn"
+)
+ui.chart(
+    fig,
+    "fuselens-timeline",
+    title,
+    key="fl_timeline_chart",
+    caption=f"{how} · {'WebGL' if meta.get('webgl') else 'SVG'} · built in {build_ms:,.0f} ms. Dotted line: the "
+    "step's last GPU op. Bytes in the hover are estimates.",
+)
+
+rows = []
+for r, v in zip(sel, views, strict=True):
+    g = v.gpu
+    rows.append(
+        {
+            "run": r.label,
+            "step": v.step,
+            "GPU ops": len(g),
+            "kernels": int((g["kind"] == "kernel").sum()) if not g.empty else 0,
+            "GPU span (µs)": v.span_us,
+            "busy (µs)": float(g["dur_us"].sum()) if not g.empty else 0.0,
+            "streams": int(g["stream"].nunique()) if not g.empty else 0,
+        }
+    )
+st.dataframe(rows, hide_index=True, width="stretch", column_config={
+    "GPU span (µs)": st.column_config.NumberColumn(format="%.1f"),
+    "busy (µs)": st.column_config.NumberColumn(format="%.1f", help="sum of GPU op durations (overlaps counted twice)"),
+})  # fmt: skip

@@ -1,0 +1,123 @@
+"""Small UI helpers every page uses: safe text, messages, charts with PNG/SVG export, run context, formatting.
+
+Why `esc`: Streamlit renders Markdown in st.markdown, st.caption, st.error, metric labels … and trace names, file
+names and labels come from files users upload. Escaping every Markdown/HTML character keeps
+`<img onerror=…>`, `[link](javascript:…)` or `![](http://tracker)` in a kernel name inert text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from app_pages import export, state
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&\"'])")
+
+
+def esc(text: object, limit: int = 300) -> str:
+    """Text from a trace or a user, made inert for Markdown: every special character backslash-escaped, one line."""
+    t = " ".join(str(text).split())
+    if len(t) > limit:
+        t = t[: limit - 1] + "…"
+    return _MD_SPECIAL.sub(r"\\\1", t)
+
+
+def fmt_us(us: float) -> str:
+    if us is None or not math.isfinite(us):
+        return "–"
+    if abs(us) >= 10_000:
+        return f"{us / 1000:,.2f} ms"
+    return f"{us:,.1f} µs"
+
+
+def fmt_bytes(b: float) -> str:
+    if b is None or not math.isfinite(b):
+        return "–"
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(b) >= div:
+            return f"{b / div:,.1f} {unit}"
+    return f"{b:,.0f} B"
+
+
+def show_messages() -> None:
+    """Load errors (one line each, naming the file) and notices, inline at the top of the page, until dismissed."""
+    errs, notes = state.errors(), state.notes()
+    for e in errs:
+        st.error(esc(e), icon=":material/error:")
+    for n in notes:
+        st.info(esc(n), icon=":material/info:")
+    if errs or notes:
+        st.button("Dismiss messages", key="fl_dismiss", on_click=state.clear_messages, type="tertiary")
+
+
+def require_runs(n: int = 1, what: str = "this view") -> list[state.Run]:
+    """The session's runs, or an explanation and st.stop() when fewer than n are loaded."""
+    runs = state.runs()
+    if len(runs) < n:
+        need = "a trace" if n == 1 else f"at least {n} traces (a baseline and a candidate)"
+        st.info(
+            f"{what} needs {need}. Upload `.json` / `.json.gz` PyTorch profiler traces in the sidebar, "
+            "load a bundled sample set, or record new ones on the **Profile** page.",
+            icon=":material/upload_file:",
+        )
+        st.stop()
+    return runs
+
+
+def subtitle() -> str:
+    """Run context for chart titles: workload, shapes, dtype and GPU (from the runner's manifest when known).
+
+    Users can override it in the sidebar: a review slide title is theirs to word.
+    """
+    override = st.session_state.get(state.K_SUBTITLE, "").strip()
+    if override:
+        return export_escape(override)
+    base = state.baseline()
+    if base is None:
+        return ""
+    from app_pages.samples import case_title
+
+    parts = [case_title(base.context)] if base.context.get("workload") else []
+    gpus = sorted({r.gpu_name for r in state.runs()})
+    parts.append(" vs ".join(gpus))
+    if base.context.get("torch"):
+        parts.append(f"torch {base.context['torch']}")
+    return export_escape(" · ".join(parts))
+
+
+def export_escape(text: str) -> str:
+    """Plotly titles accept an HTML subset: escape user text placed in them."""
+    import html
+
+    return html.escape(text, quote=True)
+
+
+def chart(fig: go.Figure, name: str, title: str, *, key: str, caption: str | None = None) -> None:
+    """Show a figure, then PNG and SVG download buttons (rendered lazily on click, in the slide theme)."""
+    st.plotly_chart(
+        fig,
+        width="stretch",
+        theme=None,  # what you see is what you export: no Streamlit restyling of the figure
+        key=key,
+        config={"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": name}},
+    )
+    sub = subtitle()
+
+    def render(fmt: str):
+        return lambda: export.to_image(export.for_slide(fig, export_escape(title), sub), fmt)
+
+    cols = st.columns([1, 1, 6], vertical_alignment="center")
+    cols[0].download_button(
+        "PNG", render("png"), file_name=f"{name}.png", mime="image/png", key=f"{key}_png",
+        icon=":material/image:", on_click="ignore",
+    )  # fmt: skip
+    cols[1].download_button(
+        "SVG", render("svg"), file_name=f"{name}.svg", mime="image/svg+xml", key=f"{key}_svg",
+        icon=":material/image:", on_click="ignore",
+    )  # fmt: skip
+    if caption:
+        cols[2].caption(caption)

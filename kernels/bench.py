@@ -1,0 +1,286 @@
+"""Side-by-side speed of the MLP variants and the gating kernels on this GPU -> bench/results/kernels_<gpu>.{md,json}.
+
+    python -m kernels.bench [--out-dir bench/results] [--no-max-autotune] [--n-iter 200]
+
+All timings: CUDA events around each call, median of --n-iter calls (default 200) after warm-up, L2 flushed before
+every call (a 256 MB buffer is zeroed outside the timed region; the H100's L2 is 50 MB). Same process, same
+weights, same inputs for every variant. Ceilings measured here, not taken from datasheets:
+  copy bandwidth   dst.copy_(src) on 1 GiB, counting bytes read + written
+  matmul rate      bf16 8192 x 8192 x 8192 torch.matmul on random data (cuBLAS)
+Floors: an MLP's compute floor is its FLOPs over the matmul rate; the gating kernel's memory floor is its bytes
+(read gate + up, write h) over the copy bandwidth. Each variant's output is checked against a float64 reference of
+the same module (relative Frobenius error) before it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from kernels import envinfo
+from kernels.timing import median_us
+from kernels.variants import VariantUnavailable, build, liger_gating_fn
+from kernels.workloads import DTYPES, build_model, make_input, mlp_flops
+
+HF = {"tokens": 8192, "d_model": 768, "hidden": 3072}
+DECODE_TOKENS = (1, 4, 16)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
+    y = y.double()
+    if not torch.isfinite(y).all():
+        return float("nan")
+    return float((y - ref).norm() / ref.norm())
+
+
+def measure_ceilings(n_iter: int) -> dict:
+    n = 2**29  # 1 GiB of bf16
+    src = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    t = median_us(lambda: dst.copy_(src), n_iter=max(50, n_iter // 4), flush_l2=True)
+    copy_gbps = 2 * src.numel() * 2 / (t["median_us"] * 1e-6) / 1e9
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    t2 = median_us(lambda: torch.matmul(a, b), n_iter=max(50, n_iter // 4), flush_l2=True)
+    tflops = 2 * 8192**3 / (t2["median_us"] * 1e-6) / 1e12
+    shapes = {}
+    x = torch.randn(HF["tokens"], HF["d_model"], device="cuda", dtype=torch.bfloat16)
+    w1 = torch.randn(HF["hidden"], HF["d_model"], device="cuda", dtype=torch.bfloat16)
+    h = torch.randn(HF["tokens"], HF["hidden"], device="cuda", dtype=torch.bfloat16)
+    w2 = torch.randn(HF["d_model"], HF["hidden"], device="cuda", dtype=torch.bfloat16)
+    for name, fn in (
+        ("up 8192x768 @ 768x3072", lambda: F.linear(x, w1)),
+        ("down 8192x3072 @ 3072x768", lambda: F.linear(h, w2)),
+    ):
+        tt = median_us(fn, n_iter=n_iter, flush_l2=True)
+        shapes[name] = {"us": tt["median_us"], "tflops": 2 * 8192 * 768 * 3072 / (tt["median_us"] * 1e-6) / 1e12}
+    return {
+        "copy_gbps": copy_gbps,
+        "copy_us_1gib": t["median_us"],
+        "matmul_tflops": tflops,
+        "matmul_us_8192": t2["median_us"],
+        "cublas_mlp_shapes": shapes,
+    }
+
+
+def bench_gating(n_iter: int, copy_gbps: float) -> list[dict]:
+    from kernels.gating import fused_gating
+
+    rows = []
+    M, N = HF["tokens"], HF["hidden"]
+    for act in ("gelu_tanh", "silu"):
+        for dname in ("bf16", "fp16", "fp32"):
+            if dname != "bf16" and act == "silu":
+                continue
+            dt = DTYPES[dname]
+            g = torch.randn(M, N, device="cuda", dtype=dt)
+            u = torch.randn(M, N, device="cuda", dtype=dt)
+            ref = (F.gelu(g.double(), approximate="tanh") if act == "gelu_tanh" else F.silu(g.double())) * u.double()
+
+            def eager(g=g, u=u, act=act):
+                return (F.gelu(g, approximate="tanh") if act == "gelu_tanh" else F.silu(g)) * u
+
+            impls = {
+                "eager (2 kernels)": eager,
+                "inductor": torch.compile(eager),
+                "fuselens": lambda g=g, u=u, a=act: fused_gating(g, u, a),
+            }
+            try:
+                lf = liger_gating_fn(act)
+                impls["liger"] = lambda g=g, u=u, lf=lf: lf(g, u)
+            except VariantUnavailable as exc:
+                log(f"gating: liger skipped: {exc}")
+            floor_us = 3 * g.numel() * g.element_size() / (copy_gbps * 1e9) * 1e6
+            for name, fn in impls.items():
+                with torch.no_grad():
+                    err = rel_err(fn(), ref)
+                    t = median_us(fn, n_iter=n_iter, flush_l2=True)
+                gbps = 3 * g.numel() * g.element_size() / (t["median_us"] * 1e-6) / 1e9
+                rows.append(
+                    {
+                        "activation": act,
+                        "dtype": dname,
+                        "shape": f"{M}x{N}",
+                        "impl": name,
+                        "us": t["median_us"],
+                        "gbps": gbps,
+                        "pct_copy": 100 * gbps / copy_gbps,
+                        "floor_us": floor_us,
+                        "rel_err": err,
+                    }
+                )
+                log(f"gating {act} {dname} {name}: {t['median_us']:.1f} us {gbps:.0f} GB/s err {err:.1e}")
+            del g, u, ref
+    return rows
+
+
+def _graphed(fn, x):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s), torch.no_grad():
+        for _ in range(3):
+            fn(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g), torch.no_grad():
+        fn(x)
+    return g.replay
+
+
+def bench_mlp(workload, dname, tokens, variants, n_iter, tflops, graphs=False) -> list[dict]:
+    dt = DTYPES[dname]
+    d, hdim = HF["d_model"], HF["hidden"]
+    model = build_model(workload, d, hdim, dt, "cuda")
+    x = make_input(1, tokens, d, dt, "cuda")
+    with torch.no_grad():
+        ref = build_model(workload, d, hdim, torch.float64, "cuda")(x.double())
+    floor_us = mlp_flops(workload, tokens, d, hdim) / (tflops * 1e12) * 1e6
+    rows = []
+    for name in variants:
+        row = {"workload": workload, "dtype": dname, "tokens": tokens, "variant": name, "floor_us": floor_us}
+        try:
+            t0 = time.perf_counter()
+            fn = build(name, model)
+            with torch.no_grad():
+                for _ in range(3):
+                    y = fn(x)
+                torch.cuda.synchronize()
+                row["warmup_s"] = time.perf_counter() - t0
+                row["rel_err"] = rel_err(y, ref)
+                row["us"] = median_us(lambda fn=fn: fn(x), n_iter=n_iter, flush_l2=True)["median_us"]
+            if graphs:
+                try:
+                    rep = _graphed(fn, x)
+                    row["graph_us"] = median_us(rep, n_iter=n_iter, flush_l2=True)["median_us"]
+                except Exception as exc:
+                    row["graph_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            log(
+                f"mlp {workload} {dname} M={tokens} {name}: {row.get('us', 0):.1f} us graph {row.get('graph_us')} err {row['rel_err']:.1e}"
+            )
+        except VariantUnavailable as exc:
+            row["skipped"] = str(exc)
+            log(f"mlp {name} skipped: {exc}")
+        except Exception as exc:
+            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+            log(f"mlp {name} FAILED: {row['error']}")
+        rows.append(row)
+    return rows
+
+
+def _fmt(v, spec=".1f"):
+    return "–" if v is None else format(v, spec)
+
+
+def to_markdown(res: dict) -> str:
+    env, c = res["env"], res["ceilings"]
+    gpu = env["gpu"]
+    out = [f"# FuseLens kernels bench: {gpu['name']}", ""]
+    out += [
+        f"- GPU: {gpu['name']} (sm {gpu.get('capability')}, {gpu.get('sm_count')} SMs, L2 {(gpu.get('l2_bytes') or 0) / 2**20:.0f} MiB), driver {env['driver']}",
+        f"- torch {env['torch']} (CUDA {env['cuda']}), triton {env['triton']}, liger-kernel {env['liger_kernel']}, commit {env['git_commit']}",
+        f"- date (UTC) {res['created_utc']}; command `{res['command']}`",
+        f"- timing: {res['method']}",
+        "",
+        "## Ceilings measured on this GPU",
+        "",
+        f"- device-to-device copy (1 GiB, read + write): **{c['copy_gbps']:.0f} GB/s**",
+        f"- bf16 matmul 8192³ (cuBLAS): **{c['matmul_tflops']:.0f} TFLOP/s** ({c['matmul_us_8192']:.0f} µs)",
+    ]
+    for k, v in c["cublas_mlp_shapes"].items():
+        out.append(f"- cuBLAS {k}: {v['us']:.1f} µs ({v['tflops']:.0f} TFLOP/s)")
+    out += [
+        "",
+        "## Gating kernel act(gate) * up (8192 x 3072)",
+        "",
+        "| act | dtype | impl | µs | GB/s | % of copy | floor µs | rel err |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in res["gating"]:
+        out.append(
+            f"| {r['activation']} | {r['dtype']} | {r['impl']} | {r['us']:.1f} | {r['gbps']:.0f} | {r['pct_copy']:.1f} | {r['floor_us']:.1f} | {r['rel_err']:.1e} |"
+        )
+    out += [
+        "",
+        "## MLP forward",
+        "",
+        "| workload | dtype | tokens | variant | µs | CUDA graph µs | compute floor µs | × floor | rel err | note |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in res["mlp"]:
+        us = r.get("us")
+        note = r.get("skipped") or r.get("error") or r.get("graph_error") or ""
+        ratio = us / r["floor_us"] if us else None
+        out.append(
+            f"| {r['workload']} | {r['dtype']} | {r['tokens']} | {r['variant']} | {_fmt(us)} | {_fmt(r.get('graph_us'))} | {r['floor_us']:.1f} | {_fmt(ratio, '.2f')} | {_fmt(r.get('rel_err'), '.1e')} | {note[:120]} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m kernels.bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out-dir", default="bench/results")
+    p.add_argument("--n-iter", type=int, default=200)
+    p.add_argument(
+        "--no-max-autotune", action="store_true", help="skip torch.compile mode=max-autotune (slow to compile)"
+    )
+    p.add_argument("--sections", default="gating,mlp,decode")
+    ns = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("error: no CUDA GPU; the bench needs one", file=sys.stderr)
+        return 3
+    if ns.n_iter < 100:
+        print("error: --n-iter must be >= 100", file=sys.stderr)
+        return 2
+    sections = set(ns.sections.split(","))
+    res = {
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": "python -m kernels.bench " + " ".join(argv or sys.argv[1:]),
+        "method": f"CUDA events, median of {ns.n_iter} calls after warm-up, L2 flushed before every call (256 MB buffer zeroed, untimed)",
+        "env": envinfo.environment(),
+    }
+    log(f"env: {json.dumps(res['env'])}")
+    res["ceilings"] = measure_ceilings(ns.n_iter)
+    log(f"ceilings: {json.dumps(res['ceilings'])}")
+    res["gating"] = bench_gating(ns.n_iter, res["ceilings"]["copy_gbps"]) if "gating" in sections else []
+    tf = res["ceilings"]["matmul_tflops"]
+    full = (
+        ["eager", "compile"]
+        + ([] if ns.no_max_autotune else ["compile-max-autotune"])
+        + ["liger", "fuselens-gating", "fuselens"]
+    )
+    res["mlp"] = []
+    if "mlp" in sections:
+        res["mlp"] += bench_mlp("geglu", "bf16", HF["tokens"], full, ns.n_iter, tf)
+        res["mlp"] += bench_mlp(
+            "swiglu", "bf16", HF["tokens"], ["eager", "compile", "liger", "fuselens-gating", "fuselens"], ns.n_iter, tf
+        )
+        res["mlp"] += bench_mlp("swiglu", "fp16", HF["tokens"], ["eager", "compile", "fuselens"], ns.n_iter, tf)
+        res["mlp"] += bench_mlp("plain", "bf16", HF["tokens"], ["eager", "compile", "fuselens"], ns.n_iter, tf)
+    if "decode" in sections:
+        for m in DECODE_TOKENS:
+            res["mlp"] += bench_mlp(
+                "geglu", "bf16", m, ["eager", "compile", "liger", "fuselens"], ns.n_iter, tf, graphs=True
+            )
+        res["mlp"] += bench_mlp("plain", "bf16", 1, ["eager", "compile", "fuselens"], ns.n_iter, tf, graphs=True)
+    out_dir = Path(ns.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    slug = envinfo.gpu_slug(res["env"]["gpu"]["name"])
+    (out_dir / f"kernels_{slug}.json").write_text(json.dumps(res, indent=1))
+    md = to_markdown(res)
+    (out_dir / f"kernels_{slug}.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

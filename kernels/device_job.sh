@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
+#   bash kernels/device_job.sh STEP...      STEP: facts | record | record-fuselens | check | bench | bench-quick
+# Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
+# liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/fuselens_out}
+R=$OUT/r
+mkdir -p "$R/sample_traces" "$R/bench" "$R/logs"
+if ls wheels/liger_kernel-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-deps --no-compile --target /tmp/pylib wheels/liger_kernel-*.whl >"$R/logs/pip.log" 2>&1 \
+    && export PYTHONPATH=/tmp/pylib:${PYTHONPATH:-}
+fi
+export PYTHONPATH=$PWD:${PYTHONPATH:-}
+
+facts() {
+  { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    python3 -c "import torch, triton; p=torch.cuda.get_device_properties(0); print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, p.name, p.multi_processor_count, 'SMs L2', getattr(p,'L2_cache_size',None))"
+    python3 -c "import liger_kernel.ops.geglu, liger_kernel.ops.swiglu; print('liger import ok')" 2>&1 | tail -1
+    (command -v ncu && ncu --version) 2>&1 | tail -2; } 2>&1 | tee "$R/logs/facts.txt"
+}
+
+rec() {  # rec CASE LIMIT_S ARGS...
+  local case=$1 lim=$2; shift 2
+  echo "== record $case"
+  timeout "$lim" python3 -m kernels.profile --out "$R/sample_traces/$case" "$@" >"$R/logs/rec_$case.jsonl" 2>"$R/logs/rec_$case.err"
+  echo "rc=$? $(tail -1 "$R/logs/rec_$case.jsonl")"; tail -3 "$R/logs/rec_$case.err"
+}
+
+record() {
+  local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072)
+  rec hf_geglu_bf16 240 --workload geglu --variants eager,compile,liger,fuselens-gating,fuselens "${HF[@]}" --dtype bf16 --measure-bytes
+  rec plain_8192tok_bf16 60 --workload plain --variants eager,compile,fuselens "${HF[@]}" --dtype bf16
+  rec plain_1tok_bf16 60 --workload plain --variants eager,compile,fuselens --batch 1 --seq 1 --d-model 768 --hidden 3072 --dtype bf16
+  rec swiglu_fp16 60 --workload swiglu --variants eager,compile,liger,fuselens "${HF[@]}" --dtype fp16
+  rec geglu_train_bf16 90 --workload geglu --variants eager,compile,liger "${HF[@]}" --dtype bf16 --train
+}
+
+record_fuselens() {
+  local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072)
+  rec hf_geglu_bf16_fuselens 120 --workload geglu --variants fuselens-gating,fuselens "${HF[@]}" --dtype bf16 --measure-bytes
+}
+
+check() {
+  echo "== full-size kernel checks on the GPU"
+  FUSELENS_FULL_SIZE=1 timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_kernels_gating.py tests/test_kernels_gemm.py tests/test_kernels_variants.py 2>&1 | tee "$R/logs/check.txt" | tail -5
+}
+
+DEADLINE_S=${DEADLINE_S:-580}  # the device tool kills the whole command at its limit; leave time for the tar
+
+bench() {
+  local lim=$((DEADLINE_S - SECONDS - 15))
+  echo "== bench $* (limit ${lim}s)"
+  timeout "$lim" python3 -m kernels.bench --out-dir "$R/bench" "$@" 2>"$R/logs/bench.err" | tee "$R/logs/bench.md" | grep -E "^\||^- " | head -80
+  grep -E "FAILED|Error" "$R/logs/bench.err" | head -5
+}
+
+for step in "$@"; do
+  case $step in
+    facts) facts ;; record) record ;; record-fuselens) record_fuselens ;; check) check ;;
+    bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
+    *) echo "unknown step $step" ;;
+  esac
+done
+tar czf "$OUT/results.tgz" -C "$R" . && ls -la "$OUT/results.tgz"

@@ -1,0 +1,131 @@
+"""Dual GEMM for GEGLU / SwiGLU: h = act(X @ Wg^T) * (X @ Wu^T) in one kernel, writing only h.
+
+Each program loads an X tile once per K step and multiplies it with the matching gate and up weight tiles, keeping
+two fp32 accumulators (2 x 128 x 128 x 4 B = 128 KB of registers over 8 warps = 128 per thread). The epilogue
+applies act(gate) * up in fp32 and stores h once. Versus cuBLAS x2 + a gating kernel this saves, per forward at
+M = 8192, h = 3072 bf16: the gate and up outputs' write + read (4 x 50 MB = 201 MB, ~66 us at 3 TB/s if nothing
+stayed in L2), one read of X (12.6 MB) and two kernel launches. down_proj stays cuBLAS (torch.matmul).
+
+Tiles, grouped order, clamped offsets and fp32 "ieee" precision: as in kernels.gemm_act.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._triton_util import interpreting
+from kernels.gating import ACTIVATIONS, _act_f32, act_id
+from kernels.gemm_act import _grouped_tile, check_gemm_inputs, check_impl, dot_flags
+
+
+@triton.jit
+def _dual_gemm_kernel(
+    x_ptr, wg_ptr, wu_ptr, out_ptr,
+    M, N, K,
+    stride_xm, stride_xk, stride_wn, stride_wk, stride_om, stride_on,
+    ACT: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+):  # fmt: skip
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP_M)
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    offs_xm = tl.max_contiguous(tl.multiple_of(offs_m % M, BM), BM)
+    offs_wn = tl.max_contiguous(tl.multiple_of(offs_n % N, BN), BN)
+    offs_k = tl.arange(0, BK)
+    x_ptrs = x_ptr + offs_xm[:, None].to(tl.int64) * stride_xm + offs_k[None, :] * stride_xk
+    w_off = offs_wn[:, None].to(tl.int64) * stride_wn + offs_k[None, :] * stride_wk
+    wg_ptrs = wg_ptr + w_off
+    wu_ptrs = wu_ptr + w_off
+    acc_g = tl.zeros((BM, BN), dtype=tl.float32)
+    acc_u = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        k_mask = offs_k[None, :] < K - k * BK
+        a = tl.load(x_ptrs, mask=k_mask, other=0.0)
+        bg = tl.load(wg_ptrs, mask=k_mask, other=0.0)
+        bu = tl.load(wu_ptrs, mask=k_mask, other=0.0)
+        if UPCAST:
+            a = a.to(tl.float32)
+            bg = bg.to(tl.float32)
+            bu = bu.to(tl.float32)
+        acc_g = tl.dot(a, tl.trans(bg), acc_g, input_precision=PRECISION)
+        acc_u = tl.dot(a, tl.trans(bu), acc_u, input_precision=PRECISION)
+        x_ptrs += BK * stride_xk
+        wg_ptrs += BK * stride_wk
+        wu_ptrs += BK * stride_wk
+    h = _act_f32(acc_g, ACT) * acc_u
+    out_ptrs = out_ptr + offs_m[:, None].to(tl.int64) * stride_om + offs_n[None, :] * stride_on
+    tl.store(out_ptrs, h.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def _cfg(bm, bn, bk, stages, warps, group_m=8):
+    return triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m}, num_stages=stages, num_warps=warps)
+
+
+# Two B tiles per step: 128 x 128 x 64 with 3 stages = (16 + 16 + 16) KB x 3 = 144 KB of shared memory (H100: 227 KB).
+CONFIGS_LARGE_M = [
+    _cfg(128, 128, 64, 3, 8),
+    _cfg(128, 128, 64, 4, 8),
+    _cfg(128, 64, 64, 4, 4),
+    _cfg(64, 128, 64, 4, 4),
+]
+CONFIGS_SMALL_M = [
+    _cfg(16, 64, 128, 4, 4, 1),
+    _cfg(16, 32, 256, 4, 4, 1),
+    _cfg(32, 64, 128, 4, 4, 1),
+    _cfg(64, 64, 128, 4, 4, 1),
+]
+
+
+def _prune(configs, named_args, **kwargs):
+    small = named_args["M"] <= 64
+    keep = [c for c in configs if (c.kwargs["GROUP_M"] == 1) == small]
+    return keep or configs
+
+
+_dual_gemm_tuned = triton.autotune(
+    configs=CONFIGS_LARGE_M + CONFIGS_SMALL_M,
+    key=["M", "N", "K"],
+    prune_configs_by={"early_config_prune": _prune},
+)(_dual_gemm_kernel)
+
+_INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
+
+
+def dual_gemm_gated(
+    x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str = "gelu_tanh", impl: str = "auto"
+):
+    """act(x @ w_gate^T) * (x @ w_up^T); x [M, K], w_gate / w_up [N, K] (nn.Linear layout, no bias).
+
+    impl: "auto" (persistent TMA kernel where it applies, else the pointer kernel), "tma" or "pointer"."""
+    check_impl("dual_gemm_gated", impl)
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"dual_gemm_gated: activation must be one of {ACTIVATIONS}, got {activation!r}")
+    check_gemm_inputs("dual_gemm_gated", x, w_gate, w_up)
+    if w_gate.shape != w_up.shape or w_gate.stride() != w_up.stride():
+        raise ValueError(f"dual_gemm_gated: gate {tuple(w_gate.shape)} and up {tuple(w_up.shape)} must match")
+    M, K = x.shape
+    N = w_gate.shape[0]
+    out = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        return out.zero_()  # act(0) * 0 = 0 for gelu_tanh and silu
+    if impl != "pointer":
+        from kernels import hopper_gemm
+
+        if hopper_gemm.usable(x, w_gate, w_up):
+            return hopper_gemm.persistent_gemm(x, w_gate, w_up, None, act_id(activation))
+        if impl == "tma":
+            raise ValueError("dual_gemm_gated: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
+    args = (x, w_gate, w_up, out, M, N, K, *x.stride(), *w_gate.stride(), *out.stride())
+    flags = {"ACT": act_id(activation), **dot_flags(x.dtype)}
+    if interpreting():
+        meta = _INTERP_META
+        grid = (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
+        _dual_gemm_kernel[grid](*args, **flags, **meta)
+    else:
+        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)  # noqa: E731
+        _dual_gemm_tuned[grid](*args, **flags)
+    return out

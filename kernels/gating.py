@@ -1,0 +1,96 @@
+"""Fused gating kernel: h = act(gate) * up, act in {gelu_tanh, silu}, for fp32 / fp16 / bf16.
+
+Memory-bound: per element it reads gate and up and writes h, 3 x elt bytes. For the HF case (8192 x 3072 bf16) that
+is 151 MB, so at the H100's measured 3.03 TB/s copy bandwidth (read + write) the floor is ~49.8 us; Inductor's
+kernel takes 61.0 us and Liger's 51.9 us there. The design is the plainest one that reaches the copy rate:
+a flat 1-D pass over the contiguous tensors (no per-row programs, so no masked tail per row), 16-byte vector
+loads (BLOCK is a multiple of 8 bf16 x threads), math in fp32 with one rounding at the store, and
+evict_first on the streamed inputs so they don't push the output out of L2.
+
+gelu_tanh(g) = 0.5 g (1 + tanh(z)) with z = sqrt(2/pi) (g + 0.044715 g^3); since 0.5 (1 + tanh(z)) = sigmoid(2 z),
+it is g * sigmoid(2 z) = g / (1 + exp(-2 z)): one exp2 and one division instead of a libdevice tanh.
+silu(g) = g / (1 + exp(-g)).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._triton_util import check_device, interpreting
+
+ACTIVATIONS = ("gelu_tanh", "silu")
+_LOG2E = 1.4426950408889634
+_SQRT_2_OVER_PI = 0.7978845608028654
+
+
+@triton.jit
+def _act_f32(g, ACT: tl.constexpr):
+    """act(g) for fp32 g; ACT 0 = gelu_tanh, 1 = silu, 2 = gelu (erf, exact), 3 = identity."""
+    if ACT == 0:
+        # g * sigmoid(2 z); -2 z * log2(e) folded into one constant: 2 * 0.79788456 * 1.44269504 = 2.30220819
+        z2 = 2.302208198 * (g + 0.044715 * g * g * g)
+        out = g / (1.0 + tl.exp2(-z2))
+    elif ACT == 1:
+        out = g / (1.0 + tl.exp2(-1.4426950408889634 * g))
+    elif ACT == 2:
+        out = 0.5 * g * (1.0 + tl.math.erf(g * 0.7071067811865476))
+    else:
+        out = g
+    return out
+
+
+@triton.jit
+def _gating_kernel(gate_ptr, up_ptr, out_ptr, n_elements, ACT: tl.constexpr, BLOCK: tl.constexpr):
+    # int64 offsets: 65536 tokens x 32768 hidden = 2^31 elements would overflow int32
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    mask = offs < n_elements
+    g = tl.load(gate_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    u = tl.load(up_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    h = _act_f32(g, ACT) * u
+    tl.store(out_ptr + offs, h.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# A small set, keyed on size and dtype: 16 B per thread per load needs BLOCK >= 8 * 32 * num_warps for bf16.
+_CONFIGS = [
+    triton.Config({"BLOCK": 2048}, num_warps=4),
+    triton.Config({"BLOCK": 4096}, num_warps=8),
+    triton.Config({"BLOCK": 8192}, num_warps=8),
+    triton.Config({"BLOCK": 8192}, num_warps=16),
+    triton.Config({"BLOCK": 16384}, num_warps=16),
+    triton.Config({"BLOCK": 4096}, num_warps=4),
+]
+_gating_kernel_tuned = triton.autotune(configs=_CONFIGS, key=["n_elements"])(_gating_kernel)
+
+_ACT_IDS = {"gelu_tanh": 0, "silu": 1, "gelu": 2, "identity": 3}
+
+
+def act_id(activation: str) -> int:
+    if activation not in _ACT_IDS:
+        raise ValueError(f"unknown activation {activation!r}; expected one of {sorted(_ACT_IDS)}")
+    return _ACT_IDS[activation]
+
+
+def fused_gating(gate: torch.Tensor, up: torch.Tensor, activation: str = "gelu_tanh") -> torch.Tensor:
+    """act(gate) * up in one pass; gate and up: same shape, dtype (fp32/fp16/bf16) and device."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"fused_gating: activation must be one of {ACTIVATIONS}, got {activation!r}")
+    if gate.shape != up.shape:
+        raise ValueError(f"fused_gating: gate {tuple(gate.shape)} and up {tuple(up.shape)} differ in shape")
+    if gate.dtype != up.dtype or gate.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise ValueError(f"fused_gating: need matching fp32/fp16/bf16 inputs, got {gate.dtype} and {up.dtype}")
+    check_device(gate, up)
+    gate = gate.contiguous()
+    up = up.contiguous()
+    out = torch.empty_like(gate)
+    n = gate.numel()
+    if n == 0:
+        return out
+    if interpreting():
+        _gating_kernel[(triton.cdiv(n, 1024),)](gate, up, out, n, ACT=act_id(activation), BLOCK=1024)
+    else:
+        grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
+        _gating_kernel_tuned[grid](gate, up, out, n, ACT=act_id(activation))
+    return out

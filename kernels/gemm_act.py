@@ -1,0 +1,177 @@
+"""GEMM with bias and activation fused into the epilogue: out = act(X @ W^T + b), W in nn.Linear layout [N, K].
+
+This is the plain MLP's first layer. Unfused, cuBLAS writes X @ W^T + b (M x N) to HBM and a GELU kernel reads it
+back and writes it again: 3 x M x N x elt bytes; at M = 8192, N = 3072 bf16 that is 151 MB, ~50 us at 3 TB/s.
+Fused, the activation is applied to the fp32 accumulator in registers and only the output is written (50 MB).
+
+Tile order is grouped (GROUP_M rows of tiles walk N together) so the W tiles a group needs stay in L2. On Hopper,
+tl.dot on bf16/fp16 tiles with num_warps = 8 lowers to wgmma; num_stages 3-4 pipelines the K loop through shared
+memory. Out-of-range rows/columns are clamped (offs % M) so the K loop needs no M/N masks, only the store does.
+fp32 inputs use input_precision="ieee" so the result matches eager fp32 (no tf32), at fp32 speed.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._triton_util import check_device, interpreting
+from kernels.gating import _act_f32, act_id
+
+EPILOGUE_ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "identity")
+
+
+@triton.jit
+def _grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _gemm_act_kernel(
+    x_ptr, w_ptr, b_ptr, out_ptr,
+    M, N, K,
+    stride_xm, stride_xk, stride_wn, stride_wk, stride_om, stride_on,
+    HAS_BIAS: tl.constexpr, ACT: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+):  # fmt: skip
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP_M)
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    # clamp instead of mask: rows past M re-read row (i % M), and the store below drops them
+    offs_xm = tl.max_contiguous(tl.multiple_of(offs_m % M, BM), BM)
+    offs_wn = tl.max_contiguous(tl.multiple_of(offs_n % N, BN), BN)
+    offs_k = tl.arange(0, BK)
+    x_ptrs = x_ptr + offs_xm[:, None].to(tl.int64) * stride_xm + offs_k[None, :] * stride_xk
+    w_ptrs = w_ptr + offs_wn[:, None].to(tl.int64) * stride_wn + offs_k[None, :] * stride_wk
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        k_left = K - k * BK
+        a = tl.load(x_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(w_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        if UPCAST:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, tl.trans(b), acc, input_precision=PRECISION)
+        x_ptrs += BK * stride_xk
+        w_ptrs += BK * stride_wk
+    if HAS_BIAS:
+        bias = tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
+        acc = acc + bias[None, :]
+    out = _act_f32(acc, ACT)
+    out_ptrs = out_ptr + offs_m[:, None].to(tl.int64) * stride_om + offs_n[None, :] * stride_on
+    tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def _cfg(bm, bn, bk, stages, warps, group_m=8):
+    return triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m}, num_stages=stages, num_warps=warps)
+
+
+# Large M: Hopper tiles (128 x 256 or 128 x 128, BK 64, 3-4 stages, 8 warps). Small M (decode, M <= 64): the GEMM is
+# a read of W (K x N x elt bytes), so narrow BN for more programs in flight and a long BK per load.
+CONFIGS_LARGE_M = [
+    _cfg(128, 256, 64, 3, 8),
+    _cfg(128, 128, 64, 4, 8),
+    _cfg(128, 128, 64, 3, 4),
+    _cfg(64, 256, 64, 4, 8),
+]
+CONFIGS_SMALL_M = [
+    _cfg(16, 64, 128, 4, 4, 1),
+    _cfg(16, 32, 256, 4, 4, 1),
+    _cfg(32, 64, 128, 4, 4, 1),
+    _cfg(64, 64, 128, 4, 4, 1),
+]
+
+
+def prune_by_m(configs, named_args, **kwargs):
+    """Keep the decode tiles for M <= 64 and the large tiles otherwise (halves the autotune time)."""
+    small = named_args["M"] <= 64
+    keep = [c for c in configs if (c.kwargs["BM"] <= 64 and c.kwargs["GROUP_M"] == 1) == small]
+    return keep or configs
+
+
+_gemm_act_tuned = triton.autotune(
+    configs=CONFIGS_LARGE_M + CONFIGS_SMALL_M,
+    key=["M", "N", "K"],
+    prune_configs_by={"early_config_prune": prune_by_m},
+)(_gemm_act_kernel)
+
+# Interpreter (CPU, CI): one small tile so odd shapes exercise every mask; tl.dot needs dims >= 16.
+_INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
+
+
+def dot_flags(dtype: torch.dtype) -> dict:
+    """PRECISION: "ieee" for fp32 so results match eager fp32 (no tf32). UPCAST: under the interpreter only, bf16
+    operands go to fp32 first (exact), because Triton 3.9's interpreter multiplies bf16 dot operands wrongly
+    (measured: relative error 4e9 on a plain 16 x 16 bf16 tl.dot, fp16 and fp32 fine)."""
+    upcast = interpreting() and dtype == torch.bfloat16
+    return {"PRECISION": "ieee" if dtype == torch.float32 or upcast else "tf32", "UPCAST": upcast}
+
+
+def check_gemm_inputs(name: str, x: torch.Tensor, *weights: torch.Tensor) -> None:
+    if x.dim() != 2:
+        raise ValueError(f"{name}: x must be 2-D [M, K], got shape {tuple(x.shape)}")
+    for w in weights:
+        if w.dim() != 2 or w.shape[1] != x.shape[1]:
+            raise ValueError(f"{name}: weight {tuple(w.shape)} does not match x {tuple(x.shape)} (need [N, K])")
+        if w.dtype != x.dtype:
+            raise ValueError(f"{name}: weight dtype {w.dtype} != x dtype {x.dtype}")
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise ValueError(f"{name}: dtype must be fp32/fp16/bf16, got {x.dtype}")
+    check_device(x, *weights)
+
+
+IMPLS = ("auto", "tma", "pointer")
+
+
+def check_impl(name: str, impl: str) -> None:
+    if impl not in IMPLS:
+        raise ValueError(f"{name}: impl must be one of {IMPLS}, got {impl!r}")
+
+
+def gemm_bias_act(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, activation: str = "gelu", impl: str = "auto"
+):
+    """act(x @ weight^T + bias) in one kernel; x [M, K], weight [N, K] (nn.Linear layout), bias [N] or None.
+
+    impl: "auto" takes the persistent TMA kernel (kernels.hopper_gemm) where it applies, else the pointer kernel
+    here; "tma" / "pointer" force one (tests and the bench use them to cover and compare both)."""
+    check_impl("gemm_bias_act", impl)
+    if activation not in EPILOGUE_ACTIVATIONS:
+        raise ValueError(f"gemm_bias_act: activation must be one of {EPILOGUE_ACTIVATIONS}, got {activation!r}")
+    check_gemm_inputs("gemm_bias_act", x, weight)
+    M, K = x.shape
+    N = weight.shape[0]
+    if bias is not None and (bias.shape != (N,) or bias.dtype != x.dtype):
+        raise ValueError(f"gemm_bias_act: bias must be [{N}] of {x.dtype}, got {tuple(bias.shape)} {bias.dtype}")
+    out = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        out.copy_(torch.zeros_like(out) if bias is None else bias.expand(M, N))
+        return out
+    if impl != "pointer":
+        from kernels import hopper_gemm
+
+        if hopper_gemm.usable(x, weight):
+            return hopper_gemm.persistent_gemm(x, weight, None, bias, act_id(activation))
+        if impl == "tma":
+            raise ValueError("gemm_bias_act: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
+    args = (x, weight, bias if bias is not None else x, out, M, N, K, *x.stride(), *weight.stride(), *out.stride())
+    flags = {"HAS_BIAS": bias is not None, "ACT": act_id(activation), **dot_flags(x.dtype)}
+    if interpreting():
+        meta = _INTERP_META
+        grid = (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
+        _gemm_act_kernel[grid](*args, **flags, **meta)
+    else:
+        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)  # noqa: E731
+        _gemm_act_tuned[grid](*args, **flags)
+    return out

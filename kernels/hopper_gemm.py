@@ -1,0 +1,155 @@
+"""Persistent TMA GEMM with fused epilogues, for Hopper (sm_90) and newer: the fast path behind
+kernels.dual_gemm (DUAL: act(X Wg^T) * (X Wu^T)) and kernels.gemm_act (act(X W^T + b)).
+
+Why a second GEMM kernel: run 1 on the H100 (docs/KERNELS.md) measured the pointer-based kernels at ~490 TFLOP/s
+for the dual GEMM and slower than cuBLAS + GELU for the plain MLP. At K = 768 each output tile has only 12 K-steps
+of 64, so a non-persistent kernel spends a large share of every tile filling the pipeline and draining the
+epilogue. Here:
+  - tiles come in through TMA tensor descriptors (the copy engine does the address math and the out-of-bounds
+    zero fill, so odd M/N/K need no masks; stores are clipped at the edges too);
+  - the grid is persistent (one program per SM walking tiles in grouped order) and the tile and K loops are
+    flattened (`tl.range(..., flatten=True)`), so the next tile's loads are in flight during this tile's epilogue;
+  - the output goes out through a TMA store.
+TMA needs 16-byte aligned base pointers and row strides (K and N multiples of 8 for 2-byte types) and a
+contiguous last dimension; the wrappers fall back to the pointer kernels otherwise, and for fp32 and M <= 64.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._triton_util import interpreting
+from kernels.gating import _act_f32
+from kernels.gemm_act import _grouped_tile
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # Triton < 3.4: no host-side descriptors, so no TMA path
+    TensorDescriptor = None
+
+_TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
+
+
+@triton.jit
+def _persistent_tma_kernel(
+    x_desc, w0_desc, w1_desc, out_desc, bias_ptr,
+    M, N, K,
+    DUAL: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+):  # fmt: skip
+    num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = _grouped_tile(tile_id, M, N, BM, BN, GROUP_M)
+        off_m = pid_m * BM
+        off_n = pid_n * BN
+        acc0 = tl.zeros((BM, BN), dtype=tl.float32)
+        acc1 = tl.zeros((BM, BN), dtype=tl.float32)
+        for ki in range(k_tiles):
+            off_k = ki * BK
+            a = x_desc.load([off_m, off_k])
+            b0 = w0_desc.load([off_n, off_k])
+            if UPCAST:  # interpreter only: see kernels.gemm_act.dot_flags
+                a = a.to(tl.float32)
+                b0 = b0.to(tl.float32)
+            acc0 = tl.dot(a, b0.T, acc0)
+            if DUAL:
+                b1 = w1_desc.load([off_n, off_k])
+                if UPCAST:
+                    b1 = b1.to(tl.float32)
+                acc1 = tl.dot(a, b1.T, acc1)
+        if HAS_BIAS:
+            offs_n = off_n + tl.arange(0, BN)
+            bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
+            acc0 = acc0 + bias[None, :]
+        out = _act_f32(acc0, ACT)
+        if DUAL:
+            out = out * acc1
+        out_desc.store([off_m, off_n], out.to(OUT_DTYPE))
+
+
+def _set_block_shapes(nargs):
+    bm, bn, bk = nargs["BM"], nargs["BN"], nargs["BK"]
+    nargs["x_desc"].block_shape = [bm, bk]
+    nargs["w0_desc"].block_shape = [bn, bk]
+    nargs["w1_desc"].block_shape = [bn, bk]
+    nargs["out_desc"].block_shape = [bm, bn]
+
+
+def _cfg(bm, bn, bk, stages, warps, group_m=8):
+    return triton.Config(
+        {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m},
+        num_stages=stages,
+        num_warps=warps,
+        pre_hook=_set_block_shapes,
+    )
+
+
+# Shared memory per stage, bf16: dual 128x128x64 = (16 + 16 + 16) KB; single 128x256x64 = (16 + 32) KB. With the
+# 32-64 KB epilogue tile, 3-4 stages fit the H100's 227 KB; the autotuner drops configs that do not compile.
+DUAL_CONFIGS = [
+    _cfg(128, 128, 64, 3, 8),
+    _cfg(128, 128, 64, 4, 8),
+    _cfg(128, 64, 64, 4, 4),
+    _cfg(128, 128, 128, 2, 8),
+    _cfg(64, 128, 64, 4, 4),
+]
+SINGLE_CONFIGS = [
+    _cfg(128, 256, 64, 3, 8),
+    _cfg(128, 128, 64, 4, 8),
+    _cfg(128, 128, 64, 4, 4),
+    _cfg(128, 256, 64, 4, 8),
+    _cfg(64, 256, 64, 4, 8),
+]
+_dual_tuned = triton.autotune(configs=DUAL_CONFIGS, key=["M", "N", "K"])(_persistent_tma_kernel)
+_single_tuned = triton.autotune(configs=SINGLE_CONFIGS, key=["M", "N", "K"])(_persistent_tma_kernel)
+_INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
+
+
+@functools.lru_cache(maxsize=8)
+def _num_sms(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _tma_ok(t: torch.Tensor) -> bool:
+    return t.stride(-1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+
+
+def usable(x: torch.Tensor, *weights: torch.Tensor) -> bool:
+    """True when the TMA path applies: Triton with descriptors, 2-byte dtype, aligned rows, Hopper+ (or the
+    interpreter), and M > 64 (decode shapes use the pointer kernels' narrow tiles)."""
+    if TensorDescriptor is None or x.dtype not in _TL_DTYPES or x.shape[0] <= 64:
+        return False
+    if not all(_tma_ok(t) for t in (x, *weights)) or (weights[0].shape[0] * x.element_size()) % 16:
+        return False
+    if interpreting():
+        return x.device.type == "cpu"
+    return x.is_cuda and torch.cuda.get_device_capability(x.device)[0] >= 9
+
+
+def persistent_gemm(x, w0, w1=None, bias=None, act_id: int = 3) -> torch.Tensor:
+    """act(x @ w0^T + bias) [* (x @ w1^T) when w1 is given]; callers validate shapes and dtypes."""
+    M, K = x.shape
+    N = w0.shape[0]
+    out = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    dual = w1 is not None
+    meta = _INTERP_META if interpreting() else {"BM": 128, "BN": 128, "BK": 64}  # placeholders: pre_hook resets
+    x_desc = TensorDescriptor.from_tensor(x, [meta["BM"], meta["BK"]])
+    w0_desc = TensorDescriptor.from_tensor(w0, [meta["BN"], meta["BK"]])
+    w1_desc = TensorDescriptor.from_tensor(w1 if dual else w0, [meta["BN"], meta["BK"]])
+    out_desc = TensorDescriptor.from_tensor(out, [meta["BM"], meta["BN"]])
+    flags = {"DUAL": dual, "HAS_BIAS": bias is not None, "ACT": act_id, "OUT_DTYPE": _TL_DTYPES[x.dtype]}
+    flags["UPCAST"] = interpreting() and x.dtype == torch.bfloat16
+    args = (x_desc, w0_desc, w1_desc, out_desc, bias if bias is not None else x, M, N, K)
+    if interpreting():
+        grid = (min(4, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
+        _persistent_tma_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0])
+        return out
+    n_sms = _num_sms(x.device.index or 0)
+    grid = lambda m: (min(n_sms, triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731
+    (_dual_tuned if dual else _single_tuned)[grid](*args, **flags, NUM_SMS=n_sms)
+    return out

@@ -1,0 +1,60 @@
+"""Write sample_traces/manifest.json: the index of the bundled cases (one runner output folder per case).
+
+    python -m kernels.samples_index [sample_traces]
+
+Each case folder holds what `python -m kernels.profile` wrote (traces, manifest.json, *.ncu.json); this index lists
+them in display order, marks the one the dashboard opens on (default_case) and each case's baseline variant.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+CASES = [
+    ("hf_geglu_bf16", "HF GEGLU MLP, 64x128 tokens, d 768, h 3072, bf16 (the HF post's case)", "eager"),
+    ("swiglu_fp16", "SwiGLU MLP, 8192 tokens, d 768, h 3072, fp16", "eager"),
+    ("plain_8192tok_bf16", "Plain MLP (Linear-GELU-Linear, bias), 8192 tokens, bf16", "eager"),
+    ("plain_1tok_bf16", "Plain MLP, 1 token (decode), bf16", "eager"),
+    ("geglu_train_bf16", "HF GEGLU MLP, one forward+backward training step, bf16", "eager"),
+]
+
+
+def build_index(root: Path) -> dict:
+    cases = []
+    for folder, title, baseline in CASES:
+        mpath = root / folder / "manifest.json"
+        if not mpath.exists():
+            continue
+        m = json.loads(mpath.read_text())
+        variants = [
+            {k: v[k] for k in ("name", "trace", "median_us", "ncu") if k in v}
+            for v in m["variants"]
+            if v.get("status") == "done"
+        ]
+        cases.append(
+            {
+                "id": folder,
+                "title": title,
+                "folder": folder,
+                "manifest": f"{folder}/manifest.json",
+                "baseline": baseline,
+                "workload": m["workload"],
+                "dtype": m["dtype"],
+                "train": m["train"],
+                "shapes": m["shapes"],
+                "gpu": m["gpu"]["name"],
+                "variants": variants,
+            }
+        )
+    return {"schema": "fuselens.samples/1", "default_case": CASES[0][0], "cases": cases}
+
+
+def main() -> None:
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "sample_traces")
+    (root / "manifest.json").write_text(json.dumps(build_index(root), indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

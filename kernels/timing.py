@@ -1,0 +1,55 @@
+"""Median GPU time of a callable with CUDA events, optionally flushing L2 before every iteration.
+
+Why flush: the HF case's gate/up outputs are 50 MB each and the H100's L2 is 50 MB, so back-to-back repetitions
+over the same buffers would partly measure L2, not HBM. Flushing writes a 256 MB buffer (5x L2) between
+iterations, outside the timed region. flush="read" (default) READS the buffer: L2 ends up full of clean lines,
+so the timed kernel starts cold and pays for nothing but its own traffic. flush="write" zeroes it, as
+triton.testing.do_bench does: that leaves ~50 MB of dirty lines whose write-back lands inside the next timed
+kernel (run 1 on the H100: every 151 MB gating kernel measured ~57 us that way; see docs/KERNELS.md).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+_FLUSH_BYTES = 256 * 1024 * 1024
+_flush_buf = None
+
+
+def _flush_l2(mode: str) -> None:
+    import torch
+
+    global _flush_buf
+    if _flush_buf is None:
+        _flush_buf = torch.ones(_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+    if mode == "read":
+        _flush_buf.amax()
+    else:
+        _flush_buf.fill_(1.0)
+
+
+def median_us(fn, n_iter: int = 200, warmup: int = 10, flush_l2: bool = True, flush: str = "read") -> dict:
+    """{'median_us', 'p10_us', 'p90_us', 'n_iter', 'l2_flushed'} over n_iter timed calls of fn()."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_iter)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_iter)]
+    for i in range(n_iter):
+        if flush_l2:
+            _flush_l2(flush)
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends, strict=True))
+    q = statistics.quantiles(times, n=10) if len(times) >= 10 else [times[0]] * 9
+    return {
+        "median_us": statistics.median(times),
+        "p10_us": q[0],
+        "p90_us": q[-1],
+        "n_iter": n_iter,
+        "l2_flushed": flush if flush_l2 else False,
+    }

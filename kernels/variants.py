@@ -1,0 +1,95 @@
+"""Variant registry: how a workload's forward is executed. Every variant wraps the SAME module (same weights).
+
+  eager                 the module as written: cuBLAS GEMMs + ATen elementwise kernels
+  compile               torch.compile(module) (default mode: Inductor fuses the elementwise tail)
+  compile-max-autotune  torch.compile(module, mode="max-autotune"): Triton GEMM templates + CUDA graphs
+  liger                 Liger-Kernel's GEGLU/SwiGLU MLP: cuBLAS GEMMs + Liger's gating kernel (gated MLPs only;
+                        skipped with a clear message when liger-kernel is not installed)
+  fuselens-gating       cuBLAS GEMMs + FuseLens's fused gating kernel (gated MLPs only)
+  fuselens              FuseLens dual-GEMM (gated) or GEMM+bias+GELU epilogue (plain) + cuBLAS for the last layer
+
+`build(name, model, train)` returns a callable x -> y or raises VariantUnavailable with a one-line reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+VARIANTS = ("eager", "compile", "compile-max-autotune", "liger", "fuselens-gating", "fuselens")
+DEFAULT_VARIANTS = ("eager", "compile", "liger", "fuselens")
+
+
+class VariantUnavailable(Exception):
+    """This variant cannot run here (missing optional package, unsupported workload or mode); message says why."""
+
+
+@dataclass(frozen=True)
+class VariantInfo:
+    name: str
+    description: str
+    trains: bool  # has a backward
+
+
+INFO = {
+    "eager": VariantInfo("eager", "PyTorch eager: cuBLAS GEMMs + ATen elementwise kernels", True),
+    "compile": VariantInfo("compile", "torch.compile default mode (Inductor)", True),
+    "compile-max-autotune": VariantInfo(
+        "compile-max-autotune", "torch.compile mode=max-autotune (Triton GEMM templates, CUDA graphs)", True
+    ),
+    "liger": VariantInfo("liger", "Liger-Kernel GEGLU/SwiGLU MLP: cuBLAS GEMMs + Liger gating kernel", True),
+    "fuselens-gating": VariantInfo("fuselens-gating", "cuBLAS GEMMs + FuseLens fused gating kernel", False),
+    "fuselens": VariantInfo(
+        "fuselens", "FuseLens dual-GEMM (gated) / GEMM+bias+GELU epilogue (plain) + cuBLAS last layer", False
+    ),
+}
+
+
+def liger_gating_fn(activation: str) -> Callable:
+    """Liger's autograd gating function for this activation, or VariantUnavailable."""
+    try:
+        if activation == "gelu_tanh":
+            from liger_kernel.ops.geglu import LigerGELUMulFunction
+
+            return LigerGELUMulFunction.apply
+        from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+
+        return LigerSiLUMulFunction.apply
+    except ImportError as exc:
+        raise VariantUnavailable(f"liger-kernel is not installed (pip install liger-kernel): {exc}") from exc
+    except Exception as exc:  # a liger release that does not import against this torch/triton
+        raise VariantUnavailable(f"liger-kernel failed to import: {type(exc).__name__}: {exc}") from exc
+
+
+def build(name: str, model, train: bool = False) -> Callable:
+    """A callable x -> y for variant `name` over `model`."""
+    import torch
+
+    from kernels.workloads import GatedMLP
+
+    if name not in VARIANTS:
+        raise ValueError(f"unknown variant {name!r}; expected one of {VARIANTS}")
+    info = INFO[name]
+    if train and not info.trains:
+        raise VariantUnavailable(f"{name} is forward-only (inference kernels, no backward); use eager or compile")
+    gated = isinstance(model, GatedMLP)
+    if name == "eager":
+        return model
+    if name == "compile":
+        return torch.compile(model)
+    if name == "compile-max-autotune":
+        return torch.compile(model, mode="max-autotune")
+    if name == "liger":
+        if not gated:
+            raise VariantUnavailable("liger has no kernel for the plain MLP (Linear-GELU-Linear); gated MLPs only")
+        fn = liger_gating_fn(model.activation)
+        return lambda x: model.down_proj(fn(model.gate_proj(x), model.up_proj(x)))
+    try:
+        from kernels.fused_mlp import fuselens_forward, fuselens_gating_forward
+    except ImportError as exc:
+        raise VariantUnavailable(f"FuseLens kernels need triton: {exc}") from exc
+    if name == "fuselens-gating":
+        if not gated:
+            raise VariantUnavailable("fuselens-gating applies to gated MLPs (geglu, swiglu) only")
+        return lambda x: fuselens_gating_forward(model, x)
+    return lambda x: fuselens_forward(model, x)

@@ -1,0 +1,172 @@
+"""analyzer.classify on real kernel names: every distinct name in the real traces, plus the decodes the issue names."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analyzer.classify import OTHER_ALLOWLIST, RULES, classify_names, classify_one
+from analyzer.schema import CATEGORIES
+from tests.conftest import ROOT, TRACES, loaded_trace, sample_trace_paths
+
+SHARED_REAL = ROOT.parent / "shared" / "real_traces"  # the team's full copy; CI has it beside the clone
+
+
+def _all_trace_paths() -> list[Path]:
+    paths = list(TRACES.values()) + sample_trace_paths()
+    if SHARED_REAL.is_dir():
+        paths += sorted(p for p in SHARED_REAL.rglob("*") if p.name.endswith((".json", ".json.gz")))
+    return paths
+
+
+@lru_cache(maxsize=1)
+def all_real_names() -> dict[str, str]:
+    """Every distinct GPU op name in every real trace → the first file it was seen in."""
+    names: dict[str, str] = {}
+    seen_files: set[str] = set()
+    for p in _all_trace_paths():
+        if p.name in seen_files:  # tests/data and shared/ hold the same public files
+            continue
+        seen_files.add(p.name)
+        for n in loaded_trace(p).gpu_ops["name"].unique():
+            names.setdefault(str(n), p.name)
+    return names
+
+
+def _allowed_other(name: str) -> bool:
+    return any(re.search(p, name) for p, _why in OTHER_ALLOWLIST)
+
+
+def test_every_real_kernel_name_has_a_category():
+    names = all_real_names()
+    assert len(names) > 500  # 600+ distinct names across the public traces: the collection really ran
+    got = classify_names(pd.Series(list(names), dtype=object))
+    unexplained = [n for n, c in zip(names, got["category"], strict=True) if c == "other" and not _allowed_other(n)]
+    assert unexplained == [], "classify these (or allowlist with a reason):\n" + "\n".join(
+        f"{names[n]}: {n[:160]}" for n in unexplained
+    )
+    assert set(got["category"]) <= set(CATEGORIES)
+
+
+def test_allowlisted_names_really_are_other_and_exist():
+    names = all_real_names()
+    for pattern, why in OTHER_ALLOWLIST:
+        hits = [n for n in names if re.search(pattern, n)]
+        assert hits, f"allowlist entry {pattern!r} ({why}) matches no real kernel any more: remove it"
+        assert all(classify_one(n)[0] == "other" for n in hits)
+
+
+def _real(substring: str) -> str:
+    """A real kernel name containing substring (so the decode tests run on what traces actually hold)."""
+    hits = sorted(n for n in all_real_names() if substring in n)
+    assert hits, f"no real kernel name contains {substring!r}"
+    return hits[0]
+
+
+@pytest.mark.parametrize(
+    "substring, category, library, ops",
+    [
+        ("GeluCUDAKernelImpl", "pointwise", "ATen", "gelu"),
+        ("silu_kernel(", "pointwise", "ATen", "silu"),
+        (
+            "BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor",
+            "pointwise",
+            "ATen",
+            "mul",
+        ),
+        ("CUDAFunctor_add<c10::BFloat16>", "pointwise", "ATen", "add"),
+        ("AddFunctor<float>", "pointwise", "ATen", "add"),
+        ("direct_copy_kernel_cuda", "pointwise", "ATen", "copy"),  # "elementwise" that is a copy
+        ("FillFunctor<float>", "pointwise", "ATen", "fill"),  # … a fill
+        (
+            "index_elementwise_kernel<128, 4, at::native::gpu_index_kernel<at::native::index_kernel_impl",
+            "pointwise",
+            "ATen",
+            "index",
+        ),
+        ("masked_fill_kernel", "pointwise", "ATen", "masked_fill"),
+        ("CatArrayBatchedCopy", "pointwise", "ATen", "cat"),
+        ("void splitKreduce_kernel<float", "gemm", "cuBLAS", "splitk_reduce"),  # split-K reduce is GEMM work
+        ("cublasLt::splitKreduce_kernel", "gemm", "cuBLASLt", "splitk_reduce"),
+        ("cutlass_80_tensorop_bf16_s16816gemm_relu", "gemm", "CUTLASS", "mm+relu"),  # epilogue in the name
+        ("nvjet_tst_144x128_64x6_2x1_v_bz_bias_TNN", "gemm", "cuBLASLt", "mm+bias"),
+        ("nvjet_tst_192x8", "gemm", "cuBLASLt", "mm"),
+        ("sm90_xmma_gemm_bf16bf16", "gemm", "cuBLAS", "mm"),
+        ("volta_sgemm_128x64_nn", "gemm", "cuBLAS", "mm"),
+        ("ampere_sgemm_128x128_tn", "gemm", "cuBLAS", "mm"),
+        ("Cijk_Alik_Bljk", "gemm", "ROCm Tensile/hipBLASLt", "mm"),
+        ("implicit_convolve_sgemm", "gemm", "cuDNN", "conv"),
+        ("volta_scudnn_winograd_128x128_ldg1_ldg4_relu", "gemm", "cuDNN", "conv+relu"),
+        ("nchwToNhwcKernel", "pointwise", "cuDNN", "copy"),
+        ("pytorch_flash::flash_fwd_kernel", "attention", "flash-attn", "sdpa"),
+        ("fmhaSm100aKernel", "attention", "TensorRT-LLM/FlashInfer", "sdpa"),
+        ("ncclDevKernel_AllGather_RING_LL", "communication", "NCCL", "all_gather"),
+        ("ncclKernel_AllReduce_RING_LL_Sum_float", "communication", "NCCL", "all_reduce"),
+        ("multimem_all_reduce_kernel", "communication", "PyTorch SymmMem", "all_reduce"),
+        ("vectorized_layer_norm_kernel<c10::BFloat16", "normalization", "ATen", "layer_norm"),
+        ("GammaBetaBackwardCUDAKernel<", "normalization", "ATen", "layer_norm_backward"),
+        ("softmax_warp_forward", "normalization", "ATen", "softmax"),
+        ("MIOpenBatchNormFwdTrainSpatial", "normalization", "MIOpen", "batch_norm"),
+        ("ReduceOp<float, at::native::MeanOps", "reduction", "ATen", "mean"),
+        ("cub::DeviceRadixSortOnesweepKernel", "reduction", "CUB", "sort"),
+        ("triton_poi_fused__unsafe_view_mul_silu_2", "pointwise", "Triton-Inductor", "mul+silu"),
+        ("triton_red_fused_add_mean_mul_pow_rsqrt_0", "normalization", "Triton-Inductor", "add+mean+mul+pow+rsqrt"),
+        ("Memcpy HtoD (Pageable -> Device)", "memcpy", "CUDA/HIP runtime", "copy"),
+        ("Memset (Device)", "memset", "CUDA/HIP runtime", "fill"),
+    ],
+)
+def test_real_names_decode(substring, category, library, ops):
+    assert classify_one(_real(substring)) == (category, library, ops)
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        # the Hugging Face post's torch.compile kernel: views dropped, Inductor's op order kept
+        ("triton_poi_fused__unsafe_view_gelu_mul_0", ("pointwise", "Triton-Inductor", "gelu+mul")),
+        # a GEMM template with a fused epilogue: the GEMM first, then what rides on it
+        ("triton_tem_fused__unsafe_view_gelu_mm_mul_1", ("gemm", "Triton-template", "mm+gelu+mul")),
+        ("triton_tem_fused_addmm_relu_0", ("gemm", "Triton-template", "addmm+relu")),
+        ("triton_per_fused__softmax_0", ("normalization", "Triton-Inductor", "_softmax")),
+        ("triton_red_fused_native_layer_norm_2", ("normalization", "Triton-Inductor", "native_layer_norm")),
+        ("triton_poi_fused__to_copy_clone_3", ("pointwise", "Triton-Inductor", "copy")),
+        # Liger's GEGLU kernel (user Triton) and our own
+        ("_geglu_tanh_forward_kernel", ("pointwise", "Triton-user", "gelu+mul")),
+        ("_swiglu_forward_kernel", ("pointwise", "Triton-user", "silu+mul")),
+        ("_fuselens_geglu_fwd_kernel", ("pointwise", "Triton-user", "gelu+mul")),
+        ("fuselens_mm_gelu_mul_kernel", ("gemm", "Triton-user", "mm+gelu+mul")),
+        ("_gating_kernel", ("pointwise", "Triton-user", "act+mul")),
+        ("_dual_gemm_kernel", ("gemm", "Triton-user", "mm+mm+act+mul")),
+        ("_gemm_act_kernel", ("gemm", "Triton-user", "mm+bias+act")),
+    ],
+)
+def test_named_decodes(name, expected):
+    assert classify_one(name) == expected
+
+
+def test_vectorised_over_unique_names_keeps_the_index():
+    names = list(all_real_names())[:50]
+    s = pd.Series(names * 200, index=pd.RangeIndex(10_000, 20_000), dtype=object)  # repeated, odd index
+    got = classify_names(s)
+    assert got.index.equals(s.index)
+    assert list(got.columns) == ["category", "library", "ops"]
+    one = {n: classify_one(n) for n in names}
+    assert [tuple(r) for r in got.itertuples(index=False)] == [one[n] for n in s]
+
+
+def test_empty_and_missing_names():
+    assert classify_names(pd.Series([], dtype=object)).empty
+    got = classify_names(pd.Series([None, ""], dtype=object))
+    assert list(got["category"]) == ["other", "other"]
+
+
+def test_table_is_small_data():
+    # the table is data a reviewer reads in one screen: rows of (regex, category, library, ops rule)
+    assert 20 <= len(RULES) <= 60
+    for regex, category, _lib, _ops in RULES:
+        re.compile(regex)
+        assert category in CATEGORIES or category.startswith("@")

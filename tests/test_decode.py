@@ -1,0 +1,155 @@
+"""analyzer.decode: typed columnar decode, checked field by field against a plain orjson parse of real traces."""
+
+from __future__ import annotations
+
+import gzip
+import re
+
+import numpy as np
+import orjson
+import pandas as pd
+import pytest
+
+from analyzer import decode, load_trace
+from analyzer.decode import floats, ints
+from tests.conftest import TRACES, loaded_trace, reference_events
+
+
+def test_ints_handle_legacy_strings_and_unknowns():
+    values = [7, "stream 7", "25738", "", None, "Spans", 2**70, 3.0, 2.5, True, [1]]
+    assert ints(values).tolist() == [7, 7, 25738, -1, -1, -1, -1, 3, -1, -1, -1]
+    assert ints([1, 2, 3]).dtype == np.int64
+
+
+def test_floats_unknown_is_nan_never_zero():
+    out = floats([1, 2.5, "N/A", None, "3", [1], True])
+    assert out[:2].tolist() == [1.0, 2.5]
+    assert np.isnan(out[2]) and np.isnan(out[3]) and np.isnan(out[5]) and np.isnan(out[6])
+    assert out[4] == 3.0
+
+
+@pytest.mark.parametrize("key", ["h100_qwen", "legacy_resnet", "mi300_bert", "hta_ns"])
+def test_cpu_op_shapes_equal_orjson(key):
+    """Input Dims / Input type / Input Strides are kept as Raw, factorized, decoded once: same objects as orjson."""
+    trace = loaded_trace(TRACES[key])
+    _, events = reference_events(TRACES[key])
+    ops = [
+        e
+        for e in events
+        if e.get("ph") == "X" and e.get("cat", "").lower() in ("cpu_op", "operator") and not e["name"].startswith("ProfilerStep#")
+    ]
+    ops.sort(key=lambda e: (e["ts"], e["name"]))
+    cpu = trace.cpu_ops.sort_values(["ts_us", "name"], kind="stable")
+    assert cpu["name"].tolist() == [e["name"] for e in ops]
+    for col, arg in (("input_dims", "Input Dims"), ("input_types", "Input type"), ("input_strides", "Input Strides")):
+        assert cpu[col].tolist() == [e.get("args", {}).get(arg) for e in ops], col
+    assert cpu["external_id"].tolist() == [e["args"].get("External id", -1) for e in ops]
+
+
+@pytest.mark.parametrize("key", ["h100_bert", "legacy_resnet", "mi300_bert", "b200_vllm"])
+def test_kernel_args_equal_orjson(key):
+    trace = loaded_trace(TRACES[key])
+    _, events = reference_events(TRACES[key])
+    ks = sorted((e for e in events if e.get("cat", "").lower() == "kernel"), key=lambda e: (e["ts"], e["name"]))
+    k = trace.kernels.sort_values(["ts_us", "name"], kind="stable")
+    a = [e["args"] for e in ks]
+    assert k["correlation"].tolist() == [x["correlation"] for x in a]
+    assert k["device"].tolist() == [x["device"] for x in a]
+    assert k["stream"].tolist() == [x["stream"] for x in a]
+    assert k["grid"].tolist() == [",".join(map(str, x["grid"])) for x in a]
+    assert k["block"].tolist() == [",".join(map(str, x["block"])) for x in a]
+    regs = [x.get("registers per thread", np.nan) for x in a]
+    np.testing.assert_array_equal(k["registers_per_thread"].to_numpy(), np.array(regs, dtype=float))
+    smem = [x.get("shared memory", np.nan) for x in a]
+    np.testing.assert_array_equal(k["shared_memory_bytes"].to_numpy(), np.array(smem, dtype=float))
+    if key == "mi300_bert":  # ROCm kernels record no registers / shared memory: unknown, never 0
+        assert k["registers_per_thread"].isna().all() and k["shared_memory_bytes"].isna().all()
+
+
+def test_memop_bytes_and_rocm_string_bytes():
+    trace = loaded_trace(TRACES["legacy_resnet"])
+    _, events = reference_events(TRACES["legacy_resnet"])
+    ref = sorted(e["args"]["bytes"] for e in events if e.get("cat") in ("Memcpy", "Memset"))
+    assert sorted(trace.memops["memop_bytes"].astype(int)) == ref
+    assert trace.kernels["memop_bytes"].isna().all()
+    # MI300: a hipMemcpyWithStream runtime event carries "bytes": "1" (a string). The typed decoder accepts it
+    # without falling back to the slow lenient path (which would add a warning).
+    mi = loaded_trace(TRACES["mi300_bert"])
+    assert not any("unexpected types" in w for w in mi.meta.warnings)
+
+
+def test_small_chunks_give_identical_tables(monkeypatch):
+    """Chunked decode (cut at '},{' boundaries, factorized args across chunks) equals one-chunk decode."""
+    path = TRACES["h100_qwen"]
+    whole = load_trace(path)
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 50_000)  # 8.6 MB of JSON → ~170 chunks
+    original = decode.event_batches
+
+    def small(events, chunk_bytes=50_000):
+        return original(events, chunk_bytes)
+
+    monkeypatch.setattr(decode, "event_batches", small)
+    chunked = load_trace(path)
+    for table in ("gpu_ops", "cpu_ops", "launches", "annotations", "steps", "step_categories"):
+        pd.testing.assert_frame_equal(getattr(chunked, table), getattr(whole, table), obj=table)
+
+
+def test_chunk_cut_inside_a_string_moves_to_the_next_boundary():
+    """A '},{' inside a kernel name is a false boundary: the decoder must notice and cut elsewhere."""
+    _, events = reference_events(TRACES["h100_bert"])
+    events = [dict(e) for e in events]
+    k = next(i for i, e in enumerate(events) if e.get("cat") == "kernel")
+    events[k] = {**events[k], "name": "evil},{name" + "x" * 10}
+    blob = orjson.dumps({"traceEvents": events})
+    form, header, raw = decode.split_document(blob)
+    cut_at = blob.index(b"evil},{") - blob.index(b"[")  # first chunk boundary search starts right on the fake one
+    batches = list(decode.event_batches(raw, chunk_bytes=max(1, cut_at - 2)))
+    assert sum(len(b) for b in batches) == len(events)
+    names = [e.name for b in batches for e in b]
+    assert "evil},{name" + "x" * 10 in names
+
+
+def test_lenient_batch_reads_odd_types_as_unknown():
+    """Wrong-typed values in a real trace: the batch is re-read leniently; only those values become unknown."""
+    raw = gzip.decompress(TRACES["h100_bert"].read_bytes())
+    doc = orjson.loads(raw)
+    ks = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    ks[0]["dur"] = "N/A"
+    ks[1]["args"]["correlation"] = None
+    ks[2]["pid"] = [1, 2]
+    ks[3]["args"]["grid"] = "big"
+    ks[4]["args"] = "not an object"
+    trace = load_trace(orjson.dumps(doc), name="odd.json")
+    assert any("unexpected types" in w for w in trace.meta.warnings)
+    k = trace.kernels
+    assert len(k) == 60
+    by_name_ts = {(r.name, round(r.ts_us, 3)): r for r in k.itertuples()}
+    t0 = trace.meta.trace_start_us
+
+    def row(e):
+        return by_name_ts[(e["name"], round(e["ts"] - t0, 3))]
+
+    assert np.isnan(row(ks[0]).dur_us)
+    assert row(ks[1]).correlation == -1
+    assert row(ks[2]).pid == -1
+    assert row(ks[3]).grid == ""
+    assert row(ks[4]).correlation == -1 and row(ks[4]).external_id == -1
+    assert row(ks[5]).correlation == ks[5]["args"]["correlation"]  # the rest is intact
+
+
+def test_names_are_interned():
+    k = loaded_trace(TRACES["legacy_resnet"]).kernels
+    names = k["name"].tolist()
+    first = {}
+    for n in names:
+        first.setdefault(n, n)
+    assert all(first[n] is n for n in names)  # equal names are one object: memory scales with distinct names
+
+
+def test_process_labels_and_categories_recorded():
+    tr = loaded_trace(TRACES["h100_bert"])
+    assert tr.meta.n_events == len(reference_events(TRACES["h100_bert"])[1])
+    form, header, raw = decode.split_document(gzip.decompress(TRACES["h100_bert"].read_bytes()))
+    d = decode.decode_events(form, header, raw)
+    assert d.categories["kernel"] == 60 and d.categories["python_function"] == 1385
+    assert any(re.match(r"python", x) for x in d.process_labels)

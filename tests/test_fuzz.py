@@ -1,0 +1,205 @@
+"""Property-based fuzzing of load → summarize → diff (issue 6 item 1). Strategies: tests/fuzz_strategies.py.
+
+Properties, for every generated or mutated trace:
+* load_trace returns a Trace whose every table keeps its column contract (analyzer/schema.py) and whose warnings
+  are one line each — or raises TraceError with ONE line naming the file. Nothing else escapes.
+* an undamaged trace loads, with exactly as many GPU ops and steps as it has kernel/memcpy/memset events and
+  distinct ProfilerSteps (a loader that rejected everything would pass the first property).
+* summarize returns a Summary whose to_json() is strict JSON (no NaN, no numpy types), or raises TraceError.
+* diff_runs of two loaded traces returns a Diff with strict-JSON to_json(), or raises DiffError/TraceError.
+* every case is bounded: hypothesis' deadline per example, pytest-timeout per test.
+
+Profiles (FUSELENS_FUZZ_PROFILE): 'ci' (default) — 2,600 examples over the tests, derandomized so CI is
+reproducible, well under 90 s on 2 cores; 'long' — 5x that (13,000), random seeds, for bench/fuzz_long.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analyzer import schema
+from analyzer.errors import DiffError, TraceError
+from tests.fuzz_strategies import fuzz_bytes, synthetic_doc, valid_bytes
+
+PROFILE = os.environ.get("FUSELENS_FUZZ_PROFILE", "ci")
+SCALE = {"ci": 1, "long": 5}[PROFILE]
+_slow_ok = [
+    HealthCheck.too_slow,
+    HealthCheck.data_too_large,
+    HealthCheck.large_base_example,
+    HealthCheck.filter_too_much,
+]
+settings.register_profile(
+    "fuselens-ci", derandomize=True, deadline=3000, suppress_health_check=_slow_ok, database=None, print_blob=True
+)
+settings.register_profile(
+    "fuselens-long", derandomize=False, deadline=5000, suppress_health_check=_slow_ok, print_blob=True
+)
+BASE = settings.get_profile(f"fuselens-{PROFILE}")
+# Example counts per test ('ci'): 1,200 + 300 + 700 + 400 = 2,600.
+N_LOAD, N_VALID, N_SUMMARY, N_DIFF = 1200 * SCALE, 300 * SCALE, 700 * SCALE, 400 * SCALE
+NAME = "fuzz<case>.json"  # a name with markup in it: messages must carry it verbatim, on one line
+
+
+def check_one_line(err: BaseException, name: str = NAME) -> None:
+    msg = str(err)
+    assert "\n" not in msg and "\r" not in msg, f"multi-line message: {msg!r}"
+    assert name in msg, f"message does not name the file: {msg!r}"
+    assert len(msg) < 2000, f"message of {len(msg)} chars"
+
+
+def check_contract(trace) -> None:
+    for table in ("gpu_ops", "cpu_ops", "launches", "annotations", "steps", "step_categories"):
+        df = getattr(trace, table)
+        assert list(df.columns) == schema.names(table), table
+        for c in schema.TABLES[table]:
+            assert str(df[c.name].dtype) == c.dtype, f"{table}.{c.name}: {df[c.name].dtype} != {c.dtype}"
+    for w in trace.meta.warnings:
+        assert isinstance(w, str) and "\n" not in w, f"warning not one line: {w!r}"
+
+
+def check_strict_json(doc) -> None:
+    """What `--json` prints must be parseable by any JSON reader: no NaN/Infinity, only JSON types."""
+
+    def walk(x):
+        if isinstance(x, float):
+            assert math.isfinite(x), "non-finite float in JSON output"
+        elif isinstance(x, dict):
+            for k, v in x.items():
+                assert isinstance(k, str), f"non-string key {k!r}"
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+        else:
+            assert x is None or isinstance(x, (str, int, bool)), f"non-JSON value of type {type(x).__name__}"
+
+    if isinstance(doc, (str, bytes)):
+        doc = json.loads(doc)
+    walk(doc)
+    json.dumps(doc, allow_nan=False)
+
+
+def load(data: bytes, name: str = NAME):
+    from analyzer.load import load_trace
+
+    try:
+        trace = load_trace(data, name=name)
+    except TraceError as err:
+        check_one_line(err, name)
+        return None
+    check_contract(trace)
+    return trace
+
+
+def summarize_or_none(trace):
+    from analyzer.summary import summarize
+
+    try:
+        s = summarize(trace)
+    except TraceError as err:
+        check_one_line(err)
+        return None
+    check_strict_json(s.to_json())
+    return s
+
+
+@pytest.mark.timeout(180)
+@settings(BASE, max_examples=N_LOAD)
+@given(data=fuzz_bytes())
+def test_load_raises_only_one_line_trace_errors(data):
+    load(data)
+
+
+@pytest.mark.timeout(120)
+@settings(BASE, max_examples=N_VALID)
+@given(doc=synthetic_doc())
+def test_undamaged_synthetic_traces_load_completely(doc):
+    from analyzer.load import load_trace
+
+    data = json.dumps(doc).encode()
+    events = [e for e in doc["traceEvents"] if isinstance(e, dict)]
+    gpu_cats = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel"}
+    n_gpu = sum(e.get("cat") in gpu_cats for e in events)
+    steps = {e["name"] for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")}
+    if n_gpu == 0:  # a trace with no GPU activity may be refused — cleanly
+        load(data)
+        return
+    trace = load_trace(data, name=NAME)
+    check_contract(trace)
+    assert len(trace.gpu_ops) == n_gpu
+    assert len(trace.steps) == max(len(steps), 1)
+
+
+@pytest.mark.timeout(120)
+@settings(BASE, max_examples=N_VALID)
+@given(data=valid_bytes())
+def test_undamaged_real_and_synthetic_traces_never_crash(data):
+    load(data)
+
+
+@pytest.mark.timeout(180)
+@settings(BASE, max_examples=N_SUMMARY)
+@given(data=fuzz_bytes())
+def test_summarize_raises_only_trace_errors(data):
+    trace = load(data)
+    if trace is not None:
+        summarize_or_none(trace)
+
+
+@pytest.mark.timeout(180)
+@settings(BASE, max_examples=N_DIFF)
+@given(a=fuzz_bytes(), b=st.one_of(fuzz_bytes(), valid_bytes()))
+def test_diff_raises_only_diff_or_trace_errors(a, b):
+    from analyzer.diff import diff_runs
+
+    sa = summarize_or_none(t) if (t := load(a)) is not None else None
+    sb = summarize_or_none(t) if (t := load(b, "cand<b>.json")) is not None else None
+    if sa is None or sb is None:
+        return
+    try:
+        diff = diff_runs(sa, [sb], labels=["base<1>", "cand|2"])
+    except (DiffError, TraceError) as err:
+        msg = str(err)
+        assert "\n" not in msg and len(msg) < 2000, msg
+        return
+    check_strict_json(diff.to_json())
+
+
+# ---------------------------------------------------------------------------------- targeted, deterministic cases
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("depth", [1_000, 100_000, 2_000_000])
+def test_deep_nesting_is_bounded(depth):
+    """msgspec / orjson cap recursion; 2 million brackets must be a clean error (or a load), never a crash."""
+    nested = b"[" * depth + b"]" * depth
+    data = (
+        b'{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2,"args":' + nested + b"}]}"
+    )
+    load(data)
+
+
+@pytest.mark.timeout(60)
+def test_huge_name_and_many_fields_are_bounded():
+    name = "A" * 5_000_000
+    ev = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": 0,
+        "tid": 7,
+        "ts": 1.0,
+        "dur": 2.0,
+        "args": {"correlation": 1},
+    }
+    ev.update({f"k{i}": i for i in range(10_000)})
+    t = load(json.dumps({"traceEvents": [ev]}).encode())
+    if t is not None:
+        assert len(t.gpu_ops) == 1

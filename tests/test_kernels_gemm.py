@@ -1,0 +1,97 @@
+"""GEMM + bias + GELU epilogue (kernels.gemm_act) and dual-GEMM GEGLU/SwiGLU (kernels.dual_gemm), both the pointer
+kernels and the persistent TMA kernels (kernels.hopper_gemm), against eager and float64 at odd shapes."""
+
+import pytest
+
+from tests._kernels_env import DTYPES, FULL, ON_GPU, randn, rel_err, rel_err_ok, torch
+
+from kernels import hopper_gemm  # noqa: E402
+from kernels.dual_gemm import dual_gemm_gated  # noqa: E402
+from kernels.gemm_act import gemm_bias_act  # noqa: E402
+
+F = torch.nn.functional
+# (M, K, N): M in {1, 7, 127}, K and N not multiples of any block; (127, 72, 88) also fits TMA's 16-byte rows.
+SHAPES = [(1, 45, 37), (7, 45, 37), (127, 72, 88), (130, 40, 200)]
+if FULL:
+    SHAPES += [(8192, 768, 3072), (8192, 3072, 768), (16, 768, 3072), (4099, 768, 3000)]
+IMPLS = ["pointer", "tma"]
+
+
+def _skip_if_no_tma(impl, x, *ws):
+    if impl == "tma" and not hopper_gemm.usable(x, *ws):
+        pytest.skip("TMA path does not apply (fp32, M <= 64, unaligned rows, or not sm_90+)")
+
+
+def _inputs(M, K, N, dname, seed, n_weights):
+    dt = DTYPES[dname]
+    x = randn(M, K, dtype=dt, seed=seed)
+    # nn.Linear-like scale keeps activations O(1) so the activations' curved parts are exercised
+    ws = [randn(N, K, dtype=dt, seed=seed + 1 + i) * (K**-0.5) * 2 for i in range(n_weights)]
+    return x, ws
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dname", list(DTYPES))
+@pytest.mark.parametrize("bias", [True, False])
+def test_gemm_bias_gelu(impl, shape, dname, bias):
+    M, K, N = shape
+    x, (w,) = _inputs(M, K, N, dname, seed=hash((shape, dname, bias)) % 2**31, n_weights=1)
+    b = randn(N, dtype=x.dtype, seed=7) if bias else None
+    _skip_if_no_tma(impl, x, w)
+    out = gemm_bias_act(x, w, b, "gelu", impl=impl)
+    assert out.shape == (M, N) and out.dtype == x.dtype
+    ref = F.gelu(F.linear(x.double(), w.double(), None if b is None else b.double()))
+    eager = F.gelu(F.linear(x, w, b))
+    ours, err_eager = rel_err(out, ref), rel_err(eager, ref)
+    assert rel_err_ok(ours, err_eager, dname), f"rel err {ours:.2e} (eager {err_eager:.2e})"
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dname", list(DTYPES))
+@pytest.mark.parametrize("act", ["gelu_tanh", "silu"])
+def test_dual_gemm_gated(impl, shape, dname, act):
+    M, K, N = shape
+    x, (wg, wu) = _inputs(M, K, N, dname, seed=hash((shape, dname, act)) % 2**31, n_weights=2)
+    _skip_if_no_tma(impl, x, wg, wu)
+    out = dual_gemm_gated(x, wg, wu, act, impl=impl)
+    assert out.shape == (M, N) and out.dtype == x.dtype
+
+    def mlp_h(x, wg, wu):
+        g = F.linear(x, wg)
+        return (F.gelu(g, approximate="tanh") if act == "gelu_tanh" else F.silu(g)) * F.linear(x, wu)
+
+    ref = mlp_h(x.double(), wg.double(), wu.double())
+    ours, err_eager = rel_err(out, ref), rel_err(mlp_h(x, wg, wu), ref)
+    assert rel_err_ok(ours, err_eager, dname), f"rel err {ours:.2e} (eager {err_eager:.2e})"
+
+
+def test_strided_x_goes_to_pointer_kernel():
+    x = randn(100, 96, dtype=torch.float16, seed=11)[:, :72]  # row stride 96: pointer kernel handles any stride
+    w = randn(40, 72, dtype=torch.float16, seed=12) * 0.1
+    ref = F.gelu(F.linear(x.double(), w.double()))
+    assert rel_err(gemm_bias_act(x, w, None, "gelu"), ref) < 2e-3
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: gemm_bias_act(torch.ones(4, 8), torch.ones(3, 9), None), "does not match"),
+        (lambda: gemm_bias_act(torch.ones(4, 8), torch.ones(3, 8), torch.ones(4)), "bias must be"),
+        (lambda: gemm_bias_act(torch.ones(4, 8), torch.ones(3, 8), None, "tanh"), "activation"),
+        (lambda: dual_gemm_gated(torch.ones(4, 8), torch.ones(3, 8), torch.ones(5, 8)), "must match"),
+        (lambda: dual_gemm_gated(torch.ones(4, 8), torch.ones(3, 8), torch.ones(3, 8), impl="cuda"), "impl"),
+        (lambda: dual_gemm_gated(torch.ones(8), torch.ones(3, 8), torch.ones(3, 8)), "2-D"),
+    ],
+)
+def test_bad_input_one_line_error(call, match):
+    with pytest.raises(ValueError, match=match) as exc:
+        call()
+    assert "\n" not in str(exc.value)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="CUDA tensors only")
+def test_cpu_tensor_on_gpu_machine_is_refused():
+    with pytest.raises(ValueError, match="CUDA tensors"):
+        gemm_bias_act(torch.ones(4, 8), torch.ones(3, 8), None)
