@@ -17,7 +17,7 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from app_pages import nav, samples, sidebar, state  # noqa: E402
+from app_pages import nav, samples, sidebar  # noqa: E402
 
 st.set_page_config(page_title="FuseLens", page_icon=":material/join_inner:", layout="wide")
 

@@ -289,15 +289,23 @@ def _words(name: str) -> str:
     return "+".join(ops)
 
 
+_HAS_BACKWARD = frozenset(["gelu", "silu", "relu", "rms_norm", "layer_norm", "softmax", "rope", "cross_entropy"])
+
+
 def _tokens(name: str) -> tuple[str, str]:
     """User Triton kernels: category from the words (mm → gemm with the rest as epilogue)."""
     ops = _words(name)
     parts = ops.split("+") if ops else []
+    if re.search(r"(?:^|_)(?:backward|bwd)(?:_|$)", name.lower()):  # _geglu_tanh_backward_kernel → gelu_backward+mul
+        parts = [p + "_backward" if p in _HAS_BACKWARD else p for p in parts]
+        ops = "+".join(parts)
     if "mm" in parts:
         return "gemm", "+".join(["mm"] + [p for p in parts if p != "mm"])
-    if {"rms_norm", "layer_norm", "softmax"} & set(parts):
+    if {"rms_norm", "layer_norm", "softmax", "rms_norm_backward", "layer_norm_backward", "softmax_backward"} & set(
+        parts
+    ):
         return "normalization", ops
-    if "cross_entropy" in parts:
+    if {"cross_entropy", "cross_entropy_backward"} & set(parts):
         return "reduction", ops
     return "pointwise", ops
 

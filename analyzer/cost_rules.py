@@ -13,54 +13,27 @@ import re
 from dataclasses import dataclass
 
 # bytes per element for every tensor 'Input type' spelling seen in real traces (PyTorch 1.9 … 2.8)
+# fmt: off
 DTYPE_BYTES: dict[str, int] = {
-    "float": 4,
-    "double": 8,
-    "c10::Half": 2,
-    "c10::BFloat16": 2,
-    "long int": 8,
-    "long": 8,
-    "int": 4,
-    "short int": 2,
-    "short": 2,
-    "signed char": 1,
-    "unsigned char": 1,
-    "bool": 1,
-    "unsigned short": 2,
-    "unsigned int": 4,
-    "unsigned long": 8,
-    "c10::Float8_e4m3fn": 1,
-    "c10::Float8_e5m2": 1,
-    "c10::Float8_e4m3fnuz": 1,
-    "c10::Float8_e5m2fnuz": 1,
-    "c10::Float8_e8m0fnu": 1,
-    "c10::Float4_e2m1fn_x2": 1,
-    "c10::complex<float>": 8,
-    "c10::complex<double>": 16,
-    "c10::complex<c10::Half>": 4,
-    "c10::qint8": 1,
-    "c10::quint8": 1,
-    "c10::qint32": 4,
-    "c10::quint4x2": 1,
-}  # not tensors: 'Scalar', '', 'ScalarList', 'GenericList', 'TensorList' (no per-tensor dtype), 'Int', 'Bool', 'Double'
-SHORT = {
-    "float": "fp32",
-    "double": "fp64",
-    "c10::Half": "fp16",
-    "c10::BFloat16": "bf16",
-    "long int": "int64",
-    "long": "int64",
-    "int": "int32",
-    "short int": "int16",
-    "short": "int16",
-    "signed char": "int8",
-    "unsigned char": "uint8",
-    "bool": "bool",
-    "c10::Float8_e4m3fn": "fp8_e4m3",
-    "c10::Float8_e5m2": "fp8_e5m2",
-    "c10::Float8_e4m3fnuz": "fp8_e4m3fnuz",
-    "c10::Float8_e5m2fnuz": "fp8_e5m2fnuz",
+    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "long": 8, "int": 4,
+    "short int": 2, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "unsigned short": 2,
+    "unsigned int": 4, "unsigned long": 8, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
+    "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1, "c10::Float8_e8m0fnu": 1, "c10::Float4_e2m1fn_x2": 1,
+    "c10::complex<float>": 8, "c10::complex<double>": 16, "c10::complex<c10::Half>": 4,
+    "c10::qint8": 1, "c10::quint8": 1, "c10::qint32": 4, "c10::quint4x2": 1,
 }
+# 'Input type' values that are not tensors (scalars, lists, undefined optionals; 'TensorList' has no per-tensor dtype)
+NOT_TENSOR_TYPES = frozenset(
+    {"", "Scalar", "ScalarList", "GenericList", "TensorList", "Int", "Bool", "Double", "Device", "Layout",
+     "ScalarType", "MemoryFormat", "String", "None"}
+)
+SHORT = {
+    "float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16", "long int": "int64",
+    "long": "int64", "int": "int32", "short int": "int16", "short": "int16", "signed char": "int8",
+    "unsigned char": "uint8", "bool": "bool", "c10::Float8_e4m3fn": "fp8_e4m3", "c10::Float8_e5m2": "fp8_e5m2",
+    "c10::Float8_e4m3fnuz": "fp8_e4m3fnuz", "c10::Float8_e5m2fnuz": "fp8_e5m2fnuz",
+}
+# fmt: on
 _KIND = {"bool": 0, "c10::complex<float>": 3, "c10::complex<double>": 3, "c10::complex<c10::Half>": 3}
 _FLOAT = {"float", "double", "c10::Half", "c10::BFloat16"}
 _NAN = float("nan")
@@ -100,6 +73,10 @@ class Arg:
         return SHORT.get(self.dtype, self.dtype)
 
 
+class UnknownDtype(ValueError):
+    """An 'Input type' that is neither a sized tensor dtype nor a known non-tensor type."""
+
+
 def unknown(why: str) -> Estimate:
     return Estimate(_NAN, _NAN, "unknown: " + why)
 
@@ -111,7 +88,12 @@ def tensor_args(dims, types, strides) -> list[Arg | None]:
     out: list[Arg | None] = []
     for i, d in enumerate(dims):
         t = types[i] if i < len(types) else ""
-        if t not in DTYPE_BYTES or not isinstance(d, list) or any(not isinstance(x, int) for x in d):
+        if not isinstance(d, list) or any(not isinstance(x, int) for x in d):
+            out.append(None)
+            continue
+        if t not in DTYPE_BYTES:
+            if t not in NOT_TENSOR_TYPES and d:
+                raise UnknownDtype(t)  # a tensor we cannot size: never silently leave it out of a sum
             out.append(None)
             continue
         s = strides[i] if strides and i < len(strides) else None
@@ -624,7 +606,10 @@ def estimate_kernel(
         if not op:
             return unknown("launched outside any op that records shapes (e.g. a user Triton kernel)")
         return unknown(f"launching op {op} recorded no Input Dims (record_shapes off?)")
-    args = tensor_args(dims, types, strides)
+    try:
+        args = tensor_args(dims, types, strides)
+    except UnknownDtype as err:
+        return unknown(f"input type {err.args[0]!r} of {op} has no element size in the dtype table")
     if op == name or (op.startswith("triton_") and name.startswith("triton")):
         return triton_args(name, category, ops, args, op)
     if op in GEMM_OPS:

@@ -170,18 +170,20 @@ class Decoded:
 
 
 # ---------------------------------------------------------------------------------------------------- coercion
-def ints(values, n: int | None = None) -> np.ndarray:
-    """int64 column from Python values; anything that is not an integer-valued number or digit string → -1."""
+def ints(values, bad: list | None = None) -> np.ndarray:
+    """int64 column from Python values; anything that is not an integer-valued number or digit string → -1.
+
+    bad: a one-item list counting values that were present but unreadable (for a warning)."""
     types = set(map(type, values))
     if types <= {int}:
         try:
             return np.array(values, dtype=np.int64) if len(values) else np.empty(0, np.int64)
         except OverflowError:
             pass
-    return _ints_slow(values)
+    return _ints_slow(values, bad)
 
 
-def _ints_slow(values) -> np.ndarray:
+def _ints_slow(values, bad: list | None) -> np.ndarray:
     s = pd.Series(list(values), dtype=object)
     is_str = s.map(type).eq(str).to_numpy()
     out = np.full(len(s), -1, dtype=np.int64)
@@ -192,13 +194,16 @@ def _ints_slow(values) -> np.ndarray:
         num[is_str] = pd.to_numeric(digits, errors="coerce").to_numpy(dtype=float)
     other = ~is_str
     if other.any():
-        num[other] = _floats_slow(s[other].tolist())
+        num[other] = _floats_slow(s[other].tolist(), None)
     ok = np.isfinite(num) & (num == np.round(num)) & (np.abs(num) < 2**62)
     out[ok] = num[ok].astype(np.int64)
+    if bad is not None:
+        present = s.notna().to_numpy() & ~s.isin([""]).to_numpy()
+        bad[0] += int((present & ~ok).sum())
     return out
 
 
-def floats(values) -> np.ndarray:
+def floats(values, bad: list | None = None) -> np.ndarray:
     """float64 column; None / non-numbers → NaN. Typed-path values are already float, so this is one C call."""
     types = set(map(type, values))
     if types <= {float, int}:
@@ -206,18 +211,24 @@ def floats(values) -> np.ndarray:
             return np.array(values, dtype=np.float64) if len(values) else np.empty(0)
         except OverflowError:
             pass
-    return _floats_slow(values)
+    return _floats_slow(values, bad)
 
 
-def _floats_slow(values) -> np.ndarray:
+def _floats_slow(values, bad: list | None) -> np.ndarray:
     out = np.full(len(values), np.nan)
-    for i, v in enumerate(values):  # lenient path only: rare, small
-        if isinstance(v, bool) or v is None:
+    unreadable = 0
+    for i, v in enumerate(values):  # only for a column holding non-numbers: rare
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            unreadable += 1
             continue
         try:
             out[i] = float(v)
         except (TypeError, ValueError, OverflowError):
-            pass
+            unreadable += 1
+    if bad is not None:
+        bad[0] += unreadable
     return out
 
 
@@ -368,8 +379,16 @@ def _lenient_batch(blob: bytes) -> list:
             except (msgspec.ValidationError, msgspec.DecodeError):
                 pass
         out.append(
-            Event(ph=_text(ev.ph), cat=_text(ev.cat), name=_text(ev.name), pid=_scalar(ev.pid), tid=_scalar(ev.tid),
-                  ts=_scalar(ev.ts), dur=_scalar(ev.dur), args=args)  # fmt: skip
+            Event(
+                ph=_text(ev.ph),
+                cat=_text(ev.cat),
+                name=_text(ev.name),
+                pid=_scalar(ev.pid),
+                tid=_scalar(ev.tid),
+                ts=_scalar(ev.ts),
+                dur=_scalar(ev.dur),
+                args=args,
+            )  # fmt: skip
         )
     out.append(_LENIENT_MARK)
     return out
@@ -420,6 +439,7 @@ class _Accumulator:
         self.trace_start = math.inf
         self.n_events = 0
         self.lenient = False
+        self.bad = [0]  # values present but unreadable as numbers
         self.group_of: dict = {}
 
     def _group(self, cat) -> int:
@@ -456,7 +476,13 @@ class _Accumulator:
             self.trace_start = min(self.trace_start, float(live.min()))
 
         base = self.n_events - n  # file position of this batch's first event: the tie-breaker for equal ts
-        for g, fn in ((KERNEL, self._gpu), (MEMCPY, self._gpu), (MEMSET, self._gpu), (CPU_OP, self._cpu), (LAUNCH, self._launch)):
+        for g, fn in (
+            (KERNEL, self._gpu),
+            (MEMCPY, self._gpu),
+            (MEMSET, self._gpu),
+            (CPU_OP, self._cpu),
+            (LAUNCH, self._launch),
+        ):
             idx = np.flatnonzero(group == g)
             if idx.size:
                 fn(*self._complete(evs, idx, base), g)
@@ -482,10 +508,10 @@ class _Accumulator:
         return {
             "event_index": pos,
             "name": strings(list(map(_NAME, sel)), self.names),
-            "pid": ints(list(map(_FIELD["pid"], sel))),
-            "tid": ints(list(map(_FIELD["tid"], sel))),
-            "ts": floats(list(map(_TS, sel))),
-            "dur": floats(list(map(_FIELD["dur"], sel))),
+            "pid": ints(list(map(_FIELD["pid"], sel)), self.bad),
+            "tid": ints(list(map(_FIELD["tid"], sel)), self.bad),
+            "ts": floats(list(map(_TS, sel)), self.bad),
+            "dur": floats(list(map(_FIELD["dur"], sel)), self.bad),
         }
 
     @staticmethod
@@ -494,7 +520,9 @@ class _Accumulator:
 
     def _external_id(self, sel: list) -> np.ndarray:
         # new 'External id' or legacy lowercase 'external id' (-1 when neither)
-        return np.maximum(ints(self._arg(sel, "external_id")), ints(self._arg(sel, "external_id_legacy")))
+        return np.maximum(
+            ints(self._arg(sel, "external_id"), self.bad), ints(self._arg(sel, "external_id_legacy"), self.bad)
+        )
 
     def _gpu(self, sel: list, pos: np.ndarray, group: int) -> None:
         if not sel:
@@ -503,15 +531,15 @@ class _Accumulator:
         a = self._arg
         cols.update(
             kind=[GPU_KIND[group]] * len(sel),
-            correlation=ints(a(sel, "correlation")),
+            correlation=ints(a(sel, "correlation"), self.bad),
             external_id=self._external_id(sel),
-            device=ints(a(sel, "device")),
-            stream=ints(a(sel, "stream")),
+            device=ints(a(sel, "device"), self.bad),
+            stream=ints(a(sel, "stream"), self.bad),
             grid=self.grids.codes(a(sel, "grid")),
             block=self.grids.codes(a(sel, "block")),
-            registers=floats(a(sel, "registers")),
-            shared_memory=floats(a(sel, "shared_memory")),
-            bytes=floats(a(sel, "nbytes")),
+            registers=floats(a(sel, "registers"), self.bad),
+            shared_memory=floats(a(sel, "shared_memory"), self.bad),
+            bytes=floats(a(sel, "nbytes"), self.bad),
         )
         self.parts["gpu"].append(cols)
 
@@ -521,8 +549,8 @@ class _Accumulator:
         cols = self._common(sel, pos)
         a = self._arg
         cols.update(
-            external_id=ints(a(sel, "external_id")),
-            sequence_number=ints(a(sel, "sequence_number")),
+            external_id=ints(a(sel, "external_id"), self.bad),
+            sequence_number=ints(a(sel, "sequence_number"), self.bad),
             input_dims=self.dims.codes(a(sel, "input_dims")),
             input_types=self.types.codes(a(sel, "input_types")),
             input_strides=self.strides.codes(a(sel, "input_strides")),
@@ -533,7 +561,7 @@ class _Accumulator:
         if not sel:
             return
         cols = self._common(sel, pos)
-        cols.update(correlation=ints(self._arg(sel, "correlation")), external_id=self._external_id(sel))
+        cols.update(correlation=ints(self._arg(sel, "correlation"), self.bad), external_id=self._external_id(sel))
         self.parts["launches"].append(cols)
 
     def _annotations(self, sel: list, pos: np.ndarray) -> None:
@@ -568,10 +596,10 @@ class _Accumulator:
             for key, table in (("input_dims", self.dims), ("input_types", self.types), ("input_strides", self.strides)):
                 cpu[key] = take(table.objects(), cpu[key])
         warnings = []
-        if self.lenient:
+        if self.lenient or self.bad[0]:
+            count = f"{self.bad[0]:,} values" if self.bad[0] and not self.lenient else "some values"
             warnings.append(
-                "some events have values of unexpected types (e.g. a string where a number belongs); those values"
-                " were read as unknown"
+                f"{count} of unexpected types (e.g. a string where a number belongs) were read as unknown (NaN / -1)"
             )
         categories = {("" if c is None else str(c)): k for c, k in self.categories.items() if c != _LENIENT_MARK.cat}
         return Decoded(

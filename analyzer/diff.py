@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analyzer.diff_align import RunSeq, align, sequence
-from analyzer.diff_facts import run_facts, workload_text
+from analyzer.diff_facts import measured_dram_bytes, run_facts, short_name, workload_text
 from analyzer.diff_match import Group, RoundTrip, group_kernels, member_bytes, remaining_round_trips
 from analyzer.diff_ops import dims_text
 from analyzer.errors import DiffError
@@ -77,6 +77,11 @@ class RunFacts:
     @property
     def gpu(self) -> str | None:
         return self.facts.get("gpu")
+
+    @property
+    def measured_dram_bytes(self) -> float | None:
+        """Nsight Compute DRAM bytes read + written in one step (runner manifest), or None."""
+        return measured_dram_bytes(self.facts)
 
     @property
     def remaining_bytes_per_step(self) -> float:
@@ -193,6 +198,9 @@ class CandidateDiff:
                 "time_saved_us_per_step": self.time_saved_us_per_step,
                 "n_fusions": sum(f.count_per_step for f in self.fusions),
                 "remaining_round_trip_bytes_per_step": c.remaining_bytes_per_step,
+                "measured_dram_bytes_per_step": [b.measured_dram_bytes, c.measured_dram_bytes],
+                "measured_dram_bytes_saved_per_step": _sub(b.measured_dram_bytes, c.measured_dram_bytes),
+                "cuda_event_time_us_per_step": [b.facts.get("median_us"), c.facts.get("median_us")],
             }
         )
 
@@ -687,6 +695,7 @@ def _run_json(r: RunFacts) -> dict:
             "remaining": r.remaining,
             "remaining_round_trip_bytes_per_step": r.remaining_bytes_per_step,
             "top_gemm": r.top_gemm,
+            "measured_dram_bytes_per_step": r.measured_dram_bytes,
             "dtype": r.dtype,
             "notes": r.notes,
         }
@@ -714,6 +723,10 @@ def _gbps(nbytes: float, us: float) -> float:
     return nbytes / (us * 1e3)  # bytes per µs / 1e3 = 1e9 bytes per second
 
 
+def _sub(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
 def _pct(new: float, old: float) -> float:
     if not _finite(new) or not _finite(old) or old == 0:
         return math.nan
@@ -721,8 +734,7 @@ def _pct(new: float, old: float) -> float:
 
 
 def _short(name: str, n: int = 60) -> str:
-    s = str(name)
-    return s if len(s) <= n else s[: n - 1] + "…"
+    return short_name(name, n)
 
 
 def _clean(x):

@@ -194,6 +194,33 @@ def _annotate(rows: pd.DataFrame, trace) -> None:
     ]
     rows["key"] = keys
     rows["context"] = _enclosing_ranges(rows, trace)
+    rows["node"] = _autograd_nodes(rows, trace)
+
+
+def _autograd_nodes(rows: pd.DataFrame, trace) -> list[int]:
+    """cpu_ops row of the 'autograd::engine::evaluate_function: …Backward0' call around each kernel's op (-1: none)."""
+    cpu = trace.cpu_ops
+    out = [-1] * len(rows)
+    if cpu is None or len(cpu) == 0:
+        return out
+    ev = cpu[cpu["name"].astype(str).str.startswith("autograd::engine::evaluate_function")]
+    if len(ev) == 0:
+        return out
+    by_tid = {tid: (g["ts_us"].to_numpy(), g["end_us"].to_numpy(), g.index.to_numpy()) for tid, g in ev.groupby("tid")}
+    op_ts = cpu["ts_us"]
+    op_tid = cpu["tid"]
+    for i, oi in enumerate(rows["op_index"].tolist()):
+        if oi < 0 or oi not in op_ts.index:
+            continue
+        hit = by_tid.get(op_tid.at[oi])
+        if hit is None:
+            continue
+        ts, end, idx = hit
+        t = op_ts.at[oi]
+        inside = np.flatnonzero((ts <= t) & (end >= t))
+        if len(inside):
+            out[i] = int(idx[inside[np.argmax(ts[inside])]])  # innermost: the latest start
+    return out
 
 
 def _enclosing_ranges(rows: pd.DataFrame, trace) -> list[tuple[str, ...]]:

@@ -31,9 +31,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analyzer.diff_align import Alignment, RunSeq
-from analyzer.diff_ops import POINTWISE_OPS, Tensor, dims_text, text_ops
+from analyzer.diff_facts import short_name
+from analyzer.diff_ops import POINTWISE_OPS, Tensor, canonical_ops, dims_text, text_ops
 
-_SIDE_ROLES = ("memop", "helper")  # not the work of an op call: never a fusion member on their own evidence
+_SIDE_ROLES = ("memop", "helper")
+# A replaced kernel sits within this many kernels of where its replacement lands on the base axis (HF GEGLU: 2;
+# an eager transformer block's norm or MLP tail: ~10). Beyond it, in unrelated runs, names alone would pair
+# kernels from different layers.
+MAX_CLAIM_DISTANCE = 24  # not the work of an op call: never a fusion member on their own evidence
 EXTRA_ANCHORS = 2  # see module doc, evidence 1
 FLOW_LOOKBACK = 8  # kernels between a producer and its reader; HF GEGLU eager: gelu -> mul is 2 apart
 
@@ -111,40 +116,53 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     sources = {j: _cand_sources(c_rows[j]) for j in left_c}
     all_ops = {j: frozenset().union(*(ops for _, ops in sources[j])) if sources[j] else frozenset() for j in sources}
 
-    # 1. ops evidence
+    caps = {j: _claim_cap(c_rows[j]) for j in left_c}
+    n_claims = dict.fromkeys(left_c, 0)
+
+    def room(j: int) -> bool:
+        return caps[j] is None or n_claims[j] < caps[j]
+
+    def take(i: int, j: int, how: str) -> None:
+        claim[i] = (j, how)
+        n_claims[j] += 1
+
+    # 1. ops evidence, nearest pairs first (a capped candidate keeps the baseline kernel closest to it)
     windows = {j: al.base_window(j, EXTRA_ANCHORS) for j in left_c}
+    pairs = []
     for i in left_b:
         ops_b = _base_ops(b_rows[i])
         if not ops_b:
             continue
-        best = None
         for j in left_c:
             lo, hi = windows[j]
-            if not (lo < i < hi) or not ops_b <= all_ops[j]:
+            d = abs(i - coord[j])
+            if not (lo < i < hi) or d > MAX_CLAIM_DISTANCE or not ops_b <= all_ops[j]:
                 continue
             if b_rows[i].is_gemm and "mm" not in all_ops[j]:
                 continue
-            d = abs(i - coord[j])
-            if best is None or d < best[0] or (d == best[0] and j > best[1]):
-                best = (d, j)
-        if best is not None:
-            j = best[1]
-            labels = [lbl for lbl, ops in sources[j] if ops_b & ops]
-            claim[i] = (j, f"ops {'+'.join(sorted(ops_b))} named by {', '.join(labels)}")
+            pairs.append((d, -j, i, j))
+    for _, _, i, j in sorted(pairs):
+        if i in claim or not room(j):
+            continue
+        ops_b = _base_ops(b_rows[i])
+        labels = [lbl for lbl, ops in sources[j] if ops_b & ops]
+        take(i, j, f"ops {'+'.join(sorted(ops_b))} named by {', '.join(labels)}")
 
-    # 2. position: a gap's leftover baseline kernels go to the new candidate kernels of the same gap
+    # 2. position: a gap's leftover baseline kernels go to a new kernel of the same gap whose names say nothing
+    #    (a user's @triton.jit kernel). A kernel that names its ops got its claims in 1; a memcpy replaces no compute.
+    opaque = [j for j in left_c if not all_ops[j] and c_rows[j].kind == "kernel" and not _vendor(c_rows[j])]
     for i in left_b:
         if i in claim or b_rows[i].role in _SIDE_ROLES:
             continue
         k = bisect.bisect_left(al.anchors_b, i)  # as many anchors before i as before j: the same gap
-        in_gap = [j for j in left_c if bisect.bisect_left(al.anchors_c, j) == k]
-        if b_rows[i].is_gemm:  # a pointwise kernel cannot replace a GEMM; an opaque or GEMM-named one can
-            in_gap = [j for j in in_gap if not all_ops[j] or "mm" in all_ops[j]]
+        in_gap = [
+            j for j in opaque if bisect.bisect_left(al.anchors_c, j) == k and abs(i - coord[j]) <= MAX_CLAIM_DISTANCE
+        ]
         if in_gap:
             j = min(in_gap, key=lambda j: (abs(i - coord[j]), -j))
-            claim[i] = (j, "position: new work between the same matched kernels")
+            take(i, j, "position: new work between the same matched kernels")
 
-    # 3. data flow into / out of a group
+    # 3. data flow into / out of a group whose kernel is a fused one (not capped: an eager op's kernel does one op)
     changed = True
     while changed:
         changed = False
@@ -156,7 +174,7 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
                 continue
             best = None
             for j, mem in members.items():
-                if b_rows[i].is_gemm and all_ops[j] and "mm" not in all_ops[j]:
+                if caps[j] is not None or (b_rows[i].is_gemm and all_ops[j] and "mm" not in all_ops[j]):
                     continue
                 for m in mem:
                     if abs(m - i) > FLOW_LOOKBACK:
@@ -167,7 +185,7 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
                         if best is None or d < best[0]:
                             best = (d, j, m)
             if best is not None:
-                claim[i] = (best[1], f"data flow: its tensor passes to/from {_short(b_rows[best[2]].name)}")
+                take(i, best[1], f"data flow: its tensor passes to/from {_short(b_rows[best[2]].name)}")
                 changed = True
 
     groups_by_c: dict[int, Group] = {}
@@ -258,13 +276,40 @@ def _kernel_choices(b_rows: list, c_rows: list, al: Alignment) -> tuple[list[Gro
     return groups, taken_b, taken_c
 
 
+def _vendor(row) -> bool:
+    """A kernel from a vendor library (ATen, cuBLAS, cuDNN, CUTLASS, CUB, NCCL, Tensile, …): it does what its
+    library call does. Triton kernels (Inductor, templates, Liger, FuseLens, a user's) and unknown names are not."""
+    lib = str(row.library or "")
+    return bool(lib) and not lib.startswith("Triton")
+
+
+def _claim_cap(row) -> int | None:
+    """How many baseline kernels one candidate kernel may replace: a vendor kernel computes its library call and
+    nothing more (an eager aten::mul kernel replaces one mul kernel: a swap; cuBLAS 'gemm_relu' replaces mm + relu),
+    a memcpy/memset one op; Triton kernels have no cap."""
+    if row.kind != "kernel":
+        return 1
+    op = str(row.op_name or "")
+    if op.startswith("aten::"):
+        return max(1, len(canonical_ops(op)))
+    if _vendor(row):
+        return max(1, len(row.classify_ops | row.name_ops))
+    return None
+
+
 def _feeds(producer, reader) -> bool:
     """Can the producer kernel's output be one of the reader's inputs? Same element count (views and reshapes are
     free) and dtype, and not two kernels of one op call (an op's kernels share its shapes, not a tensor)."""
     out = producer.io.output
-    if out is None or (producer.op_index >= 0 and producer.op_index == reader.op_index):
+    if out is None or _siblings(producer, reader):
         return False
-    return any(_same_tensor(out, t) for t in reader.io.inputs)
+    return any(_same_tensor(out, t) for t in reader.io.linkable)
+
+
+def _siblings(a, b) -> bool:
+    """Two kernels of one op call share its shapes, not a tensor; two op calls of one autograd backward node
+    (MulBackward0: grad·other and grad·self) compute separate gradients and do not feed each other."""
+    return (a.op_index >= 0 and a.op_index == b.op_index) or (a.node >= 0 and a.node == b.node)
 
 
 def _same_tensor(a: Tensor, b: Tensor) -> bool:
@@ -277,14 +322,12 @@ def flow_edges(rows: list, order: list[int], lookback: int | None = None) -> lis
     edges = []
     for ci, cpos in enumerate(order):
         used: set[int] = set()
-        for t in rows[cpos].io.inputs:
+        for t in rows[cpos].io.linkable:
             start = 0 if lookback is None else max(0, ci - lookback)
             for ppos in reversed(order[start:ci]):
                 out = rows[ppos].io.output
-                if ppos in used or out is None:
+                if ppos in used or out is None or _siblings(rows[ppos], rows[cpos]):
                     continue
-                if rows[ppos].op_index >= 0 and rows[ppos].op_index == rows[cpos].op_index:
-                    continue  # kernels of one op call share its shapes, not a tensor
                 if _same_tensor(out, t):
                     edges.append((ppos, cpos, out))
                     used.add(ppos)
@@ -306,8 +349,7 @@ def _intermediates(g: Group, b_rows: list) -> None:
 
 
 def _short(name: str, n: int = 48) -> str:
-    s = str(name)
-    return s if len(s) <= n else s[: n - 1] + "…"
+    return short_name(name, n)
 
 
 # --- what is left: round trips a run still makes --------------------------------------------------------------------

@@ -562,6 +562,11 @@ def _mk_batched(a: Tensor, b: Tensor) -> Gemm | None:
 class TensorIO:
     inputs: tuple[Tensor, ...]  # tensors the kernel reads (as its op lists them)
     output: Tensor | None  # the tensor it writes; None when its shape cannot be told from the op
+    fresh: tuple[Tensor, ...] | None = None  # inputs a recent kernel can have written (None: all of them)
+
+    @property
+    def linkable(self) -> tuple[Tensor, ...]:
+        return self.inputs if self.fresh is None else self.fresh
 
 
 def tensor_io(op_name: str, dims, types) -> TensorIO:
@@ -595,6 +600,11 @@ def tensor_io(op_name: str, dims, types) -> TensorIO:
         return TensorIO((ts[1],), ts[0])
     if base in _CASTS:  # the target dtype is an argument the trace does not type: size unknown, never guessed
         return TensorIO((ts[0],), Tensor(ts[0].shape, None))
+    if base.endswith(("_backward", "_backward_data")):
+        # grad_output first, then activations saved in the forward pass: only the gradient can come from a kernel
+        # of this backward region (gelu_backward(grad, self) reads the forward gate output as `self`)
+        out = ts[1] if len(ts) > 1 else ts[0]
+        return TensorIO(tuple(ts), Tensor(out.shape, _promote([t.dtype for t in ts if t.dtype])), fresh=(ts[0],))
     if ops and ops <= SAME_AS_FIRST_OPS:
         return TensorIO(tuple(ts), ts[0])
     if ops and ops <= POINTWISE_OPS:

@@ -43,7 +43,7 @@ def link(gpu: pd.DataFrame, launches: pd.DataFrame, cpu: pd.DataFrame, annotatio
         launch_ext[has_launch] = launches["external_id"].to_numpy()[sel]
         launch_pid[has_launch] = launches["pid"].to_numpy()[sel]
         launch_tid[has_launch] = launches["tid"].to_numpy()[sel]
-    out["launch_name"] = launch_name
+    out["launch_name"] = pd.Series(launch_name, dtype=object, index=out.index)
     out["launch_ts_us"] = launch_ts
     out["launch_latency_us"] = out["ts_us"].to_numpy() - launch_ts
 
@@ -97,10 +97,10 @@ def link(gpu: pd.DataFrame, launches: pd.DataFrame, cpu: pd.DataFrame, annotatio
     dims[replay] = None
     types[replay] = None
     strides[replay] = None
-    out["op_name"] = op_name
-    out["input_dims"] = dims
-    out["input_types"] = types
-    out["input_strides"] = strides
+    out["op_name"] = pd.Series(op_name, dtype=object, index=out.index)
+    out["input_dims"] = pd.Series(dims, dtype=object, index=out.index)
+    out["input_types"] = pd.Series(types, dtype=object, index=out.index)
+    out["input_strides"] = pd.Series(strides, dtype=object, index=out.index)
     out["shapes_known"] = has_op & ~replay & np.not_equal(dims, None)
     return out
 

@@ -32,6 +32,7 @@ import zlib
 from pathlib import Path
 
 import msgspec
+from msgspec import Raw
 
 from analyzer.decode import ShapeError, decode_events, split_document
 from analyzer.errors import TraceError
@@ -58,7 +59,9 @@ def max_decompressed_bytes(override: int | None = None) -> int:
     return DEFAULT_MAX_DECOMPRESSED_BYTES
 
 
-def load_trace(src: str | os.PathLike | bytes, name: str | None = None, *, max_decompressed_bytes: int | None = None) -> Trace:
+def load_trace(
+    src: str | os.PathLike | bytes, name: str | None = None, *, max_decompressed_bytes: int | None = None
+) -> Trace:
     """Read a Kineto trace (path or upload bytes, plain or gzip) into a ``Trace``. Raises ``TraceError``."""
     cap = globals()["max_decompressed_bytes"](max_decompressed_bytes)
     if isinstance(src, (bytes, bytearray, memoryview)):
@@ -68,7 +71,8 @@ def load_trace(src: str | os.PathLike | bytes, name: str | None = None, *, max_d
         path = Path(src)
         source = name or path.name
         data, warnings = read_path(path, source, cap)
-    form, header, events, more = parse_document(data, source)
+    damaged = any("checksum" in w or "corrupt" in w for w in warnings)
+    form, header, events, more = parse_document(data, source, damaged)
     warnings += more
     del data  # `events` is a view that keeps the buffer alive exactly as long as decoding needs it
     decoded = decode_events(form, header, events)
@@ -87,7 +91,9 @@ def read_path(path: Path, source: str, cap: int) -> tuple[bytearray | bytes, lis
                 return _gunzip(f, source, cap)
             size = os.fstat(f.fileno()).st_size
             if size > cap:
-                raise TraceError(source, f"file is {size:,} bytes, over the {cap:,}-byte limit ({ENV_MAX_DECOMPRESSED})")
+                raise TraceError(
+                    source, f"file is {size:,} bytes, over the {cap:,}-byte limit ({ENV_MAX_DECOMPRESSED})"
+                )
             return f.read(), []
     except FileNotFoundError:
         raise TraceError(source, "no such file") from None
@@ -124,7 +130,9 @@ def _gunzip(f, source: str, cap: int) -> tuple[bytearray, list[str]]:
         h = _gzip_header_len(buf)
         if h is None or h < 0:
             if members == 0:
-                problem = "gzip stream is cut inside its header" if h is None else "not a valid gzip stream (bad header)"
+                problem = (
+                    "gzip stream is cut inside its header" if h is None else "not a valid gzip stream (bad header)"
+                )
                 raise TraceError(source, problem)
             warnings.append(f"ignored {len(buf):,}+ bytes of trailing data after the gzip stream")
             return out, warnings
@@ -199,17 +207,25 @@ def _gzip_header_len(buf: bytes) -> int | None:
 
 
 # ---------------------------------------------------------------------------------------------------- JSON
-def parse_document(data, source: str) -> tuple[str, dict, list, list[str]]:
-    """Top-level split with repairs. Returns (form, header, raw events, warnings)."""
+def parse_document(data, source: str, damaged: bool = False) -> tuple[str, dict, Raw, list[str]]:
+    """Top-level split with repairs. Returns (form, header, events array view, warnings).
+
+    damaged: the bytes are known to be corrupt (gzip CRC mismatch / broken deflate): a syntax error is then
+    treated as the end of the good data, like a truncation, instead of an error."""
     if not data or not bytes(data[:4096]).strip():
         raise TraceError(source, "empty file")
+    if bytes(data[:3]) == _BOM:
+        data = memoryview(data)[3:]  # Windows editors prepend a UTF-8 byte-order mark; JSON parsers reject it
     try:
         return (*split_document(data), [])
     except ShapeError as err:
         raise TraceError(source, str(err)) from None
     except msgspec.DecodeError as err:
         first_error = err
-    return _repair(data, source, first_error)
+    return _repair(data, source, first_error, damaged)
+
+
+_BOM = b"\xef\xbb\xbf"
 
 
 _CONTROL_TO_SPACE = bytes.maketrans(bytes(range(0x20)), b" " * 0x20)
@@ -221,7 +237,7 @@ _BARE_VALUE = re.compile(rb"([:\[,]\s*)(?:-?Infinity|-?inf|-?nan|NaN|N/A|undefin
 _TRAILING_COMMA = re.compile(rb",(\s*[\]}])")
 
 
-def _repair(data, source: str, first_error: msgspec.DecodeError) -> tuple[str, dict, list, list[str]]:
+def _repair(data, source: str, first_error: msgspec.DecodeError, damaged: bool) -> tuple[str, dict, Raw, list[str]]:
     warnings: list[str] = []
     buf = data
     err: Exception = first_error
@@ -237,7 +253,15 @@ def _repair(data, source: str, first_error: msgspec.DecodeError) -> tuple[str, d
                 raise TraceError(source, str(e2)) from None
     if "truncated" in str(err):
         return _recover_truncated(buf, source, warnings)
+    pos = _error_byte(first_error)
+    if damaged and pos is not None:
+        return _recover_truncated(bytes(memoryview(data)[:pos]), source, warnings)
     raise TraceError(source, f"invalid JSON {_where(data, first_error)}") from None
+
+
+def _error_byte(err: msgspec.DecodeError) -> int | None:
+    m = re.search(r"\(byte (\d+)\)", str(err))
+    return int(m.group(1)) if m else None
 
 
 def _fix_syntax(buf) -> tuple[bytes, list[str]]:
@@ -331,11 +355,10 @@ def _BOUNDARY_BACK(b: bytes, window: int):
 
 
 def _where(data, err: msgspec.DecodeError) -> str:
-    m = re.search(r"\(byte (\d+)\)", str(err))
+    pos = _error_byte(err)
     reason = re.sub(r"\s*\(byte \d+\)", "", str(err)).replace("JSON is malformed: ", "")
-    if not m:
+    if pos is None:
         return f"({reason})"
-    pos = int(m.group(1))
     b = memoryview(data)
     line = bytes(b[:pos]).count(b"\n") + 1
     col = pos - (bytes(b[:pos]).rfind(b"\n") + 1) + 1

@@ -33,7 +33,8 @@ FORMAT = "fuselens-ranks/1"
 # the columnar decode keeps ~1.5x the JSON size at its peak; 3x leaves headroom for summarize's temporaries.
 WORKER_BASE_BYTES = 200 << 20
 RSS_PER_JSON_BYTE = 3.0
-MEMORY_USE_FRACTION = 0.8  # of MemAvailable at start: leave the rest to the OS, page cache and the parent
+MEMORY_USE_FRACTION = 0.8
+SMALL_SET_JSON_BYTES = 16 << 20  # of MemAvailable at start: leave the rest to the OS, page cache and the parent
 
 
 @dataclass
@@ -104,7 +105,13 @@ def analyze_ranks(
     # On a cluster Ray's scheduler sizes the parallelism (CPUs and the memory hint per task); --workers only caps
     # the tasks in flight. On this machine we size it ourselves, from cores and free memory.
     remote = engine == "ray" and bool(address)
-    n_workers = max(0, workers or 0) if remote else plan_workers(workers, len(jobs), per_task)
+    n_workers = (
+        max(0, workers or 0)
+        if remote
+        else plan_workers(
+            workers, len(jobs), per_task, sum(j.input.est_json_bytes for j in jobs) if engine == "local" else None
+        )
+    )
 
     with _engine(engine, n_workers, address, ship, per_task, biggest * len(sources)) as eng:
         results = eng.map(jobs, on_progress)
@@ -279,8 +286,13 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def plan_workers(requested: int, n_jobs: int, task_bytes: int) -> int:
-    """Workers = requested (0: one per core), at most one per job, and no more than fit in memory at once."""
+def plan_workers(requested: int, n_jobs: int, task_bytes: int, total_json_bytes: int | None = None) -> int:
+    """Workers = requested (0: one per core), at most one per job, and no more than fit in memory at once.
+
+    Auto (0) on a small set (< SMALL_SET_JSON_BYTES in all) is 1, i.e. in-process: starting a pool costs ~1.5 s
+    here, about what analysing 30 MB of JSON takes."""
+    if not requested and total_json_bytes is not None and total_json_bytes < SMALL_SET_JSON_BYTES:
+        return 1
     n = requested if requested and requested > 0 else cpu_count()
     fit = max(1, int(available_bytes() * MEMORY_USE_FRACTION // max(task_bytes, 1)))
     return max(1, min(n, n_jobs, fit))

@@ -83,7 +83,8 @@ def build_trace(decoded, source: str) -> Trace:
     codes, uniques = pd.factorize(gpu["name"], use_na_sentinel=False)
     cls = classify.classify_names(pd.Series(uniques, dtype=object))
     for col in ("category", "library", "ops"):
-        gpu[col] = cls[col].to_numpy(dtype=object)[codes] if len(gpu) else np.empty(0, dtype=object)
+        values = cls[col].to_numpy(dtype=object)[codes] if len(gpu) else np.empty(0, dtype=object)
+        gpu[col] = pd.Series(values, dtype=object, index=gpu.index)
     # memcpy/memset are known by their event category, whatever their name says
     for kind in ("memcpy", "memset"):
         gpu.loc[(gpu["kind"] == kind).to_numpy() & (gpu["category"] == "other").to_numpy(), "category"] = kind
@@ -91,7 +92,9 @@ def build_trace(decoded, source: str) -> Trace:
     spec = gpus.lookup(meta.device_properties, meta.gpu_name)
     costs = cost.estimate_costs(gpu, spec)
     for col in costs.columns:
-        gpu[col] = costs[col].to_numpy()
+        c = costs[col]
+        text = c.dtype.kind in "OT" or str(c.dtype) == "str"
+        gpu[col] = pd.Series(c.to_numpy(dtype=object), dtype=object, index=gpu.index) if text else c.to_numpy()
 
     cpu_windows, gpu_windows = steps.step_windows(ann)
     windows, source_kind = steps.windows_source(cpu_windows, gpu_windows)
@@ -125,9 +128,33 @@ _CPU_EMPTY = {
     "name": object, "pid": "int64", "tid": "int64", "ts": float, "dur": float, "external_id": "int64",
     "sequence_number": "int64", "input_dims": object, "input_types": object, "input_strides": object,
 }  # fmt: skip
-_LAUNCH_EMPTY = {"event_index": "int64", "name": object, "pid": "int64", "tid": "int64", "ts": float, "dur": float, "correlation": "int64", "external_id": "int64"}
-_ANN_EMPTY = {"event_index": "int64", "name": object, "pid": "int64", "tid": "int64", "ts": float, "dur": float, "on_gpu": bool, "external_id": "int64"}
-_RENAME = {"ts": "ts_us", "dur": "dur_us", "registers": "registers_per_thread", "shared_memory": "shared_memory_bytes", "bytes": "memop_bytes"}
+_LAUNCH_EMPTY = {
+    "event_index": "int64",
+    "name": object,
+    "pid": "int64",
+    "tid": "int64",
+    "ts": float,
+    "dur": float,
+    "correlation": "int64",
+    "external_id": "int64",
+}
+_ANN_EMPTY = {
+    "event_index": "int64",
+    "name": object,
+    "pid": "int64",
+    "tid": "int64",
+    "ts": float,
+    "dur": float,
+    "on_gpu": bool,
+    "external_id": "int64",
+}
+_RENAME = {
+    "ts": "ts_us",
+    "dur": "dur_us",
+    "registers": "registers_per_thread",
+    "shared_memory": "shared_memory_bytes",
+    "bytes": "memop_bytes",
+}
 
 
 def _frame(cols: dict, t0: float, empty: dict) -> pd.DataFrame:
@@ -136,7 +163,13 @@ def _frame(cols: dict, t0: float, empty: dict) -> pd.DataFrame:
     if not cols:
         df = pd.DataFrame({k: pd.Series(dtype=v) for k, v in empty.items()})
     else:
-        df = pd.DataFrame({k: (np.asarray(v, dtype=object) if isinstance(v, list) else v) for k, v in cols.items()})
+        # object columns stay object (pandas 3 would infer 'str' and copy every interned name)
+        df = pd.DataFrame(
+            {
+                k: (pd.Series(v, dtype=object) if isinstance(v, list) or v.dtype == object else v)
+                for k, v in cols.items()
+            }
+        )
     df = df.rename(columns=_RENAME)
     df["ts_us"] = df["ts_us"].astype(float) - t0
     df["end_us"] = df["ts_us"] + df["dur_us"]
@@ -200,7 +233,11 @@ def _check_is_trace(decoded, source: str, meta: TraceMeta) -> None:
             what = "only metadata events (process/thread names), no profiler activity"
             labels = decoded.process_labels
             if any("/device:" in x or "/host:" in x for x in labels):
-                what = "a TensorFlow/JAX profiler trace (processes " + ", ".join(sorted(set(labels))[:3]) + "), not PyTorch"
+                what = (
+                    "a TensorFlow/JAX profiler trace (processes "
+                    + ", ".join(sorted(set(labels))[:3])
+                    + "), not PyTorch"
+                )
             elif decoded.n_events > 0 and not labels and not cats.get("", 0):
                 what = "no profiler activity"
             raise TraceError(source, f"not a PyTorch profiler trace: {what}")

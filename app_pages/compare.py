@@ -7,8 +7,9 @@ import json
 import pandas as pd
 import streamlit as st
 
+from analyzer import report
+from analyzer.figures import compare as cf
 from analyzer.figures import kernels_table as kt
-from analyzer.figures.overview import category_figure
 from app_pages import compare_view as cv
 from app_pages import state, ui
 
@@ -28,30 +29,16 @@ label = top[0].selectbox(
 cd = d.candidate(label)
 
 
-def _report_html() -> str:
-    from analyzer.report import report_html
-
-    return report_html(d)
-
-
-try:
-    import analyzer.report  # noqa: F401
-
-    has_report = True
-except ImportError:
-    has_report = False
 top[1].download_button(
     "Download report",
-    data=_report_html if has_report else "",
+    data=lambda: report.report_html(d),
     file_name="fuselens-report.html",
     mime="text/html",
     icon=":material/description:",
     on_click="ignore",
-    disabled=not has_report,
     key="fl_report",
-    help="Self-contained offline HTML report of this diff (every candidate)."
-    if has_report
-    else "The HTML report module (analyzer.report) is not in this checkout.",
+    type="primary",
+    help="Self-contained offline HTML report of this diff, every candidate (plotly.js inlined, no network).",
 )
 top[2].download_button(
     "Diff as JSON",
@@ -77,12 +64,34 @@ with st.expander("How bytes avoided are counted"):
     for e in ESTIMATES:
         st.text("• " + e)
 
-st.subheader("GPU time per step by category")
-fig = category_figure(
-    [(r.label, {"by_category": r.by_category, "idle_us": r.idle_us_per_step}) for r in d.runs]
+st.download_button(
+    "Fusion groups as CSV",
+    data=lambda: report.fusions_csv(d),
+    file_name="fuselens-fusion-groups.csv",
+    mime="text/csv",
+    icon=":material/download:",
+    on_click="ignore",
+    key="fl_fusions_csv",
+    help="Every candidate's fusion groups, swaps and kernel choices; spreadsheet formulas neutralised.",
 )
 ui.chart(
-    fig,
+    cf.fusion_groups_figure(d, label),
+    "fuselens-fusion-groups",
+    f"Fusion groups of {label} vs {cd.base_label}: kernel time and HBM bytes",
+    key="fl_compare_groups",
+    caption="Bytes are estimates from recorded shapes and dtypes; times are measured kernel durations.",
+)
+ui.chart(
+    cf.time_breakdown_figure(d, label),
+    "fuselens-time-breakdown",
+    f"Where the kernel time went: {cd.base_label} → {label}",
+    key="fl_compare_breakdown",
+    caption="Kernel time of the representative steady-state step; the steps sum exactly.",
+)
+
+st.subheader("GPU time per step by category")
+ui.chart(
+    cf.category_time_figure(d),
     "fuselens-categories",
     "GPU time per step by category, baseline vs candidates",
     key="fl_compare_categories",
@@ -113,7 +122,15 @@ else:
         step = r.summary.steps_used[-1] if r.summary.steps_used else int(r.trace.steps["step"].iloc[0])
         k = r.trace.kernels
         table, tot = kt.measured_bytes(k[k["step"] == step], r.measured)
-        totals.append({"run": lab, **tot, "measured / estimate": tot["measured_bytes"] / tot["estimated_bytes"] if tot["estimated_bytes"] else float("nan")})
+        totals.append(
+            {
+                "run": lab,
+                **tot,
+                "measured / estimate": tot["measured_bytes"] / tot["estimated_bytes"]
+                if tot["estimated_bytes"]
+                else float("nan"),
+            }
+        )
         with st.expander(f"{ui.esc(lab)}: per kernel ({ui.esc(tot['matched'])})"):
             st.dataframe(
                 table,

@@ -50,7 +50,7 @@ def summary_table(d) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def headline(d, compact: bool = False, label: str | None = None) -> None:
+def headline(d, label: str | None = None) -> None:
     """Big numbers for one candidate (default: the first), and a one-row-per-candidate table when there are more."""
     cd = d.candidate(label) if label else d.candidates[0]
     b, c = cd.base, cd.run
@@ -94,81 +94,101 @@ def headline(d, compact: bool = False, label: str | None = None) -> None:
     )
     if not cd.bytes_complete:
         st.caption("Some fused kernels lack recorded shapes: the bytes avoided are a lower bound.")
-    if len(d.candidates) > 1 and not compact:
-        df = summary_table(d)
-        st.dataframe(
-            df,
-            hide_index=True,
-            width="stretch",
-            column_config={
-                "GPU time/step (µs)": st.column_config.NumberColumn(format="%.1f"),
-                "change": st.column_config.NumberColumn(format="percent", help="GPU time per step vs the baseline"),
-                "HBM bytes avoided/step (est.)": st.column_config.NumberColumn(format="localized"),
-                "saved by fusion (µs)": st.column_config.NumberColumn(format="%.1f"),
-                "round trips left (est. bytes)": st.column_config.NumberColumn(
-                    format="localized", help="HBM round trips this run still makes that a fusion could remove"
-                ),
-                "CUDA-event time (µs)": st.column_config.NumberColumn(
-                    format="%.1f", help="runner's median over 100 timed steps, from its manifest"
-                ),
-                "speed-up (CUDA events)": st.column_config.NumberColumn(format="%.2f×"),
-            },
-        )
-    elif compact and len(d.candidates) > 1:
-        others = ", ".join(
-            f"{c2.label}: {c2.base.kernels_per_step}→{c2.run.kernels_per_step} kernels, "
-            f"{ui.fmt_bytes(c2.hbm_bytes_avoided_per_step)} avoided"
-            for c2 in d.candidates[1:]
-        )
-        st.caption(ui.esc(others))
+    if len(d.candidates) > 1:
+        candidates_table(d)
 
 
-def fusion_groups(cd) -> None:
-    rows = []
-    for f in cd.fusions + cd.swaps + cd.kernel_choices:
-        rows.append(
-            {
-                "kind": f.kind,
-                "fused kernel": f.fused_kernel,
-                "← replaces": " + ".join(f.replaces),
-                "ops": "+".join(f.ops),
-                "×/step": f.count_per_step,
-                "intermediates (shape, dtype, size)": "; ".join(
-                    f"{i.get('matrix') or '[' + ', '.join(str(s) for s in i['shape']) + ']'} {i['dtype']} "
-                    f"{ui.fmt_bytes(i['bytes'])} × {1 + int(i.get('reads') or 1)}"
-                    for i in f.intermediates
-                ),
-                "bytes avoided/step (est.)": f.bytes_avoided_per_step,
-                "before (µs)": f.base_time_us_per_step,
-                "after (µs)": f.candidate_time_us_per_step,
-                "saved (µs)": f.time_saved_us_per_step,
-                "GB/s before → after (est.)": f"{f.base_gbps:,.0f} → {f.candidate_gbps:,.0f}"
-                if _finite(f.base_gbps) and _finite(f.candidate_gbps)
-                else "",
-            }
-        )
-    if not rows:
-        st.info("No fusion groups: every baseline kernel either matched a candidate kernel or is listed as unmatched.")
-        return
+def candidates_table(d) -> None:
     st.dataframe(
-        pd.DataFrame(rows),
+        summary_table(d),
         hide_index=True,
         width="stretch",
         column_config={
-            "fused kernel": st.column_config.TextColumn(width="medium"),
-            "← replaces": st.column_config.TextColumn(width="large"),
-            "intermediates (shape, dtype, size)": st.column_config.TextColumn(
-                width="medium", help="tensors one replaced kernel wrote and another read back: size × (1 write + reads)"
+            "GPU time/step (µs)": st.column_config.NumberColumn(format="%.1f"),
+            "change": st.column_config.NumberColumn(format="percent", help="GPU time per step vs the baseline"),
+            "HBM bytes avoided/step (est.)": st.column_config.NumberColumn(format="localized"),
+            "saved by fusion (µs)": st.column_config.NumberColumn(format="%.1f"),
+            "round trips left (est. bytes)": st.column_config.NumberColumn(
+                format="localized", help="HBM round trips this run still makes that a fusion could remove"
             ),
-            "bytes avoided/step (est.)": st.column_config.NumberColumn(format="localized"),
-            "before (µs)": st.column_config.NumberColumn(format="%.1f"),
-            "after (µs)": st.column_config.NumberColumn(format="%.1f"),
-            "saved (µs)": st.column_config.NumberColumn(format="%.1f"),
+            "CUDA-event time (µs)": st.column_config.NumberColumn(
+                format="%.1f", help="runner's median over 100 timed steps, from its manifest"
+            ),
+            "speed-up (CUDA events)": st.column_config.NumberColumn(format="%.2f×"),
         },
     )
-    with st.expander("Why each kernel was grouped (evidence)"):
-        for f in cd.fusions + cd.swaps + cd.kernel_choices:
-            st.text(f"{f.fused_kernel[:120]}\n  " + "\n  ".join(e[:240] for e in f.evidence))
+
+
+def _short(name: str, n: int = 90) -> str:
+    s = " ".join(str(name).split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def fusion_card(f) -> None:
+    """One fusion group as a card: fused kernel ← replaced kernels, the intermediates it keeps on chip, the gain."""
+    with st.container(border=True):
+        st.markdown(
+            f"**{ui.esc(_short(f.fused_kernel, 100))}** ← {len(f.replaces)} kernels ({ui.esc('+'.join(f.ops))})"
+        )
+        for name, op in zip(f.replaces, f.replaced_ops, strict=False):
+            st.caption(f"replaces {ui.esc(_short(name, 120))}" + (f" · {ui.esc(op)}" if op else ""))
+        c = st.columns(4)
+        c[0].metric("per step", f"×{f.count_per_step}")
+        c[1].metric(
+            "HBM bytes avoided (est.)",
+            ui.fmt_bytes(f.bytes_avoided_per_step),
+            help=f"{f.bytes_avoided_per_step:,.0f} B per step",
+        )
+        c[2].metric("kernel time", f"{f.base_time_us_per_step:,.1f} → {f.candidate_time_us_per_step:,.1f} µs")
+        if _finite(f.base_gbps) and _finite(f.candidate_gbps):
+            c[3].metric("achieved GB/s (est.)", f"{f.base_gbps:,.0f} → {f.candidate_gbps:,.0f}")
+        for i in f.intermediates:
+            shape = i.get("matrix") or "×".join(str(x) for x in i["shape"])
+            reads = int(i.get("reads") or 1)
+            st.markdown(
+                f"- intermediate **{ui.esc(shape)} {ui.esc(i['dtype'])}**, {ui.fmt_bytes(i['bytes'])}: written by "
+                f"{ui.esc(_short(i.get('producer_op') or i.get('producer'), 60))}, read {reads}× → "
+                f"{ui.fmt_bytes(i['round_trip_bytes'])} of HBM traffic no longer made"
+            )
+
+
+def fusion_groups(cd) -> None:
+    """Fusion groups as cards (what a review slide needs); swaps and kernel choices as a table below."""
+    if not cd.fusions:
+        st.info("No fusion groups: no candidate kernel replaced several baseline kernels.")
+    for f in cd.fusions:
+        fusion_card(f)
+    others = cd.swaps + cd.kernel_choices
+    if others:
+        rows = [
+            {
+                "kind": f.kind,
+                "new kernel": f.fused_kernel,
+                "← replaces": " + ".join(f.replaces),
+                "ops": "+".join(f.ops),
+                "×/step": f.count_per_step,
+                "before (µs)": f.base_time_us_per_step,
+                "after (µs)": f.candidate_time_us_per_step,
+                "saved (µs)": f.time_saved_us_per_step,
+            }
+            for f in others
+        ]
+        with st.expander(f"Swaps and kernel choices ({len(others)}): one kernel for another, no bytes avoided by rule"):
+            st.dataframe(
+                pd.DataFrame(rows),
+                hide_index=True,
+                width="stretch",
+                column_config={
+                    "before (µs)": st.column_config.NumberColumn(format="%.1f"),
+                    "after (µs)": st.column_config.NumberColumn(format="%.1f"),
+                    "saved (µs)": st.column_config.NumberColumn(format="%.1f"),
+                },
+            )
+    groups = cd.fusions + others
+    if groups:
+        with st.expander("Why each kernel was grouped (evidence)"):
+            for f in groups:
+                st.text(f"{_short(f.fused_kernel, 120)}\n  " + "\n  ".join(_short(e, 240) for e in f.evidence))
 
 
 def gemms(cd) -> None:

@@ -2,8 +2,8 @@
 
 Why a persistent kaleido server: a cold kaleido call starts Chromium (~2 s); the sync server keeps one warm, so a
 second export takes ~0.2 s. Why a lock: that server is one browser per process, shared by every session.
-Exports use the light slide theme (analyzer.figures.theme when present, else a local equivalent) at 16:9, and put
-the run context (GPU, workload, shapes, dtype) in the title: a PNG pasted into a review must say what it shows.
+Exports use the light slide theme (analyzer.figures.theme) at 16:9, and put the run context (GPU, workload,
+shapes, dtype) under the title: a PNG pasted into a review must say what it shows.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import threading
 
 import plotly.graph_objects as go
 
+from analyzer.figures import theme
+
 log = logging.getLogger("fuselens.app")
 
 _LOCK = threading.Lock()
@@ -22,46 +24,12 @@ _SERVER_STARTED = False
 WIDTH, HEIGHT = 1600, 900  # 16:9 slide
 
 
-def _local_slide_theme(fig: go.Figure) -> go.Figure:
-    """Light, high-contrast, large type: readable when projected. Mirrors analyzer.figures.theme until it lands."""
-    fig.update_layout(
-        template="plotly_white",
-        font=dict(family="Inter, Helvetica, Arial, sans-serif", size=16, color="#1F2933"),
-        paper_bgcolor="white",
-        plot_bgcolor="white",
-    )
-    return fig
-
-
-def slide_theme(fig: go.Figure) -> go.Figure:
-    try:
-        from analyzer.figures import theme as _theme
-    except ImportError:
-        return _local_slide_theme(fig)
-    for name in ("apply_slide_theme", "apply", "slide", "apply_theme"):
-        fn = getattr(_theme, name, None)
-        if callable(fn):
-            try:
-                out = fn(fig)
-                return out if isinstance(out, go.Figure) else fig
-            except Exception:  # a theme bug must not block an export
-                log.exception("slide theme failed; using the local one")
-                break
-    return _local_slide_theme(fig)
-
-
 def for_slide(fig: go.Figure, title: str, subtitle: str) -> go.Figure:
-    """A copy of `fig` in the slide theme with a two-line title: what the chart is, and the run context."""
-    out = slide_theme(go.Figure(copy.deepcopy(fig.to_dict())))
-    sub = f"<br><span style='font-size:15px;color:#52606D'>{subtitle}</span>" if subtitle else ""
-    height = max(HEIGHT, int(out.layout.height or 0))
-    top = max(int((out.layout.margin.t or 0)), 110)
-    out.update_layout(
-        title=dict(text=f"{title}{sub}", x=0.01, xanchor="left", y=0.98, yanchor="top"),
-        width=WIDTH,
-        height=height,
-        margin=dict(t=top + 20),
-    )
+    """A copy of `fig` in the slide theme (analyzer.figures.theme) at 16:9, titled with what it shows and, under it,
+    the run context. `title` and `subtitle` are raw text: chart_title escapes them (they can come from uploads)."""
+    out = go.Figure(copy.deepcopy(fig.to_dict()))
+    theme.apply_slide_theme(out, title, subtitle=subtitle or "")
+    out.update_layout(width=WIDTH, height=max(HEIGHT, int(out.layout.height or 0)), margin=dict(t=120))
     return out
 
 
@@ -88,4 +56,9 @@ def to_image(fig: go.Figure, fmt: str) -> bytes:
         _ensure_server()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "kopts ignored with a server": expected
-            return fig.to_image(format=fmt, width=fig.layout.width or WIDTH, height=fig.layout.height or HEIGHT, scale=2 if fmt == "png" else 1)
+            return fig.to_image(
+                format=fmt,
+                width=fig.layout.width or WIDTH,
+                height=fig.layout.height or HEIGHT,
+                scale=2 if fmt == "png" else 1,
+            )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from analyzer.figures import kernels_table as kt
-from app_pages import state, ui
+from app_pages import ui
 
 st.title("Kernels")
 ui.show_messages()

@@ -20,10 +20,7 @@ PAGES = (
 
 
 def pages() -> list:
-    return [
-        st.Page(str(_DIR / f), title=t, icon=i, url_path=u, default=(f == "overview.py"))
-        for f, t, i, u in PAGES
-    ]
+    return [st.Page(str(_DIR / f), title=t, icon=i, url_path=u, default=(f == "overview.py")) for f, t, i, u in PAGES]
 
 
 def page(file: str):

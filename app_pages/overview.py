@@ -45,7 +45,9 @@ for r in runs:
             "step span (µs)": _num(ps, "span_us"),
             "idle/step (µs)": _num(ps, "idle_us"),
             "launch latency (µs)": _num(ps, "launch_latency_us"),
-            "CUDA-event time (µs)": float(r.variant["median_us"]) if r.variant.get("median_us") is not None else math.nan,
+            "CUDA-event time (µs)": float(r.variant["median_us"])
+            if r.variant.get("median_us") is not None
+            else math.nan,
             "file": r.file_name,
         }
     )
@@ -72,7 +74,7 @@ d = state.diff()
 if d is not None and not isinstance(d, str):
     from app_pages import compare_view
 
-    compare_view.headline(d, compact=True)
+    compare_view.headline(d)
     st.page_link(nav.page("compare.py"), label="Open the fusion diff", icon=":material/compare_arrows:")
 elif isinstance(d, str):
     st.warning(ui.esc(d))

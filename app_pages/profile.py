@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import secrets
 import shlex
 
 import streamlit as st
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app_pages import nav, profile_job, samples, state, ui
 
@@ -17,7 +17,8 @@ st.caption(
 )
 ui.show_messages()
 
-session = get_script_run_ctx().session_id if get_script_run_ctx() else "local"
+# Who started a job: a random token in this session's state (the server's session id is fixed under AppTest).
+session = st.session_state.setdefault("fl_owner_token", secrets.token_hex(8))
 has_gpu, gpu_text = profile_job.gpu_available()
 if has_gpu:
     st.success(ui.esc(gpu_text), icon=":material/memory:")
@@ -70,12 +71,17 @@ def progress_panel() -> None:
     total = max(snap["total"], 1)
     own = job.owner == session
     who = "" if own else " (started by another session)"
-    st.progress(min(snap["done"] / total, 1.0), text=f"{snap['done']}/{total} variants · {snap['elapsed_s']:,.0f} s{who}")
+    st.progress(
+        min(snap["done"] / total, 1.0), text=f"{snap['done']}/{total} variants · {snap['elapsed_s']:,.0f} s{who}"
+    )
     st.caption(ui.esc(snap["message"]))
     rows = [e for e in snap["events"] if e.get("variant")]
     if rows:
         st.dataframe(
-            [{"variant": e["variant"], "event": e["event"].replace("variant_", ""), "message": e["message"]} for e in rows],
+            [
+                {"variant": e["variant"], "event": e["event"].replace("variant_", ""), "message": e["message"]}
+                for e in rows
+            ],
             hide_index=True,
             width="stretch",
         )

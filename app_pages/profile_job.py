@@ -347,7 +347,10 @@ def gpu_available(refresh: bool = False) -> tuple[bool, str]:
                 result = (True, "; ".join(gpus))
             else:
                 why = (res.stderr or res.stdout).strip().splitlines()
-                result = (False, f"nvidia-smi -L found no NVIDIA GPU ({why[0][:160] if why else f'exit {res.returncode}'})")
+                result = (
+                    False,
+                    f"nvidia-smi -L found no NVIDIA GPU ({why[0][:160] if why else f'exit {res.returncode}'})",
+                )
         except FileNotFoundError:
             result = (False, "no NVIDIA GPU on this server: nvidia-smi is not installed")
         except (OSError, subprocess.SubprocessError) as exc:

@@ -28,17 +28,24 @@ def _ingest(files) -> None:
     if traces and all(r.origin == "sample" for r in state.runs()) and state.runs():
         # The bundled samples were a demo: a user's own traces replace them in the comparison (reload from the sidebar).
         state.remove_origin("sample")
-        state._state()[state.K_NOTES].append("Bundled samples set aside for your traces; reload them under Sample sets.")
+        state._state()[state.K_NOTES].append(
+            "Bundled samples set aside for your traces; reload them under Sample sets."
+        )
     total = sum(len(d) for _, d in traces)
     with st.status(f"Parsing {len(traces)} trace(s), {ui.fmt_bytes(total)}…", expanded=True) as status:
         bar = st.progress(0.0)
         done_bytes = 0
         for i, (name, data) in enumerate(traces):
-            bar.progress(min(done_bytes / max(total, 1), 1.0), text=f"{ui.esc(name, 80)} ({ui.fmt_bytes(len(data))}), {i + 1} of {len(traces)}")
+            bar.progress(
+                min(done_bytes / max(total, 1), 1.0),
+                text=f"{ui.esc(name, 80)} ({ui.fmt_bytes(len(data))}), {i + 1} of {len(traces)}",
+            )
             t0 = time.perf_counter()
             run = state.add_trace(name, data)
             if run is not None:
-                st.write(f"✓ {ui.esc(name, 80)}: {run.summary.trace.meta.n_events:,} events in {time.perf_counter() - t0:,.1f} s")
+                st.write(
+                    f"✓ {ui.esc(name, 80)}: {run.summary.trace.meta.n_events:,} events in {time.perf_counter() - t0:,.1f} s"
+                )
             done_bytes += len(data)
         bar.progress(1.0)
         for name, doc in side:
@@ -46,11 +53,15 @@ def _ingest(files) -> None:
                 n = state.attach_manifest(doc)
                 state._state()[state.K_NOTES].append(f"{name}: run context attached to {n} trace(s).")
             elif not state.attach_ncu(name, doc):
-                state._state()[state.K_ERRORS].append(f"{name}: Nsight Compute bytes, but no loaded trace of that variant")
+                state._state()[state.K_ERRORS].append(
+                    f"{name}: Nsight Compute bytes, but no loaded trace of that variant"
+                )
         if state.baseline() is None:
             state.prefer_baseline()
         failed = len(state.errors())
-        status.update(label=f"Parsed {len(traces) - failed} of {len(traces)} trace(s)", state="error" if failed else "complete")
+        status.update(
+            label=f"Parsed {len(traces) - failed} of {len(traces)} trace(s)", state="error" if failed else "complete"
+        )
 
 
 def _relabel(key: str) -> None:
@@ -118,7 +129,9 @@ def render() -> None:
                     type="tertiary",
                 )
                 role = "baseline" if r is runs[0] else "candidate"
-                st.caption(f"{role} · {ui.esc(r.file_name, 60)} · {ui.fmt_bytes(r.size_bytes)} · {ui.esc(r.gpu_name, 40)}")
+                st.caption(
+                    f"{role} · {ui.esc(r.file_name, 60)} · {ui.fmt_bytes(r.size_bytes)} · {ui.esc(r.gpu_name, 40)}"
+                )
 
         sets = samples.discover()
         if sets:

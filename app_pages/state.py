@@ -165,7 +165,9 @@ def add_trace(
         ss[K_ERRORS].append(str(err) if str(err).startswith(name) else f"{name}: {err}")
         return None
     except MemoryError:
-        ss[K_ERRORS].append(f"{name}: out of memory while parsing {len(data) / 1e6:,.0f} MB; the other traces stay loaded")
+        ss[K_ERRORS].append(
+            f"{name}: out of memory while parsing {len(data) / 1e6:,.0f} MB; the other traces stay loaded"
+        )
         return None
     except Exception as exc:  # an analyzer bug must cost one line, not the session (details go to the server log)
         log.exception("unexpected error while parsing %s", name)

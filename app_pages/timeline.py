@@ -45,14 +45,19 @@ def ordinal(k: int) -> str:
 
 c1, c2, c3 = st.columns([3, 3, 2], vertical_alignment="bottom")
 chosen = c1.multiselect(
-    "Runs", [r.key for r in runs], default=[r.key for r in runs], format_func=lambda k: state._state()[state.K_RUNS][k].label
+    "Runs",
+    [r.key for r in runs],
+    default=[r.key for r in runs],
+    format_func=lambda k: state._state()[state.K_RUNS][k].label,
 )
 position = c2.selectbox(
     "Step",
     [REPRESENTATIVE, *range(max_steps)],
-    format_func=lambda p: "representative (median GPU span of the steady-state steps)"
-    if p == REPRESENTATIVE
-    else f"{ordinal(p)} recorded step",
+    format_func=lambda p: (
+        "representative (median GPU span of the steady-state steps)"
+        if p == REPRESENTATIVE
+        else f"{ordinal(p)} recorded step"
+    ),
     help="Steps are matched by position, since step numbers differ between runs; each is re-based to its own start.",
 )
 with_cpu = c3.toggle("CPU ops that launched them", value=False)
@@ -74,7 +79,7 @@ if longest > 0 and sum(len(v.gpu) for v in views) > 2000:
         window = (lo, hi) if (lo, hi) != (0.0, float(np.ceil(longest))) else None
 
 t0 = time.perf_counter()
-title = f"GPU timeline, one step per run ({', '.join(ui.export_escape(v.label) for v in views)})"
+title = f"GPU timeline, one step per run ({', '.join(v.label for v in views)})"
 fig = tl.timeline_figure(views, window=window)
 build_ms = (time.perf_counter() - t0) * 1000
 meta = fig.layout.meta or {}

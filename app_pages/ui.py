@@ -13,6 +13,7 @@ import re
 import plotly.graph_objects as go
 import streamlit as st
 
+from analyzer.figures import theme
 from app_pages import export, state
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&\"'])")
@@ -68,36 +69,56 @@ def require_runs(n: int = 1, what: str = "this view") -> list[state.Run]:
     return runs
 
 
-def subtitle() -> str:
-    """Run context for chart titles: workload, shapes, dtype and GPU (from the runner's manifest when known).
+def context() -> dict:
+    """{'gpu', 'workload', 'shapes', 'dtype'} of the loaded runs, for chart subtitles: the diff's context (manifest
+    facts, else the trace's GPU and main GEMM) when there is a comparison, else the baseline's facts."""
+    from analyzer.diff_facts import diff_context, run_facts, workload_parts
 
-    Users can override it in the sidebar: a review slide title is theirs to word.
-    """
-    override = st.session_state.get(state.K_SUBTITLE, "").strip()
-    if override:
-        return export_escape(override)
+    d = state.diff()
+    if d is not None and not isinstance(d, str):
+        return diff_context(d)
     base = state.baseline()
     if base is None:
-        return ""
-    from app_pages.samples import case_title
-
-    parts = [case_title(base.context)] if base.context.get("workload") else []
-    gpus = sorted({r.gpu_name for r in state.runs()})
-    parts.append(" vs ".join(gpus))
-    if base.context.get("torch"):
-        parts.append(f"torch {base.context['torch']}")
-    return export_escape(" · ".join(parts))
+        return {}
+    facts = run_facts(base.trace.meta)
+    ctx = workload_parts(facts)
+    ctx["gpu"] = facts.get("gpu")
+    return ctx
 
 
-def export_escape(text: str) -> str:
-    """Plotly titles accept an HTML subset: escape user text placed in them."""
-    import html
+def subtitle() -> str:
+    """Raw (unescaped) run context for chart subtitles: 'NVIDIA H100 80GB HBM3 · GEGLU MLP · 64×128 tokens … · bf16'.
 
-    return html.escape(text, quote=True)
+    Users can override it in the sidebar: a review slide's wording is theirs. Escaping happens where it is placed
+    (analyzer.figures.theme.chart_title)."""
+    override = str(st.session_state.get(state.K_SUBTITLE, "")).strip()
+    if override:
+        return override
+    ctx = context()
+    return " · ".join(str(ctx[k]) for k in ("gpu", "workload", "shapes", "dtype") if ctx.get(k))
+
+
+def fit_to_container(fig: go.Figure) -> go.Figure:
+    """Page-width fixes for any figure: tick labels grow the margins instead of being clipped, and a legend under
+    the plot sits at the container's bottom, below the x-axis title rather than on top of it."""
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
+    if fig.layout.title and fig.layout.title.text:  # long y labels push a plot-anchored title off the right edge
+        fig.update_layout(title=dict(xref="container", x=0.005, xanchor="left"))
+    leg = fig.layout.legend
+    y = leg.y if leg.y is not None else (theme.TEMPLATE.layout.legend.y or 1.0)
+    if y < 0 and leg.yref != "container":
+        fig.update_layout(legend=dict(yref="container", y=0.0, yanchor="bottom"))
+        fig.update_layout(margin=dict(b=(fig.layout.margin.b or 60) + 44))
+    return fig
 
 
 def chart(fig: go.Figure, name: str, title: str, *, key: str, caption: str | None = None) -> None:
-    """Show a figure, then PNG and SVG download buttons (rendered lazily on click, in the slide theme)."""
+    """Show a figure, then PNG and SVG download buttons (rendered lazily on click, in the slide theme).
+
+    `title` is raw text (escaped by the theme when the export is titled)."""
+    fig.update_layout(template=theme.TEMPLATE)  # the same look on screen as on the slide
+    fit_to_container(fig)
     st.plotly_chart(
         fig,
         width="stretch",
@@ -108,7 +129,7 @@ def chart(fig: go.Figure, name: str, title: str, *, key: str, caption: str | Non
     sub = subtitle()
 
     def render(fmt: str):
-        return lambda: export.to_image(export.for_slide(fig, export_escape(title), sub), fmt)
+        return lambda: export.to_image(export.for_slide(fig, title, sub), fmt)
 
     cols = st.columns([1, 1, 6], vertical_alignment="center")
     cols[0].download_button(

@@ -125,7 +125,7 @@ def main() -> int:
     ]
     if failures:
         lines += ["| stage | error | where | count | smallest input (bytes, repr) |", "|---|---|---|---|---|"]
-        for (stage, kind, where), f in sorted(failures.items(), key=lambda kv: -kv[1]["count"]):
+        for (stage, _kind, where), f in sorted(failures.items(), key=lambda kv: -kv[1]["count"]):
             rep = repr(f["data"][:160]).replace("|", "\\|")
             text = f["text"].replace("|", "\\|")
             lines.append(f"| {stage} | {text} | {where} | {f['count']} | {len(f['data'])}: `{rep}` |")

@@ -21,8 +21,11 @@ facts() {
     (command -v ncu && ncu --version) 2>&1 | tail -2; } 2>&1 | tee "$R/logs/facts.txt"
 }
 
+DEADLINE_S=${DEADLINE_S:-580}  # the device tool kills the whole command at its limit; leave time for the tar
+left() { local l=$((DEADLINE_S - SECONDS - 15)); [ "$1" -lt "$l" ] && l=$1; echo $((l > 5 ? l : 5)); }
+
 rec() {  # rec CASE LIMIT_S ARGS...
-  local case=$1 lim=$2; shift 2
+  local case=$1 lim; lim=$(left "$2"); shift 2
   echo "== record $case"
   timeout "$lim" python3 -m kernels.profile --out "$R/sample_traces/$case" "$@" >"$R/logs/rec_$case.jsonl" 2>"$R/logs/rec_$case.err"
   echo "rc=$? $(tail -1 "$R/logs/rec_$case.jsonl")"; tail -3 "$R/logs/rec_$case.err"
@@ -44,13 +47,12 @@ record_fuselens() {
 
 check() {
   echo "== full-size kernel checks on the GPU"
-  FUSELENS_FULL_SIZE=1 timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_kernels_gating.py tests/test_kernels_gemm.py tests/test_kernels_variants.py 2>&1 | tee "$R/logs/check.txt" | tail -5
+  FUSELENS_FULL_SIZE=1 timeout "$(left 300)" python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_kernels_gating.py \
+    tests/test_kernels_gemm.py tests/test_kernels_variants.py tests/test_kernels_profile.py 2>&1 | tee "$R/logs/check.txt" | tail -5
 }
 
-DEADLINE_S=${DEADLINE_S:-580}  # the device tool kills the whole command at its limit; leave time for the tar
-
 bench() {
-  local lim=$((DEADLINE_S - SECONDS - 15))
+  local lim; lim=$(left 540)
   echo "== bench $* (limit ${lim}s)"
   timeout "$lim" python3 -m kernels.bench --out-dir "$R/bench" "$@" 2>"$R/logs/bench.err" | tee "$R/logs/bench.md" | grep -E "^\||^- " | head -80
   grep -E "FAILED|Error" "$R/logs/bench.err" | head -5

@@ -5,15 +5,20 @@ On a GPU, FUSELENS_FULL_SIZE=1 adds the full HF shapes (8192 tokens, d 768, h 30
 """
 
 import os
+import sys
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="kernels tests need torch")
-pytest.importorskip("triton", reason="kernels tests need triton")
 
 ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
 if not ON_GPU:
+    # Must precede the first `import triton`: triton.language's own helpers (tl.cdiv, ...) are decorated at import
+    # time, and compiled-mode helpers cannot be called from an interpreted kernel.
+    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("triton was imported before TRITON_INTERPRET=1 could be set", allow_module_level=True)
     os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton", reason="kernels tests need triton")
 DEVICE = "cuda" if ON_GPU else "cpu"
 FULL = ON_GPU and os.environ.get("FUSELENS_FULL_SIZE") == "1"
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

@@ -47,7 +47,7 @@ TRACES: dict[str, Path] = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(path: str):
     from analyzer.load import load_trace
 
@@ -73,7 +73,9 @@ def sample_trace_paths() -> list[Path]:
     """GPU recordings in sample_traces/ (empty until the runner has written them)."""
     if not SAMPLE_TRACES.is_dir():
         return []
-    return sorted(p for p in SAMPLE_TRACES.rglob("*") if p.name.endswith((".json", ".json.gz")) and p.name != "manifest.json")
+    return sorted(
+        p for p in SAMPLE_TRACES.rglob("*") if p.name.endswith((".json", ".json.gz")) and p.name != "manifest.json"
+    )
 
 
 @functools.lru_cache(maxsize=8)

@@ -16,8 +16,13 @@ from tests.conftest import ROOT, TRACES, loaded_trace, sample_trace_paths
 SHARED_REAL = ROOT.parent / "shared" / "real_traces"  # the team's full copy; CI has it beside the clone
 
 
+def sample_traces() -> list[Path]:
+    """Kineto traces in sample_traces/ (not the .ncu.json Nsight Compute files beside them)."""
+    return [p for p in sample_trace_paths() if ".ncu." not in p.name]
+
+
 def _all_trace_paths() -> list[Path]:
-    paths = list(TRACES.values()) + sample_trace_paths()
+    paths = list(TRACES.values()) + sample_traces()
     if SHARED_REAL.is_dir():
         paths += sorted(p for p in SHARED_REAL.rglob("*") if p.name.endswith((".json", ".json.gz")))
     return paths
@@ -29,9 +34,10 @@ def all_real_names() -> dict[str, str]:
     names: dict[str, str] = {}
     seen_files: set[str] = set()
     for p in _all_trace_paths():
-        if p.name in seen_files:  # tests/data and shared/ hold the same public files
+        key = p.name if p.parent.parent.name != "sample_traces" else f"{p.parent.name}/{p.name}"
+        if key in seen_files:  # tests/data and shared/ hold the same public files
             continue
-        seen_files.add(p.name)
+        seen_files.add(key)
         for n in loaded_trace(p).gpu_ops["name"].unique():
             names.setdefault(str(n), p.name)
     return names
@@ -117,6 +123,19 @@ def _real(substring: str) -> str:
         ("triton_red_fused_add_mean_mul_pow_rsqrt_0", "normalization", "Triton-Inductor", "add+mean+mul+pow+rsqrt"),
         ("Memcpy HtoD (Pageable -> Device)", "memcpy", "CUDA/HIP runtime", "copy"),
         ("Memset (Device)", "memset", "CUDA/HIP runtime", "fill"),
+        # our GPU recordings of the HF case (sample_traces/)
+        ("triton_poi_fused__unsafe_view_gelu_mul_0", "pointwise", "Triton-Inductor", "gelu+mul"),
+        (
+            "triton_poi_fused__unsafe_view_gelu_gelu_backward_mul",
+            "pointwise",
+            "Triton-Inductor",
+            "gelu+gelu_backward+mul",
+        ),
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "gemm", "cuBLASLt", "mm"),
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TN", "gemm", "cuBLASLt", "mm+bias"),
+        ("_geglu_tanh_forward_kernel", "pointwise", "Triton-user", "gelu+mul"),
+        ("_geglu_tanh_backward_kernel", "pointwise", "Triton-user", "gelu_backward+mul"),
+        ("_dual_gemm_kernel", "gemm", "Triton-user", "mm+mm+act+mul"),
     ],
 )
 def test_real_names_decode(substring, category, library, ops):

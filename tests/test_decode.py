@@ -36,7 +36,9 @@ def test_cpu_op_shapes_equal_orjson(key):
     ops = [
         e
         for e in events
-        if e.get("ph") == "X" and e.get("cat", "").lower() in ("cpu_op", "operator") and not e["name"].startswith("ProfilerStep#")
+        if e.get("ph") == "X"
+        and e.get("cat", "").lower() in ("cpu_op", "operator")
+        and not e["name"].startswith("ProfilerStep#")
     ]
     ops.sort(key=lambda e: (e["ts"], e["name"]))
     cpu = trace.cpu_ops.sort_values(["ts_us", "name"], kind="stable")
@@ -116,7 +118,7 @@ def test_lenient_batch_reads_odd_types_as_unknown():
     ks = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
     ks[0]["dur"] = "N/A"
     ks[1]["args"]["correlation"] = None
-    ks[2]["pid"] = [1, 2]
+    ks[2]["args"]["stream"] = [1, 2]
     ks[3]["args"]["grid"] = "big"
     ks[4]["args"] = "not an object"
     trace = load_trace(orjson.dumps(doc), name="odd.json")
@@ -131,7 +133,7 @@ def test_lenient_batch_reads_odd_types_as_unknown():
 
     assert np.isnan(row(ks[0]).dur_us)
     assert row(ks[1]).correlation == -1
-    assert row(ks[2]).pid == -1
+    assert row(ks[2]).stream == -1
     assert row(ks[3]).grid == ""
     assert row(ks[4]).correlation == -1 and row(ks[4]).external_id == -1
     assert row(ks[5]).correlation == ks[5]["args"]["correlation"]  # the rest is intact

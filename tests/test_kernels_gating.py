@@ -2,9 +2,8 @@
 
 import pytest
 
-from tests._kernels_env import DEVICE, DTYPES, FULL, randn, rel_err, rel_err_ok, torch
-
 from kernels.gating import fused_gating  # noqa: E402  (after _kernels_env picks the interpreter)
+from tests._kernels_env import DEVICE, DTYPES, FULL, randn, rel_err, rel_err_ok, torch
 
 F = torch.nn.functional
 SHAPES = [(1,), (7, 33), (127, 300), (3, 5, 1001)] + ([(8192, 3072), (1, 3072)] if FULL else [])

@@ -3,11 +3,10 @@ kernels and the persistent TMA kernels (kernels.hopper_gemm), against eager and 
 
 import pytest
 
-from tests._kernels_env import DTYPES, FULL, ON_GPU, randn, rel_err, rel_err_ok, torch
-
 from kernels import hopper_gemm  # noqa: E402
 from kernels.dual_gemm import dual_gemm_gated  # noqa: E402
 from kernels.gemm_act import gemm_bias_act  # noqa: E402
+from tests._kernels_env import DTYPES, FULL, ON_GPU, randn, rel_err, rel_err_ok, torch
 
 F = torch.nn.functional
 # (M, K, N): M in {1, 7, 127}, K and N not multiples of any block; (127, 72, 88) also fits TMA's 16-byte rows.

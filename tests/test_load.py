@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -57,6 +58,10 @@ def test_every_public_trace_loads_with_reference_counts(key):
     assert trace.meta.gpu_name == (props[0]["name"] if props else None)
     assert trace.meta.distributed == top.get("distributedInfo")
     assert trace.meta.base_time_ns == top.get("baseTimeNanoseconds")
+    # a clean real trace needs no repair and has no unreadable values
+    assert not any(re.search("repaired|unexpected types|truncated|gzip", w) for w in trace.meta.warnings), (
+        trace.meta.warnings
+    )
 
 
 def test_legacy_schema_is_recognised():

@@ -216,10 +216,17 @@ def time_breakdown_figure(diff, label_: str | None = None) -> go.Figure:
             hovertemplate="%{x}: %{y:,.1f} µs<extra></extra>",
         )
     )
+    # the changes are a few % of the step: start the axis near the smaller total (said in the axis title)
+    running = [y[0]]
+    for v in y[1:-1]:
+        running.append(running[-1] + v)
+    lo_val = min([*running, y[-1]])
+    hi_val = max([*running, y[-1]])
+    lo = max(0.0, lo_val - 0.6 * (hi_val - lo_val) - 0.02 * lo_val)
     fig.update_layout(
         template=TEMPLATE,
         title=_title(diff, f"Where {cd.label}'s kernel time per step went (vs {cd.base_label})"),
-        yaxis_title="kernel time per step (µs)",
+        yaxis=dict(range=[lo, hi_val * 1.04], title=f"kernel time per step (µs; axis from {lo:,.0f})"),
         showlegend=False,
         height=460,
     )

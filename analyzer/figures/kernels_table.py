@@ -79,7 +79,13 @@ def filter_view(
     needle = text.strip().lower()
     if needle:
         hay = (
-            df["name"].astype(str) + "\n" + df["op_name"].astype(str) + "\n" + df["ops"].astype(str) + "\n" + df["shapes"].astype(str)
+            df["name"].astype(str)
+            + "\n"
+            + df["op_name"].astype(str)
+            + "\n"
+            + df["ops"].astype(str)
+            + "\n"
+            + df["shapes"].astype(str)
         ).str.lower()
         mask &= hay.str.contains(needle, regex=False)
     return df[mask]
@@ -131,13 +137,17 @@ def measured_bytes(step_kernels: pd.DataFrame, ncu: dict) -> tuple[pd.DataFrame,
     rows = []
     if len(meas) == len(est):
         for (_, e), m in zip(est.iterrows(), meas, strict=True):
-            rows.append((e["name"], e["bytes"], float(m.get("dram_bytes_read", 0)) + float(m.get("dram_bytes_write", 0))))
+            rows.append(
+                (e["name"], e["bytes"], float(m.get("dram_bytes_read", 0)) + float(m.get("dram_bytes_write", 0)))
+            )
         how = "by launch position"
     else:
         by_name: dict[str, float] = {}
         for m in meas:
             key = _base_name(m.get("kernel", ""))
-            by_name[key] = by_name.get(key, 0.0) + float(m.get("dram_bytes_read", 0)) + float(m.get("dram_bytes_write", 0))
+            by_name[key] = (
+                by_name.get(key, 0.0) + float(m.get("dram_bytes_read", 0)) + float(m.get("dram_bytes_write", 0))
+            )
         for name, grp in est.groupby("name", sort=False):
             rows.append((name, grp["bytes"].sum(min_count=1), by_name.pop(_base_name(name), float("nan"))))
         how = "by kernel name"

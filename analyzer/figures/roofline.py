@@ -46,7 +46,18 @@ def roofline_points(tables: list[tuple[str, pd.DataFrame]]) -> tuple[pd.DataFram
 def _hover(p: pd.DataFrame) -> list[str]:
     out = []
     for run, name, op, shapes, ai, tf, gbps, pbw, pfl, t in p[
-        ["run", "name", "op_name", "shapes", "ai", "tflops", "achieved_gbps", "pct_peak_bw", "pct_peak_flops", "time_us_per_step"]
+        [
+            "run",
+            "name",
+            "op_name",
+            "shapes",
+            "ai",
+            "tflops",
+            "achieved_gbps",
+            "pct_peak_bw",
+            "pct_peak_flops",
+            "time_us_per_step",
+        ]
     ].itertuples(index=False, name=None):
         nm = str(name)
         nm = nm if len(nm) <= 100 else nm[:99] + "…"
@@ -163,7 +174,11 @@ def roofline_figure(
                     legendgroup="roofs",
                 )
             )
-    fig.update_xaxes(type="log", title_text="arithmetic intensity, FLOP per HBM byte (estimate)", range=[np.log10(x_lo), np.log10(x_hi)])
+    fig.update_xaxes(
+        type="log",
+        title_text="arithmetic intensity, FLOP per HBM byte (estimate)",
+        range=[np.log10(x_lo), np.log10(x_hi)],
+    )
     fig.update_yaxes(type="log", title_text="achieved TFLOP/s (estimated FLOPs / measured time)")
     fig.update_layout(
         title=dict(text=title, x=0.01, xanchor="left") if title else None,

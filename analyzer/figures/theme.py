@@ -12,10 +12,11 @@ the GPU, workload, shapes and dtype in a subtitle line under the title.
 from __future__ import annotations
 
 import html
-import re
 
 import plotly.graph_objects as go
 import plotly.io as pio
+
+from analyzer.diff_facts import fmt_bytes, fmt_us, short_name  # noqa: F401  (re-exported: charts read like the report)
 
 FONT = "Inter, Helvetica Neue, Helvetica, Arial, sans-serif"
 INK = "#1F2933"  # text: near-black, softer than #000 on a projector
@@ -106,45 +107,7 @@ def apply_slide_theme(fig: go.Figure, title: str | None = None, **facts) -> go.F
     return fig
 
 
-_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
-
-
-def short_name(name: str, max_chars: int = 60) -> str:
-    """A kernel name short enough for an axis: C++ template arguments and parameter lists collapsed
-    ('void at::native::vectorized_elementwise_kernel<4, …>(int, …)' -> 'at::native::vectorized_elementwise_kernel<…>')."""
-    s = " ".join(str(name).split())
-    if s.startswith("void "):
-        s = s[5:]
-    for _ in range(8):  # nested templates: innermost first
-        t = _TEMPLATE_ARGS.sub("⟨⟩", s)
-        if t == s:
-            break
-        s = t
-    s = s.replace("⟨⟩", "<…>")
-    s = re.sub(r"\(.*\)$", "", s) or s
-    return s if len(s) <= max_chars else s[: max_chars - 1] + "…"
-
-
 def label(name: str, max_chars: int = 60) -> str:
     """short_name, HTML-escaped: Plotly renders a subset of HTML in labels, so a name holding '<script>' or
     '<img onerror=…>' must reach it as text."""
     return html.escape(short_name(name, max_chars), quote=False)
-
-
-def fmt_bytes(n: float | None) -> str:
-    """Decimal units, as HBM bandwidth is quoted: 100,663,296 -> '100.7 MB'."""
-    if n is None or n != n:
-        return "unknown"
-    a = abs(n)
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if a >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def fmt_us(us: float | None) -> str:
-    if us is None or us != us:
-        return "unknown"
-    if abs(us) >= 10_000:
-        return f"{us / 1000:,.1f} ms"
-    return f"{us:,.1f} µs"

@@ -19,19 +19,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-# Colour-blind-safe, readable on white slides and on screen (Okabe-Ito based). Same category → same colour everywhere.
-CATEGORY_COLORS = {
-    "gemm": "#0072B2",
-    "attention": "#CC79A7",
-    "pointwise": "#E69F00",
-    "reduction": "#009E73",
-    "normalization": "#56B4E9",
-    "communication": "#D55E00",
-    "memcpy": "#7F7F7F",
-    "memset": "#B0B0B0",
-    "other": "#8C6D31",
-    "cpu op": "#9AA5B1",
-}
+from analyzer.figures.theme import CATEGORY_COLORS as _THEME_COLORS
+
+# The theme's category colours (same category, same colour in every FuseLens chart) plus one for CPU-op lanes.
+CATEGORY_COLORS = {**_THEME_COLORS, "cpu op": "#9AA5B1"}
 CPU_COLOR = CATEGORY_COLORS["cpu op"]
 LANE_PX = 34  # height of one lane: tall enough for a readable bar, short enough for 4 runs × 3 streams on a slide
 NAME_CHARS = 110  # kernel names can be 1 kB of C++ template; the hover shows the head
@@ -97,7 +88,9 @@ def _shapes(dims, types) -> str:
     if dims is None or (isinstance(dims, float) and np.isnan(dims)):
         return ""
     try:
-        txt = ", ".join("[" + ", ".join(str(x) for x in d) + "]" if isinstance(d, list | tuple) else str(d) for d in dims)
+        txt = ", ".join(
+            "[" + ", ".join(str(x) for x in d) + "]" if isinstance(d, list | tuple) else str(d) for d in dims
+        )
     except TypeError:
         txt = str(dims)
     if isinstance(types, list | tuple):
@@ -105,6 +98,20 @@ def _shapes(dims, types) -> str:
         if kinds:
             txt += "  (" + ", ".join(kinds) + ")"
     return txt
+
+
+def short_label(name: str, ops: str = "") -> str:
+    """What fits inside a bar: the decoded ops ('gelu+mul'), else the kernel's base name without namespaces/templates."""
+    if ops:
+        return ops
+    s = str(name).strip()
+    s = s[5:] if s.startswith("void ") else s
+    for stop in ("<", "("):
+        i = s.find(stop)
+        if i > 0:
+            s = s[:i]
+    s = s.rsplit("::", 1)[-1]
+    return s if len(s) <= 28 else s[:27] + "…"
 
 
 def _kernel_hover(df: pd.DataFrame) -> list[str]:
@@ -208,7 +215,9 @@ def _merge_small(df: pd.DataFrame, bin_us: float) -> pd.DataFrame:
     single_keys = agg.loc[singles, ["lane", "_bin"]]
     single_rows = narrow.merge(single_keys, on=["lane", "_bin"]).assign(n=1)
     merged = agg.loc[~singles]
-    return pd.concat([wide, single_rows.drop(columns="_bin"), merged.drop(columns=["_bin", "t", "busy"])], ignore_index=True)
+    return pd.concat(
+        [wide, single_rows.drop(columns="_bin"), merged.drop(columns=["_bin", "t", "busy"])], ignore_index=True
+    )
 
 
 def bars_frame(
@@ -237,7 +246,9 @@ def bars_frame(
         lane_names[row] = names
     info = {"kernels": int(sum(len(v.gpu) for v in views)), "merged": False, "bin_us": 0.0}
     if not parts:
-        return pd.DataFrame(columns=["row", "lane", "lane_y", "s", "e", "category", "n", "hover"]), info | {"bars": 0}
+        return pd.DataFrame(columns=["row", "lane", "lane_y", "s", "e", "category", "n", "hover", "text"]), info | {
+            "bars": 0
+        }
     df = pd.concat(parts, ignore_index=True, sort=False)
     df["lane"] = df["row"].astype(str) + "|" + df["lane"]
     if window is not None:
@@ -280,10 +291,16 @@ def bars_frame(
             lane_y[f"{row}|{nm}"] = i
     df["lane_y"] = df["lane"].map(lane_y).astype(float)
     df["lane"] = df["lane"].str.split("|", n=1).str[1]
+    names = df["name"] if "name" in df else pd.Series("", index=df.index)
+    ops = df["ops"].fillna("") if "ops" in df else pd.Series("", index=df.index)
+    df["text"] = [
+        f"{int(n)}×" if n > 1 else _esc(short_label(nm, "" if k == "cpu op" else op), 40)
+        for n, nm, op, k in zip(df["n"], names.fillna(""), ops, df["category"], strict=True)
+    ]
     info["bars"] = len(df)
     info["lanes"] = lane_names
     info["total_before_merge"] = total
-    return df[["row", "lane", "lane_y", "s", "e", "category", "n", "hover"]], info
+    return df[["row", "lane", "lane_y", "s", "e", "category", "n", "hover", "text"]], info
 
 
 def timeline_figure(
@@ -292,6 +309,7 @@ def timeline_figure(
     title: str = "",
     max_bars: int = 6000,
     svg_limit: int = 2500,
+    label_limit: int = 400,
     webgl: bool | None = None,
     window: tuple[float, float] | None = None,
     template: str | None = None,
@@ -319,7 +337,10 @@ def timeline_figure(
         subplot_titles=titles or None,
     )
     shown_legend: set[str] = set()
-    for (row, cat), part in bars.groupby(["row", "category"], sort=True):
+    order = {c: i for i, c in enumerate(CATEGORY_COLORS)}
+    groups = sorted(bars.groupby(["row", "category"], sort=False), key=lambda g: (order.get(g[0][1], 99), g[0][0]))
+    label_bars = not use_gl and info["bars"] <= label_limit  # names inside bars: a screenshot explains itself
+    for (row, cat), part in groups:
         color = CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"])
         show = cat not in shown_legend
         shown_legend.add(cat)
@@ -365,6 +386,11 @@ def timeline_figure(
                     marker=dict(color=color, line=dict(width=0)),
                     hovertext=part["hover"].to_numpy(),
                     hoverinfo="text",
+                    text=part["text"].to_numpy() if label_bars else None,
+                    textposition="inside",
+                    insidetextanchor="middle",
+                    textangle=0,
+                    constraintext="inside",
                     **common,
                 ),
                 row=row + 1,
@@ -402,6 +428,7 @@ def timeline_figure(
         hoverlabel=dict(align="left", font_size=12),
         margin=dict(l=90, r=20, t=90 if title else 60, b=50),
         bargap=0.2,
+        uniformtext=dict(minsize=9, mode="hide"),  # a label that does not fit its bar is hidden, never overflows
         template=template,
         meta={k: info[k] for k in ("kernels", "bars", "merged", "bin_us")} | {"webgl": use_gl},
     )

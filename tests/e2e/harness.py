@@ -48,7 +48,7 @@ def streamlit_server(app: Path = ROOT / "app.py", *, env: dict | None = None, ti
         "--browser.gatherUsageStats", "false",
         "--server.fileWatcherType", "none",
     ]  # fmt: skip
-    log = open(os.devnull, "w") if not os.environ.get("FUSELENS_E2E_LOG") else open(os.environ["FUSELENS_E2E_LOG"], "w")
+    log = open(os.environ.get("FUSELENS_E2E_LOG") or os.devnull, "w")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(
         argv, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
@@ -94,13 +94,24 @@ def chromium(width: int = 1440, height: int = 1000, downloads: bool = False):
 
 
 def wait_idle(page, timeout_ms: int = 120_000) -> None:
-    """Until the app is connected, its script run finished and nothing spins (Streamlit's e2e convention)."""
+    """Until the app is connected, its script run finished, nothing spins and the page stopped changing.
+
+    Streamlit's e2e convention (stApp's data-test-script-state == 'notRunning', no status widget) plus one more
+    condition: the frontend flips to 'notRunning' a moment before it renders the last elements, so also wait until
+    the main area's text is unchanged for 400 ms and no element is marked stale."""
     page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=timeout_ms)
-    # A rerun can start a moment after an interaction: give it a beat to flip to 'running' first.
-    page.wait_for_timeout(250)
+    page.wait_for_timeout(250)  # an interaction's rerun can start a beat later
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout_ms)
     page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=timeout_ms)
-    page.wait_for_timeout(150)
+    page.wait_for_function(
+        """() => new Promise(resolve => {
+            const snap = () => (document.querySelector('[data-testid="stMain"]') || document.body).innerText;
+            const a = snap();
+            setTimeout(() => resolve(a === snap() && !document.querySelector('[data-stale="true"]')), 400);
+        })""",
+        timeout=timeout_ms,
+        polling=100,
+    )
 
 
 def open_page(page, name: str, timeout_ms: int = 120_000) -> None:

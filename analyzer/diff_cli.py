@@ -1,0 +1,115 @@
+"""`python -m analyzer diff BASE CANDIDATE [CANDIDATE…] [--json] [--report FILE.html|FILE.md] [--labels a,b,c]`.
+
+Loads and summarizes each trace, diffs the candidates against the baseline and prints a short text summary (or,
+with --json, the Diff's JSON object). --report also writes a self-contained HTML or Markdown report.
+Errors (unreadable trace, bad labels, report path) raise TraceError / DiffError: analyzer.cli prints one line and
+exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from analyzer.diff_facts import fmt_bytes, fmt_us
+from analyzer.errors import DiffError
+
+REPORT_SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+
+
+def run(args) -> int:
+    from analyzer.diff import diff_runs
+    from analyzer.diff_facts import attach_manifest
+    from analyzer.load import load_trace
+    from analyzer.summary import summarize
+
+    paths = [args.base, *args.candidates]
+    labels = None
+    if getattr(args, "labels", None):
+        labels = [x.strip() for x in str(args.labels).split(",")]
+        if len(labels) != len(paths):
+            raise DiffError(
+                f"--labels: {len(labels)} labels for {len(paths)} traces (give one per trace, baseline first)"
+            )
+    report = getattr(args, "report", None)
+    kind = None
+    if report:
+        kind = REPORT_SUFFIXES.get(Path(report).suffix.lower())
+        if kind is None:
+            raise DiffError(f"{report}: --report must end in .html or .md")
+
+    summaries = []
+    for p in paths:
+        trace = load_trace(p)
+        attach_manifest(trace, p)
+        summaries.append(summarize(trace))
+    diff = diff_runs(summaries[0], summaries[1:], labels=labels)
+
+    if report:
+        from analyzer.report import report_html, report_markdown
+
+        text = report_html(diff) if kind == "html" else report_markdown(diff)
+        try:
+            Path(report).write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise DiffError(f"{report}: cannot write the report: {err.strerror or err}") from None
+
+    if getattr(args, "json", False):
+        print(json.dumps(diff.to_json(), ensure_ascii=False, allow_nan=False))
+    else:
+        print("\n".join(text_lines(diff)))
+        if report:
+            print(f"report: {os.fspath(report)}")
+    return 0
+
+
+def text_lines(diff) -> list[str]:
+    """The terminal view: one block per candidate."""
+    b = diff.base
+    out = [f"baseline {b.label}: {b.source}" + (f" · {b.gpu}" if b.gpu else "")]
+    for cd in diff.candidates:
+        r = cd.run
+        h = cd.headline()
+        pct = h.get("gpu_time_change_pct")
+        change = f" ({pct:+.1f}%)" if pct is not None else ""
+        out.append("")
+        out.append(f"{cd.label} vs {cd.base_label}: {r.source}")
+        out.append(
+            f"  kernels/step {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]} · GPU time/step "
+            f"{fmt_us(b.gpu_time_us_per_step)} → {fmt_us(r.gpu_time_us_per_step)}{change} · idle "
+            f"{fmt_us(b.idle_us_per_step)} → {fmt_us(r.idle_us_per_step)}"
+        )
+        lower = "" if cd.bytes_complete else " (at least)"
+        out.append(
+            f"  HBM traffic avoided/step: {cd.hbm_bytes_avoided_per_step:,.0f} B = "
+            f"{fmt_bytes(cd.hbm_bytes_avoided_per_step)}{lower} (estimate) · time saved by fusions "
+            f"{fmt_us(cd.time_saved_us_per_step)}/step"
+        )
+        for f in cd.fusions:
+            inter = ", ".join(f"{i['matrix']} {i['dtype']} ×{1 + i['reads']}" for i in f.intermediates) or "none"
+            out.append(
+                f"  fusion{' ×' + str(f.count_per_step) if f.count_per_step > 1 else ''}: {_short(f.fused_kernel)} ← "
+                f"{' + '.join(f.ops) or '?'} ({len(f.replaces)} kernels) · intermediates {inter} · "
+                f"{fmt_bytes(f.bytes_avoided_per_step)} avoided · {fmt_us(f.base_time_us_per_step)} → "
+                f"{fmt_us(f.candidate_time_us_per_step)}"
+            )
+        for f in cd.swaps:
+            out.append(f"  swap: {_short(f.fused_kernel)} ← {_short(f.replaces[0])} ({'+'.join(f.ops) or '?'})")
+        if cd.kernel_choices:
+            out.append(f"  kernel choices (same op and shapes, other kernels): {len(cd.kernel_choices)}")
+        n_ub = sum(k["count_per_step"] for k in cd.unmatched_base)
+        n_uc = sum(k["count_per_step"] for k in cd.unmatched_candidate)
+        if n_ub or n_uc:
+            out.append(f"  unmatched kernels/step: {n_ub} baseline, {n_uc} candidate (see --json or --report)")
+        left = r.remaining_bytes_per_step
+        if left > 0:
+            out.append(f"  still round-tripping through HBM: {fmt_bytes(left)}/step (see the report's 'What is left')")
+    for n in diff.notes:
+        out.append(f"note: {n}")
+    return out
+
+
+def _short(s: str, n: int = 56) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[: n - 1] + "…"

@@ -1,0 +1,58 @@
+"""Overview page (AppTest): the app opens on the bundled HF GEGLU case, already compared."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import app_support as s
+
+pytestmark = pytest.mark.skipif(not (s.HF / "manifest.json").is_file(), reason="sample_traces/hf_geglu_bf16 missing")
+
+
+@pytest.fixture(scope="module")
+def at():
+    return s.app()
+
+
+def test_opens_on_the_hf_case_with_eager_as_baseline(at):
+    assert s.labels(at) == ["eager", "compile", "liger", "fuselens"]
+    assert at.session_state["fl_runs"][at.session_state["fl_baseline"]].label == "eager"
+    assert not at.error, s.texts(at, "error")
+
+
+def test_per_run_table_has_gpu_torch_steps_kernels(at):
+    df = at.dataframe[0].value.set_index("run")
+    assert list(df.index) == ["eager", "compile", "liger", "fuselens"]
+    assert df.loc["eager", "kernels/step"] == 5  # 3 GEMMs + gelu + mul (the HF post's eager forward)
+    assert df.loc["compile", "kernels/step"] == 4  # gelu and mul fused into one Triton kernel
+    assert df.loc["eager", "GPU"] == "NVIDIA H100 80GB HBM3"
+    assert df.loc["eager", "PyTorch"].startswith("2.")  # from the runner's manifest
+    assert df.loc["eager", "steps"].startswith("2 of 3")  # 3 active profiler steps, first dropped as warm-up
+    for col in ("GPU time/step (µs)", "idle/step (µs)", "launch latency (µs)"):
+        assert (df[col] > 0).all(), col
+    assert (df["CUDA-event time (µs)"] > 100).all()
+
+
+def test_headline_is_already_the_fusion_diff(at):
+    m = s.metric_values(at)
+    assert m["Kernels per step"][0] == "5 → 4"
+    value, delta = m["HBM bytes avoided per step"]
+    assert delta == "100,663,296 B (estimate)"  # 8192×3072 bf16 written once and read once: 2 × 50,331,648 B
+    assert value == "100.7 MB"
+    assert m["GPU time per step"][0].endswith("µs")
+
+
+def test_category_chart_and_exports(at):
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    labels = [b.label for b in at.download_button]
+    assert "PNG" in labels and "SVG" in labels
+
+
+def test_empty_session_explains_what_to_do():
+    at = s.app()
+    for r in list(s.runs(at)):
+        at.sidebar.button(key=f"fl_rm_{r.key}").click().run()
+    assert s.runs(at) == []
+    assert any("Upload" in t for t in s.texts(at, "info"))
+    assert not at.exception

@@ -1,0 +1,57 @@
+"""Variant registry and workloads (kernels.variants, kernels.workloads, kernels.fused_mlp) on tiny models."""
+
+import pytest
+
+from kernels.variants import VARIANTS, VariantUnavailable, build  # noqa: E402
+from kernels.workloads import GEGLUMLP, WORKLOADS, build_model, make_input, mlp_flops  # noqa: E402
+from tests._kernels_env import DEVICE, DTYPES, FULL, ON_GPU, rel_err, torch
+
+F = torch.nn.functional
+# torch.compile on the CPU needs a C++ toolchain and ~30 s per model: CI checks the compile variants on the GPU only.
+CHECKED = [v for v in VARIANTS if ON_GPU or not v.startswith("compile")]
+SIZES = [(1, 7, 40, 72), (2, 5, 48, 100)] + ([(64, 128, 768, 3072), (1, 1, 768, 3072)] if FULL else [])
+
+
+def test_hf_geglu_module_is_the_posts_definition():
+    m = GEGLUMLP(768, 3072)
+    assert [n for n, _ in m.named_children()][:3] == ["gate_proj", "up_proj", "down_proj"]
+    assert all(getattr(m, n).bias is None for n in ("gate_proj", "up_proj", "down_proj"))
+    assert m.gate_proj.weight.shape == (3072, 768) and m.down_proj.weight.shape == (768, 3072)
+    x = torch.randn(3, 768)
+    ref = m.down_proj(F.gelu(m.gate_proj(x), approximate="tanh") * m.up_proj(x))
+    torch.testing.assert_close(m(x), ref)
+    assert mlp_flops("geglu", 8192, 768, 3072) == 3 * 2 * 8192 * 768 * 3072
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+@pytest.mark.parametrize("dname", ["fp32", "bf16"] + (["fp16"] if FULL else []))
+@pytest.mark.parametrize("size", SIZES, ids=str)
+def test_every_variant_computes_the_module(workload, dname, size):
+    batch, seq, d, h = size
+    model = build_model(workload, d, h, DTYPES[dname], DEVICE)
+    x = make_input(batch, seq, d, DTYPES[dname], DEVICE)
+    with torch.no_grad():
+        ref = build_model(workload, d, h, torch.float64, DEVICE)(x.double())
+        eager_err = rel_err(model(x), ref)
+        for name in CHECKED:
+            try:
+                fn = build(name, model)
+            except VariantUnavailable as exc:
+                assert str(exc) and "\n" not in str(exc)
+                continue
+            y = fn(x)
+            assert y.shape == (batch, seq, d), name
+            err = rel_err(y, ref)
+            assert err <= max(2 * eager_err, 1e-5), f"{name}: rel err {err:.2e} vs eager {eager_err:.2e}"
+
+
+def test_unavailable_variants_say_why():
+    plain = build_model("plain", 16, 32, torch.float32, DEVICE)
+    with pytest.raises(VariantUnavailable, match="plain MLP"):
+        build("liger", plain)
+    with pytest.raises(VariantUnavailable, match="forward-only"):
+        build("fuselens", build_model("geglu", 16, 32, torch.float32, DEVICE), train=True)
+    with pytest.raises(ValueError, match="unknown variant"):
+        build("fastest", plain)
+    with pytest.raises(ValueError, match="unknown workload"):
+        build_model("moe", 16, 32, torch.float32, DEVICE)

@@ -1,0 +1,206 @@
+"""analyzer.report and analyzer.figures (theme, compare) on real diffs: offline HTML, Markdown, CSV, and names that
+try to inject HTML/JS, Markdown or spreadsheet formulas."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import re
+
+import pytest
+
+from analyzer.diff import diff_runs
+from analyzer.figures.compare import category_time_figure, fusion_groups_figure, time_breakdown_figure
+from analyzer.figures.theme import CATEGORY_COLORS, chart_title, label, short_name
+from analyzer.report import csv_cell, fusions_csv, md_escape, report_html, report_markdown
+from analyzer.summary import summarize
+from tests.conftest import SAMPLE_TRACES, TRACES, loaded_trace
+from tests.test_diff import sample_summary, summary_of
+
+SCRIPT = "<script>alert(1)</script>"
+IMG = '<img src=x onerror="alert(2)">'
+MD_BREAKER = "a|b*c_d`e`[x](javascript:alert(3))"
+FORMULA = '=HYPERLINK("http://evil","x")|cmd'
+
+
+@pytest.fixture(scope="module")
+def hf4():
+    base = sample_summary("hf_geglu_bf16", "eager")
+    return diff_runs(base, [sample_summary("hf_geglu_bf16", v) for v in ("compile", "liger", "fuselens")])
+
+
+def _hostile_summary(case: str, variant: str, renames: dict[str, str], op_renames: dict[str, str] | None = None):
+    """A real recorded trace whose kernel / op names were replaced by hostile strings (the input, not the code under
+    test, is changed)."""
+    path = SAMPLE_TRACES / case / f"{variant}.json.gz"
+    if not path.is_file():
+        pytest.skip("sample traces not recorded")
+    trace = copy.copy(loaded_trace(path))
+    g = trace.gpu_ops.copy()
+    g["name"] = g["name"].map(lambda n: next((v for k, v in renames.items() if k in n), n))
+    if op_renames:
+        g["op_name"] = g["op_name"].map(lambda n: op_renames.get(n, n))
+    trace.gpu_ops = g
+    return summarize(trace)
+
+
+@pytest.fixture(scope="module")
+def hostile():
+    base = _hostile_summary("hf_geglu_bf16", "eager", {"GeluCUDAKernelImpl": IMG, "MulFunctor": MD_BREAKER})
+    cand = _hostile_summary(
+        "hf_geglu_bf16",
+        "compile",
+        {"triton_poi_fused__unsafe_view_gelu_mul_0": SCRIPT + FORMULA},
+    )
+    return diff_runs(base, [cand], labels=["eager <b>base</b>", "compile|*x*"])
+
+
+def test_html_is_self_contained_and_offline(hf4):
+    doc = report_html(hf4)
+    assert doc.startswith("<!DOCTYPE html>")
+    scripts = re.findall(r"<script\b[^>]*>", doc, flags=re.I)
+    assert scripts, "the charts need plotly.js"
+    assert not [s for s in scripts if "src=" in s.lower()], "no script may load from anywhere"
+    assert not re.search(r"""<link[^>]+href=["']?https?://""", doc, flags=re.I)
+    assert doc.count("Plotly.newPlot") >= 1 + 2 * len(hf4.candidates)  # categories + per candidate fusion + waterfall
+    # plotly.js is inlined exactly once (~4.6 MB), not per chart
+    assert doc.count("plotly.js v") <= 2 and len(doc) < 6_000_000
+
+
+def test_html_headline_and_sections(hf4):
+    doc = report_html(hf4)
+    assert "kernels per step: 5 → 4" in doc and "kernels per step: 5 → 2" in doc
+    assert "HBM traffic avoided per step: 100.7 MB" in doc and "100,663,296 B, estimate" in doc
+    assert "302.0 MB" in doc and "301,989,888" in doc
+    for section in (
+        "Side by side",
+        "GPU time per step by category",
+        "Fusion groups",
+        "Matched GEMMs",
+        "Unmatched kernels",
+        "What is left",
+        "What every number rests on",
+    ):
+        assert section in doc
+    assert "2.11.0+cu130" in doc  # PyTorch version from the runner's manifest
+    assert "NVIDIA H100 80GB HBM3" in doc
+    assert "[64×128×3072] bf16 = 50,331,648 B" in doc
+    assert "estimate" in doc and "Nsight Compute" in doc
+
+
+def test_markdown_report(hf4):
+    md = report_markdown(hf4)
+    assert md.startswith("# FuseLens fusion diff: compile, liger, fuselens vs eager")
+    assert "- kernels per step: 5 → 4" in md
+    assert "HBM traffic avoided per step: 100.7 MB (100,663,296 B, estimate)" in md
+    assert "```text" in md  # per-category bars as text
+    # every table row has as many cells as its header (escaped pipes do not split cells)
+    lines = md.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("|---"):
+            n = _cells(lines[i - 1])
+            j = i + 1
+            while j < len(lines) and lines[j].startswith("| "):
+                assert _cells(lines[j]) == n, lines[j]
+                j += 1
+
+
+def _cells(row: str) -> int:
+    return len(re.split(r"(?<!\\)\|", row)) - 2
+
+
+def test_plain_mlp_report_says_what_an_epilogue_would_avoid():
+    base = sample_summary("plain_8192tok_bf16", "eager")
+    d = diff_runs(base, [sample_summary("plain_8192tok_bf16", "compile")])
+    md = report_markdown(d)
+    assert "HBM traffic avoided per step: 0 B" in md
+    assert "a GEMM-epilogue fusion would avoid 100.7 MB per step more" in md
+    assert "No fusion: compile replaces no group of baseline kernels by one kernel." in md
+
+
+def test_hostile_names_are_inert_in_html(hostile):
+    cd = hostile.candidates[0]
+    assert cd.fusions and cd.fusions[0].fused_kernel == SCRIPT + FORMULA  # the name survived into the Diff
+    doc = report_html(hostile)
+    assert SCRIPT not in doc and "<script>alert" not in doc
+    assert "<img src=x" not in doc and 'onerror="alert' not in doc
+    assert "<b>base</b>" not in doc
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in doc  # shown, as text
+    assert "eager &lt;b&gt;base&lt;/b&gt;" in doc
+
+
+def test_hostile_names_are_inert_in_markdown(hostile):
+    md = report_markdown(hostile)
+    assert "<script" not in md and "<img" not in md and "<b>" not in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+    assert not re.search(r"(?<!\\)\]\(javascript:", md)  # '[x](javascript:…)' is no live link: ']' is escaped
+    assert "a\\|b\\*c\\_d\\`e\\`\\[x\\]" in md
+    assert md_escape("**bold** `code` # h | p") == "\\*\\*bold\\*\\* \\`code\\` \\# h \\| p"
+
+
+def test_csv_neutralises_formulas(hostile):
+    rows = list(csv.reader(io.StringIO(fusions_csv(hostile))))
+    assert rows[0][:3] == ["candidate", "kind", "fused_kernel"]
+    fused = [r[2] for r in rows[1:]]
+    assert fused == ["'" + SCRIPT + FORMULA] or all(not c.startswith(("=", "+", "-", "@")) for c in fused)
+    for r in rows[1:]:
+        for cell in r:
+            assert not cell.startswith(("=", "+", "@")) and not (cell.startswith("-") and not _is_number(cell))
+    assert csv_cell("=1+1") == "'=1+1" and csv_cell("@SUM(A1)") == "'@SUM(A1)" and csv_cell("+1") == "'+1"
+    assert csv_cell("-2+3") == "'-2+3" and csv_cell("gelu") == "gelu"
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+def test_theme_title_and_labels():
+    t = chart_title("GPU time", gpu="NVIDIA H100 80GB HBM3", workload="GEGLU MLP", shapes="64×128 tokens", dtype="bf16")
+    assert t["text"] == "GPU time"
+    assert t["subtitle"]["text"] == "NVIDIA H100 80GB HBM3 · GEGLU MLP · 64×128 tokens · bf16"
+    assert "<" not in chart_title(SCRIPT, gpu=IMG)["subtitle"]["text"]
+    assert label(SCRIPT).count("<") == 0
+    assert short_name("void at::native::vectorized_elementwise_kernel<4, at::native::Foo<float> >(int, float*)") == (
+        "at::native::vectorized_elementwise_kernel<…>"
+    )
+    assert short_name("Memset (Device)") == "Memset (Device)"
+
+
+def test_figures_of_a_real_diff(hf4):
+    fig = category_time_figure(hf4)
+    names = [t.name for t in fig.data]
+    assert names[-1] == "idle (gaps)" and "gemm" in names and "pointwise" in names
+    gemm = next(t for t in fig.data if t.name == "gemm")
+    assert list(gemm.y) == hf4.labels and gemm.marker.color == CATEGORY_COLORS["gemm"]
+    assert "NVIDIA H100 80GB HBM3" in fig.layout.title.subtitle.text and "bf16" in fig.layout.title.subtitle.text
+    fg = fusion_groups_figure(hf4, "fuselens")
+    assert [t.x for t in fg.data[:2]] == [(201.9955,), (154.49,)] or len(fg.data) == 4
+    bars = [t for t in fg.data if t.xaxis == "x2"]
+    base_bytes, cand_bytes = bars[0].x[0], bars[1].x[0]
+    assert base_bytes - cand_bytes == pytest.approx(301_989_888)
+    wf = time_breakdown_figure(hf4, "compile")
+    assert wf.data[0].y[0] == pytest.approx(hf4.candidates[0].time_breakdown["base_kernel_time_us"])
+
+
+def test_figures_escape_hostile_names(hostile):
+    fg = fusion_groups_figure(hostile)
+    blob = fg.to_json()
+    assert "<script" not in blob and "<img" not in blob
+    assert "<b>" not in category_time_figure(hostile).to_json()
+
+
+def test_report_of_a_public_pair_without_manifest():
+    """Kineto ResNet-50 pair (legacy schema, V100, no manifest): facts come from the trace alone."""
+    d = diff_runs(
+        summary_of(str(TRACES["legacy_resnet"])), [summary_of(str(TRACES["legacy_resnet_w4"]))], labels=["w0", "w4"]
+    )
+    md = report_markdown(d)
+    assert "Tesla V100-DGXS-32GB" in md
+    assert "No fusion" in md and "HBM traffic avoided per step: 0 B" in md
+    assert "No hardware counters were recorded for these runs" in md
+    assert "| PyTorch |" not in md  # unknown for every run: the row is left out rather than filled with guesses

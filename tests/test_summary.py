@@ -1,0 +1,118 @@
+"""analyzer.summary on real traces: steady-state steps, per-step medians, the kernel table and its JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import orjson
+import pytest
+
+from analyzer.schema import names
+from analyzer.summary import summarize
+from tests.conftest import SAMPLE_TRACES, TRACES, loaded_trace
+
+HF = SAMPLE_TRACES / "hf_geglu_bf16"
+M, D, H, BF16 = 8192, 768, 3072, 2
+
+
+def _needs(path):
+    return pytest.mark.skipif(not path.exists(), reason=f"{path} not recorded yet")
+
+
+def _summary(path):
+    return summarize(loaded_trace(path))
+
+
+@_needs(HF / "eager.json.gz")
+def test_hf_eager_per_step():
+    s = _summary(HF / "eager.json.gz")
+    assert s.steps_used == [3, 4]  # 3 ProfilerSteps (wait=1 warmup=1 active=3): the first is dropped
+    p = s.per_step
+    assert p["kernels"] == 5 and p["launches"] == 5
+    cats = p["by_category"]
+    assert cats["gemm"]["count"] == 3 and cats["pointwise"]["count"] == 2
+    assert cats["gemm"]["bytes"] == 3 * (M * D + D * H + M * H) * BF16
+    assert cats["pointwise"]["bytes"] == 100_663_296 + 150_994_944
+    gpu_time = sum(v["time_us"] for v in cats.values())
+    assert p["gpu_time_us"] == pytest.approx(gpu_time)  # one trace, medians of additive totals agree here
+    k = s.kernels.set_index("ops")
+    assert k.loc["gelu", "bytes_per_call"] == 100_663_296
+    assert k.loc["mul", "bytes_per_call"] == 150_994_944
+    gate_up = s.kernels[s.kernels["count_per_step"] == 2].iloc[0]  # gate and up share one cuBLAS kernel
+    assert gate_up["bytes_per_call"] == 67_633_152 and gate_up["flops_per_call"] == 38_654_705_664
+    assert gate_up["achieved_gbps"] == pytest.approx(67_633_152 / gate_up["dur_us_median"] / 1e3)
+
+
+@_needs(HF / "compile.json.gz")
+def test_hf_compile_fuses_gelu_and_mul():
+    p = _summary(HF / "compile.json.gz").per_step
+    assert p["kernels"] == 4
+    assert p["by_category"]["gemm"]["count"] == 3 and p["by_category"]["pointwise"]["count"] == 1
+
+
+def test_first_step_dropped_when_it_carries_warm_up():
+    t = loaded_trace(TRACES["hta_cuda_graph"])  # step 550: 2,247 GPU ops, the rest 1,375
+    s = summarize(t)
+    assert s.steps_used == [551, 552, 553, 554]
+    assert any("dropped as warm-up" in w for w in s.warnings)
+    k = t.gpu_ops[(t.gpu_ops["kind"] == "kernel") & t.gpu_ops["step"].isin(s.steps_used)]
+    assert s.per_step["kernels"] == int(np.median(k.groupby("step").size()))
+    assert s.per_step["gpu_time_us"] == pytest.approx(
+        float(np.median(t.gpu_ops[t.gpu_ops["step"].isin(s.steps_used)].groupby("step")["dur_us"].sum()))
+    )
+
+
+def test_single_step_empty_step_and_whole_trace():
+    assert _summary(TRACES["h100_bert"]).steps_used == [6]
+    amd = _summary(TRACES["hta_amd"])  # steps 1 and 2; step 2 launched nothing
+    assert amd.steps_used == [1] and any("no GPU op" in w for w in amd.warnings)
+    assert _summary(TRACES["mi300_triton"]).steps_used == [0]  # no step markers: one step, 'whole trace'
+
+
+@pytest.mark.parametrize("trace", ["h100_bert", "h100_qwen", "mi300_triton", "b200_vllm"])
+def test_single_step_totals_add_up(trace):
+    t = loaded_trace(TRACES[trace])
+    s = summarize(t)
+    g = t.gpu_ops[t.gpu_ops["step"].isin(s.steps_used)]
+    p = s.per_step
+    assert p["kernels"] == int((g["kind"] == "kernel").sum())
+    assert p["memops"] == int((g["kind"] != "kernel").sum())
+    assert p["gpu_time_us"] == pytest.approx(g["dur_us"].sum())
+    assert s.kernels["time_us_per_step"].sum() == pytest.approx(g["dur_us"].sum())
+    assert s.kernels["count_per_step"].sum() == len(g)
+    for cat, v in p["by_category"].items():
+        part = g[g["category"] == cat]
+        assert v["count"] == len(part) and v["time_us"] == pytest.approx(part["dur_us"].sum())
+        if part["bytes"].isna().any():
+            assert v["bytes"] is None or np.isnan(v["bytes"])  # one unknown makes the total unknown, never 0
+            assert v["ops_without_bytes"] == part["bytes"].isna().sum()
+        else:
+            assert v["bytes"] == pytest.approx(part["bytes"].sum())
+    assert list(s.kernels.columns) == names("kernel_summary")
+    assert s.kernels["time_us_per_step"].is_monotonic_decreasing
+
+
+def test_unknown_bytes_stay_unknown_in_totals():
+    s = _summary(TRACES["h100_qwen"])
+    pw = s.per_step["by_category"]["pointwise"]
+    assert np.isnan(pw["bytes"]) and pw["ops_without_bytes"] >= 1
+    assert np.isnan(s.per_step["bytes"])
+    assert any("no byte estimate" in w for w in s.warnings)
+
+
+@pytest.mark.parametrize("trace", ["h100_bert", "h100_qwen", "hta_cuda_graph", "legacy_resnet", "hta_filter_rank0"])
+def test_json_is_plain_and_complete(trace):
+    j = _summary(TRACES[trace]).to_json()
+    text = orjson.dumps(j).decode()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))  # no NaN/Infinity ever
+    json.dumps(j, allow_nan=False)  # and the dict itself holds none
+    assert {"gpu", "steps", "per_step", "kernels", "source", "schema", "warnings", "estimates"} <= set(j)
+    assert {"kernels", "gpu_time_us", "by_category"} <= set(j["per_step"])
+    for v in j["per_step"]["by_category"].values():
+        assert {"count", "time_us", "bytes"} <= set(v)
+    need = {"name", "category", "library", "ops", "count_per_step", "time_us_per_step", "bytes_per_call"}
+    need |= {"flops_per_call", "achieved_gbps"}
+    for k in j["kernels"]:
+        assert need <= set(k) and isinstance(k["ops"], list)
+    assert j["steps"] == len(loaded_trace(TRACES[trace]).steps)
