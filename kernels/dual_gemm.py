@@ -17,7 +17,7 @@ import triton.language as tl
 
 from kernels._triton_util import interpreting
 from kernels.gating import ACTIVATIONS, _act_f32, act_id
-from kernels.gemm_act import _grouped_tile, check_gemm_inputs, check_impl, dot_flags
+from kernels.gemm_act import IMPLS, _grouped_tile, check_gemm_inputs, dot_flags
 
 
 @triton.jit
@@ -98,8 +98,11 @@ def dual_gemm_gated(
 ):
     """act(x @ w_gate^T) * (x @ w_up^T); x [M, K], w_gate / w_up [N, K] (nn.Linear layout, no bias).
 
-    impl: "auto" (persistent TMA kernel where it applies, else the pointer kernel), "tma" or "pointer"."""
-    check_impl("dual_gemm_gated", impl)
+    impl: "auto" = "tma" where it applies, else "pointer"; "tma": persistent TMA kernel on an interleaved
+    [gate; up] weight (one 256-wide wgmma per K step, kernels.hopper_gemm); "tma2": persistent TMA kernel with two
+    128-wide dots per K step on the separate weights (run-2 version); "pointer": the kernel in this file."""
+    if impl not in (*IMPLS, "tma2"):
+        raise ValueError(f"dual_gemm_gated: impl must be one of {(*IMPLS, 'tma2')}, got {impl!r}")
     if activation not in ACTIVATIONS:
         raise ValueError(f"dual_gemm_gated: activation must be one of {ACTIVATIONS}, got {activation!r}")
     check_gemm_inputs("dual_gemm_gated", x, w_gate, w_up)
@@ -116,8 +119,10 @@ def dual_gemm_gated(
         from kernels import hopper_gemm
 
         if hopper_gemm.usable(x, w_gate, w_up):
-            return hopper_gemm.persistent_gemm(x, w_gate, w_up, None, act_id(activation))
-        if impl == "tma":
+            if impl == "tma2":
+                return hopper_gemm.persistent_gemm(x, w_gate, w_up, None, act_id(activation))
+            return hopper_gemm.persistent_gated(x, w_gate, w_up, act_id(activation))
+        if impl != "auto":
             raise ValueError("dual_gemm_gated: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
     args = (x, w_gate, w_up, out, M, N, K, *x.stride(), *w_gate.stride(), *out.stride())
     flags = {"ACT": act_id(activation), **dot_flags(x.dtype)}

@@ -72,6 +72,45 @@ def _persistent_tma_kernel(
         out_desc.store([off_m, off_n], out.to(OUT_DTYPE))
 
 
+@triton.jit
+def _persistent_tma_gated_kernel(
+    x_desc, wgu_desc, out_desc,
+    M, N, K,
+    ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+):  # fmt: skip
+    """Gated MLP up-projection from an interleaved weight: row 2j of wgu is gate row j, row 2j+1 is up row j.
+
+    One [BM, 2 BN] accumulator per tile, so each K step is ONE wgmma of width 2 BN = 256 (the widest, which reads
+    the X tile from shared memory once) instead of two of width 128. Columns 2j and 2j+1 of the accumulator are
+    gate and up of output column j, and each thread of the wgmma layout holds such pairs in adjacent registers,
+    so the reshape + split in the epilogue moves no data between threads."""
+    num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = _grouped_tile(tile_id, M, N, BM, BN, GROUP_M)
+        off_m = pid_m * BM
+        acc = tl.zeros((BM, 2 * BN), dtype=tl.float32)
+        for ki in range(k_tiles):
+            off_k = ki * BK
+            a = x_desc.load([off_m, off_k])
+            b = wgu_desc.load([pid_n * 2 * BN, off_k])
+            if UPCAST:  # interpreter only: see kernels.gemm_act.dot_flags
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b.T, acc)
+        g, u = tl.split(tl.reshape(acc, (BM, BN, 2)))
+        out = _act_f32(g, ACT) * u
+        out_desc.store([off_m, pid_n * BN], out.to(OUT_DTYPE))
+
+
+def _set_gated_block_shapes(nargs):
+    bm, bn, bk = nargs["BM"], nargs["BN"], nargs["BK"]
+    nargs["x_desc"].block_shape = [bm, bk]
+    nargs["wgu_desc"].block_shape = [2 * bn, bk]
+    nargs["out_desc"].block_shape = [bm, bn]
+
+
 def _set_block_shapes(nargs):
     bm, bn, bk = nargs["BM"], nargs["BN"], nargs["BK"]
     nargs["x_desc"].block_shape = [bm, bk]
@@ -105,6 +144,26 @@ SINGLE_CONFIGS = [
     _cfg(128, 256, 64, 4, 8),
     _cfg(64, 256, 64, 4, 8),
 ]
+
+
+def _gcfg(bm, bn, bk, stages, warps, group_m=8):
+    return triton.Config(
+        {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m},
+        num_stages=stages,
+        num_warps=warps,
+        pre_hook=_set_gated_block_shapes,
+    )
+
+
+# BN is the OUTPUT width; the weight tile is 2 BN rows. Per stage, bf16 128 x 128 x 64: X 16 KB + W 32 KB.
+GATED_CONFIGS = [
+    _gcfg(128, 128, 64, 3, 8),
+    _gcfg(128, 128, 64, 4, 8),
+    _gcfg(128, 64, 64, 4, 8),
+    _gcfg(128, 64, 64, 4, 4),
+    _gcfg(64, 128, 64, 4, 4),
+]
+_gated_tuned = triton.autotune(configs=GATED_CONFIGS, key=["M", "N", "K"])(_persistent_tma_gated_kernel)
 _dual_tuned = triton.autotune(configs=DUAL_CONFIGS, key=["M", "N", "K"])(_persistent_tma_kernel)
 _single_tuned = triton.autotune(configs=SINGLE_CONFIGS, key=["M", "N", "K"])(_persistent_tma_kernel)
 _INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
@@ -129,6 +188,49 @@ def usable(x: torch.Tensor, *weights: torch.Tensor) -> bool:
     if interpreting():
         return x.device.type == "cpu"
     return x.is_cuda and torch.cuda.get_device_capability(x.device)[0] >= 9
+
+
+def interleave_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
+    """[2N, K] with row 2j = w_gate[j], row 2j+1 = w_up[j] (the layout _persistent_tma_gated_kernel reads)."""
+    return torch.stack((w_gate, w_up), dim=1).reshape(2 * w_gate.shape[0], w_gate.shape[1]).contiguous()
+
+
+_INTERLEAVED: dict = {}
+
+
+def cached_interleaved(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
+    """interleave_gate_up, done once per weight pair: keyed by storage pointers and autograd version counters, so
+    an in-place update of either weight (optimizer step, load_state_dict) builds a fresh copy. 2 x 4.7 MB for the
+    HF shape; at most 8 pairs are kept."""
+    key = (w_gate.data_ptr(), w_up.data_ptr(), w_gate._version, w_up._version, tuple(w_gate.shape), w_gate.dtype)
+    hit = _INTERLEAVED.get(key)
+    if hit is None:
+        if len(_INTERLEAVED) >= 8:
+            _INTERLEAVED.pop(next(iter(_INTERLEAVED)))
+        hit = _INTERLEAVED[key] = interleave_gate_up(w_gate, w_up)
+    return hit
+
+
+def persistent_gated(x, w_gate, w_up, act_id: int) -> torch.Tensor:
+    """act(x @ w_gate^T) * (x @ w_up^T) through the interleaved-weight kernel; callers validate inputs."""
+    M, K = x.shape
+    N = w_gate.shape[0]
+    wgu = cached_interleaved(w_gate, w_up)
+    out = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    meta = _INTERP_META if interpreting() else {"BM": 128, "BN": 128, "BK": 64}  # placeholders: pre_hook resets
+    x_desc = TensorDescriptor.from_tensor(x, [meta["BM"], meta["BK"]])
+    wgu_desc = TensorDescriptor.from_tensor(wgu, [2 * meta["BN"], meta["BK"]])
+    out_desc = TensorDescriptor.from_tensor(out, [meta["BM"], meta["BN"]])
+    flags = {"ACT": act_id, "OUT_DTYPE": _TL_DTYPES[x.dtype], "UPCAST": interpreting() and x.dtype == torch.bfloat16}
+    args = (x_desc, wgu_desc, out_desc, M, N, K)
+    if interpreting():
+        grid = (min(4, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
+        _persistent_tma_gated_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0])
+        return out
+    n_sms = _num_sms(x.device.index or 0)
+    grid = lambda m: (min(n_sms, triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731
+    _gated_tuned[grid](*args, **flags, NUM_SMS=n_sms)
+    return out
 
 
 def persistent_gemm(x, w0, w1=None, bias=None, act_id: int = 3) -> torch.Tensor:

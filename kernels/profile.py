@@ -9,7 +9,9 @@ Writes into DIR (created if missing; nothing is written anywhere else):
   <variant>.ncu.json    with --measure-bytes: per-kernel DRAM bytes read/written by Nsight Compute (kernels.ncu)
   manifest.json         GPU, driver, torch, CUDA, triton, liger versions, git commit, shapes, dtype, and per variant:
                         status (done/skipped/failed), message, trace file, median forward (or train step) time in us
-                        from CUDA events (100 iterations after warm-up, L2 not flushed), ncu file. Rewritten after
+                        from CUDA events (100 iterations after warm-up, L2 not flushed, launches queued ahead so it is
+                        GPU time) and median_launch_bound_us (issued back to back: includes host launch overhead),
+                        ncu file. Rewritten after
                         every variant, so an interrupted run still leaves a valid manifest of what finished.
 
 Progress: stdout carries ONLY progress lines, one JSON object per line, flushed at once:
@@ -177,6 +179,7 @@ def _record_variant(name, model, x, ns, out_dir: Path) -> dict:
     torch.cuda.synchronize()
     warm_s = time.perf_counter() - t0
     timing = median_us(step, n_iter=N_TIMED, warmup=5, flush_l2=False)
+    launched = median_us(step, n_iter=N_TIMED, warmup=0, flush_l2=False, queue_ahead=False)
     trace_path = out_dir / f"{name}.json.gz"
     with profile(
         activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
@@ -194,6 +197,7 @@ def _record_variant(name, model, x, ns, out_dir: Path) -> dict:
         "p10_us": round(timing["p10_us"], 2),
         "p90_us": round(timing["p90_us"], 2),
         "n_iter": timing["n_iter"],
+        "median_launch_bound_us": round(launched["median_us"], 2),
         "l2_flushed": False,
         "warmup_s": round(warm_s, 2),
     }
@@ -299,7 +303,11 @@ def run(argv: list[str] | None = None) -> int:
         "dtype": ns.dtype,
         "train": ns.train,
         "profiler": {"activities": ["CPU", "CUDA"], "record_shapes": True, "wait": 1, "warmup": 1, "active": 3},
-        "timing": f"CUDA events, median of {N_TIMED} steps after warm-up, L2 not flushed",
+        "timing": (
+            f"median_us: CUDA events, median of {N_TIMED} steps after warm-up, L2 not flushed, launches queued ahead"
+            " (GPU time, host launch overhead hidden; kernels.timing); median_launch_bound_us: the same steps issued"
+            " back to back from the host, so a host slower than the GPU shows (decode shapes)"
+        ),
         "variants": [],
     }
     model = build_model(ns.workload, ns.d_model, ns.hidden, dtype, "cuda")

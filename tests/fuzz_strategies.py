@@ -102,6 +102,7 @@ ARG_KEYS = (
     "bytes",
     "memory bandwidth (GB/s)",
 )
+MAX_WINDOW = 400
 DEEP = "\x00DEEP\x00"  # placeholder replaced by deeply nested brackets in to_bytes (json.dumps would hit recursion)
 
 
@@ -255,9 +256,11 @@ def real_doc(draw) -> dict:
         return draw(synthetic_doc())
     top, events = real_events(draw(st.sampled_from(seeds)))
     n = len(events)
+    # A window of at most MAX_WINDOW events: the whole of the three small seeds, a slice of AlexNet (1,408 events)
+    # — serialising and loading 300 KB per example would halve the examples CI can afford.
     start = draw(st.integers(0, max(n - 1, 0)))
-    length = draw(st.integers(1, n))
-    window = [dict(e) for e in events[start : start + length]] if draw(st.booleans()) else [dict(e) for e in events]
+    length = draw(st.integers(1, min(n, MAX_WINDOW)))
+    window = [dict(e) for e in events[start : start + length]]
     for e in window:
         if isinstance(e.get("args"), dict):
             e["args"] = dict(e["args"])  # mutations edit args in place; never touch the cached originals
@@ -444,26 +447,44 @@ def mutated_doc(draw, max_mutations: int = 6):
 # ------------------------------------------------------------------------------------------------------- to bytes
 
 
+# Bugs found by this fuzzer and not fixed yet, each pinned by an xfail(strict=True) test in tests/test_fuzz.py.
+# While a bug is listed, the CI strategies do not generate its trigger (so CI stays green and keeps finding NEW
+# bugs); bench/fuzz_long.py passes avoid_known=False and still reports them. When the owner fixes one, its strict
+# xfail turns into a failure: delete the xfail mark and the entry here.
+KNOWN_OPEN_BUGS = frozenset(
+    {
+        "invalid-utf8",  # raw bytes that are not UTF-8 (in names, metadata): UnicodeDecodeError escapes load_trace
+        "deep-nesting",  # JSON nested >= ~1000 levels: RecursionError escapes load_trace
+    }
+)
+
+
 @st.composite
-def to_bytes(draw, doc_strategy=None) -> bytes:
+def to_bytes(draw, doc_strategy=None, avoid_known: bool = True) -> bytes:
     """Serialise a (mutated) document, then maybe gzip it, truncate it or flip bytes."""
     doc = draw(doc_strategy if doc_strategy is not None else mutated_doc())
+    no_utf8_bug = avoid_known and "invalid-utf8" in KNOWN_OPEN_BUGS
     ensure_ascii = draw(st.booleans())
     text = json.dumps(
         doc, allow_nan=True, ensure_ascii=ensure_ascii
     )  # NaN / Infinity as bare tokens, as some writers do
-    if DEEP in text or "\\u0000DEEP\\u0000" in text:
-        depth = draw(st.sampled_from((100, 1000, 5000, 100_000)))
-        nested = "[" * depth + "]" * depth
-        text = text.replace(json.dumps(DEEP, ensure_ascii=ensure_ascii), nested)
-    data = text.encode("utf-8", "surrogatepass")
+    deep = json.dumps(DEEP, ensure_ascii=ensure_ascii)
+    if deep in text:
+        depths = (10, 100, 500) if avoid_known and "deep-nesting" in KNOWN_OPEN_BUGS else (100, 1000, 5000, 100_000)
+        depth = draw(st.sampled_from(depths))
+        text = text.replace(deep, "[" * depth + "]" * depth)
+    # lone surrogates: raw bytes (invalid UTF-8), or '?' while that bug is open
+    data = text.encode("utf-8", "replace" if no_utf8_bug else "surrogatepass")
     damage = draw(st.integers(0, 9))
     if damage == 0 and data:  # truncated (a profiler killed mid-write)
         data = data[: draw(st.integers(0, len(data) - 1))]
     elif damage == 1 and data:  # flipped bytes
         buf = bytearray(data)
         for _ in range(draw(st.integers(1, 4))):
-            buf[draw(st.integers(0, len(buf) - 1))] = draw(st.integers(0, 255))
+            pos = draw(st.integers(0, len(buf) - 1))
+            if no_utf8_bug and buf[pos] >= 0x80:
+                continue  # inside a multi-byte character: any change makes invalid UTF-8 (the open bug)
+            buf[pos] = draw(st.integers(0, 127 if no_utf8_bug else 255))
         data = bytes(buf)
     elif damage == 2:  # trailing garbage / concatenated documents
         data += draw(st.sampled_from((b"\n", b",", b"]}", b"\x00", b" {}", data[:50])))
@@ -477,8 +498,8 @@ def to_bytes(draw, doc_strategy=None) -> bytes:
     return data
 
 
-def fuzz_bytes() -> st.SearchStrategy[bytes]:
-    return to_bytes()
+def fuzz_bytes(avoid_known: bool = True) -> st.SearchStrategy[bytes]:
+    return to_bytes(avoid_known=avoid_known)
 
 
 @st.composite

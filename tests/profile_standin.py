@@ -27,7 +27,10 @@ SRC = Path(__file__).resolve().parent.parent / "sample_traces" / "hf_geglu_bf16"
 
 
 def emit(event, variant, done, total, message, **extra):
-    sys.stdout.write(json.dumps({"event": event, "variant": variant, "done": done, "total": total, "message": message, **extra}) + "\n")
+    sys.stdout.write(
+        json.dumps({"event": event, "variant": variant, "done": done, "total": total, "message": message, **extra})
+        + "\n"
+    )
     sys.stdout.flush()
 
 
@@ -68,7 +71,9 @@ def main() -> int:
         else:
             shutil.copy(SRC / entry["trace"], out / entry["trace"])
             entry.pop("ncu", None)
-            emit("variant_done", name, i + 1, total, entry["message"], median_us=entry["median_us"], trace=entry["trace"])
+            emit(
+                "variant_done", name, i + 1, total, entry["message"], median_us=entry["median_us"], trace=entry["trace"]
+            )
         manifest["variants"].append(entry)
         (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     emit("done", None, total, total, ", ".join(f"{v['name']}: {v['status']}" for v in manifest["variants"]))

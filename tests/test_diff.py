@@ -351,3 +351,74 @@ def test_json_is_strict_and_has_the_issue_keys():
     assert f["intermediates"][0]["shape"] == [64, 128, 3072] and f["intermediates"][0]["bytes"] == 50_331_648
     assert set(doc["unmatched"]) == {"base", "candidate"}
     assert math.isclose(doc["gpu_time_us_per_step"][0], d.base.gpu_time_us_per_step)
+
+
+# --- when names say nothing: position and data flow; a GEMM epilogue; record_function ranges ------------------------
+
+
+def _renamed(case: str, variant: str, renames: dict[str, str], drop: str | None = None):
+    """A recorded trace with some kernels renamed (and re-classified) or dropped: the INPUT changes, the code under
+    test does not. Models a user's own @triton.jit kernel whose name names no op."""
+    from analyzer.classify import classify_names
+
+    path = _sample(case, variant)
+    trace = copy.copy(loaded_trace(path))
+    g = trace.gpu_ops.copy()
+    g["name"] = g["name"].map(lambda n: next((v for k, v in renames.items() if k in n), n))
+    cls = classify_names(g["name"])
+    for col in ("category", "library", "ops"):
+        g[col] = cls[col].to_numpy()
+    if drop:
+        g = g[~g["name"].str.contains(drop, regex=False)]
+    trace.gpu_ops = g
+    return summarize(trace)
+
+
+def test_opaque_user_kernel_found_by_position_and_data_flow():
+    """The FuseLens gating kernel renamed 'user_kernel_0': it sits where mul was (position); gelu, before the up
+    GEMM, feeds mul (data flow). Same figure as with a telling name."""
+    cand = _renamed("hf_geglu_bf16", "fuselens-gating", {"_gating_kernel": "user_kernel_0"})
+    cd = diff_runs(sample_summary("hf_geglu_bf16", "eager"), [cand]).candidates[0]
+    assert cd.hbm_bytes_avoided_per_step == HF_AVOIDED
+    (f,) = cd.fusions
+    assert f.fused_kernel == "user_kernel_0"
+    how = sorted(e.split(": ", 1)[1].split(":")[0] for e in f.evidence)
+    assert how == ["data flow", "position"]
+
+
+def test_opaque_dual_gemm_found_by_position():
+    cand = _renamed("hf_geglu_bf16", "fuselens", {"_dual_gemm_kernel": "k0"})
+    cd = diff_runs(sample_summary("hf_geglu_bf16", "eager"), [cand]).candidates[0]
+    assert cd.kernels_per_step == [5, 2]
+    assert cd.hbm_bytes_avoided_per_step == 3 * HF_AVOIDED
+    assert all("position" in e for e in cd.fusions[0].evidence)
+
+
+def test_gemm_epilogue_absorbs_the_pointwise_kernel():
+    """A run whose fc1 GEMM kernel does GELU in its epilogue (a cuBLAS name spelling '_gelu'), and no separate
+    GELU kernel: the matched GEMM pair becomes a fusion group and the fc1 output round trip is avoided."""
+    cand = _renamed(
+        "plain_8192tok_bf16",
+        "eager",
+        {"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_gelu_bias"},
+        drop="GeluCUDAKernelImpl",
+    )
+    cd = diff_runs(sample_summary("plain_8192tok_bf16", "eager"), [cand]).candidates[0]
+    assert cd.kernels_per_step == [3, 2]
+    (f,) = cd.fusions
+    assert f.replaced_ops == ["aten::addmm", "aten::gelu"]
+    assert f.bytes_avoided_per_step == HF_AVOIDED
+    assert "epilogue" in f.evidence[1]
+    assert [g["problem"] for g in cd.matched_gemms] == ["M=8192 N=768 K=3072 bf16"]  # fc1 left the matched list
+
+
+def test_record_function_ranges_are_evidence():
+    """mi300 normalization trace: kernels launched under record_function('RMSNorm affine=True') carry that range."""
+    from analyzer.diff_align import sequence
+    from analyzer.diff_ops import text_ops
+
+    seq = sequence(summary_of(str(TRACES["mi300_norm"])), "norm")
+    ranges = {r for ctx in seq.rows["context"] for r in ctx}
+    assert "RMSNorm affine=True" in ranges and "LayerNorm affine=True" in ranges
+    assert not any(r.startswith("ProfilerStep#") for r in ranges)
+    assert text_ops("RMSNorm affine=True") == {"rms_norm"}

@@ -15,9 +15,11 @@ reproducible, well under 90 s on 2 cores; 'long' — 5x that (13,000), random se
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,7 +30,7 @@ from analyzer.errors import DiffError, TraceError
 from tests.fuzz_strategies import fuzz_bytes, synthetic_doc, valid_bytes
 
 PROFILE = os.environ.get("FUSELENS_FUZZ_PROFILE", "ci")
-SCALE = {"ci": 1, "long": 5}[PROFILE]
+SCALE = float(os.environ.get("FUSELENS_FUZZ_SCALE", {"ci": 1, "long": 5}[PROFILE]))  # SCALE: quick local runs
 _slow_ok = [
     HealthCheck.too_slow,
     HealthCheck.data_too_large,
@@ -43,7 +45,8 @@ settings.register_profile(
 )
 BASE = settings.get_profile(f"fuselens-{PROFILE}")
 # Example counts per test ('ci'): 1,200 + 300 + 700 + 400 = 2,600.
-N_LOAD, N_VALID, N_SUMMARY, N_DIFF = 1200 * SCALE, 300 * SCALE, 700 * SCALE, 400 * SCALE
+N_LOAD, N_VALID, N_PIPE, N_DIFF = (max(1, int(n * SCALE)) for n in (1200, 300, 700, 400))
+ROOT = Path(__file__).resolve().parents[1]
 NAME = "fuzz<case>.json"  # a name with markup in it: messages must carry it verbatim, on one line
 
 
@@ -137,53 +140,110 @@ def test_undamaged_synthetic_traces_load_completely(doc):
     assert len(trace.steps) == max(len(steps), 1)
 
 
-@pytest.mark.timeout(120)
-@settings(BASE, max_examples=N_VALID)
-@given(data=valid_bytes())
-def test_undamaged_real_and_synthetic_traces_never_crash(data):
-    load(data)
+@functools.lru_cache(maxsize=1)
+def base_summary():
+    """A real, small, undamaged run to diff fuzzed runs against: the TraceLens MI300 torch.compile'd block
+    (12 kernels, 4 Triton fusions) — small, so a diff costs ~0.1 s."""
+    from analyzer.load import load_trace
+    from analyzer.summary import summarize
+
+    return summarize(load_trace(ROOT / "tests/data/tracelens/mi300_compiled_transformer_block_triton.json.gz"))
 
 
-@pytest.mark.timeout(180)
-@settings(BASE, max_examples=N_SUMMARY)
-@given(data=fuzz_bytes())
-def test_summarize_raises_only_trace_errors(data):
+def diff_or_none(base, cand, labels=("base<1>", "cand|2")):
+    from analyzer.diff import diff_runs
+
+    try:
+        diff = diff_runs(base, [cand], labels=list(labels))
+    except (DiffError, TraceError) as err:
+        msg = str(err)
+        assert "\n" not in msg and len(msg) < 2000, msg
+        return None
+    check_strict_json(diff.to_json())
+    return diff
+
+
+@pytest.mark.timeout(240)
+@settings(BASE, max_examples=N_PIPE)
+@given(data=st.one_of(fuzz_bytes(), valid_bytes()), fuzzed_is_base=st.booleans())
+def test_summarize_and_diff_raise_only_typed_errors(data, fuzzed_is_base):
+    """load → summarize → diff against a real run (the fuzzed run as base or as candidate)."""
     trace = load(data)
-    if trace is not None:
-        summarize_or_none(trace)
+    s = summarize_or_none(trace) if trace is not None else None
+    if s is not None:
+        base = base_summary()
+        diff_or_none(*((s, base) if fuzzed_is_base else (base, s)))
 
 
 @pytest.mark.timeout(180)
 @settings(BASE, max_examples=N_DIFF)
-@given(a=fuzz_bytes(), b=st.one_of(fuzz_bytes(), valid_bytes()))
-def test_diff_raises_only_diff_or_trace_errors(a, b):
-    from analyzer.diff import diff_runs
-
+@given(a=fuzz_bytes(), b=fuzz_bytes())
+def test_diff_of_two_fuzzed_runs_raises_only_typed_errors(a, b):
     sa = summarize_or_none(t) if (t := load(a)) is not None else None
     sb = summarize_or_none(t) if (t := load(b, "cand<b>.json")) is not None else None
-    if sa is None or sb is None:
-        return
-    try:
-        diff = diff_runs(sa, [sb], labels=["base<1>", "cand|2"])
-    except (DiffError, TraceError) as err:
-        msg = str(err)
-        assert "\n" not in msg and len(msg) < 2000, msg
-        return
-    check_strict_json(diff.to_json())
+    if sa is not None and sb is not None:
+        diff_or_none(sa, sb)
 
 
 # ---------------------------------------------------------------------------------- targeted, deterministic cases
 
 
+_DEEP_BUG = pytest.mark.xfail(
+    strict=True,
+    raises=RecursionError,
+    reason="open bug (loader): msgspec raises RecursionError past ~1000 levels of nesting and analyzer.load does "
+    "not turn it into a TraceError; fix: catch RecursionError next to msgspec.DecodeError in load.py",
+)
+
+
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("depth", [1_000, 100_000, 2_000_000])
+@pytest.mark.parametrize(
+    "depth",
+    [
+        500,
+        pytest.param(1_000, marks=_DEEP_BUG),
+        pytest.param(100_000, marks=_DEEP_BUG),
+        pytest.param(2_000_000, marks=_DEEP_BUG),
+    ],
+)
 def test_deep_nesting_is_bounded(depth):
-    """msgspec / orjson cap recursion; 2 million brackets must be a clean error (or a load), never a crash."""
+    """A deeply nested args value must be a clean error (or a load), never a crash; 2 million brackets = 4 MB."""
     nested = b"[" * depth + b"]" * depth
     data = (
         b'{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2,"args":' + nested + b"}]}"
     )
     load(data)
+
+
+_UTF8_BUG = pytest.mark.xfail(
+    strict=True,
+    raises=UnicodeDecodeError,
+    reason="open bug (loader): bytes that are not UTF-8 make msgspec raise UnicodeDecodeError (a ValueError, not a "
+    "DecodeError), which escapes load_trace; fix: catch it in load.py and repair (decode with errors='replace', "
+    "warn 'N invalid UTF-8 bytes replaced') or raise TraceError",
+)
+_K = b'{"ph":"X","cat":"kernel","name":"%s","pid":0,"tid":7,"ts":1,"dur":2,"args":{"correlation":1}}'
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b'{"traceEvents":[' + _K % b"k\xff" + b"]}", marks=_UTF8_BUG, id="latin1-byte-in-kernel-name"),
+        pytest.param(b'{"traceEvents":[' + _K % b"k\xed\xa0\x80" + b"]}", marks=_UTF8_BUG, id="raw-lone-surrogate"),
+        pytest.param(
+            b'{"distributedInfo":{"backend":"nc\x98l"},"traceEvents":[' + _K % b"k" + b"]}",
+            marks=_UTF8_BUG,
+            id="bad-byte-in-metadata",
+        ),
+        pytest.param(b'{"traceEvents":[' + _K % b"k\\ud800" + b"]}", id="escaped-lone-surrogate"),
+        pytest.param(b'{"traceEvents":[' + _K % "名前\u202e".encode() + b"]}", id="valid-utf8-bidi"),
+    ],
+)
+def test_names_that_are_not_clean_utf8(data):
+    t = load(data)
+    if t is not None:
+        assert len(t.gpu_ops) == 1
 
 
 @pytest.mark.timeout(60)

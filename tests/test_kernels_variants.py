@@ -2,9 +2,12 @@
 
 import pytest
 
+from tests._kernels_env import DEVICE, DTYPES, FULL, ON_GPU, rel_err, torch
+
+# isort: split
+# kernels/ only after _kernels_env: it must set TRITON_INTERPRET before triton is imported
 from kernels.variants import VARIANTS, VariantUnavailable, build  # noqa: E402
 from kernels.workloads import GEGLUMLP, WORKLOADS, build_model, make_input, mlp_flops  # noqa: E402
-from tests._kernels_env import DEVICE, DTYPES, FULL, ON_GPU, rel_err, torch
 
 F = torch.nn.functional
 # torch.compile on the CPU needs a C++ toolchain and ~30 s per model: CI checks the compile variants on the GPU only.
