@@ -21,115 +21,131 @@ from analyzer.gpus import GpuSpec
 COLUMNS = ("bytes", "flops", "cost_basis", "achieved_gbps", "achieved_tflops", "pct_peak_bw", "pct_peak_flops")
 # Rates are only compared with an HBM/tensor peak where that peak is the ceiling: host↔device copies run over
 # PCIe/NVLink (≈ 25–55 GB/s, not 3,350), and pointwise "FLOPs" are nominal, so neither gets a % of peak.
-_HBM_MEMCPY = ("DtoD", "PtoP")
 _MATRIX_CATEGORIES = ("gemm", "attention")
 
 
-def _col(df: pd.DataFrame, name: str, default) -> pd.Series:
-    return df[name] if name in df.columns else pd.Series(default, index=df.index, dtype=object)
-
-
-def _json(values: pd.Series) -> list[bytes]:
-    dumps = orjson.dumps
-    return [dumps(v) for v in values.tolist()]
-
-
-def _kernel_estimates(k: pd.DataFrame) -> pd.DataFrame:
-    """Estimate per unique (name, op, shapes) and map back to every kernel row."""
-    key = pd.DataFrame(
-        {
-            "name": k["name"].astype(object),
-            "op": _col(k, "op_name", "").fillna("").astype(object),
-            "dims": _json(_col(k, "input_dims", None)),
-            "types": _json(_col(k, "input_types", None)),
-            "strides": _json(_col(k, "input_strides", None)),
-            "known": _col(k, "shapes_known", False).fillna(False).astype(bool),
-            "graph": _col(k, "launch_name", "").fillna("").astype(str).str.contains("Graph", regex=False),
-            "launched": _col(k, "launch_name", "").fillna("").astype(str) != "",
-        },
-        index=k.index,
-    )
-    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(key))
-    first = pd.Series(np.arange(len(k))).groupby(codes).first().to_numpy()
-    results: list[Estimate] = []
-    for pos in first:
-        row = k.iloc[pos]
-        results.append(
-            estimate_kernel(
-                name=row["name"],
-                category=row.get("category", "other"),
-                ops=row.get("ops", ""),
-                op_name=key["op"].iat[pos],
-                dims=row.get("input_dims"),
-                types=row.get("input_types"),
-                strides=row.get("input_strides"),
-                shapes_known=bool(key["known"].iat[pos]),
-                graph_replay=bool(key["graph"].iat[pos]),
-                has_launch=bool(key["launched"].iat[pos]),
-            )
+def _arr(df: pd.DataFrame, name: str, default, dtype=object) -> np.ndarray:
+    """Column as a numpy array (object for text: pandas 3 would otherwise convert to Arrow strings, ~3 s per
+    million rows), or a filled default when the column is absent."""
+    if name in df.columns:
+        return (
+            df[name].to_numpy(dtype=dtype, na_value=default) if dtype is not object else df[name].to_numpy(dtype=object)
         )
-    take = pd.Index(codes)
-    out = pd.DataFrame(
-        {
-            "bytes": np.array([r.bytes for r in results], dtype=float)[take],
-            "flops": np.array([r.flops for r in results], dtype=float)[take],
-            "cost_basis": np.array([r.basis for r in results], dtype=object)[take],
-            "peak_key": np.array([r.peak_key for r in results], dtype=object)[take],
-        },
-        index=k.index,
-    )
-    return _one_estimate_per_call(k, out)
+    return np.full(len(df), default, dtype=dtype)
 
 
-def _one_estimate_per_call(k: pd.DataFrame, est: pd.DataFrame) -> pd.DataFrame:
+def _codes(values: np.ndarray) -> tuple[np.ndarray, int]:
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    return codes.astype(np.int64), len(uniques)
+
+
+def _per_unique(values: np.ndarray, fn) -> np.ndarray:
+    """fn(value) → bool for every row, evaluated once per distinct value (a few hundred, not a million)."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    hit = np.array([bool(fn(u)) for u in uniques], dtype=bool)
+    return hit[codes] if len(values) else np.zeros(0, dtype=bool)
+
+
+def _contains(values: np.ndarray, needle: str) -> np.ndarray:
+    return _per_unique(values, lambda u: isinstance(u, str) and needle in u)
+
+
+def _kernel_estimates(k: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Estimate per unique (name, op, shapes, dtypes, strides, flags); map back to every kernel row."""
+    n = len(k)
+    names = _arr(k, "name", "")
+    op = _arr(k, "op_name", "")
+    op = np.where(pd.isna(op), "", op).astype(object)
+    dims, types, strides = _arr(k, "input_dims", None), _arr(k, "input_types", None), _arr(k, "input_strides", None)
+    dumps = orjson.dumps
+    shape_key = np.array([dumps((d, t, s)) for d, t, s in zip(dims, types, strides, strict=True)], dtype=object)
+    known = _arr(k, "shapes_known", False, dtype=bool)
+    launch_codes, launch_names = pd.factorize(_arr(k, "launch_name", ""), use_na_sentinel=False)
+    graph = np.array([isinstance(u, str) and "Graph" in u for u in launch_names], dtype=bool)[launch_codes]
+    launched = np.array([isinstance(u, str) and u != "" for u in launch_names], dtype=bool)[launch_codes]
+    key = np.zeros(n, dtype=np.int64)
+    for codes, size in (_codes(names), _codes(op), _codes(shape_key)):
+        key = key * size + codes
+    key = key * 8 + known * 4 + graph * 2 + launched
+    codes, uniq = pd.factorize(key)
+    first = np.full(len(uniq), -1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(n - 1, -1, -1)  # first row of each unique key
+    cats, opsd = _arr(k, "category", "other"), _arr(k, "ops", "")
+    results: list[Estimate] = [
+        estimate_kernel(
+            name=str(names[i]),
+            category=str(cats[i]),
+            ops=str(opsd[i] or ""),
+            op_name=str(op[i]),
+            dims=dims[i],
+            types=types[i],
+            strides=strides[i],
+            shapes_known=bool(known[i]),
+            graph_replay=bool(graph[i]),
+            has_launch=bool(launched[i]),
+        )
+        for i in first
+    ]
+    est = {
+        "bytes": np.array([r.bytes for r in results], dtype=float)[codes],
+        "flops": np.array([r.flops for r in results], dtype=float)[codes],
+        "cost_basis": np.array([r.basis for r in results], dtype=object)[codes],
+        "peak_key": np.array([r.peak_key for r in results], dtype=object)[codes],
+        "is_estimate": np.array([r.basis.startswith("estimate") for r in results], dtype=bool)[codes],
+    }
+    return _one_estimate_per_call(k, est)
+
+
+def _one_estimate_per_call(k: pd.DataFrame, est: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """An op call that launches several kernels (split-K GEMM + reduce, layer-norm backward's two passes) has
     ONE op-level estimate. It goes on the call's main kernel (not a helper, then the longest); the others get
     NaN and a basis that points at it, so per-step sums never count a call twice. If the main kernel has no
     estimate (a custom MoE op whose GEMMs we cannot model), no kernel of the call keeps one: the op-level
     figure would otherwise land on a small helper (e.g. MoE routing) and read as that kernel's traffic."""
-    op_index = _col(k, "op_index", -1).fillna(-1).astype(np.int64).to_numpy()
-    linked = op_index >= 0
-    if not linked.any():
+    op_index = _arr(k, "op_index", -1, dtype=np.int64)
+    linked = np.flatnonzero(op_index >= 0)
+    if len(linked) == 0:
         return est
     sub = pd.DataFrame(
         {
             "op": op_index[linked],
-            "helper": [
-                is_helper(c, o)
-                for c, o in zip(_col(k, "category", "")[linked], _col(k, "ops", "")[linked], strict=True)
-            ],
-            "dur": -_col(k, "dur_us", np.nan).to_numpy(dtype=float)[linked],
-            "pos": np.flatnonzero(linked),
+            "helper": is_helper(_arr(k, "ops", "")[linked]),
+            "dur": -_arr(k, "dur_us", np.nan, dtype=float)[linked],
+            "pos": linked,
         }
     )
     sub["n"] = sub.groupby("op")["op"].transform("size")
     multi = sub[sub["n"] > 1].sort_values(["op", "helper", "dur"], kind="stable")
     if multi.empty:
         return est
+    pos = multi["pos"].to_numpy()
+    n = multi["n"].to_numpy()
     is_main = ~multi["op"].duplicated(keep="first").to_numpy()
-    main = multi[is_main].set_index("op")["pos"]
-    has_est = est["cost_basis"].str.startswith("estimate").to_numpy()
-    est = est.copy()
-    names = k["name"].to_numpy(dtype=object)
-    op_names = _col(k, "op_name", "").to_numpy(dtype=object)
-    col = {c: est.columns.get_loc(c) for c in ("bytes", "flops", "cost_basis", "peak_key")}
-    for o, p, n in zip(multi["op"].to_numpy(), multi["pos"].to_numpy(), multi["n"].to_numpy(), strict=True):
-        m = main[o]
-        if p == m:
-            if has_est[p]:
-                est.iat[p, col["cost_basis"]] += f" (whole call: {n} kernels)"
-            continue
-        if not has_est[p]:
-            continue  # keeps its own reason (graph replay, no model …)
-        est.iat[p, col["bytes"]] = np.nan
-        est.iat[p, col["flops"]] = np.nan
-        est.iat[p, col["peak_key"]] = None
-        if has_est[m]:
-            why = f"the call's estimate is on {_short(names[m])}"
-        else:
-            why = f"its main kernel {_short(names[m])} has no estimate, so neither has the call"
-        est.iat[p, col["cost_basis"]] = f"unknown: one of {n} kernels of a single {op_names[p]} call; {why}"
-    return est
+    main = pd.Series(pos[is_main], index=multi["op"].to_numpy()[is_main]).reindex(multi["op"].to_numpy()).to_numpy()
+
+    basis = est["cost_basis"].copy()
+    has_est = est["is_estimate"]
+    names = _arr(k, "name", "")
+    op_names = _arr(k, "op_name", "")
+    tag = is_main & has_est[pos]
+    for p, cnt in zip(pos[tag], n[tag], strict=True):
+        basis[p] = f"{basis[p]} (whole call: {cnt} kernels)"
+    drop = ~is_main & has_est[pos]  # secondary kernels that got the op-level figure too
+    for p, m, cnt in zip(pos[drop], main[drop], n[drop], strict=True):
+        why = (
+            f"the call's estimate is on {_short(names[m])}"
+            if has_est[m]
+            else f"its main kernel {_short(names[m])} has no estimate, so neither has the call"
+        )
+        basis[p] = f"unknown: one of {cnt} kernels of a single {op_names[p]} call; {why}"
+    rows = pos[drop]
+    out = {c: v.copy() for c, v in est.items()}
+    out["cost_basis"] = basis
+    out["bytes"][rows] = np.nan
+    out["flops"][rows] = np.nan
+    out["peak_key"][rows] = None
+    out["is_estimate"][rows] = False
+    return out
 
 
 def _short(name: str, width: int = 48) -> str:
@@ -137,67 +153,74 @@ def _short(name: str, width: int = 48) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _memop_estimates(m: pd.DataFrame) -> pd.DataFrame:
-    recorded = _col(m, "memop_bytes", np.nan).astype(float).to_numpy()
-    kind = _col(m, "kind", "").astype(str).to_numpy()
+def _memop_estimates(m: pd.DataFrame) -> dict[str, np.ndarray]:
+    recorded = _arr(m, "memop_bytes", np.nan, dtype=float)
+    kind = _arr(m, "kind", "")
     ok = np.isfinite(recorded)
-    basis = np.where(
-        ok,
-        np.char.add(np.char.add("recorded: ", kind.astype(str)), " bytes from the trace's args"),
-        np.char.add("unknown: ", np.char.add(kind.astype(str), " without a bytes arg")),
-    ).astype(object)
-    return pd.DataFrame(
-        {
-            "bytes": np.where(ok, recorded, np.nan),
-            "flops": np.where(ok, 0.0, np.nan),
-            "cost_basis": basis,
-            "peak_key": None,
-        },
-        index=m.index,
+    basis = np.array(
+        [
+            f"recorded: {x} bytes from the trace's args" if good else f"unknown: {x} without a bytes arg"
+            for x, good in zip(kind, ok, strict=True)
+        ],
+        dtype=object,
     )
+    return {
+        "bytes": np.where(ok, recorded, np.nan),
+        "flops": np.where(ok, 0.0, np.nan),
+        "cost_basis": basis,
+        "peak_key": np.full(len(m), None, dtype=object),
+        "is_estimate": np.zeros(len(m), dtype=bool),
+    }
 
 
 def estimate_costs(gpu_ops: pd.DataFrame, gpu: GpuSpec | None) -> pd.DataFrame:
     """Bytes, FLOPs and achieved rates for every GPU op (see module doc). Index = gpu_ops.index."""
-    if len(gpu_ops) == 0:
-        return pd.DataFrame(
-            {c: pd.Series(dtype=object if c == "cost_basis" else float) for c in COLUMNS}, index=gpu_ops.index
-        )
-    kind = _col(gpu_ops, "kind", "kernel").astype(str)
-    is_mem = kind.isin(("memcpy", "memset")).to_numpy()
-    parts = []
-    if (~is_mem).any():
-        parts.append(_kernel_estimates(gpu_ops[~is_mem]))
-    if is_mem.any():
-        parts.append(_memop_estimates(gpu_ops[is_mem]))
-    est = pd.concat(parts).reindex(gpu_ops.index)
+    n = len(gpu_ops)
+    kind = _arr(gpu_ops, "kind", "kernel")
+    is_mem = np.isin(kind, ("memcpy", "memset"))
+    est = {
+        "bytes": np.full(n, np.nan),
+        "flops": np.full(n, np.nan),
+        "cost_basis": np.full(n, "", dtype=object),
+        "peak_key": np.full(n, None, dtype=object),
+        "is_estimate": np.zeros(n, dtype=bool),
+    }
+    for mask, fn in ((~is_mem, _kernel_estimates), (is_mem, _memop_estimates)):
+        if mask.any():
+            part = fn(gpu_ops[mask])
+            for c in est:
+                est[c][mask] = part[c]
 
-    dur = _col(gpu_ops, "dur_us", np.nan).astype(float).to_numpy()
+    dur = _arr(gpu_ops, "dur_us", np.nan, dtype=float)
     dur = np.where(dur > 0, dur, np.nan)  # a 0-µs record has no meaningful rate
-    b = est["bytes"].to_numpy(dtype=float)
-    f = est["flops"].to_numpy(dtype=float)
-    gbps = b / dur / 1e3  # bytes / (µs · 1e-6) / 1e9
-    tflops = np.where(f > 0, f / dur / 1e6, np.nan)  # FLOPs / (µs · 1e-6) / 1e12; 0-FLOP copies have no rate
-    pct_bw = np.full(len(est), np.nan)
-    pct_flops = np.full(len(est), np.nan)
+    b, f = est["bytes"], est["flops"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gbps = b / dur / 1e3  # bytes / (µs · 1e-6) / 1e9
+        tflops = np.where(f > 0, f / dur / 1e6, np.nan)  # FLOPs / (µs · 1e-6) / 1e12; 0-FLOP copies have no rate
+    pct_bw = np.full(n, np.nan)
+    pct_flops = np.full(n, np.nan)
     if gpu is not None:
-        names = gpu_ops["name"].astype(str)
-        hbm_bound = ~is_mem | (kind == "memset").to_numpy() | names.str.contains("|".join(_HBM_MEMCPY)).to_numpy()
+        device_copy = np.zeros(n, dtype=bool)  # memset and device-to-device copies are HBM-bound; HtoD/DtoH not
+        if is_mem.any():
+            on_device = _per_unique(_arr(gpu_ops, "name", "")[is_mem], lambda u: "DtoD" in str(u) or "PtoP" in str(u))
+            device_copy[is_mem] = (kind[is_mem] == "memset") | on_device
+        hbm_bound = ~is_mem | device_copy
         pct_bw = np.where(hbm_bound, gbps / gpu.hbm_gbps * 100.0, np.nan)
-        matrix = _col(gpu_ops, "category", "").isin(_MATRIX_CATEGORIES).to_numpy()
-        peak = np.array(
-            [gpu.tflops.get(p, np.nan) if isinstance(p, str) else np.nan for p in est["peak_key"]], dtype=float
-        )
-        pct_flops = np.where(matrix, tflops / peak * 100.0, np.nan)
+        matrix = np.isin(_arr(gpu_ops, "category", ""), _MATRIX_CATEGORIES)
+        pk_codes, pk_names = pd.factorize(est["peak_key"], use_na_sentinel=False)
+        peak = np.array([gpu.tflops.get(p, np.nan) if isinstance(p, str) else np.nan for p in pk_names], dtype=float)
+        peak = peak[pk_codes] if n else np.zeros(0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pct_flops = np.where(matrix, tflops / peak * 100.0, np.nan)
+    cols = {
+        "bytes": b,
+        "flops": f,
+        "cost_basis": est["cost_basis"],
+        "achieved_gbps": gbps,
+        "achieved_tflops": tflops,
+        "pct_peak_bw": pct_bw,
+        "pct_peak_flops": pct_flops,
+    }
     return pd.DataFrame(
-        {
-            "bytes": b,
-            "flops": f,
-            "cost_basis": est["cost_basis"].astype(object).to_numpy(),
-            "achieved_gbps": gbps,
-            "achieved_tflops": tflops,
-            "pct_peak_bw": pct_bw,
-            "pct_peak_flops": pct_flops,
-        },
-        index=gpu_ops.index,
+        {c: pd.Series(v, index=gpu_ops.index, dtype=object if c == "cost_basis" else float) for c, v in cols.items()}
     )

@@ -12,6 +12,8 @@ import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 # bytes per element for every tensor 'Input type' spelling seen in real traces (PyTorch 1.9 … 2.8)
 # fmt: off
 DTYPE_BYTES: dict[str, int] = {
@@ -577,9 +579,9 @@ _INDEX_OPS = frozenset(
 _HELPER_OPS = frozenset(["splitk_reduce", "scal", "epilogue", "conv_setup", "copy", "fill"])
 
 
-def is_helper(category: str, ops: str) -> bool:
-    """A kernel that does setup or cleanup for its op call's main kernel (split-K reduce, layout copies)."""
-    return ops in _HELPER_OPS
+def is_helper(ops) -> np.ndarray:
+    """Per kernel: does it set up or clean up for its op call's main kernel (split-K reduce, layout copies)?"""
+    return np.isin(np.asarray(ops, dtype=object), list(_HELPER_OPS))
 
 
 def estimate_kernel(

@@ -233,10 +233,32 @@ def _floats_slow(values, bad: list | None) -> np.ndarray:
 
 
 def strings(values, cache: dict) -> list:
-    """Interned str column: equal names share one object (a kernel name repeats ~10^4 times in a big trace)."""
-    if not set(map(type, values)) <= {str}:
-        values = ["" if v is None else v if isinstance(v, str) else str(v) for v in values]
-    return list(map(cache.setdefault, values, values))
+    """Interned str column: equal names share one object (a kernel name repeats ~10^4 times in a big trace).
+
+    cache must map None → "" (unknown string); it is seeded so by the accumulator."""
+    out = list(map(cache.setdefault, values, values))
+    if not set(map(type, out)) <= {str}:  # lenient batches only: numbers or lists where a name belongs
+        out = [v if isinstance(v, str) else cache.setdefault(str(v), str(v)) for v in out]
+    return out
+
+
+def int_col(values: list, bad: list, strict: bool = True) -> np.ndarray:
+    """int64 column: one C conversion unless a value is odd (None, "stream 7", a float in a lenient batch)."""
+    if strict:
+        try:
+            return np.fromiter(values, np.int64, len(values))
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return ints(values, bad)
+
+
+def float_col(values: list, bad: list, strict: bool = True) -> np.ndarray:
+    if strict:
+        try:
+            return np.fromiter(values, np.float64, len(values))
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return floats(values, bad)
 
 
 class RawTable:
@@ -246,13 +268,18 @@ class RawTable:
         self.code_of: dict[bytes, int] = {b"": -1}
 
     def codes(self, raws) -> np.ndarray:
+        """Code per snippet (-1: absent). Shapes repeat (a training step has a few hundred distinct ones), so
+        after the first batch nearly every snippet is a dict hit: one C-level map."""
         if not len(raws):
             return np.empty(0, np.int64)
         blobs = list(map(bytes, raws))
-        local_codes, uniques = pd.factorize(pd.Series(blobs, dtype=object), use_na_sentinel=False)
         code_of = self.code_of
-        lut = np.fromiter((code_of.setdefault(u, len(code_of) - 1) for u in uniques), np.int64, len(uniques))
-        return lut[local_codes]
+        codes = list(map(code_of.get, blobs))
+        if None in codes:
+            for blob in set(itertools.compress(blobs, map(operator.is_, codes, itertools.repeat(None)))):
+                code_of[blob] = len(code_of) - 1
+            codes = list(map(code_of.__getitem__, blobs))
+        return np.fromiter(codes, np.int64, len(codes))
 
     def objects(self) -> list:
         """Python objects for codes 0..n-1 (one orjson call). JSON null decodes to None (= unknown)."""
@@ -318,16 +345,26 @@ def _first_byte(buf) -> int:
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
 
-def event_batches(events: Raw, chunk_bytes: int = CHUNK_BYTES):
+def event_batches(events: Raw, chunk_bytes: int | None = None, buf: bytearray | None = None):
     """Yield lists of Event Structs, decoding the events array ~chunk_bytes at a time.
 
     The array is cut at '},{' boundaries. A cut can only be wrong if that text sits inside a string or a nested
     array of objects; then one side has unbalanced quotes/brackets, msgspec says so, and the cut moves to the
     next boundary. So a wrong cut costs time, never correctness.
+
+    buf: the bytearray that `events` views. Then each chunk is bracketed IN PLACE (the separator bytes before and
+    after it become '[' and ']' for the decode, then are restored) instead of being copied: saves a full copy of
+    the file (~0.2 s per GB).
     """
-    view = memoryview(events)
-    end = len(view) - 1  # the closing ']'
-    pos = 1
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
+    off = _offset_in(buf, events)
+    if off is None:
+        buf, off = None, 0
+        view = memoryview(events)
+    else:
+        view = memoryview(buf)
+    end = off + len(events) - 1  # the closing ']'
+    pos = off + 1
     while pos < end and view[pos] in _WS:
         pos += 1
     while end > pos and view[end - 1] in _WS:
@@ -337,16 +374,37 @@ def event_batches(events: Raw, chunk_bytes: int = CHUNK_BYTES):
         while True:
             m = _BOUNDARY.search(view, search_from, end) if search_from < end else None
             cut = m.start() + 1 if m else end
-            blob = b"".join((b"[", view[pos:cut], b"]"))
             try:
-                yield _decode_batch(blob)
+                if buf is None:
+                    batch = _decode_batch(b"".join((b"[", view[pos:cut], b"]")))
+                else:
+                    before, after = buf[pos - 1], buf[cut]
+                    buf[pos - 1], buf[cut] = 0x5B, 0x5D  # '[' … ']'
+                    try:
+                        batch = _decode_batch(view[pos - 1 : cut + 1])
+                    finally:
+                        buf[pos - 1], buf[cut] = before, after
             except msgspec.DecodeError:
                 if m is None:
                     raise
                 search_from = m.end()  # a cut inside a string or a nested object: take the next boundary
                 continue
+            yield batch
+            del batch
             break
         pos = m.end() - 1 if m else end
+
+
+def _offset_in(buf, events: Raw) -> int | None:
+    """Where the Raw view `events` starts inside the bytearray buf (msgspec's Raw is zero-copy), else None."""
+    if not isinstance(buf, bytearray) or not len(buf) or not len(events):
+        return None
+    base = np.frombuffer(buf, np.uint8).ctypes.data
+    start = np.frombuffer(events, np.uint8).ctypes.data
+    off = start - base
+    if 0 <= off and off + len(events) <= len(buf) and buf[off] == 0x5B:  # '['
+        return off
+    return None
 
 
 def _decode_batch(blob: bytes) -> list:
@@ -405,13 +463,15 @@ def _scalar(v):
 _LENIENT_MARK = Event(ph="", cat="\x00lenient")  # tells the accumulator this batch was coerced (for a warning)
 
 
-def decode_events(form: str, header: dict, events: Raw) -> Decoded:
-    """Columns of every event we use. GC is paused while millions of short-lived objects come and go."""
+def decode_events(form: str, header: dict, events: Raw, buf: bytearray | None = None) -> Decoded:
+    """Columns of every event we use. GC is paused while millions of short-lived objects come and go.
+
+    buf: the bytearray `events` views, if any (lets the chunks be decoded in place, see event_batches)."""
     acc = _Accumulator()
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for batch in event_batches(events):
+        for batch in event_batches(events, buf=buf):
             acc.add(batch)
             del batch
     finally:
@@ -430,7 +490,7 @@ _ARG = {f: operator.attrgetter("args." + f) for f in Args.__struct_fields__}
 
 class _Accumulator:
     def __init__(self):
-        self.names: dict[str, str] = {}
+        self.names: dict = {None: ""}
         self.dims, self.types, self.strides = RawTable(), RawTable(), RawTable()
         self.grids = RawTable()
         self.parts: dict[str, list[dict]] = {"gpu": [], "cpu": [], "launches": [], "annotations": []}
@@ -452,24 +512,26 @@ class _Accumulator:
 
     # one batch -------------------------------------------------------------------------------------------
     def add(self, evs: list) -> None:
-        if evs and evs[-1] is _LENIENT_MARK:
+        self.lenient_batch = bool(evs) and evs[-1] is _LENIENT_MARK
+        if self.lenient_batch:
             evs.pop()
             self.lenient = True
         n = len(evs)
         if not n:
             return
         self.n_events += n
-        cats = list(map(_CAT, evs))
+        cats = [e.cat for e in evs]
         counts = Counter(cats)
         self.categories.update(counts)
         group_of = self.group_of
         for c in counts:
             if c not in group_of:
                 group_of[c] = self._group(c)
-        group = np.fromiter(map(group_of.__getitem__, cats), np.int8, n)
+        group = np.fromiter(map(group_of.__getitem__, cats), np.int8, n)  # few distinct keys: dict hits
         del cats
 
-        ts = floats(list(map(_TS, evs)))
+        self.strict = not self.lenient_batch
+        ts = float_col([e.ts for e in evs], [0], self.strict)
         live = ts[group >= 0]
         live = live[np.isfinite(live)]
         if live.size:
@@ -498,48 +560,51 @@ class _Accumulator:
         """The selected events that are complete ('X') events (Kineto writes every op, kernel and launch so),
         and their positions in the file."""
         sel = list(map(evs.__getitem__, idx.tolist()))
-        is_x = np.fromiter(map(operator.eq, map(_PH, sel), itertools.repeat("X")), bool, len(sel))
+        is_x = np.fromiter([e.ph == "X" for e in sel], bool, len(sel))
         if not is_x.all():
             sel = list(itertools.compress(sel, is_x))
             idx = idx[is_x]
         return sel, idx + base
 
+    # Column extraction. List comprehensions over Struct slots, measured on 64k real events (CPython 3.11):
+    # [e.args.correlation for e in sel] 65 ns/event vs 168 ns for map(attrgetter("args.correlation")) and
+    # 500+ ns for astuple + zip: the specialised slot load beats every C-level detour, so it is used here.
+    def _i(self, values: list) -> np.ndarray:
+        return int_col(values, self.bad, self.strict)
+
+    def _f(self, values: list) -> np.ndarray:
+        return float_col(values, self.bad, self.strict)
+
     def _common(self, sel: list, pos: np.ndarray) -> dict:
         return {
             "event_index": pos,
-            "name": strings(list(map(_NAME, sel)), self.names),
-            "pid": ints(list(map(_FIELD["pid"], sel)), self.bad),
-            "tid": ints(list(map(_FIELD["tid"], sel)), self.bad),
-            "ts": floats(list(map(_TS, sel)), self.bad),
-            "dur": floats(list(map(_FIELD["dur"], sel)), self.bad),
+            "name": strings([e.name for e in sel], self.names),
+            "pid": self._i([e.pid for e in sel]),
+            "tid": self._i([e.tid for e in sel]),
+            "ts": self._f([e.ts for e in sel]),
+            "dur": self._f([e.dur for e in sel]),
         }
 
-    @staticmethod
-    def _arg(sel: list, name: str) -> list:
-        return list(map(_ARG[name], sel))
-
-    def _external_id(self, sel: list) -> np.ndarray:
+    def _external_id(self, args: list) -> np.ndarray:
         # new 'External id' or legacy lowercase 'external id' (-1 when neither)
-        return np.maximum(
-            ints(self._arg(sel, "external_id"), self.bad), ints(self._arg(sel, "external_id_legacy"), self.bad)
-        )
+        return np.maximum(self._i([a.external_id for a in args]), self._i([a.external_id_legacy for a in args]))
 
     def _gpu(self, sel: list, pos: np.ndarray, group: int) -> None:
         if not sel:
             return
         cols = self._common(sel, pos)
-        a = self._arg
+        args = [e.args for e in sel]
         cols.update(
             kind=[GPU_KIND[group]] * len(sel),
-            correlation=ints(a(sel, "correlation"), self.bad),
-            external_id=self._external_id(sel),
-            device=ints(a(sel, "device"), self.bad),
-            stream=ints(a(sel, "stream"), self.bad),
-            grid=self.grids.codes(a(sel, "grid")),
-            block=self.grids.codes(a(sel, "block")),
-            registers=floats(a(sel, "registers"), self.bad),
-            shared_memory=floats(a(sel, "shared_memory"), self.bad),
-            bytes=floats(a(sel, "nbytes"), self.bad),
+            correlation=self._i([a.correlation for a in args]),
+            external_id=self._external_id(args),
+            device=self._i([a.device for a in args]),
+            stream=self._i([a.stream for a in args]),
+            grid=self.grids.codes([a.grid for a in args]),
+            block=self.grids.codes([a.block for a in args]),
+            registers=self._f([a.registers for a in args]),
+            shared_memory=self._f([a.shared_memory for a in args]),
+            bytes=self._f([a.nbytes for a in args]),
         )
         self.parts["gpu"].append(cols)
 
@@ -547,13 +612,13 @@ class _Accumulator:
         if not sel:
             return
         cols = self._common(sel, pos)
-        a = self._arg
+        args = [e.args for e in sel]
         cols.update(
-            external_id=ints(a(sel, "external_id"), self.bad),
-            sequence_number=ints(a(sel, "sequence_number"), self.bad),
-            input_dims=self.dims.codes(a(sel, "input_dims")),
-            input_types=self.types.codes(a(sel, "input_types")),
-            input_strides=self.strides.codes(a(sel, "input_strides")),
+            external_id=self._i([a.external_id for a in args]),
+            sequence_number=self._i([a.sequence_number for a in args]),
+            input_dims=self.dims.codes([a.input_dims for a in args]),
+            input_types=self.types.codes([a.input_types for a in args]),
+            input_strides=self.strides.codes([a.input_strides for a in args]),
         )
         self.parts["cpu"].append(cols)
 
@@ -561,16 +626,17 @@ class _Accumulator:
         if not sel:
             return
         cols = self._common(sel, pos)
-        cols.update(correlation=ints(self._arg(sel, "correlation"), self.bad), external_id=self._external_id(sel))
+        args = [e.args for e in sel]
+        cols.update(correlation=self._i([a.correlation for a in args]), external_id=self._external_id(args))
         self.parts["launches"].append(cols)
 
     def _annotations(self, sel: list, pos: np.ndarray) -> None:
         if not sel:
             return
         cols = self._common(sel, pos)
-        cats = list(map(_CAT, sel))
-        on_gpu = np.fromiter(map(self.group_of.__getitem__, cats), np.int8, len(cats)) == GPU_ANNOTATION
-        cols.update(on_gpu=on_gpu, external_id=ints(self._arg(sel, "external_id")))
+        group_of = self.group_of
+        on_gpu = np.fromiter([group_of[e.cat] for e in sel], np.int8, len(sel)) == GPU_ANNOTATION
+        cols.update(on_gpu=on_gpu, external_id=self._i([e.args.external_id for e in sel]))
         self.parts["annotations"].append(cols)
 
     def _metadata(self, sel: list) -> None:

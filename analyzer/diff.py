@@ -482,6 +482,12 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
             f"{sum(k['count_per_step'] for k in unmatched_cand)} candidate kernels per step matched nothing "
             "(listed under unmatched)"
         )
+    matched_share = len(res.pairs) / max(len(b_rows), 1)
+    if matched_share < 0.3 and len(b_rows) >= 10:  # e.g. two different models: groups are guesses
+        notes.append(
+            f"only {matched_share:.0%} of the baseline's GPU ops have an equal in {cseq.label}: these runs may not "
+            "run the same model or shapes, so fusion groups and bytes avoided are unreliable"
+        )
     if any(not f.bytes_complete for f in fusions):
         notes.append("some fusion groups have kernels without recorded shapes: their bytes avoided are lower bounds")
     return CandidateDiff(

@@ -74,9 +74,10 @@ def load_trace(
     damaged = any("checksum" in w or "corrupt" in w for w in warnings)
     form, header, events, more = parse_document(data, source, damaged)
     warnings += more
+    buf = data if isinstance(data, bytearray) else None
     del data  # `events` is a view that keeps the buffer alive exactly as long as decoding needs it
-    decoded = decode_events(form, header, events)
-    del events
+    decoded = decode_events(form, header, events, buf)
+    del events, buf
     decoded.warnings[:0] = warnings
     return build_trace(decoded, source)
 
@@ -94,7 +95,11 @@ def read_path(path: Path, source: str, cap: int) -> tuple[bytearray | bytes, lis
                 raise TraceError(
                     source, f"file is {size:,} bytes, over the {cap:,}-byte limit ({ENV_MAX_DECOMPRESSED})"
                 )
-            return f.read(), []
+            buf = bytearray(size)  # one allocation, filled in place: f.read() would peak at 2× for a moment
+            got = f.readinto(buf)
+            if got != size:
+                del buf[got:]
+            return buf, []
     except FileNotFoundError:
         raise TraceError(source, "no such file") from None
     except IsADirectoryError:

@@ -74,6 +74,10 @@ def _ms(us) -> str:
     return "—" if us is None else f"{us / 1000:.3f}"
 
 
+def _mb(b) -> str:
+    return "—" if b is None else f"{b / 1e6:,.1f} MB"
+
+
 def _x(ratio) -> str:
     return "—" if ratio is None else f"{ratio:.2f}x"
 
@@ -135,7 +139,18 @@ def render_text(doc: dict) -> str:
         if "error" in d:
             out.append(f"fusion diff on rank {d['rank']}: {d['error']}")
         else:
-            out.append(f"fusion diff on rank {d['rank']} ({' vs '.join(d['labels'])}): see --json for the full diff")
+            out.append(
+                f"fusion diff on rank {d['rank']} (full diff: --json, or `python -m analyzer diff` on its files)"
+            )
+            for c in d["result"].get("candidates") or []:
+                kps = c.get("kernels_per_step") or [None, None]
+                pct = c.get("gpu_time_change_pct")
+                out.append(
+                    f"  {c.get('label')}: kernels/step {kps[0]} -> {kps[1]}, GPU time "
+                    + ("—" if pct is None else f"{pct:+.1f}%")
+                    + f", {c.get('n_fusions', 0)} fusion groups, "
+                    + f"HBM bytes avoided/step {_mb(c.get('hbm_bytes_avoided_per_step'))}"
+                )
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -4,7 +4,7 @@ No address: start a private local Ray (no dashboard) sized to `workers` CPUs, sh
 With an address ('ray://head:10001' or 'head:6379' or 'auto'): connect to that cluster and leave it running.
 
 What is shipped to a worker (docs/SCALE.md): the analyzer package itself once per job (runtime_env py_modules,
-~300 KB) when we connect to a cluster, then per rank a `RankInput` — a path (plus a zip member name), ~200 bytes —
+~500 KB) when we connect to a cluster, then per rank a `RankInput` — a path (plus a zip member name), ~260 bytes —
 when the set sits on storage every node mounts at the same path (ship="paths", the default), or the rank's raw bytes
 through the object store (ship="bytes") when it does not. Only the compact per-rank dict (~10-30 KB) comes back.
 

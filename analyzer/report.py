@@ -170,7 +170,7 @@ def _card(diff, cd) -> tuple[str, list[str]]:
         + f" ({cd.hbm_bytes_avoided_per_step:,.0f} B, estimate)",
         f"GPU time per step: {fmt_us(b.gpu_time_us_per_step)} → {fmt_us(r.gpu_time_us_per_step)}"
         + (f" ({pct:+.1f}%)" if pct is not None else ""),
-        f"time saved by the fusion groups: {fmt_us(cd.time_saved_us_per_step)} per step",
+        f"kernel time of the replaced vs replacing kernels: {_saved(cd.time_saved_us_per_step)} per step",
     ]
     n = sum(f.count_per_step for f in cd.fusions)
     if n:
@@ -193,6 +193,7 @@ def _card(diff, cd) -> tuple[str, list[str]]:
             f"(e.g. the {first['matrix']} {first['dtype']} output of {first['producer_op'] or 'a GEMM'} written and "
             "read back)"
         )
+    lines += [f"warning: {n}" for n in cd.notes if "unreliable" in n]
     return (f"{cd.label} vs {cd.base_label}", lines)
 
 

@@ -136,6 +136,11 @@ def _median(values) -> float:
     return float(np.median(arr))
 
 
+def _whole(x: float):
+    """A median of counts: an int when it is one (a median of 2 steps can be x.5)."""
+    return int(x) if math.isfinite(x) and float(x).is_integer() else x
+
+
 def _per_step(trace: Trace, g: pd.DataFrame, used: list[int]) -> dict:
     """Medians over `used` of per-step totals. g: gpu_ops of the used steps."""
     steps = trace.steps.set_index("step")
@@ -160,8 +165,7 @@ def _per_step(trace: Trace, g: pd.DataFrame, used: list[int]) -> dict:
         per[ours] = steps[theirs].reindex(used).to_numpy(dtype=float) if len(used) else []
     out = {c: _median(per[c]) for c in per.columns}
     for c in ("kernels", "memops", "launches", "ops_without_bytes"):
-        if math.isfinite(out[c]):
-            out[c] = int(out[c]) if float(out[c]).is_integer() else out[c]
+        out[c] = _whole(out[c])
     out["by_category"] = _by_category(g, used)
     return out
 
@@ -185,47 +189,56 @@ def _by_category(g: pd.DataFrame, used: list[int]) -> dict:
         absent = part["count"].isna()
         part = part.fillna({"count": 0, "time_us": 0.0, "unk": 0})
         part.loc[absent, "bytes"] = 0.0  # no op of this category in that step: 0 bytes is a fact, not a guess
-        count = _median(part["count"])
         out[cat] = {
-            "count": int(count) if float(count).is_integer() else count,
+            "count": _whole(_median(part["count"])),
             "time_us": _median(part["time_us"]),
             "bytes": _median(part["bytes"]),
-            "ops_without_bytes": _median(part["unk"]),
+            "ops_without_bytes": _whole(_median(part["unk"])),
         }
     return out
 
 
-def _text(values: pd.Series) -> list[str]:
+def _group_codes(g: pd.DataFrame) -> np.ndarray:
+    """One code per distinct (kernel name, launching op, op input dims), from integer codes (no MultiIndex)."""
     dumps = orjson.dumps
-    return ["" if v is None else dumps(v).decode() for v in values.tolist()]
+    key = np.zeros(len(g), dtype=np.int64)
+    parts = (g["name"].to_numpy(dtype=object), g["op_name"].to_numpy(dtype=object))
+    dims = np.array([dumps(d) for d in g["input_dims"].to_numpy(dtype=object)], dtype=object)
+    for values in (*parts, dims):
+        codes, uniques = pd.factorize(values, use_na_sentinel=False)
+        key = key * len(uniques) + codes
+    return pd.factorize(key)[0]
+
+
+def _as_text(value) -> str:
+    return "" if value is None else orjson.dumps(value).decode()
 
 
 def _kernel_table(trace: Trace, g: pd.DataFrame, used: list[int]) -> pd.DataFrame:
     if g.empty or not used:
         return schema.empty("kernel_summary")
-    g = g.assign(shapes=_text(g["input_dims"]), dtypes=_text(g["input_types"]))
-    keys = ["name", "op_name", "shapes"]
-    codes, uniq = pd.factorize(pd.MultiIndex.from_frame(g[keys]))
-    g = g.assign(_k=codes)
-    per = g.groupby(["_k", "step"]).agg(n=("dur_us", "size"), t=("dur_us", "sum"))
-    n = per["n"].unstack("step").reindex(columns=used).fillna(0)
-    t = per["t"].unstack("step").reindex(columns=used).fillna(0.0)
-    by = g.groupby("_k", sort=True)
-    first = by.first()
+    k = pd.Series(_group_codes(g), index=g.index, name="_k")
+    per = (
+        pd.DataFrame({"_k": k, "step": g["step"], "dur": g["dur_us"]})
+        .groupby(["_k", "step"])["dur"]
+        .agg(["size", "sum"])
+    )
+    n = per["size"].unstack("step").reindex(columns=used).fillna(0)
+    t = per["sum"].unstack("step").reindex(columns=used).fillna(0.0)
+    by = g.groupby(k, sort=True)
+    first_pos = pd.Series(np.arange(len(g)), index=g.index).groupby(k, sort=True).first().to_numpy()
+    head = g.iloc[first_pos]
+    text = {c: head[c].to_numpy(dtype=object) for c in ("name", "category", "library", "ops", "op_name", "cost_basis")}
     tab = pd.DataFrame(
         {
-            "name": first["name"],
-            "category": first["category"],
-            "library": first["library"],
-            "ops": first["ops"],
-            "op_name": first["op_name"],
-            "shapes": first["shapes"],
-            "dtypes": first["dtypes"],
-            "count_per_step": n.median(axis=1),
-            "time_us_per_step": t.median(axis=1),
-            "dur_us_median": by["dur_us"].median(),
-            "bytes_per_call": by["bytes"].median(),  # NaN-skipping: calls of one key share an estimate
-            "flops_per_call": by["flops"].median(),
+            **{c: text[c] for c in ("name", "category", "library", "ops", "op_name")},
+            "shapes": [_as_text(v) for v in head["input_dims"].to_numpy(dtype=object)],
+            "dtypes": [_as_text(v) for v in head["input_types"].to_numpy(dtype=object)],
+            "count_per_step": n.median(axis=1).to_numpy(),
+            "time_us_per_step": t.median(axis=1).to_numpy(),
+            "dur_us_median": by["dur_us"].median().to_numpy(),
+            "bytes_per_call": by["bytes"].median().to_numpy(),  # NaN-skipping: calls of one key share an estimate
+            "flops_per_call": by["flops"].median().to_numpy(),
         }
     )
     dur = tab["dur_us_median"].where(tab["dur_us_median"] > 0)
@@ -235,13 +248,14 @@ def _kernel_table(trace: Trace, g: pd.DataFrame, used: list[int]) -> pd.DataFram
     # itself is recovered from a row: achieved / pct * 100
     bw_peak = (g["achieved_gbps"] / g["pct_peak_bw"] * 100.0).where(g["pct_peak_bw"] > 0)
     fl_peak = (g["achieved_tflops"] / g["pct_peak_flops"] * 100.0).where(g["pct_peak_flops"] > 0)
-    tab["pct_peak_bw"] = tab["achieved_gbps"] / bw_peak.groupby(g["_k"]).first() * 100.0
-    tab["pct_peak_flops"] = tab["achieved_tflops"] / fl_peak.groupby(g["_k"]).first() * 100.0
-    unknown_calls = g["bytes"].isna().groupby(g["_k"]).sum()
-    basis = first["cost_basis"].astype(str)
-    mixed = (unknown_calls > 0) & tab["bytes_per_call"].notna()
-    basis = basis.where(~mixed, basis + " [" + unknown_calls.astype(int).astype(str) + " calls without an estimate]")
-    tab["cost_basis"] = basis
+    tab["pct_peak_bw"] = tab["achieved_gbps"] / bw_peak.groupby(k, sort=True).first().to_numpy() * 100.0
+    tab["pct_peak_flops"] = tab["achieved_tflops"] / fl_peak.groupby(k, sort=True).first().to_numpy() * 100.0
+    unknown_calls = g["bytes"].isna().groupby(k, sort=True).sum().to_numpy()
+    mixed = (unknown_calls > 0) & tab["bytes_per_call"].notna().to_numpy()
+    tab["cost_basis"] = [
+        f"{b} [{u} calls without an estimate]" if m else b
+        for b, u, m in zip(text["cost_basis"], unknown_calls, mixed, strict=True)
+    ]
     tab = tab.sort_values(["time_us_per_step", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return schema.conform(tab, "kernel_summary")
 

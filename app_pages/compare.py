@@ -16,9 +16,8 @@ from app_pages import state, ui
 st.title("Compare")
 ui.show_messages()
 ui.require_runs(2, "The fusion diff")
-d = state.diff()
-if isinstance(d, str):
-    st.error(ui.esc(d), icon=":material/error:")
+d = cv.current_diff()
+if d is None:
     st.stop()
 
 labels = [c.label for c in d.candidates]

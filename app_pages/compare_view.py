@@ -21,6 +21,41 @@ def _finite(x) -> bool:
         return False
 
 
+def _force_diff() -> None:
+    state.diff(force=True)
+
+
+@st.fragment(run_every=1.0)
+def _poll_pending() -> None:
+    """While the diff computes on its worker thread: elapsed time, then a full rerun when it is ready."""
+    d = state.diff(compute=False)
+    if not isinstance(d, state.DiffPending):
+        st.rerun(scope="app")
+    st.caption(f"Computing the fusion diff ({d.ops_per_step:,} GPU ops per step)… {d.elapsed_s:,.0f} s")
+
+
+def current_diff(compact: bool = False):
+    """The session's Diff, or None after saying inline why there is none yet (too big, computing, or an error).
+
+    Other pages stay usable meanwhile: the diff runs on a worker thread."""
+    d = state.diff()
+    if isinstance(d, state.DiffDeferred):
+        st.info(
+            f"The steps hold up to {d.ops_per_step:,} GPU ops. The fusion diff aligns the runs' kernel sequences and "
+            "takes minutes at this size (about 7 min for 100k on 2 cores); the other pages work meanwhile.",
+            icon=":material/hourglass_empty:",
+        )
+        st.button("Compute the fusion diff", key=f"fl_force_diff_{compact}", on_click=_force_diff)
+        return None
+    if isinstance(d, state.DiffPending):
+        _poll_pending()
+        return None
+    if isinstance(d, str):
+        st.error(ui.esc(d), icon=":material/error:")
+        return None
+    return d
+
+
 def _runs_by_label() -> dict[str, state.Run]:
     return {r.label: r for r in state.runs()}
 

@@ -70,14 +70,13 @@ st.dataframe(
 )
 
 # The headline of the comparison, so the page a session opens on already answers "what did fusion buy us".
-d = state.diff()
-if d is not None and not isinstance(d, str):
+if len(runs) >= 2:
     from app_pages import compare_view
 
-    compare_view.headline(d)
-    st.page_link(nav.page("compare.py"), label="Open the fusion diff", icon=":material/compare_arrows:")
-elif isinstance(d, str):
-    st.warning(ui.esc(d))
+    d = compare_view.current_diff(compact=True)
+    if d is not None:
+        compare_view.headline(d)
+        st.page_link(nav.page("compare.py"), label="Open the fusion diff", icon=":material/compare_arrows:")
 
 fig = category_figure([(r.label, r.summary.per_step or {}) for r in runs])
 ui.chart(

@@ -12,10 +12,13 @@ Why this shape:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -313,10 +316,56 @@ def attach_ncu(name: str, doc: dict) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------------- diff
-def diff():
-    """The fusion diff of the baseline against every other run: a Diff, or a one-line error string, or None.
+# The fusion diff aligns the two runs' kernel sequences: ~1-2 s for real steps of 1-4k GPU ops, 14 s at 19k, ~7 min
+# at 100k+ (a whole-trace "step" of a long training trace). Up to DIFF_AUTO_MAX_OPS it runs by itself; above, the
+# Compare page asks first. Either way it runs on a worker thread, so a slow diff never freezes the other pages.
+DIFF_AUTO_MAX_OPS = 8_000
+DIFF_WAIT_S = 3.0  # wait this long in the page run before showing "computing…" (small diffs render at once)
+_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fuselens-diff")
 
-    Memoized per (runs, baseline, labels) in this session, so page switches never recompute it.
+
+@dataclass(frozen=True)
+class DiffPending:
+    """A diff is being computed on a worker thread."""
+
+    started: float
+    ops_per_step: int
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.time() - self.started
+
+
+@dataclass(frozen=True)
+class DiffDeferred:
+    """The steps are too big to diff without asking: ops_per_step GPU ops in the largest representative step."""
+
+    ops_per_step: int
+
+
+def diff_size() -> int:
+    """GPU ops in the largest steady-state step among the runs (what the alignment's cost grows with)."""
+    sizes = [float((r.summary.per_step or {}).get("kernels") or 0) for r in runs()]
+    return int(max(sizes, default=0))
+
+
+def _compute(base: Run, cands: list[Run]):
+    try:
+        from analyzer import diff_runs
+
+        return diff_runs(base.summary, [r.summary for r in cands], labels=[base.label] + [r.label for r in cands])
+    except FuseLensError as err:
+        return f"cannot compare: {err}"
+    except Exception as exc:  # a diff bug must not take the other pages down
+        log.exception("diff_runs failed")
+        return f"cannot compare: internal error {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+
+
+def diff(*, compute: bool = True, force: bool = False):
+    """The fusion diff of the baseline against every other run, memoized per (runs, baseline, labels):
+
+    a Diff; a one-line error string; None (fewer than two runs, or not computed yet with compute=False);
+    DiffPending (running on a worker thread); DiffDeferred (too big to start without `force`).
     """
     base = baseline()
     cands = candidates()
@@ -324,16 +373,23 @@ def diff():
         return None
     memo_key = (base.key, base.label, tuple((r.key, r.label) for r in cands))
     ss = _state()
-    if memo_key in ss[K_DIFFS]:
-        return ss[K_DIFFS][memo_key]
-    try:
-        from analyzer import diff_runs
-
-        result = diff_runs(base.summary, [r.summary for r in cands], labels=[base.label] + [r.label for r in cands])
-    except FuseLensError as err:
-        result = f"cannot compare: {err}"
-    except Exception as exc:  # a diff bug must not take the other pages down
-        log.exception("diff_runs failed")
-        result = f"cannot compare: internal error {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-    ss[K_DIFFS] = {memo_key: result}
-    return result
+    held = ss[K_DIFFS].get(memo_key)
+    if isinstance(held, tuple):  # (future, started, size)
+        fut, started, size = held
+        if not fut.done():
+            return DiffPending(started, size)
+        result = fut.result()
+        ss[K_DIFFS] = {memo_key: result}
+        return result
+    if held is not None:
+        return held
+    if not compute:
+        return None
+    size = diff_size()
+    if size > DIFF_AUTO_MAX_OPS and not force:
+        return DiffDeferred(size)
+    fut = _POOL.submit(_compute, base, cands)
+    ss[K_DIFFS] = {memo_key: (fut, time.time(), size)}
+    with contextlib.suppress(FuturesTimeout):
+        fut.result(timeout=DIFF_WAIT_S)
+    return diff(compute=False)

@@ -74,8 +74,8 @@ def context() -> dict:
     facts, else the trace's GPU and main GEMM) when there is a comparison, else the baseline's facts."""
     from analyzer.diff_facts import diff_context, run_facts, workload_parts
 
-    d = state.diff()
-    if d is not None and not isinstance(d, str):
+    d = state.diff(compute=False)  # only a diff already computed: a subtitle never starts a slow diff
+    if d is not None and not isinstance(d, str | state.DiffPending | state.DiffDeferred):
         return diff_context(d)
     base = state.baseline()
     if base is None:

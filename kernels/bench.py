@@ -127,8 +127,12 @@ def bench_gating(n_iter: int, copy_gbps: float) -> list[dict]:
     return rows
 
 
-def _pointer_fuselens(model):
-    """FuseLens forward forced onto the first (pointer-based, non-persistent) kernels: the run-1 version."""
+BENCH_ONLY_IMPLS = {"fuselens-pointer": "pointer", "fuselens-tma2": "tma2"}
+
+
+def _forced_fuselens(model, impl: str):
+    """FuseLens forward forced onto earlier kernel versions, to time them side by side with the current one:
+    "pointer" = run 1 (non-persistent, pointer loads), "tma2" = run 2 (persistent TMA, two 128-wide dots)."""
     from kernels.dual_gemm import dual_gemm_gated
     from kernels.gemm_act import gemm_bias_act
     from kernels.workloads import GatedMLP
@@ -136,10 +140,10 @@ def _pointer_fuselens(model):
     def fwd(x):
         x2d = x.reshape(-1, x.shape[-1])
         if isinstance(model, GatedMLP):
-            h = dual_gemm_gated(x2d, model.gate_proj.weight, model.up_proj.weight, model.activation, impl="pointer")
+            h = dual_gemm_gated(x2d, model.gate_proj.weight, model.up_proj.weight, model.activation, impl=impl)
             y = torch.matmul(h, model.down_proj.weight.t())
         else:
-            h = gemm_bias_act(x2d, model.fc1.weight, model.fc1.bias, "gelu", impl="pointer")
+            h = gemm_bias_act(x2d, model.fc1.weight, model.fc1.bias, "gelu", impl="tma" if impl == "tma2" else impl)
             y = F.linear(h, model.fc2.weight, model.fc2.bias)
         return y.view(*x.shape[:-1], y.shape[-1])
 
@@ -156,6 +160,7 @@ def autotune_choices() -> dict:
         "dual_gemm_pointer": dual_gemm._dual_gemm_tuned,
         "tma_dual": hopper_gemm._dual_tuned,
         "tma_single": hopper_gemm._single_tuned,
+        "tma_gated": hopper_gemm._gated_tuned,
     }
     return {name: {str(k): str(v) for k, v in getattr(t, "cache", {}).items()} for name, t in tuners.items()}
 
@@ -186,7 +191,7 @@ def bench_mlp(workload, dname, tokens, variants, n_iter, tflops, graphs=False) -
         row = {"workload": workload, "dtype": dname, "tokens": tokens, "variant": name, "floor_us": floor_us}
         try:
             t0 = time.perf_counter()
-            fn = _pointer_fuselens(model) if name == "fuselens-pointer" else build(name, model)
+            fn = _forced_fuselens(model, BENCH_ONLY_IMPLS[name]) if name in BENCH_ONLY_IMPLS else build(name, model)
             with torch.no_grad():
                 for _ in range(3):
                     y = fn(x)
@@ -296,7 +301,9 @@ def main(argv=None) -> int:
     )
     res["mlp"] = []
     if "mlp" in sections:
-        res["mlp"] += bench_mlp("geglu", "bf16", HF["tokens"], [*full, "fuselens-pointer"], ns.n_iter, tf)
+        res["mlp"] += bench_mlp(
+            "geglu", "bf16", HF["tokens"], [*full, "fuselens-tma2", "fuselens-pointer"], ns.n_iter, tf
+        )
         res["mlp"] += bench_mlp(
             "swiglu", "bf16", HF["tokens"], ["eager", "compile", "liger", "fuselens-gating", "fuselens"], ns.n_iter, tf
         )

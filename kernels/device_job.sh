@@ -47,8 +47,11 @@ record_fuselens() {
 
 check() {
   echo "== full-size kernel checks on the GPU"
-  FUSELENS_FULL_SIZE=1 timeout "$(left 300)" python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_kernels_gating.py \
-    tests/test_kernels_gemm.py tests/test_kernels_variants.py tests/test_kernels_profile.py 2>&1 | tee "$R/logs/check.txt" | tail -5
+  FUSELENS_FULL_SIZE=1 timeout "$(left "${CHECK_LIMIT_S:-300}")" python3 -m pytest -v -rfE -n 8 -p no:cacheprovider \
+    tests/test_kernels_gating.py tests/test_kernels_gemm.py tests/test_kernels_variants.py tests/test_kernels_profile.py \
+    >"$R/logs/check.txt" 2>&1
+  echo "check rc=$?: $(grep -c PASSED "$R/logs/check.txt") passed, $(grep -c SKIPPED "$R/logs/check.txt") skipped"
+  grep -E "^FAILED|^ERROR|AssertionError|Error:" "$R/logs/check.txt" | sort | uniq | head -20
 }
 
 bench() {

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._triton_util import interpreting
+from kernels._triton_util import autotune, interpreting
 from kernels.gating import ACTIVATIONS, _act_f32, act_id
 from kernels.gemm_act import IMPLS, _grouped_tile, check_gemm_inputs, dot_flags
 
@@ -84,7 +84,7 @@ def _prune(configs, named_args, **kwargs):
     return keep or configs
 
 
-_dual_gemm_tuned = triton.autotune(
+_dual_gemm_tuned = autotune(
     configs=CONFIGS_LARGE_M + CONFIGS_SMALL_M,
     key=["M", "N", "K"],
     prune_configs_by={"early_config_prune": _prune},

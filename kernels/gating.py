@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._triton_util import check_device, interpreting
+from kernels._triton_util import autotune, check_device, interpreting
 
 ACTIVATIONS = ("gelu_tanh", "silu")
 _LOG2E = 1.4426950408889634
@@ -61,6 +61,8 @@ def _gating_kernel(gate_ptr, up_ptr, out_ptr, n_elements, ACT: tl.constexpr, BLO
 
 # A small set, keyed on size and dtype: 16 B per thread per load needs BLOCK >= 8 * 32 * num_warps for bf16.
 _CONFIGS = [
+    triton.Config({"BLOCK": 1024}, num_warps=4),
+    triton.Config({"BLOCK": 2048}, num_warps=8),
     triton.Config({"BLOCK": 2048}, num_warps=4),
     triton.Config({"BLOCK": 4096}, num_warps=8),
     triton.Config({"BLOCK": 8192}, num_warps=8),
@@ -68,7 +70,7 @@ _CONFIGS = [
     triton.Config({"BLOCK": 16384}, num_warps=16),
     triton.Config({"BLOCK": 4096}, num_warps=4),
 ]
-_gating_kernel_tuned = triton.autotune(configs=_CONFIGS, key=["n_elements", "ACT"])(_gating_kernel)
+_gating_kernel_tuned = autotune(configs=_CONFIGS, key=["n_elements", "ACT"])(_gating_kernel)
 
 _ACT_IDS = {"gelu_tanh": 0, "silu": 1, "gelu": 2, "identity": 3}
 

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._triton_util import check_device, interpreting
+from kernels._triton_util import autotune, check_device, interpreting
 from kernels.gating import _act_f32, act_id
 
 EPILOGUE_ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "identity")
@@ -98,7 +98,7 @@ def prune_by_m(configs, named_args, **kwargs):
     return keep or configs
 
 
-_gemm_act_tuned = triton.autotune(
+_gemm_act_tuned = autotune(
     configs=CONFIGS_LARGE_M + CONFIGS_SMALL_M,
     key=["M", "N", "K"],
     prune_configs_by={"early_config_prune": prune_by_m},

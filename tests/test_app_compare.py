@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -84,3 +85,22 @@ def test_single_trace_says_compare_needs_two():
     s.goto(at, "compare")
     assert any("at least 2 traces" in t for t in s.texts(at, "info"))
     assert not at.exception
+
+
+def test_big_steps_ask_first_and_diff_on_a_worker_thread(monkeypatch):
+    """Above the size where the alignment takes minutes, Compare asks first; then the diff runs off the page thread."""
+    from app_pages import state
+
+    monkeypatch.setattr(state, "DIFF_AUTO_MAX_OPS", 3)  # the HF steps (5 ops) count as "big" here
+    monkeypatch.setattr(state, "DIFF_WAIT_S", 0.0)  # always show the pending state first
+    at = s.app("compare")
+    assert any("GPU ops" in t and "minutes" in t for t in s.texts(at, "info"))
+    assert not at.metric  # nothing computed behind the user's back
+    s.goto(at, "timeline")  # the other pages work meanwhile
+    assert len(at.get("plotly_chart")) == 1
+    s.goto(at, "compare")
+    at.button(key="fl_force_diff_False").click().run()
+    deadline = time.time() + 60
+    while not at.metric and time.time() < deadline:
+        at.run()
+    assert s.metric_values(at)["Kernels per step"][0] == "5 → 4"

@@ -87,8 +87,8 @@ def test_small_chunks_give_identical_tables(monkeypatch):
     monkeypatch.setattr(decode, "CHUNK_BYTES", 50_000)  # 8.6 MB of JSON → ~170 chunks
     original = decode.event_batches
 
-    def small(events, chunk_bytes=50_000):
-        return original(events, chunk_bytes)
+    def small(events, chunk_bytes=None, buf=None):
+        return original(events, 50_000, buf)
 
     monkeypatch.setattr(decode, "event_batches", small)
     chunked = load_trace(path)

@@ -422,3 +422,17 @@ def test_record_function_ranges_are_evidence():
     assert "RMSNorm affine=True" in ranges and "LayerNorm affine=True" in ranges
     assert not any(r.startswith("ProfilerStep#") for r in ranges)
     assert text_ops("RMSNorm affine=True") == {"rms_norm"}
+
+
+def test_unrelated_runs_are_flagged():
+    """BERT eager (H100) vs a compiled transformer block (MI300): almost nothing matches, and the diff says its
+    groups are unreliable instead of presenting them as findings."""
+    d = diff_runs(
+        summary_of(str(TRACES["h100_bert"])), [summary_of(str(TRACES["mi300_triton"]))], labels=["bert", "blk"]
+    )
+    assert any("unreliable" in n for n in d.candidates[0].notes)
+    from analyzer.report import report_markdown
+
+    assert "- warning: only 0% of the baseline's GPU ops have an equal in blk" in report_markdown(d)
+    hf = diff_runs(sample_summary("hf_geglu_bf16", "eager"), [sample_summary("hf_geglu_bf16", "compile")])
+    assert not any("unreliable" in n for n in hf.candidates[0].notes)

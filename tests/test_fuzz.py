@@ -9,8 +9,10 @@ Properties, for every generated or mutated trace:
 * diff_runs of two loaded traces returns a Diff with strict-JSON to_json(), or raises DiffError/TraceError.
 * every case is bounded: hypothesis' deadline per example, pytest-timeout per test.
 
-Profiles (FUSELENS_FUZZ_PROFILE): 'ci' (default) — 2,600 examples over the tests, derandomized so CI is
-reproducible, well under 90 s on 2 cores; 'long' — 5x that (13,000), random seeds, for bench/fuzz_long.py.
+Profiles (FUSELENS_FUZZ_PROFILE): 'ci' (default) — 2,100 examples over the tests, derandomized so CI is
+reproducible, ~90 s of CPU on 2 cores; 'long' — 5x that (10,500), random seeds. bench/fuzz_long.py is the long run
+that collects every distinct failure instead of stopping at the first. FUSELENS_FUZZ_SCALE=0.1 for a quick look.
+Bugs found and not yet fixed: fuzz_strategies.KNOWN_OPEN_BUGS (each pinned by a strict xfail below).
 """
 
 from __future__ import annotations
@@ -38,14 +40,17 @@ _slow_ok = [
     HealthCheck.filter_too_much,
 ]
 settings.register_profile(
-    "fuselens-ci", derandomize=True, deadline=3000, suppress_health_check=_slow_ok, database=None, print_blob=True
+    "fuselens-ci", derandomize=True, deadline=5000, suppress_health_check=_slow_ok, database=None, print_blob=True
 )
 settings.register_profile(
-    "fuselens-long", derandomize=False, deadline=5000, suppress_health_check=_slow_ok, print_blob=True
+    "fuselens-long", derandomize=False, deadline=10000, suppress_health_check=_slow_ok, print_blob=True
 )
 BASE = settings.get_profile(f"fuselens-{PROFILE}")
-# Example counts per test ('ci'): 1,200 + 300 + 700 + 400 = 2,600.
-N_LOAD, N_VALID, N_PIPE, N_DIFF = (max(1, int(n * SCALE)) for n in (1200, 300, 700, 400))
+# Example counts per test ('ci'): 1,500 + 250 + 300 + 50 = 2,100. CPU per example measured on this 2-core box:
+# load 29 ms, undamaged synthetic 46 ms, load+summarize+diff 72 ms, two fuzzed runs diffed 190 ms → ~90 s in all.
+# Nearly all of it is the loader's fixed cost (~40-80 ms to build a Trace even from a 1-event file), so that is the
+# lever for more examples per CI minute. 'long' (x5) = 10,500.
+N_LOAD, N_VALID, N_PIPE, N_DIFF = (max(1, int(n * SCALE)) for n in (1500, 250, 300, 50))
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "fuzz<case>.json"  # a name with markup in it: messages must carry it verbatim, on one line
 
@@ -113,14 +118,14 @@ def summarize_or_none(trace):
     return s
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(int(180 * max(1.0, SCALE)))
 @settings(BASE, max_examples=N_LOAD)
 @given(data=fuzz_bytes())
 def test_load_raises_only_one_line_trace_errors(data):
     load(data)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(int(120 * max(1.0, SCALE)))
 @settings(BASE, max_examples=N_VALID)
 @given(doc=synthetic_doc())
 def test_undamaged_synthetic_traces_load_completely(doc):
@@ -163,7 +168,7 @@ def diff_or_none(base, cand, labels=("base<1>", "cand|2")):
     return diff
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(int(240 * max(1.0, SCALE)))
 @settings(BASE, max_examples=N_PIPE)
 @given(data=st.one_of(fuzz_bytes(), valid_bytes()), fuzzed_is_base=st.booleans())
 def test_summarize_and_diff_raise_only_typed_errors(data, fuzzed_is_base):
@@ -175,7 +180,7 @@ def test_summarize_and_diff_raise_only_typed_errors(data, fuzzed_is_base):
         diff_or_none(*((s, base) if fuzzed_is_base else (base, s)))
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(int(180 * max(1.0, SCALE)))
 @settings(BASE, max_examples=N_DIFF)
 @given(a=fuzz_bytes(), b=fuzz_bytes())
 def test_diff_of_two_fuzzed_runs_raises_only_typed_errors(a, b):

@@ -3,7 +3,7 @@ kernels and the persistent TMA kernels (kernels.hopper_gemm), against eager and 
 
 import pytest
 
-from tests._kernels_env import DTYPES, FULL, ON_GPU, randn, rel_err, rel_err_ok, seed_of, torch
+from tests._kernels_env import DEVICE, DTYPES, FULL, ON_GPU, randn, rel_err, rel_err_ok, seed_of, torch
 
 # isort: split
 # kernels/ only after _kernels_env: it must set TRITON_INTERPRET before triton is imported
@@ -90,15 +90,19 @@ def test_strided_x_goes_to_pointer_kernel():
     assert rel_err(gemm_bias_act(x, w, None, "gelu"), ref) < 2e-3
 
 
+def _t(*shape):
+    return torch.ones(*shape, device=DEVICE)
+
+
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: gemm_bias_act(torch.ones(4, 8), torch.ones(3, 9), None), "does not match"),
-        (lambda: gemm_bias_act(torch.ones(4, 8), torch.ones(3, 8), torch.ones(4)), "bias must be"),
-        (lambda: gemm_bias_act(torch.ones(4, 8), torch.ones(3, 8), None, "tanh"), "activation"),
-        (lambda: dual_gemm_gated(torch.ones(4, 8), torch.ones(3, 8), torch.ones(5, 8)), "must match"),
-        (lambda: dual_gemm_gated(torch.ones(4, 8), torch.ones(3, 8), torch.ones(3, 8), impl="cuda"), "impl"),
-        (lambda: dual_gemm_gated(torch.ones(8), torch.ones(3, 8), torch.ones(3, 8)), "2-D"),
+        (lambda: gemm_bias_act(_t(4, 8), _t(3, 9), None), "does not match"),
+        (lambda: gemm_bias_act(_t(4, 8), _t(3, 8), _t(4)), "bias must be"),
+        (lambda: gemm_bias_act(_t(4, 8), _t(3, 8), None, "tanh"), "activation"),
+        (lambda: dual_gemm_gated(_t(4, 8), _t(3, 8), _t(5, 8)), "must match"),
+        (lambda: dual_gemm_gated(_t(4, 8), _t(3, 8), _t(3, 8), impl="cuda"), "impl"),
+        (lambda: dual_gemm_gated(_t(8), _t(3, 8), _t(3, 8)), "2-D"),
     ],
 )
 def test_bad_input_one_line_error(call, match):

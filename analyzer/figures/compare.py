@@ -35,6 +35,10 @@ def _esc(s) -> str:
     return html.escape(str(s), quote=False)
 
 
+def _saved(us: float) -> str:
+    return f"{fmt_us(-us)} slower" if us < 0 else f"{fmt_us(us)} saved"
+
+
 def _title(diff, title: str) -> dict:
     return chart_title(title, **diff_context(diff))
 
@@ -178,7 +182,7 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
         title=_title(
             diff,
             f"Fusion groups: {cd.label} vs {cd.base_label} — {fmt_bytes(cd.hbm_bytes_avoided_per_step)} HBM traffic "
-            f"avoided, {fmt_us(cd.time_saved_us_per_step)} saved per step",
+            f"avoided, {_saved(cd.time_saved_us_per_step)} per step",
         ),
         height=max(360, 170 + 80 * max(len(rows), 1)),
     )

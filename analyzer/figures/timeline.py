@@ -160,97 +160,86 @@ def _cpu_hover(df: pd.DataFrame) -> list[str]:
     return out
 
 
-def _merge_small(df: pd.DataFrame, bin_us: float) -> pd.DataFrame:
-    """Merge kernels narrower than `bin_us` that start in the same bin of the same lane into one bar.
+# Only what a bar, its label and its hover need: copying 34 columns of 100k+ rows would cost more than drawing.
+_GPU_COLS = ["name", "ops", "category", "library", "stream", "dur_us", "op_name", "input_dims", "input_types",
+             "bytes", "achieved_gbps"]  # fmt: skip
+_CPU_COLS = ["name", "dur_us", "input_dims", "input_types"]
+_LANE_STRIDE = 1 << 10  # lane key = row * stride + lane index: integer group keys, no string building per op
 
-    Input columns: lane, s, e, dur_us, category, name (+ hover-able ones). Output: the wide kernels unchanged (n=1)
-    and one row per non-empty (lane, bin) of the narrow ones, coloured by the category holding most of its busy time.
+
+def _merge_small(df: pd.DataFrame, bin_us: float) -> pd.DataFrame:
+    """Merge ops narrower than `bin_us` that start in the same bin of the same lane into one bar.
+
+    Input columns: lane_key, s, e, dur_us, category, name (+ hover-able ones). Output: the wide ops unchanged (n=1)
+    and one row per non-empty (lane, bin) of the narrow ones, coloured by the category holding most of its busy
+    time. A bin holding a single op keeps that op's own row (and hover). Grouping is on one int64 key per op.
     """
-    wide = df[df["dur_us"] >= bin_us].assign(n=1)
-    narrow = df[df["dur_us"] < bin_us]
+    dur = df["dur_us"].to_numpy()
+    wide = df[dur >= bin_us].assign(n=1)
+    narrow = df[dur < bin_us]
     if narrow.empty:
         return wide
-    b = np.floor(narrow["s"].to_numpy() / bin_us).astype(np.int64)
-    narrow = narrow.assign(_bin=b)
-    grp = narrow.groupby(["lane", "_bin"], sort=False)
-    agg = grp.agg(s=("s", "min"), e=("e", "max"), n=("s", "size"), busy=("dur_us", "sum")).reset_index()
-    singles = agg["n"] == 1
+    key = narrow["lane_key"].to_numpy(np.int64) << 32 | np.floor(narrow["s"].to_numpy() / bin_us).astype(np.int64)
+    narrow = narrow.assign(_key=key)
+    agg = narrow.groupby("_key", sort=False).agg(
+        s=("s", "min"), e=("e", "max"), n=("s", "size"), busy=("dur_us", "sum"), lane_key=("lane_key", "first")
+    )
+    singles = narrow[narrow["_key"].map(agg["n"]).to_numpy() == 1].drop(columns="_key").assign(n=1)
+    agg = agg[agg["n"] > 1]
+    many = narrow[narrow["_key"].isin(agg.index)]
     # Dominant category by busy time inside each merged bar.
-    cat_time = narrow.groupby(["lane", "_bin", "category"], sort=False)["dur_us"].sum().reset_index()
-    cat_time = cat_time.sort_values("dur_us", ascending=False).drop_duplicates(["lane", "_bin"])
-    agg = agg.merge(cat_time[["lane", "_bin", "category"]], on=["lane", "_bin"], how="left")
-    # Top names inside a merged bar, for its hover.
-    top = (
-        narrow.groupby(["lane", "_bin", "name"], sort=False)["dur_us"]
-        .agg(["size", "sum"])
-        .reset_index()
-        .sort_values("sum", ascending=False)
-    )
-    top_txt = (
-        top.groupby(["lane", "_bin"], sort=False)
-        .head(3)
-        .assign(t=lambda t: t["size"].astype(str) + "× " + t["name"].map(lambda x: _esc(x, 70)))
-        .groupby(["lane", "_bin"], sort=False)["t"]
-        .agg("<br>  ".join)
-        .reset_index()
-    )
-    agg = agg.merge(top_txt, on=["lane", "_bin"], how="left")
+    cat = many.groupby(["_key", "category"], sort=False)["dur_us"].sum().reset_index()
+    cat = cat.sort_values("dur_us", ascending=False, kind="stable").drop_duplicates("_key").set_index("_key")
+    agg["category"] = cat["category"]
+    # The three names holding most time inside a merged bar, for its hover.
+    top = many.groupby(["_key", "name"], sort=False)["dur_us"].agg(["size", "sum"]).reset_index()
+    top = top.sort_values("sum", ascending=False, kind="stable").groupby("_key", sort=False).head(3)
+    top["t"] = top["size"].astype(str) + "× " + top["name"].map(lambda x: _esc(x, 70))
+    agg["t"] = top.groupby("_key", sort=False)["t"].agg("<br>  ".join)
     agg["dur_us"] = agg["e"] - agg["s"]
     agg["hover"] = (
-        "<b>"
-        + agg["n"].astype(str)
-        + " kernels merged</b> (each shorter than "
-        + f"{bin_us:,.2f} µs at this zoom)<br>busy "
-        + agg["busy"].map("{:,.1f}".format)
-        + " µs of "
-        + agg["dur_us"].map("{:,.1f}".format)
-        + " µs · start +"
-        + agg["s"].map("{:,.1f}".format)
-        + " µs<br>mostly "
-        + agg["category"].astype(str)
-        + "; top:<br>  "
-        + agg["t"].fillna("")
-    )
-    # A bin holding one kernel is just that kernel: keep its own row (and hover) instead of a "1 kernels merged" bar.
-    single_keys = agg.loc[singles, ["lane", "_bin"]]
-    single_rows = narrow.merge(single_keys, on=["lane", "_bin"]).assign(n=1)
-    merged = agg.loc[~singles]
-    return pd.concat(
-        [wide, single_rows.drop(columns="_bin"), merged.drop(columns=["_bin", "t", "busy"])], ignore_index=True
-    )
+        "<b>" + agg["n"].astype(str) + f" ops merged</b> (each shorter than {bin_us:,.2f} µs at this zoom)<br>busy "
+        + agg["busy"].map("{:,.1f}".format) + " µs of " + agg["dur_us"].map("{:,.1f}".format)
+        + " µs · start +" + agg["s"].map("{:,.1f}".format) + " µs<br>mostly " + agg["category"].astype(str)
+        + "; top:<br>  " + agg["t"].fillna("")
+    )  # fmt: skip
+    merged = agg.drop(columns=["t", "busy"]).reset_index(drop=True)
+    return pd.concat([wide, singles, merged], ignore_index=True)
 
 
 def bars_frame(
     views: list[StepView], *, max_bars: int = 6000, window: tuple[float, float] | None = None
 ) -> tuple[pd.DataFrame, dict]:
-    """All bars to draw, one row each: run, row, lane (label), lane_y, s, e, category, n, hover.
+    """All bars to draw, one row each: row (run), lane (label), lane_y, s, e, category, n, hover, text.
 
-    Returns (bars, info): info has 'kernels' (GPU ops in the views), 'bars', 'merged' (bool), 'bin_us'.
+    Returns (bars, info): info has 'kernels' (GPU ops in the views), 'bars', 'merged' (bool), 'bin_us', 'lanes'.
     """
     parts = []
     lane_names: dict[int, list[str]] = {}
     for row, v in enumerate(views):
         names = []
         if v.cpu is not None and not v.cpu.empty:
-            c = v.cpu.assign(s=v.cpu["ts_us"] - v.origin_us, e=v.cpu["end_us"] - v.origin_us)
-            c = c.assign(lane="CPU ops", category="cpu op", kind="cpu", row=row)
+            c = v.cpu[_CPU_COLS].assign(
+                s=v.cpu["ts_us"] - v.origin_us, e=v.cpu["end_us"] - v.origin_us, category="cpu op", kind="cpu",
+                row=row, lane_y=0,
+            )  # fmt: skip
             parts.append(c)
             names.append("CPU ops")
         if not v.gpu.empty:
-            g = v.gpu.assign(s=v.gpu["ts_us"] - v.origin_us, e=v.gpu["end_us"] - v.origin_us, row=row)
-            streams = sorted(g["stream"].unique())
-            lane = g["stream"].map(lambda st: f"stream {st}" if st >= 0 else "stream ?")
-            g = g.assign(lane=lane, kind="gpu")
+            streams = np.sort(v.gpu["stream"].unique())
+            lane_y = len(names) + np.searchsorted(streams, v.gpu["stream"].to_numpy())
+            g = v.gpu[_GPU_COLS].assign(
+                s=v.gpu["ts_us"] - v.origin_us, e=v.gpu["end_us"] - v.origin_us, kind="gpu", row=row, lane_y=lane_y
+            )
             parts.append(g)
             names += [f"stream {st}" if st >= 0 else "stream ?" for st in streams]
         lane_names[row] = names
-    info = {"kernels": int(sum(len(v.gpu) for v in views)), "merged": False, "bin_us": 0.0}
+    info = {"kernels": int(sum(len(v.gpu) for v in views)), "merged": False, "bin_us": 0.0, "lanes": lane_names}
+    cols = ["row", "lane", "lane_y", "s", "e", "category", "n", "hover", "text"]
     if not parts:
-        return pd.DataFrame(columns=["row", "lane", "lane_y", "s", "e", "category", "n", "hover", "text"]), info | {
-            "bars": 0
-        }
+        return pd.DataFrame(columns=cols), info | {"bars": 0, "total_before_merge": 0}
     df = pd.concat(parts, ignore_index=True, sort=False)
-    df["lane"] = df["row"].astype(str) + "|" + df["lane"]
+    df["lane_key"] = df["row"].to_numpy(np.int64) * _LANE_STRIDE + df["lane_y"].to_numpy(np.int64)
     if window is not None:
         lo, hi = window
         df = df[(df["e"] >= lo) & (df["s"] <= hi)]
@@ -258,22 +247,22 @@ def bars_frame(
     if total > max_bars:
         lo = window[0] if window else float(df["s"].min())
         hi = window[1] if window else float(df["e"].max())
-        n_lanes = max(1, df["lane"].nunique())
+        n_lanes = max(1, df["lane_key"].nunique())
         bins = int(np.clip(max_bars // (2 * n_lanes), 100, 3000))  # ≤ 2 bars per bin (one wide, one merged)
         bin_us = max((hi - lo) / bins, 1e-3)
-        gpu = df[df["kind"] == "gpu"]
-        cpu = df[df["kind"] == "cpu"]
-        gpu_m = _merge_small(gpu, bin_us)
-        cpu_m = _merge_small(cpu.assign(name=cpu["name"]), bin_us) if not cpu.empty else cpu.assign(n=1)
-        need_hover_g = gpu_m["hover"].isna() if "hover" in gpu_m else pd.Series(True, index=gpu_m.index)
-        if need_hover_g.any():
-            gpu_m.loc[need_hover_g, "hover"] = _kernel_hover(gpu_m[need_hover_g])
-        if not cpu_m.empty:
-            need_hover_c = cpu_m["hover"].isna() if "hover" in cpu_m else pd.Series(True, index=cpu_m.index)
-            if need_hover_c.any():
-                cpu_m.loc[need_hover_c, "hover"] = _cpu_hover(cpu_m[need_hover_c])
-        df = pd.concat([gpu_m, cpu_m], ignore_index=True, sort=False)
-        df["row"] = df["lane"].str.split("|", n=1).str[0].astype(int)
+        is_gpu = (df["kind"] == "gpu").to_numpy()
+        out = []
+        for part, hover in ((df[is_gpu], _kernel_hover), (df[~is_gpu], _cpu_hover)):
+            if part.empty:
+                continue
+            m = _merge_small(part, bin_us)
+            need = m["hover"].isna().to_numpy() if "hover" in m else np.ones(len(m), bool)
+            if need.any():
+                m.loc[need, "hover"] = hover(m[need])
+            out.append(m)
+        df = pd.concat(out, ignore_index=True, sort=False)
+        df["row"] = df["lane_key"] // _LANE_STRIDE
+        df["lane_y"] = df["lane_key"] % _LANE_STRIDE
         info |= {"merged": True, "bin_us": bin_us}
     else:
         df = df.assign(n=1)
@@ -284,23 +273,17 @@ def bars_frame(
         if (~gpu_mask).any():
             hover[~gpu_mask] = _cpu_hover(df[~gpu_mask])
         df["hover"] = hover
-    # Lane y positions: within a row, CPU on top, then streams in ascending order.
-    lane_y = {}
-    for row, names in lane_names.items():
-        for i, nm in enumerate(names):
-            lane_y[f"{row}|{nm}"] = i
-    df["lane_y"] = df["lane"].map(lane_y).astype(float)
-    df["lane"] = df["lane"].str.split("|", n=1).str[1]
-    names = df["name"] if "name" in df else pd.Series("", index=df.index)
+    df["lane"] = [lane_names[int(r)][int(y)] for r, y in zip(df["row"], df["lane_y"], strict=True)]
+    df["lane_y"] = df["lane_y"].astype(float)
+    names = df["name"].fillna("") if "name" in df else pd.Series("", index=df.index)
     ops = df["ops"].fillna("") if "ops" in df else pd.Series("", index=df.index)
     df["text"] = [
         f"{int(n)}×" if n > 1 else _esc(short_label(nm, "" if k == "cpu op" else op), 40)
-        for n, nm, op, k in zip(df["n"], names.fillna(""), ops, df["category"], strict=True)
+        for n, nm, op, k in zip(df["n"], names, ops, df["category"], strict=True)
     ]
     info["bars"] = len(df)
-    info["lanes"] = lane_names
     info["total_before_merge"] = total
-    return df[["row", "lane", "lane_y", "s", "e", "category", "n", "hover", "text"]], info
+    return df[cols], info
 
 
 def timeline_figure(
@@ -321,7 +304,7 @@ def timeline_figure(
     """
     bars, info = bars_frame(views, max_bars=max_bars, window=window)
     use_gl = (info["bars"] > svg_limit) if webgl is None else bool(webgl)
-    lanes = info.get("lanes", {i: [] for i in range(len(views))})
+    lanes = info["lanes"]
     n_rows = max(1, len(views))
     heights = [max(1, len(lanes.get(i, []))) + 0.9 for i in range(n_rows)]
     titles = []
