@@ -342,21 +342,22 @@ def _first_byte(buf) -> int:
     return head[0] if head else -1
 
 
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{(?=\s*\")")
 
 
 def event_batches(events: Raw, chunk_bytes: int | None = None, buf: bytearray | None = None):
     """Yield lists of Event Structs, decoding the events array ~chunk_bytes at a time.
 
-    The array is cut at '},{' boundaries. A cut can only be wrong if that text sits inside a string or a nested
-    array of objects; then one side has unbalanced quotes/brackets, msgspec says so, and the cut moves to the
-    next boundary. So a wrong cut costs time, never correctness.
-
     buf: the bytearray that `events` views. Then each chunk is bracketed IN PLACE (the separator bytes before and
     after it become '[' and ']' for the decode, then are restored) instead of being copied: saves a full copy of
     the file (~0.2 s per GB).
     """
-    chunk_bytes = chunk_bytes or CHUNK_BYTES
+    view, buf, pos, end = _events_span(events, buf)
+    yield from _batches(view, buf, pos, end, chunk_bytes or CHUNK_BYTES)
+
+
+def _events_span(events: Raw, buf):
+    """(view, buf or None, first byte after '[' and whitespace, index of the closing ']' less trailing space)."""
     off = _offset_in(buf, events)
     if off is None:
         buf, off = None, 0
@@ -369,6 +370,17 @@ def event_batches(events: Raw, chunk_bytes: int | None = None, buf: bytearray | 
         pos += 1
     while end > pos and view[end - 1] in _WS:
         end -= 1
+    return view, buf, pos, end
+
+
+def _batches(view, buf, pos: int, end: int, chunk_bytes: int):
+    """Decode the events in view[pos:end] (pos at an event's '{', end just after an event's '}').
+
+    Cuts at '},{"' boundaries: inside a JSON string a quote is escaped (\\"), so that text cannot be in a
+    string; it can only be a boundary or sit in a nested array of objects. A wrong cut leaves one side with
+    unbalanced brackets: msgspec says so, and the cut moves to the next boundary. A wrong cut costs time, never
+    correctness.
+    """
     while pos < end:
         search_from = pos + chunk_bytes
         while True:
@@ -387,7 +399,7 @@ def event_batches(events: Raw, chunk_bytes: int | None = None, buf: bytearray | 
             except msgspec.DecodeError:
                 if m is None:
                     raise
-                search_from = m.end()  # a cut inside a string or a nested object: take the next boundary
+                search_from = m.end()  # a cut inside a nested object: take the next boundary
                 continue
             yield batch
             del batch
@@ -402,7 +414,7 @@ def _offset_in(buf, events: Raw) -> int | None:
     base = np.frombuffer(buf, np.uint8).ctypes.data
     start = np.frombuffer(events, np.uint8).ctypes.data
     off = start - base
-    if 0 <= off and off + len(events) <= len(buf) and buf[off] == 0x5B:  # '['
+    if off >= 0 and off + len(events) <= len(buf) and buf[off] == 0x5B:  # '['
         return off
     return None
 
@@ -463,21 +475,101 @@ def _scalar(v):
 _LENIENT_MARK = Event(ph="", cat="\x00lenient")  # tells the accumulator this batch was coerced (for a warning)
 
 
-def decode_events(form: str, header: dict, events: Raw, buf: bytearray | None = None) -> Decoded:
+def decode_events(
+    form: str, header: dict, events: Raw, buf: bytearray | None = None, workers: int | None = None
+) -> Decoded:
     """Columns of every event we use. GC is paused while millions of short-lived objects come and go.
 
-    buf: the bytearray `events` views, if any (lets the chunks be decoded in place, see event_batches)."""
-    acc = _Accumulator()
+    buf: the bytearray `events` views, if any (lets chunks be decoded in place, see event_batches).
+    workers: processes for a big file (default: $FUSELENS_DECODE_WORKERS, else up to 2 where fork exists and the
+    events are over PARALLEL_MIN_BYTES). Workers are forked, so they read the buffer without a copy.
+    """
+    n_workers = _worker_count(workers, len(events))
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
+        if n_workers > 1:
+            try:
+                return _decode_parallel(form, header, events, buf, n_workers)
+            except _ParallelUnavailable:
+                pass
+        acc = _Accumulator()
         for batch in event_batches(events, buf=buf):
             acc.add(batch)
             del batch
+        return acc.finish(form, header)
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+# Below ~64 MB of events, forking costs more than it saves (a worker start is ~50 ms; decode runs ~150 MB/s).
+PARALLEL_MIN_BYTES = 64 << 20
+ENV_WORKERS = "FUSELENS_DECODE_WORKERS"
+
+
+def _worker_count(workers: int | None, n_bytes: int) -> int:
+    import multiprocessing
+    import os
+
+    if workers is None:
+        env = os.environ.get(ENV_WORKERS, "").strip()
+        workers = int(env) if env.isdigit() else min(2, os.cpu_count() or 1)
+        if n_bytes < PARALLEL_MIN_BYTES:
+            return 1
+    if workers > 1 and "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return max(1, workers)
+
+
+class _ParallelUnavailable(Exception):
+    pass
+
+
+_SHARED: tuple | None = None  # (view, buf, ranges): set just before forking, read by the workers
+
+
+def _decode_parallel(form: str, header: dict, events: Raw, buf, n_workers: int) -> Decoded:
+    """Split the events into n_workers byte ranges at event boundaries; forked workers decode a range each
+    into compact columns (names and shapes as codes); the parent merges them in file order."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _SHARED
+    view, buf, pos, end = _events_span(events, buf)
+    ranges, start = [], pos
+    for k in range(1, n_workers):
+        m = _BOUNDARY.search(view, max(start, pos + (end - pos) * k // n_workers), end)
+        if m is None:
+            break
+        ranges.append((start, m.start() + 1))  # up to just after this range's last '}'
+        start = m.end() - 1  # the next range starts at its first '{'
+    ranges.append((start, end))
+    if len(ranges) < 2:
+        raise _ParallelUnavailable
+    _SHARED = (view, buf, ranges)
+    try:
+        with ProcessPoolExecutor(len(ranges), mp_context=multiprocessing.get_context("fork")) as pool:
+            parts = list(pool.map(_decode_range, range(len(ranges))))
+    except (OSError, RuntimeError, msgspec.DecodeError) as err:  # no fork, a worker killed, a bad split
+        raise _ParallelUnavailable from err
+    finally:
+        _SHARED = None
+    acc = _Accumulator()
+    for part in parts:
+        acc.merge(part)
     return acc.finish(form, header)
+
+
+def _decode_range(k: int) -> dict:
+    view, buf, ranges = _SHARED
+    a, b = ranges[k]
+    gc.disable()
+    acc = _Accumulator()
+    for batch in _batches(view, buf, a, b, CHUNK_BYTES):
+        acc.add(batch)
+        del batch
+    return acc.export()
 
 
 _CAT = operator.attrgetter("cat")
@@ -650,6 +742,58 @@ class _Accumulator:
             if isinstance(label, str):
                 self.process_labels.append(label)
 
+    # across processes ------------------------------------------------------------------------------------
+    def export(self) -> dict:
+        """This worker's columns in a compact, picklable form: names and shapes as codes + distinct values."""
+        name_list = list(dict.fromkeys(self.names.values()))  # distinct interned names ("" once)
+        index_of = {v: i for i, v in enumerate(name_list)}
+        parts = {}
+        for table, cols in self.parts.items():
+            merged = _concat(cols)
+            if merged:
+                merged["name"] = np.fromiter(map(index_of.__getitem__, merged["name"]), np.int64, len(merged["name"]))
+            parts[table] = merged
+        raw_tables = {k: [b for b, c in sorted(t.code_of.items(), key=operator.itemgetter(1)) if c >= 0]
+                      for k, t in self._raw_tables().items()}  # fmt: skip
+        return dict(
+            parts=parts, names=name_list, raw_tables=raw_tables, categories=dict(self.categories),
+            process_labels=self.process_labels, trace_start=self.trace_start, n_events=self.n_events,
+            lenient=self.lenient, bad=self.bad[0],
+        )  # fmt: skip
+
+    def _raw_tables(self) -> dict:
+        return {"dims": self.dims, "types": self.types, "strides": self.strides, "grids": self.grids}
+
+    def merge(self, part: dict) -> None:
+        """Append a worker's export (parts arrive in file order)."""
+        names = part["names"]
+        name_lut = np.empty(len(names), dtype=object)
+        name_lut[:] = [self.names.setdefault(x, x) for x in names]
+        luts = {}
+        for key, table in self._raw_tables().items():
+            blobs = part["raw_tables"][key]
+            for blob in blobs:
+                table.code_of.setdefault(blob, len(table.code_of) - 1)
+            luts[key] = np.fromiter((table.code_of[b_] for b_ in blobs), np.int64, len(blobs))
+        for table, cols in part["parts"].items():
+            if not cols:
+                continue
+            cols["name"] = name_lut[cols["name"]]
+            cols["event_index"] = cols["event_index"] + self.n_events
+            if table == "gpu":
+                for key in ("grid", "block"):
+                    cols[key] = _remap(cols[key], luts["grids"])
+            if table == "cpu":
+                for key, lut in (("input_dims", "dims"), ("input_types", "types"), ("input_strides", "strides")):
+                    cols[key] = _remap(cols[key], luts[lut])
+            self.parts[table].append(cols)
+        self.categories.update(part["categories"])
+        self.process_labels += part["process_labels"]
+        self.trace_start = min(self.trace_start, part["trace_start"])
+        self.n_events += part["n_events"]
+        self.lenient |= part["lenient"]
+        self.bad[0] += part["bad"]
+
     # all batches -----------------------------------------------------------------------------------------
     def finish(self, form: str, header: dict) -> Decoded:
         tables = {k: _concat(v) for k, v in self.parts.items()}
@@ -682,6 +826,13 @@ class _Accumulator:
             legacy=any(c in LEGACY_CATEGORIES for c in categories),
             warnings=warnings,
         )
+
+
+def _remap(codes: np.ndarray, lut: np.ndarray) -> np.ndarray:
+    """Worker codes → merged codes; -1 (absent) stays -1."""
+    if not len(lut):
+        return np.full(len(codes), -1, dtype=np.int64)
+    return np.where(codes >= 0, lut[np.maximum(codes, 0)], -1)
 
 
 def _concat(parts: list[dict]) -> dict:

@@ -123,10 +123,10 @@ def analyze_ranks(
         if len(sets) > 1:
             report.compare = compare([s["ranks"] for s in sets], set_labels)
             targets = _diff_targets(sets, diff_rank)
-            by_rank = [
-                {e["rank"]: _input_of(e, inputs) for e in s["ranks"]}
-                for s, inputs in zip(sets, sets_inputs, strict=True)
-            ]
+            by_rank = []
+            for s, inputs in zip(sets, sets_inputs, strict=True):
+                by_name = {i.name: i for i in inputs}
+                by_rank.append({e["rank"]: by_name[e["file"]] for e in s["ranks"]})
             djobs = [DiffJob(r, tuple(b[r] for b in by_rank), tuple(set_labels)) for r in targets]
             for job, res in zip(djobs, eng.map(djobs), strict=True):
                 entry = {"rank": job.rank, "labels": list(set_labels)}
@@ -239,10 +239,6 @@ def _diff_targets(sets: list[dict], diff_rank) -> list[int]:
 
 def _short(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:8])) + (" …" if len(ranks) > 8 else "") if ranks else "none"
-
-
-def _input_of(entry: dict, inputs: list[RankInput]) -> RankInput:
-    return next(i for i in inputs if i.name == entry["file"])
 
 
 def _unique(labels: list[str]) -> list[str]:

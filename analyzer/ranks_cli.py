@@ -4,7 +4,8 @@ Also runnable alone (`python -m analyzer.ranks_cli …`) with the same arguments
 CLI's `ranks` sub-parser can call so both stay in step.
 
 Exit codes: 0 every rank analysed; 2 a set could not be read, or some ranks failed (the others are still printed,
-each failure is one line on stderr); 1 anything unexpected.
+each failure is one line on stderr); 1 anything unexpected, including an analyzer bug on some rank (reported the
+same way, marked internal).
 """
 
 from __future__ import annotations
@@ -59,15 +60,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render_text(doc))
     for f in report.failed():
-        print(f"error: {f['error']}", file=sys.stderr)
+        print(f"error: {_t(f['error'])}", file=sys.stderr)
     for d in report.diffs:
         if "error" in d:
-            print(f"error: diff of rank {d['rank']}: {d['error']}", file=sys.stderr)
+            print(f"error: diff of rank {d['rank']}: {_t(d['error'])}", file=sys.stderr)
+    if any(f.get("internal") for f in report.failed()):
+        return 1  # an analyzer bug hit some rank: the others are printed, but this is not a trace problem
     return 2 if report.failed() or any("error" in d for d in report.diffs) else 0
 
 
 def _progress(done: int, total: int) -> None:
     print(f"\ranalysed {done}/{total} rank traces", end="", file=sys.stderr, flush=True)
+
+
+def _t(s) -> str:
+    """Trace-derived text on one terminal line: a file name may hold line breaks or escape sequences."""
+    return "".join(c if c.isprintable() else "?" for c in " ".join(str(s).split()))
 
 
 def _ms(us) -> str:
@@ -86,8 +94,8 @@ def render_text(doc: dict) -> str:
     out: list[str] = []
     for s in doc["sets"]:
         n_ok, n_bad = len(s["ranks"]), len(s["failed"])
-        out.append(f"rank set {s['label']}: {n_ok} ranks analysed, {n_bad} failed")
-        out += [f"  note: {n}" for n in s["notes"]]
+        out.append(f"rank set {_t(s['label'])}: {n_ok} ranks analysed, {n_bad} failed")
+        out += [f"  note: {_t(n)}" for n in s["notes"]]
         out.append("  medians over steady-state steps, ms per step")
         head = f"  {'rank':>5} {'steps':>5} {'GPU':>9} {'compute':>9} {'comm':>9} {'exposed':>9} {'copies':>9} {'idle':>9}  file"
         out.append(head)
@@ -99,7 +107,9 @@ def render_text(doc: dict) -> str:
                 for k in ("compute_us", "communication_us", "exposed_communication_us", "memory_us", "idle_us")
             ]
             out.append(
-                f"  {e['rank']:>5} {len(e['steps_used']):>5} " + " ".join(f"{c:>9}" for c in cells) + f"  {e['file']}"
+                f"  {e['rank']:>5} {len(e['steps_used']):>5} "
+                + " ".join(f"{c:>9}" for c in cells)
+                + f"  {_t(e['file'])}"
             )
         sp = s["spread"]
         if sp.get("slowest_rank"):
@@ -121,23 +131,23 @@ def render_text(doc: dict) -> str:
                         f"    {c:<14} {_ms(st['min'])} / {_ms(st['median'])} / {_ms(st['max'])}  rank {st['max_rank']}"
                     )
         for f in s["failed"]:
-            out.append(f"  FAILED rank {f['rank']} ({f['file']}): {f['error']}")
+            out.append(f"  FAILED rank {f['rank']} ({_t(f['file'])}): {_t(f['error'])}")
         out.append("")
     cmp_ = doc.get("compare")
     if cmp_:
         labels = cmp_["labels"]
-        out.append("GPU ms per step by rank: " + " vs ".join(labels))
+        out.append("GPU ms per step by rank: " + " vs ".join(_t(x) for x in labels))
         for row in cmp_["ranks"]:
             times = " ".join(f"{_ms(row['gpu_time_us'][lab]):>9}" for lab in labels)
             deltas = ", ".join(
-                f"{lab} {v['delta_pct']:+.1f}%" for lab, v in row["vs_base"].items() if v["delta_pct"] is not None
+                f"{_t(lab)} {v['delta_pct']:+.1f}%" for lab, v in row["vs_base"].items() if v["delta_pct"] is not None
             )
             out.append(f"  rank {row['rank']:>5} {times}   {deltas}")
         for lab, ranks in cmp_["unpaired_ranks"].items():
-            out.append(f"  ranks in only one of base / {lab}: {ranks[:16]}")
+            out.append(f"  ranks in only one of base / {_t(lab)}: {ranks[:16]}")
     for d in doc.get("diffs") or []:
         if "error" in d:
-            out.append(f"fusion diff on rank {d['rank']}: {d['error']}")
+            out.append(f"fusion diff on rank {d['rank']}: {_t(d['error'])}")
         else:
             out.append(
                 f"fusion diff on rank {d['rank']} (full diff: --json, or `python -m analyzer diff` on its files)"
@@ -146,7 +156,7 @@ def render_text(doc: dict) -> str:
                 kps = c.get("kernels_per_step") or [None, None]
                 pct = c.get("gpu_time_change_pct")
                 out.append(
-                    f"  {c.get('label')}: kernels/step {kps[0]} -> {kps[1]}, GPU time "
+                    f"  {_t(c.get('label'))}: kernels/step {kps[0]} -> {kps[1]}, GPU time "
                     + ("—" if pct is None else f"{pct:+.1f}%")
                     + f", {c.get('n_fusions', 0)} fusion groups, "
                     + f"HBM bytes avoided/step {_mb(c.get('hbm_bytes_avoided_per_step'))}"

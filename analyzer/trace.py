@@ -221,39 +221,27 @@ _KINETO_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "cuda_runt
 
 
 def _check_is_trace(decoded, source: str, meta: TraceMeta) -> None:
+    """Valid JSON that is not a PyTorch trace → TraceError naming what it looks like; CPU-only → a warning."""
     from analyzer.errors import TraceError
 
     if decoded.n_events == 0:
         raise TraceError(source, "the trace has no events (empty 'traceEvents')")
-    cats = decoded.categories
-    kineto = sum(n for c, n in cats.items() if c.lower() in _KINETO_CATEGORIES)
-    if kineto == 0:
-        non_meta = {c: n for c, n in cats.items() if c}
-        if not non_meta and not (decoded.gpu or decoded.cpu or decoded.launches or decoded.annotations):
-            what = "only metadata events (process/thread names), no profiler activity"
-            labels = decoded.process_labels
-            if any("/device:" in x or "/host:" in x for x in labels):
-                what = (
-                    "a TensorFlow/JAX profiler trace (processes "
-                    + ", ".join(sorted(set(labels))[:3])
-                    + "), not PyTorch"
-                )
-            elif decoded.n_events > 0 and not labels and not cats.get("", 0):
-                what = "no profiler activity"
-            raise TraceError(source, f"not a PyTorch profiler trace: {what}")
-        labels = decoded.process_labels
-        if any("/device:" in x or "/host:" in x for x in labels):
-            raise TraceError(
-                source,
-                "looks like a TensorFlow/JAX profiler trace (processes "
-                + ", ".join(sorted(set(labels))[:3])
-                + "); FuseLens reads PyTorch profiler (Kineto) traces",
-            )
-        top = ", ".join(c for c, _ in sorted(non_meta.items(), key=lambda kv: -kv[1])[:4])
+    labels = sorted(set(decoded.process_labels))
+    if any("/device:" in x or "/host:" in x for x in labels):  # TF/JAX trace viewer: processes named by device
+        raise TraceError(
+            source,
+            f"looks like a TensorFlow/JAX profiler trace (processes {', '.join(labels[:3])});"
+            " FuseLens reads PyTorch profiler (Kineto) traces",
+        )
+    activity = {c: n for c, n in decoded.categories.items() if c}  # events that carry a category
+    if not any(c.lower() in _KINETO_CATEGORIES for c in activity):
+        if not activity:
+            raise TraceError(source, "no profiler activity: only metadata events (process/thread names)")
+        top = ", ".join(c for c, _ in sorted(activity.items(), key=lambda kv: -kv[1])[:4])
         raise TraceError(
             source,
             f"not a PyTorch profiler trace: none of its {decoded.n_events:,} events has a Kineto category"
-            f" (found: {top or 'events without a category'}; a Chrome browser trace?)",
+            f" (found: {top}; a Chrome browser trace?)",
         )
     if not decoded.gpu:
         meta.warnings.append("no GPU kernels, memcpy or memset in this trace (CPU-only profile?)")

@@ -74,12 +74,12 @@ def summary_table(d) -> pd.DataFrame:
                 "kernels/step": f"{cd.base.kernels_per_step} → {cd.run.kernels_per_step}",
                 "GPU time/step (µs)": cd.run.gpu_time_us_per_step,
                 "change": (h.get("gpu_time_change_pct") or math.nan) / 100.0,
+                "CUDA-event time (µs)": float(cand_ev) if cand_ev is not None else math.nan,
+                "speed-up (CUDA events)": (float(base_ev) / float(cand_ev)) if base_ev and cand_ev else math.nan,
                 "HBM bytes avoided/step (est.)": cd.hbm_bytes_avoided_per_step,
                 "saved by fusion (µs)": cd.time_saved_us_per_step,
                 "fusion groups": h.get("n_fusions", 0),
                 "round trips left (est. bytes)": cd.run.remaining_bytes_per_step,
-                "CUDA-event time (µs)": float(cand_ev) if cand_ev is not None else math.nan,
-                "speed-up (CUDA events)": (float(base_ev) / float(cand_ev)) if base_ev and cand_ev else math.nan,
             }
         )
     return pd.DataFrame(rows)

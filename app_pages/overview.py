@@ -14,10 +14,16 @@ ui.show_messages()
 runs = ui.require_runs(1, "The overview")
 
 base = state.baseline()
+# What every number below rests on, in one line (the table repeats it per run, at its right end).
+facts = []
 if base is not None and base.context.get("workload"):
     from app_pages.samples import case_title
 
-    st.caption(ui.esc(case_title(base.context)))
+    facts.append(case_title(base.context))
+facts += sorted({r.gpu_name for r in runs}) + sorted(
+    {f"PyTorch {r.torch_version}" for r in runs if r.context.get("torch")}
+)
+st.caption(ui.esc(" · ".join(facts), 400))
 
 
 def _num(d: dict, k: str) -> float:
@@ -35,19 +41,19 @@ for r in runs:
     rows.append(
         {
             "run": r.label,
-            "role": "baseline" if r.key == base.key else "candidate",
-            "GPU": r.gpu_name,
-            "PyTorch": r.torch_version,
-            "steps": f"{len(r.summary.steps_used or [])} of {len(steps)}"
-            + (" (whole trace)" if not steps.empty and (steps["source"] == "whole trace").all() else ""),
             "kernels/step": _num(ps, "kernels"),
             "GPU time/step (µs)": _num(ps, "gpu_time_us"),
-            "step span (µs)": _num(ps, "span_us"),
-            "idle/step (µs)": _num(ps, "idle_us"),
-            "launch latency (µs)": _num(ps, "launch_latency_us"),
             "CUDA-event time (µs)": float(r.variant["median_us"])
             if r.variant.get("median_us") is not None
             else math.nan,
+            "idle/step (µs)": _num(ps, "idle_us"),
+            "launch latency (µs)": _num(ps, "launch_latency_us"),
+            "step span (µs)": _num(ps, "span_us"),
+            "steps": f"{len(r.summary.steps_used or [])} of {len(steps)}"
+            + (" (whole trace)" if not steps.empty and (steps["source"] == "whole trace").all() else ""),
+            "GPU": r.gpu_name,
+            "PyTorch": r.torch_version,
+            "role": "baseline" if r.key == base.key else "candidate",
             "file": r.file_name,
         }
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import shlex
+import sys
 
 import streamlit as st
 
@@ -143,8 +144,11 @@ problems = params.problems()
 if problems:
     st.error("Cannot run: " + ui.esc("; ".join(problems)))
 else:
-    st.caption("Command (argument list, no shell):")
-    st.code(shlex.join(params.argv(profile_job.RUNS_DIR / "profile-<timestamp>")), language="bash", wrap_lines=True)
+    st.caption("What runs (an argument list, never a shell string), from the project folder:")
+    argv = params.argv(profile_job.RUNS_DIR / "profile-<timestamp>")
+    shown = ["python", *argv[1:]] if argv[0] == sys.executable else argv  # the same command, readable
+    shown = [a.replace(str(profile_job.ROOT) + "/", "") for a in shown]
+    st.code(shlex.join(shown), language="bash", wrap_lines=True)
 
 if submitted and has_gpu and not problems:
     try:

@@ -91,7 +91,9 @@ def run(method: str, path: Path, timeout_s: float) -> dict:
     t = time.perf_counter()
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     try:
-        proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout_s, env=env, cwd=tempfile.gettempdir())
+        proc = subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, timeout=timeout_s, env=env, cwd=tempfile.gettempdir()
+        )
     except subprocess.TimeoutExpired:
         return {"method": method, "error": f"timed out after {timeout_s:.0f} s"}
     wall = time.perf_counter() - t

@@ -200,6 +200,11 @@ def bench_mlp(workload, dname, tokens, variants, n_iter, tflops, graphs=False) -
                 row["rel_err"] = rel_err(y, ref)
                 row["us"] = median_us(lambda fn=fn: fn(x), n_iter=n_iter, flush_l2=True)["median_us"]
             if graphs:
+                # what a host that launches one forward at a time sees: no queue-ahead, launch overhead included
+                with torch.no_grad():
+                    row["launch_bound_us"] = median_us(
+                        lambda fn=fn: fn(x), n_iter=n_iter, flush_l2=True, queue_ahead=False
+                    )["median_us"]
                 try:
                     rep = _graphed(fn, x)
                     row["graph_us"] = median_us(rep, n_iter=n_iter, flush_l2=True)["median_us"]

@@ -67,7 +67,7 @@ def test_report_and_exports_render_offline(at):
     diff = next(iter(d.values()))
     html = report.report_html(diff)
     assert "<html" in html.lower() and "100.7 MB" in html
-    assert "<script src=\"http" not in html  # plotly.js inlined: opens offline
+    assert '<script src="http' not in html  # plotly.js inlined: opens offline
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
     import plotly.graph_objects as go
 

@@ -38,7 +38,7 @@ def test_csv_export_neutralises_formulas_from_a_real_trace():
     from analyzer import summarize
 
     kernels = summarize(k).kernels.copy()
-    payloads = ["=cmd|' /C calc'!A0", "+SUM(1,2)", "-2+3", "@HYPERLINK(\"http://x\")", "\t=1", "＝1"]
+    payloads = ["=cmd|' /C calc'!A0", "+SUM(1,2)", "-2+3", '@HYPERLINK("http://x")', "\t=1", "＝1"]
     for i, p in enumerate(payloads):
         kernels.loc[kernels.index[i], "name"] = p
     kernels.loc[kernels.index[0], "op_name"] = "=IMPORTXML(1)"

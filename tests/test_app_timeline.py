@@ -60,6 +60,7 @@ def test_views_are_rebased_and_fusion_is_visible():
     assert {"gelu", "mul"} <= texts  # eager's two pointwise kernels…
     assert "gelu+mul" in texts  # …become compile's one fused kernel
     assert views[1].span_us < views[0].span_us  # and the compiled step is shorter
+    assert tl.timeline_figure(views).layout.meta["unit"] == "µs"
 
 
 def _big_gpu_ops(copies: int = 5) -> pd.DataFrame:
@@ -79,6 +80,7 @@ def test_100k_ops_are_aggregated_without_losing_any():
     build_s = time.perf_counter() - t0
     meta = fig.layout.meta
     assert meta["merged"] and meta["bars"] <= 6000 + 2 * len(big["stream"].unique())
+    assert meta["unit"] in ("ms", "s")  # a multi-second step is not labelled in millions of µs
     bars, info = tl.bars_frame([view], max_bars=6000)
     assert int(bars["n"].sum()) == len(big)  # every op is in exactly one bar
     merged = bars[bars["n"] > 1]

@@ -130,3 +130,16 @@ def test_hostile_names_stay_inert_text():
         for chart in at.get("plotly_chart"):
             text = " ".join(s.strings(json.loads(chart.proto.spec)))
             assert "<img src=x" not in text and "<script>" not in text, page
+
+
+def test_server_defaults_are_safe():
+    import tomllib
+
+    cfg = tomllib.loads((s.ROOT / ".streamlit" / "config.toml").read_text())
+    assert cfg["server"]["maxUploadSize"] == 1024  # 1 GB per file, in MB
+    assert cfg["server"]["enableXsrfProtection"] is True
+    assert cfg["server"]["address"] == "127.0.0.1"  # the Profile page runs code on this machine
+    assert cfg["client"]["disableDataExport"] is True  # the only CSV export is the formula-safe one
+    assert cfg["client"]["showErrorDetails"] in ("type", "none")  # never a traceback in the browser
+    assert cfg["browser"]["gatherUsageStats"] is False
+    assert cfg["runner"]["magicEnabled"] is False

@@ -275,3 +275,19 @@ def test_kernels_csv_neutralises_formulas():
     text = kt.csv_bytes(view).decode("utf-8-sig")
     assert _assert_csv_inert(text) > 0
     assert "'=cmd|' /C calc'!A0" in text and "'@SUM(1+1)" in text
+
+
+def test_ranks_text_output_keeps_hostile_file_names_on_one_line(tmp_path):
+    """Folder names can hold line breaks and terminal escapes (zip members with them are refused outright)."""
+    import shutil
+
+    from analyzer.ranks import analyze_ranks
+    from analyzer.ranks_cli import render_text
+
+    d = tmp_path / "set"
+    d.mkdir()
+    hostile = "rank0\x1b[2J\nFAKE rank 9 OK.json.gz"
+    shutil.copy(ROOT / "tests/data/ranks/hta_trace_filter/sampled_rank-0.json.gz", d / hostile)
+    text = render_text(analyze_ranks(d, workers=1).to_json())
+    assert "\x1b" not in text and not any(line.startswith("FAKE") for line in text.splitlines())
+    assert "rank0?[2J FAKE rank 9 OK.json.gz" in text

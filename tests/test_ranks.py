@@ -326,3 +326,64 @@ def test_cli_text_and_missing_set_exit_codes(tmp_path):
         timeout=60,
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_cli_in_process_compare_text_and_json(capsys):
+    from analyzer import ranks_cli
+
+    args = [str(SET), "--against", str(SET), "--labels", "eager,again", "--diff-rank", "all", "--workers", "1"]
+    assert ranks_cli.main(args) == 0
+    text = capsys.readouterr().out
+    assert "GPU ms per step by rank: eager vs again" in text and "fusion diff on rank 0" in text
+    assert ranks_cli.main([*args, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [d["rank"] for d in doc["diffs"]] == [0, 1] and all("result" in d for d in doc["diffs"])
+    assert ranks_cli.main([*args[:-4], "--diff-rank", "7"]) == 2  # rank 7 is not in the sets: one-line error
+    err = capsys.readouterr().err
+    assert err.startswith("error: --diff-rank: rank 7") and err.count("\n") == 1
+
+
+def test_report_frames_for_tables_and_figures(report):
+    per_rank = report.per_rank_frame()
+    assert list(per_rank["rank"]) == [0, 1] and {"compute_us", "exposed_communication_us"} <= set(per_rank.columns)
+    cats = report.category_frame()
+    assert set(cats["rank"]) == {0, 1} and "communication" in set(cats["category"])
+    assert cats.groupby("rank")["time_us"].sum().gt(0).all()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_worker_killed_mid_rank_is_retried(tmp_path):
+    """The OS killing a worker (what the OOM killer does) breaks the pool; every rank must still be analysed."""
+    import threading
+    import time
+
+    import psutil
+
+    out = tmp_path / "set"
+    made = subprocess.run(
+        [sys.executable, "bench/make_rank_set.py", "--ranks", "3", "--mb", "12", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stderr
+    result: dict = {}
+    t = threading.Thread(target=lambda: result.update(rep=analyze_ranks(out, workers=2)))
+    t.start()
+    me, killed, deadline = psutil.Process(), False, time.time() + 60
+    while not killed and time.time() < deadline and t.is_alive():
+        try:
+            servers = [c for c in me.children() if "forkserver" in " ".join(c.cmdline())]
+            workers = [w for srv in servers for w in srv.children() if time.time() - w.create_time() > 0.5]
+        except psutil.Error:
+            workers = []
+        if workers:
+            workers[0].kill()  # a pool worker half a second into a rank
+            killed = True
+        time.sleep(0.05)
+    t.join(240)
+    assert killed, "no worker was caught mid-rank"
+    rep = result["rep"]
+    assert [e["rank"] for e in rep.sets[0]["ranks"]] == [0, 1, 2] and rep.failed() == []

@@ -96,16 +96,18 @@ def roofline_figure(
             p = pts[pts["run"] == label]
             if p.empty:
                 continue
+            symbol = SYMBOLS[i % len(SYMBOLS)]
+            group = f"run-{i}"
             fig.add_trace(
                 go.Scatter(
                     x=p["ai"],
                     y=p["tflops"],
                     mode="markers",
                     name=html.escape(str(label)),
-                    legendgroup="runs",
-                    legendgrouptitle_text="run" if i == 0 else None,
+                    legendgroup=group,
+                    showlegend=False,
                     marker=dict(
-                        symbol=SYMBOLS[i % len(SYMBOLS)],
+                        symbol=symbol,
                         size=p["_size"],
                         color=[CATEGORY_COLORS.get(c, CATEGORY_COLORS["other"]) for c in p["category"]],
                         line=dict(color="#1F2933", width=1.2),
@@ -113,6 +115,18 @@ def roofline_figure(
                     ),
                     hovertext=p["_hover"],
                     hoverinfo="text",
+                )
+            )
+            # The legend entry: the run's symbol in neutral grey (the markers' colours mean category, not run).
+            fig.add_trace(
+                go.Scatter(
+                    x=[None],
+                    y=[None],
+                    mode="markers",
+                    name=html.escape(str(label)),
+                    legendgroup=group,
+                    legendgrouptitle_text="run" if i == 0 else None,
+                    marker=dict(symbol=symbol, size=12, color="#CBD2D9", line=dict(color="#1F2933", width=1.2)),
                 )
             )
         for j, cat in enumerate(sorted(pts["category"].unique())):  # legend-only swatches for the colours

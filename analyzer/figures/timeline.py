@@ -304,6 +304,9 @@ def timeline_figure(
     """
     bars, info = bars_frame(views, max_bars=max_bars, window=window)
     use_gl = (info["bars"] > svg_limit) if webgl is None else bool(webgl)
+    # Axis unit: µs for one forward, ms or s for a training step (hovers always say µs).
+    x_max = float(bars["e"].max()) if len(bars) else 0.0
+    unit, div = ("s", 1e6) if x_max >= 2e7 else ("ms", 1e3) if x_max >= 2e4 else ("µs", 1.0)
     lanes = info["lanes"]
     n_rows = max(1, len(views))
     heights = [max(1, len(lanes.get(i, []))) + 0.9 for i in range(n_rows)]
@@ -332,7 +335,7 @@ def timeline_figure(
             k = len(part)
             xs = np.empty(3 * k)
             ys = np.empty(3 * k)
-            xs[0::3], xs[1::3], xs[2::3] = part["s"].to_numpy(), part["e"].to_numpy(), np.nan
+            xs[0::3], xs[1::3], xs[2::3] = part["s"].to_numpy() / div, part["e"].to_numpy() / div, np.nan
             ys[0::3] = ys[1::3] = part["lane_y"].to_numpy()
             ys[2::3] = np.nan
             fig.add_trace(
@@ -345,7 +348,7 @@ def timeline_figure(
             # Hover targets at bar midpoints (WebGL lines hover only at vertices).
             fig.add_trace(
                 go.Scattergl(
-                    x=((part["s"] + part["e"]) / 2).to_numpy(),
+                    x=((part["s"] + part["e"]) / 2 / div).to_numpy(),
                     y=part["lane_y"].to_numpy(),
                     mode="markers",
                     marker=dict(color=color, size=4, opacity=0.01),
@@ -362,8 +365,8 @@ def timeline_figure(
             fig.add_trace(
                 go.Bar(
                     orientation="h",
-                    base=part["s"].to_numpy(),
-                    x=(part["e"] - part["s"]).to_numpy(),
+                    base=(part["s"] / div).to_numpy(),
+                    x=((part["e"] - part["s"]) / div).to_numpy(),
                     y=part["lane_y"].to_numpy(),
                     width=0.62,
                     marker=dict(color=color, line=dict(width=0)),
@@ -397,11 +400,11 @@ def timeline_figure(
         if v.gpu.empty:
             continue
         end = float(v.gpu["end_us"].max() - v.origin_us)
-        fig.add_vline(x=end, line=dict(color="#444", width=1, dash="dot"), row=row + 1, col=1)
+        fig.add_vline(x=end / div, line=dict(color="#444", width=1, dash="dot"), row=row + 1, col=1)
     fig.update_xaxes(showgrid=True, gridcolor="rgba(0,0,0,0.08)", zeroline=False)
-    fig.update_xaxes(title_text="µs since the step's start (each run re-based to its own step)", row=n_rows, col=1)
+    fig.update_xaxes(title_text=f"{unit} since the step's start (each run re-based to its own step)", row=n_rows, col=1)
     if window is not None:
-        fig.update_xaxes(range=list(window))
+        fig.update_xaxes(range=[window[0] / div, window[1] / div])
     height = int(90 + sum(heights) * LANE_PX * 1.25 + 30 * n_rows)
     fig.update_layout(
         title=dict(text=title, x=0.01, xanchor="left") if title else None,
@@ -413,7 +416,7 @@ def timeline_figure(
         bargap=0.2,
         uniformtext=dict(minsize=9, mode="hide"),  # a label that does not fit its bar is hidden, never overflows
         template=template,
-        meta={k: info[k] for k in ("kernels", "bars", "merged", "bin_us")} | {"webgl": use_gl},
+        meta={k: info[k] for k in ("kernels", "bars", "merged", "bin_us")} | {"webgl": use_gl, "unit": unit},
     )
     for ann in fig.layout.annotations:  # subplot titles: left-aligned, like lane groups in Perfetto
         ann.update(x=0.0, xanchor="left", font=dict(size=13))
