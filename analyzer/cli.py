@@ -56,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except MemoryError:
-        print("error: out of memory while reading the trace; raise the machine's memory or split the trace", file=sys.stderr)
+        print(
+            "error: out of memory while reading the trace; raise the machine's memory or split the trace",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         return 130

@@ -1,19 +1,25 @@
 """Typed, columnar decode of Kineto trace events.
 
-Why not ``orjson.loads`` + one dict per event: on a 339 MB trace that takes ~9 s and 2.8 GB RSS, because every
-field of every event (call stacks, python_function args, occupancy figures …) becomes a Python object. Here:
+Why not ``orjson.loads`` + one dict per event: every field of every event (call stacks, python_function args,
+occupancy figures …) becomes a Python object. On the 1 GiB benchmark trace that is 8.7 GiB of RSS and 3× our
+time (bench/results/load.md). Here:
 
-* msgspec decodes each event into a ``gc=False`` Struct that lists ONLY the fields we use; unknown keys are
-  skipped in C. Big nested args (``Input Dims`` …) stay ``msgspec.Raw`` (a view, no parse).
-* The events array is first split into ``Raw`` items and decoded in batches of ``BATCH_EVENTS``, so at most one
-  batch of Structs is alive at a time (peak RSS ≈ file bytes + ~60 B per event for the Raw list + one batch).
-* Columns are pulled out with ``map(attrgetter(...))`` / ``zip(*…)`` / ``np.array`` (C loops, no per-event
-  bytecode). Repeated strings (names) are interned through one dict; repeated ``Input Dims`` / ``grid`` texts are
-  factorized, and only the distinct ones are parsed, in ONE ``orjson.loads`` call at the end.
-* A batch whose fields have unexpected types (``"dur": "N/A"``, ``"pid": null``) is re-decoded with lenient
-  ``Any``-typed Structs and coerced column by column; unknown numbers become NaN / -1, never 0.
+* ``split_document``: one msgspec pass validates the document, decodes the few header keys we show, and keeps
+  ``traceEvents`` as a zero-copy ``msgspec.Raw`` view.
+* ``event_batches``: the events are decoded ~CHUNK_BYTES at a time (cut at ``},{"`` boundaries, bracketed in
+  place) into ``gc=False`` Structs that list ONLY the fields we use; unknown keys are skipped in C and big nested
+  args (``Input Dims`` …) stay ``Raw``. One batch of Structs is alive at a time, so peak RSS ≈ the JSON + the
+  columns + one batch (1.56× the file on the 1 GiB benchmark).
+* ``_Accumulator``: per batch, events are grouped by category (a dict lookup per event) and each group's columns
+  are pulled with list comprehensions over Struct slots + ``np.fromiter`` (measured fastest, see ``_i``).
+  Names are interned through one dict; repeated ``Input Dims`` / ``grid`` texts get a code per distinct text,
+  and only the distinct ones are parsed, in ONE ``orjson.loads`` call at the end.
+* Big files: two forked workers decode halves of the events (``_decode_parallel``) and the parent merges them.
+* A batch whose values have unexpected types (``"dur": [1]``, a non-object event) is re-decoded with lenient
+  ``Any``-typed Structs; strings or nulls where numbers belong are coerced per column. Unknown numbers become
+  NaN / -1, never 0, and ``Decoded.warnings`` says so.
 
-Errors: msgspec's ``DecodeError`` (syntax, truncation) and ``ValidationError`` (shape) propagate to
+Errors: msgspec's ``DecodeError`` (syntax, truncation) and ``ShapeError`` (valid JSON, not a trace) propagate to
 ``analyzer.load``, which repairs what real traces need and turns the rest into ``TraceError``.
 """
 
@@ -419,11 +425,17 @@ def _offset_in(buf, events: Raw) -> int | None:
     return None
 
 
-def _decode_batch(blob: bytes) -> list:
+def _decode_batch(blob) -> list:
     try:
         return _EVENT_LIST.decode(blob)
     except (msgspec.ValidationError, OverflowError):
         return _lenient_batch(blob)
+    except UnicodeDecodeError:
+        # invalid UTF-8 inside a string (a name holding Latin-1 bytes): U+FFFD for the bad bytes, then again
+        fixed = bytes(blob).decode("utf-8", errors="replace").encode()
+        batch = _decode_batch(fixed)
+        batch.append(_UTF8_MARK)
+        return batch
 
 
 def _lenient_batch(blob: bytes) -> list:
@@ -473,6 +485,7 @@ def _scalar(v):
 
 
 _LENIENT_MARK = Event(ph="", cat="\x00lenient")  # tells the accumulator this batch was coerced (for a warning)
+_UTF8_MARK = Event(ph="", cat="\x00utf8")  # … that invalid UTF-8 was replaced
 
 
 def decode_events(
@@ -572,14 +585,6 @@ def _decode_range(k: int) -> dict:
     return acc.export()
 
 
-_CAT = operator.attrgetter("cat")
-_PH = operator.attrgetter("ph")
-_TS = operator.attrgetter("ts")
-_NAME = operator.attrgetter("name")
-_FIELD = {f: operator.attrgetter(f) for f in Event.__struct_fields__}
-_ARG = {f: operator.attrgetter("args." + f) for f in Args.__struct_fields__}
-
-
 class _Accumulator:
     def __init__(self):
         self.names: dict = {None: ""}
@@ -591,6 +596,7 @@ class _Accumulator:
         self.trace_start = math.inf
         self.n_events = 0
         self.lenient = False
+        self.bad_utf8 = False
         self.bad = [0]  # values present but unreadable as numbers
         self.group_of: dict = {}
 
@@ -604,6 +610,9 @@ class _Accumulator:
 
     # one batch -------------------------------------------------------------------------------------------
     def add(self, evs: list) -> None:
+        if evs and evs[-1] is _UTF8_MARK:
+            evs.pop()
+            self.bad_utf8 = True
         self.lenient_batch = bool(evs) and evs[-1] is _LENIENT_MARK
         if self.lenient_batch:
             evs.pop()
@@ -758,7 +767,7 @@ class _Accumulator:
         return dict(
             parts=parts, names=name_list, raw_tables=raw_tables, categories=dict(self.categories),
             process_labels=self.process_labels, trace_start=self.trace_start, n_events=self.n_events,
-            lenient=self.lenient, bad=self.bad[0],
+            lenient=self.lenient, bad=self.bad[0], bad_utf8=self.bad_utf8,
         )  # fmt: skip
 
     def _raw_tables(self) -> dict:
@@ -792,6 +801,7 @@ class _Accumulator:
         self.trace_start = min(self.trace_start, part["trace_start"])
         self.n_events += part["n_events"]
         self.lenient |= part["lenient"]
+        self.bad_utf8 |= part["bad_utf8"]
         self.bad[0] += part["bad"]
 
     # all batches -----------------------------------------------------------------------------------------
@@ -803,15 +813,22 @@ class _Accumulator:
             gpu["grid"] = grid_text[gpu["grid"]]
             gpu["block"] = grid_text[gpu["block"]]
         if cpu:
-            for key, table in (("input_dims", self.dims), ("input_types", self.types), ("input_strides", self.strides)):
-                cpu[key] = take(table.objects(), cpu[key])
+            for key, table, ok in (
+                ("input_dims", self.dims, _list_of_lists),
+                ("input_types", self.types, _list_of_str),
+                ("input_strides", self.strides, _list_of_lists),
+            ):
+                # the contract: a list (of lists / of str) or None; anything else in the file is unknown
+                cpu[key] = take([o if ok(o) else None for o in table.objects()], cpu[key])
         warnings = []
         if self.lenient or self.bad[0]:
             count = f"{self.bad[0]:,} values" if self.bad[0] and not self.lenient else "some values"
             warnings.append(
                 f"{count} of unexpected types (e.g. a string where a number belongs) were read as unknown (NaN / -1)"
             )
-        categories = {("" if c is None else str(c)): k for c, k in self.categories.items() if c != _LENIENT_MARK.cat}
+        if self.bad_utf8:
+            warnings.append("invalid UTF-8 inside some strings was replaced by U+FFFD")
+        categories = {("" if c is None else str(c)): k for c, k in self.categories.items()}
         return Decoded(
             header=header,
             form=form,
@@ -847,6 +864,14 @@ def _concat(parts: list[dict]) -> dict:
         else:
             out[key] = np.concatenate([p[key] for p in parts])
     return out
+
+
+def _list_of_lists(obj) -> bool:
+    return isinstance(obj, list) and all(isinstance(x, list) for x in obj)
+
+
+def _list_of_str(obj) -> bool:
+    return isinstance(obj, list) and all(isinstance(x, str) for x in obj)
 
 
 def _dims_text(obj) -> str:

@@ -225,6 +225,11 @@ def parse_document(data, source: str, damaged: bool = False) -> tuple[str, dict,
         return (*split_document(data), [])
     except ShapeError as err:
         raise TraceError(source, str(err)) from None
+    except UnicodeDecodeError:
+        # invalid UTF-8 in a header string: replace the bad bytes (U+FFFD) and read on
+        fixed = bytes(data).decode("utf-8", errors="replace").encode()
+        form, header, events, warnings = parse_document(fixed, source, damaged)
+        return form, header, events, ["invalid UTF-8 inside some strings was replaced by U+FFFD", *warnings]
     except msgspec.DecodeError as err:
         first_error = err
     return _repair(data, source, first_error, damaged)

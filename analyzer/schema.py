@@ -29,7 +29,11 @@ def _table(*cols: tuple[str, str, str]) -> tuple[Column, ...]:
 GPU_OPS = _table(
     ("kind", "object", "'kernel', 'memcpy' or 'memset'"),
     ("name", "object", "kernel name as recorded (demangled by the profiler)"),
-    ("category", "object", "gemm, pointwise, reduction, normalization, attention, communication, memcpy, memset, other"),
+    (
+        "category",
+        "object",
+        "gemm, pointwise, reduction, normalization, attention, communication, memcpy, memset, other",
+    ),
     ("library", "object", "cuBLAS, CUTLASS, cuDNN, Triton-Inductor, Triton-template, Triton-user, ATen, NCCL, … or ''"),
     ("ops", "object", "ops the kernel computes, decoded from its name, '+'-joined ('gelu+mul'); '' if none"),
     ("device", "int64", "GPU index (-1 unknown)"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from analyzer.gpus import GpuSpec
@@ -49,8 +50,7 @@ def build_trace(decoded, source: str) -> Trace:
 
     Raises TraceError when the file is valid JSON but holds nothing a PyTorch profiler trace would.
     """
-    import numpy as np
-
+    # imported here: classify/cost/summary may import this module; keep the dependency one-way at import time
     from analyzer import classify, cost, gpus, link, schema, steps
 
     meta = _meta(decoded, source)
@@ -69,6 +69,7 @@ def build_trace(decoded, source: str) -> Trace:
     if step_ops.any():
         moved = cpu[step_ops]
         ann = pd.concat([ann, moved.assign(on_gpu=False)[list(ann.columns)]], ignore_index=True)
+        ann = ann.take(np.lexsort((ann["event_index"].to_numpy(), ann["ts_us"].to_numpy()))).reset_index(drop=True)
         cpu = cpu[~step_ops]
     cpu = cpu.reset_index(drop=True)
 
@@ -158,8 +159,6 @@ _RENAME = {
 
 
 def _frame(cols: dict, t0: float, empty: dict) -> pd.DataFrame:
-    import numpy as np
-
     if not cols:
         df = pd.DataFrame({k: pd.Series(dtype=v) for k, v in empty.items()})
     else:
@@ -265,8 +264,6 @@ def _link_warnings(gpu: pd.DataFrame, meta: TraceMeta) -> None:
 
 
 def _span(gpu, cpu, launches, ann) -> tuple[float, float]:
-    import numpy as np
-
     starts = [df["ts_us"].min() for df in (gpu, cpu, launches, ann) if len(df)]
     ends = [(df["ts_us"] + df["dur_us"]).max() for df in (gpu, cpu, launches, ann) if len(df)]
     starts = [s for s in starts if np.isfinite(s)]

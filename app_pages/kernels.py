@@ -35,7 +35,10 @@ st.dataframe(
     width="stretch",
     height=min(640, 38 + 35 * max(len(view), 3)),
     column_config={
-        "kernel": st.column_config.TextColumn(width="large", help="kernel name as recorded by the profiler"),
+        "run": st.column_config.TextColumn(pinned=True),
+        "kernel": st.column_config.TextColumn(
+            width="medium", pinned=True, help="kernel name as recorded by the profiler"
+        ),
         "calls/step": num("%.1f", "calls per steady-state step (median)"),
         "time/step (µs)": num("%.1f", "total duration per step (median over steps)"),
         "% of run's GPU time": pct("share of this run's GPU time per step"),

@@ -227,6 +227,7 @@ _gated_tuned = autotune(configs=GATED_CONFIGS, key=["M", "N", "K"])(_persistent_
 _dual_tuned = autotune(configs=DUAL_CONFIGS, key=["M", "N", "K"])(_persistent_tma_kernel)
 _single_tuned = autotune(configs=SINGLE_CONFIGS, key=["M", "N", "K"])(_persistent_tma_single_kernel)
 _INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
+_INTERP_SUBTILE = False  # tests flip it to run the split-store epilogue under the interpreter
 
 
 @functools.lru_cache(maxsize=8)
@@ -297,15 +298,16 @@ def _single(x, w, bias, act_id, out):
     M, K = x.shape
     N = w.shape[0]
     meta = _INTERP_META if interpreting() else {"BM": 128, "BN": 128, "BK": 64}  # placeholders: pre_hook resets
+    subtile = interpreting() and _INTERP_SUBTILE
     x_desc = TensorDescriptor.from_tensor(x, [meta["BM"], meta["BK"]])
     w_desc = TensorDescriptor.from_tensor(w, [meta["BN"], meta["BK"]])
-    out_desc = TensorDescriptor.from_tensor(out, [meta["BM"], meta["BN"]])
+    out_desc = TensorDescriptor.from_tensor(out, [meta["BM"], meta["BN"] // 2 if subtile else meta["BN"]])
     flags = {"HAS_BIAS": bias is not None, "ACT": act_id, "OUT_DTYPE": _TL_DTYPES[x.dtype]}
     flags["UPCAST"] = interpreting() and x.dtype == torch.bfloat16
     args = (x_desc, w_desc, out_desc, bias if bias is not None else x, M, N, K)
     if interpreting():
         grid = (min(4, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
-        _persistent_tma_single_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0], SUBTILE=False)
+        _persistent_tma_single_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0], SUBTILE=subtile)
         return out
     n_sms = _num_sms(x.device.index or 0)
     grid = lambda m: (min(n_sms, triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731

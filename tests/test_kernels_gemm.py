@@ -72,6 +72,17 @@ def test_dual_gemm_gated(impl, shape, dname, act):
     assert rel_err_ok(ours, err_eager, dname), f"rel err {ours:.2e} (eager {err_eager:.2e})"
 
 
+@pytest.mark.skipif(ON_GPU, reason="interpreter switch; on the GPU the autotuner times the SUBTILE configs")
+@pytest.mark.parametrize("dname", ["fp16", "bf16"])
+def test_single_tma_split_store_epilogue(monkeypatch, dname):
+    monkeypatch.setattr(hopper_gemm, "_INTERP_SUBTILE", True)
+    x, (w,) = _inputs(130, 40, 200, dname, seed=seed_of("subtile", dname), n_weights=1)
+    b = randn(200, dtype=x.dtype, seed=5)
+    ref = F.gelu(F.linear(x.double(), w.double(), b.double()))
+    ours, err_eager = rel_err(gemm_bias_act(x, w, b, "gelu", impl="tma"), ref), rel_err(F.gelu(F.linear(x, w, b)), ref)
+    assert rel_err_ok(ours, err_eager, dname), f"rel err {ours:.2e} (eager {err_eager:.2e})"
+
+
 def test_interleaved_weight_cache_follows_in_place_updates():
     wg = randn(24, 16, dtype=torch.float16, seed=21)
     wu = randn(24, 16, dtype=torch.float16, seed=22)

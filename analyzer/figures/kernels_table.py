@@ -12,26 +12,26 @@ import re
 
 import pandas as pd
 
-# Display order. Units in names, like the schema; "(est.)" marks the estimates (bytes, FLOPs and what rests on them).
+# Display order: where the time goes and how close to the roofs first, then what the kernel is. Units in names, like the schema; "(est.)" marks the estimates (bytes, FLOPs and what rests on them).
 COLUMNS = {
     "run": "run",
     "name": "kernel",
+    "time_us_per_step": "time/step (µs)",
+    "share_pct": "% of run's GPU time",
+    "count_per_step": "calls/step",
+    "dur_us_median": "median call (µs)",
+    "achieved_gbps": "GB/s (est.)",
+    "achieved_tflops": "TFLOP/s (est.)",
+    "pct_peak_bw": "% peak BW (est.)",
+    "pct_peak_flops": "% peak FLOP/s (est.)",
+    "bytes_per_call": "bytes/call (est.)",
+    "flops_per_call": "FLOPs/call (est.)",
     "category": "category",
     "library": "library",
     "ops": "ops",
     "op_name": "op",
     "shapes": "shapes",
     "dtypes": "dtypes",
-    "count_per_step": "calls/step",
-    "time_us_per_step": "time/step (µs)",
-    "share_pct": "% of run's GPU time",
-    "dur_us_median": "median call (µs)",
-    "bytes_per_call": "bytes/call (est.)",
-    "flops_per_call": "FLOPs/call (est.)",
-    "achieved_gbps": "GB/s (est.)",
-    "achieved_tflops": "TFLOP/s (est.)",
-    "pct_peak_bw": "% peak BW (est.)",
-    "pct_peak_flops": "% peak FLOP/s (est.)",
     "cost_basis": "estimate basis",
 }
 TEXT_COLUMNS = ("run", "name", "category", "library", "ops", "op_name", "shapes", "dtypes", "cost_basis")

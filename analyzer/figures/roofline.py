@@ -199,7 +199,10 @@ def roofline_figure(
         height=620,
         template=template,
         hoverlabel=dict(align="left"),
-        legend=dict(groupclick="toggleitem", tracegroupgap=14),
+        # A vertical legend right of the plot: runs (symbols), categories (colours), roofs, each under its title.
+        legend=dict(
+            orientation="v", x=1.01, xanchor="left", y=1.0, yanchor="top", groupclick="togglegroup", tracegroupgap=14
+        ),
         margin=dict(l=70, r=20, t=70 if title else 30, b=60),
         meta={"points": int(len(pts)), **skipped, "gpu": gpu.name if gpu else None},
     )
