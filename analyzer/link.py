@@ -120,6 +120,26 @@ def _lookup(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return np.where(hit, order[at_c], -1).astype(np.int64)
 
 
+def _last_reaching(end: np.ndarray, j: np.ndarray, lo: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each query: the largest i in [lo, j] with end[i] >= t, else lo - 1. Binary lifting over a sparse table
+    of block maxima (level k holds max(end[i - 2^k + 1 .. i])): log2(n) vectorised steps for all queries at once.
+    The levels are built only as deep as the widest search needs."""
+    depth = int(np.max(j - lo + 1)).bit_length()
+    levels = [end]
+    for k in range(1, depth):
+        prev, half = levels[-1], 1 << (k - 1)
+        cur = prev.copy()
+        cur[half:] = np.maximum(prev[half:], prev[:-half])
+        levels.append(cur)
+    pos = j.copy()
+    for k in range(len(levels) - 1, -1, -1):
+        size = 1 << k
+        can = pos - size + 1 >= lo
+        skip = can & (levels[k][np.where(can, pos, 0)] < t)
+        pos = np.where(skip, pos - size, pos)
+    return pos
+
+
 def _thread_codes(op_pid, op_tid, q_pid, q_tid) -> tuple[np.ndarray, np.ndarray]:
     """Dense code per (pid, tid) of the ops, and the same code for each query thread (-1 if it has no op).
     Two 1-D factorizations combined (a MultiIndex costs ~0.25 s per million rows)."""
@@ -172,23 +192,12 @@ def innermost_enclosing(
         m = qc == c
         a, b = lo[m][0], hi[m][0]
         j[m] = a + np.searchsorted(s_start[a:b], qt[m], side="right") - 1
-    # binary lifting: skip blocks whose max end < t, never crossing below the thread's first op (lo)
-    n = len(s_end)
-    levels = [s_end]
-    k = 1
-    while (1 << k) <= n:
-        prev = levels[-1]
-        half = 1 << (k - 1)
-        cur = prev.copy()
-        cur[half:] = np.maximum(prev[half:], prev[:-half])
-        levels.append(cur)
-        k += 1
-    pos = j
-    for lvl in range(len(levels) - 1, -1, -1):
-        size = 1 << lvl
-        can = pos - size + 1 >= lo
-        skip = can & (levels[lvl][np.where(can, pos, 0)] < qt)
-        pos = np.where(skip, pos - size, pos)
+    # Most launches sit in the latest-started op (j itself encloses t); only the rest need the search.
+    hit = (j >= lo) & (s_end[np.maximum(j, 0)] >= qt)
+    miss = np.flatnonzero(~hit & (j >= lo))
+    pos = j.copy()
+    if miss.size:
+        pos[miss] = _last_reaching(s_end, j[miss], lo[miss], qt[miss])
     good = pos >= lo
     good &= s_end[np.maximum(pos, 0)] >= qt
     result[q_idx[good]] = keep[order[pos[good]]]

@@ -44,7 +44,7 @@ _CHUNK = 1 << 20  # 1 MiB of output per inflate step: the overshoot past the cap
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def max_decompressed_bytes(override: int | None = None) -> int:
+def decompression_cap(override: int | None = None) -> int:
     """The decompression cap in force: argument, else $FUSELENS_MAX_DECOMPRESSED_BYTES, else 8 GiB."""
     if override is not None:
         return int(override)
@@ -63,7 +63,7 @@ def load_trace(
     src: str | os.PathLike | bytes, name: str | None = None, *, max_decompressed_bytes: int | None = None
 ) -> Trace:
     """Read a Kineto trace (path or upload bytes, plain or gzip) into a ``Trace``. Raises ``TraceError``."""
-    cap = globals()["max_decompressed_bytes"](max_decompressed_bytes)
+    cap = decompression_cap(max_decompressed_bytes)
     if isinstance(src, (bytes, bytearray, memoryview)):
         source = name or "upload"
         data, warnings = read_bytes(bytes(src) if isinstance(src, memoryview) else src, source, cap)
@@ -76,7 +76,10 @@ def load_trace(
     warnings += more
     buf = data if isinstance(data, bytearray) else None
     del data  # `events` is a view that keeps the buffer alive exactly as long as decoding needs it
-    decoded = decode_events(form, header, events, buf)
+    try:
+        decoded = decode_events(form, header, events, buf)
+    except msgspec.DecodeError as err:  # the validation pass skips strings' contents; a batch can still object
+        raise TraceError(source, f"invalid JSON inside traceEvents ({err})") from None
     del events, buf
     decoded.warnings[:0] = warnings
     return build_trace(decoded, source)

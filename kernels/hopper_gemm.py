@@ -17,6 +17,7 @@ contiguous last dimension; the wrappers fall back to the pointer kernels otherwi
 from __future__ import annotations
 
 import functools
+import weakref
 
 import torch
 import triton
@@ -256,20 +257,30 @@ def interleave_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor
     return torch.stack((w_gate, w_up), dim=1).reshape(2 * w_gate.shape[0], w_gate.shape[1]).contiguous()
 
 
-_INTERLEAVED: dict = {}
+# id(w_gate) -> (weakref to w_gate, weakref to w_up, w_gate version, w_up version, interleaved copy). Keyed by the
+# tensor OBJECT, checked through weak references (an entry is dropped when its weight is freed): run 5 keyed it by
+# data_ptr + version, and a test's fresh weights that the CUDA caching allocator placed at a freed weight's address
+# got the stale copy (rel err 1.41). (WeakKeyDictionary cannot hold tensors: it compares keys with ==.)
+_INTERLEAVED: dict[int, tuple] = {}
 
 
 def cached_interleaved(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
-    """interleave_gate_up, done once per weight pair: keyed by storage pointers and autograd version counters, so
-    an in-place update of either weight (optimizer step, load_state_dict) builds a fresh copy. 2 x 4.7 MB for the
-    HF shape; at most 8 pairs are kept."""
-    key = (w_gate.data_ptr(), w_up.data_ptr(), w_gate._version, w_up._version, tuple(w_gate.shape), w_gate.dtype)
+    """interleave_gate_up, done once per weight pair and reused while both weights are unchanged: an in-place
+    update (optimizer step, load_state_dict, copy_) bumps a version counter and rebuilds it. Writes through `.data`
+    bypass version counters: call clear_interleaved_cache() after those. 2 x 4.7 MB for the HF shape."""
+    key = id(w_gate)
     hit = _INTERLEAVED.get(key)
-    if hit is None:
-        if len(_INTERLEAVED) >= 8:
-            _INTERLEAVED.pop(next(iter(_INTERLEAVED)))
-        hit = _INTERLEAVED[key] = interleave_gate_up(w_gate, w_up)
-    return hit
+    if hit is not None and hit[0]() is w_gate and hit[1]() is w_up and hit[2:4] == (w_gate._version, w_up._version):
+        return hit[4]
+    wgu = interleave_gate_up(w_gate, w_up)
+    if hit is None or hit[0]() is not w_gate:  # one finalizer per weight, not one per rebuild
+        weakref.finalize(w_gate, _INTERLEAVED.pop, key, None)
+    _INTERLEAVED[key] = (weakref.ref(w_gate), weakref.ref(w_up), w_gate._version, w_up._version, wgu)
+    return wgu
+
+
+def clear_interleaved_cache() -> None:
+    _INTERLEAVED.clear()
 
 
 def persistent_gated(x, w_gate, w_up, act_id: int) -> torch.Tensor:

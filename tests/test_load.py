@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analyzer import TraceError, load_trace, schema
-from analyzer.load import DEFAULT_MAX_DECOMPRESSED_BYTES, ENV_MAX_DECOMPRESSED, max_decompressed_bytes
+from analyzer.load import DEFAULT_MAX_DECOMPRESSED_BYTES, ENV_MAX_DECOMPRESSED, decompression_cap
 from tests.conftest import TRACES, loaded_trace, reference_events
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
@@ -128,12 +128,12 @@ def test_decompression_cap_argument_and_env(monkeypatch):
         load_trace(path, max_decompressed_bytes=500_000)
     assert str(err.value).startswith("h100_bert-small_eager.json.gz: ")
     monkeypatch.setenv(ENV_MAX_DECOMPRESSED, "500000")
-    assert max_decompressed_bytes() == 500_000
+    assert decompression_cap() == 500_000
     with pytest.raises(TraceError, match="decompresses to more than"):
         load_trace(path)
     assert len(load_trace(path, max_decompressed_bytes=2_000_000).gpu_ops) == 61  # the argument wins over env
     monkeypatch.delenv(ENV_MAX_DECOMPRESSED)
-    assert max_decompressed_bytes() == DEFAULT_MAX_DECOMPRESSED_BYTES == 8 * 1024**3
+    assert decompression_cap() == DEFAULT_MAX_DECOMPRESSED_BYTES == 8 * 1024**3
 
 
 def test_uncompressed_file_over_cap_is_refused():
