@@ -11,9 +11,10 @@ class TraceError(FuseLensError):
     """A trace cannot be read. str(err) is one line: '<file>: <problem>'."""
 
     def __init__(self, source: str, problem: str):
-        self.source = source
-        self.problem = " ".join(str(problem).split())  # one line, always
-        super().__init__(f"{source}: {self.problem}")
+        # One line, always: an upload's name is user text and may hold line breaks (\n, \r, U+2028).
+        self.source = " ".join(str(source).split())
+        self.problem = " ".join(str(problem).split())
+        super().__init__(f"{self.source}: {self.problem}")
 
 
 class DiffError(FuseLensError):

@@ -191,7 +191,7 @@ def conform(df: pd.DataFrame, table: str) -> pd.DataFrame:
     if missing:
         raise KeyError(f"{table}: missing columns {missing}")
     out = df[[c.name for c in cols]]
-    return out.astype({c.name: c.dtype for c in cols}, copy=False)
+    return out.astype({c.name: c.dtype for c in cols})
 
 
 def markdown() -> str:

@@ -232,7 +232,8 @@ def _check_is_trace(decoded, source: str, meta: TraceMeta) -> None:
             f"looks like a TensorFlow/JAX profiler trace (processes {', '.join(labels[:3])});"
             " FuseLens reads PyTorch profiler (Kineto) traces",
         )
-    activity = {c: n for c, n in decoded.categories.items() if c}  # events that carry a category
+    # events that carry a category (Chrome's own '__metadata' is metadata, not activity)
+    activity = {c: n for c, n in decoded.categories.items() if c and not c.startswith("__")}
     if not any(c.lower() in _KINETO_CATEGORIES for c in activity):
         if not activity:
             raise TraceError(source, "no profiler activity: only metadata events (process/thread names)")

@@ -21,7 +21,7 @@ from kernels.gemm_act import IMPLS, _grouped_tile, check_gemm_inputs, dot_flags
 
 
 @triton.jit
-def _dual_gemm_kernel(
+def fuselens_dual_gemm_glu_ptr_kernel(
     x_ptr, wg_ptr, wu_ptr, out_ptr,
     M, N, K,
     stride_xm, stride_xk, stride_wn, stride_wk, stride_om, stride_on,
@@ -88,7 +88,7 @@ _dual_gemm_tuned = autotune(
     configs=CONFIGS_LARGE_M + CONFIGS_SMALL_M,
     key=["M", "N", "K"],
     prune_configs_by={"early_config_prune": _prune},
-)(_dual_gemm_kernel)
+)(fuselens_dual_gemm_glu_ptr_kernel)
 
 _INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
 
@@ -129,7 +129,7 @@ def dual_gemm_gated(
     if interpreting():
         meta = _INTERP_META
         grid = (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
-        _dual_gemm_kernel[grid](*args, **flags, **meta)
+        fuselens_dual_gemm_glu_ptr_kernel[grid](*args, **flags, **meta)
     else:
         grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)  # noqa: E731
         _dual_gemm_tuned[grid](*args, **flags)

@@ -43,7 +43,7 @@ def _act_f32(g, ACT: tl.constexpr):
 
 @triton.heuristics({"EVEN": lambda args: args["n_elements"] % args["BLOCK"] == 0})
 @triton.jit
-def _gating_kernel(
+def fuselens_glu_gating_kernel(
     gate_ptr, up_ptr, out_ptr, n_elements,
     ACT: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr,
 ):  # fmt: skip
@@ -70,7 +70,7 @@ _CONFIGS = [
     for block, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 8), (8192, 16))
     for evict in ("evict_first", "")
 ]
-_gating_kernel_tuned = autotune(configs=_CONFIGS, key=["n_elements", "ACT"])(_gating_kernel)
+_gating_kernel_tuned = autotune(configs=_CONFIGS, key=["n_elements", "ACT"])(fuselens_glu_gating_kernel)
 
 _ACT_IDS = {"gelu_tanh": 0, "silu": 1, "gelu": 2, "identity": 3}
 
@@ -97,7 +97,9 @@ def fused_gating(gate: torch.Tensor, up: torch.Tensor, activation: str = "gelu_t
     if n == 0:
         return out
     if interpreting():
-        _gating_kernel[(triton.cdiv(n, 1024),)](gate, up, out, n, ACT=act_id(activation), BLOCK=1024, EVICT="")
+        fuselens_glu_gating_kernel[(triton.cdiv(n, 1024),)](
+            gate, up, out, n, ACT=act_id(activation), BLOCK=1024, EVICT=""
+        )
     else:
         grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
         _gating_kernel_tuned[grid](gate, up, out, n, ACT=act_id(activation))

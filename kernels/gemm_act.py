@@ -36,7 +36,7 @@ def _grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.con
 
 
 @triton.jit
-def _gemm_act_kernel(
+def fuselens_gemm_bias_act_ptr_kernel(
     x_ptr, w_ptr, b_ptr, out_ptr,
     M, N, K,
     stride_xm, stride_xk, stride_wn, stride_wk, stride_om, stride_on,
@@ -102,7 +102,7 @@ _gemm_act_tuned = autotune(
     configs=CONFIGS_LARGE_M + CONFIGS_SMALL_M,
     key=["M", "N", "K"],
     prune_configs_by={"early_config_prune": prune_by_m},
-)(_gemm_act_kernel)
+)(fuselens_gemm_bias_act_ptr_kernel)
 
 # Interpreter (CPU, CI): one small tile so odd shapes exercise every mask; tl.dot needs dims >= 16.
 _INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
@@ -170,7 +170,7 @@ def gemm_bias_act(
     if interpreting():
         meta = _INTERP_META
         grid = (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
-        _gemm_act_kernel[grid](*args, **flags, **meta)
+        fuselens_gemm_bias_act_ptr_kernel[grid](*args, **flags, **meta)
     else:
         grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)  # noqa: E731
         _gemm_act_tuned[grid](*args, **flags)

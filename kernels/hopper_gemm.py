@@ -36,7 +36,7 @@ _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 
 
 @triton.jit
-def _persistent_tma_kernel(
+def fuselens_dual_gemm_glu_2dot_kernel(
     x_desc, w0_desc, w1_desc, out_desc, bias_ptr,
     M, N, K,
     DUAL: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
@@ -74,7 +74,7 @@ def _persistent_tma_kernel(
 
 
 @triton.jit
-def _persistent_tma_gated_kernel(
+def fuselens_dual_gemm_glu_kernel(
     x_desc, wgu_desc, out_desc,
     M, N, K,
     ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
@@ -106,7 +106,7 @@ def _persistent_tma_gated_kernel(
 
 
 @triton.jit
-def _persistent_tma_single_kernel(
+def fuselens_gemm_bias_act_kernel(
     x_desc, w_desc, out_desc, bias_ptr,
     M, N, K,
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
@@ -224,9 +224,9 @@ GATED_CONFIGS = [
     _gcfg(128, 64, 64, 4, 8),
     _gcfg(64, 128, 64, 4, 4),
 ]
-_gated_tuned = autotune(configs=GATED_CONFIGS, key=["M", "N", "K"])(_persistent_tma_gated_kernel)
-_dual_tuned = autotune(configs=DUAL_CONFIGS, key=["M", "N", "K"])(_persistent_tma_kernel)
-_single_tuned = autotune(configs=SINGLE_CONFIGS, key=["M", "N", "K"])(_persistent_tma_single_kernel)
+_gated_tuned = autotune(configs=GATED_CONFIGS, key=["M", "N", "K"])(fuselens_dual_gemm_glu_kernel)
+_dual_tuned = autotune(configs=DUAL_CONFIGS, key=["M", "N", "K"])(fuselens_dual_gemm_glu_2dot_kernel)
+_single_tuned = autotune(configs=SINGLE_CONFIGS, key=["M", "N", "K"])(fuselens_gemm_bias_act_kernel)
 _INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
 _INTERP_SUBTILE = False  # tests flip it to run the split-store epilogue under the interpreter
 
@@ -253,7 +253,7 @@ def usable(x: torch.Tensor, *weights: torch.Tensor) -> bool:
 
 
 def interleave_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
-    """[2N, K] with row 2j = w_gate[j], row 2j+1 = w_up[j] (the layout _persistent_tma_gated_kernel reads)."""
+    """[2N, K] with row 2j = w_gate[j], row 2j+1 = w_up[j] (the layout fuselens_dual_gemm_glu_kernel reads)."""
     return torch.stack((w_gate, w_up), dim=1).reshape(2 * w_gate.shape[0], w_gate.shape[1]).contiguous()
 
 
@@ -297,7 +297,7 @@ def persistent_gated(x, w_gate, w_up, act_id: int) -> torch.Tensor:
     args = (x_desc, wgu_desc, out_desc, M, N, K)
     if interpreting():
         grid = (min(4, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
-        _persistent_tma_gated_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0])
+        fuselens_dual_gemm_glu_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0])
         return out
     n_sms = _num_sms(x.device.index or 0)
     grid = lambda m: (min(n_sms, triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731
@@ -318,7 +318,7 @@ def _single(x, w, bias, act_id, out):
     args = (x_desc, w_desc, out_desc, bias if bias is not None else x, M, N, K)
     if interpreting():
         grid = (min(4, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
-        _persistent_tma_single_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0], SUBTILE=subtile)
+        fuselens_gemm_bias_act_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0], SUBTILE=subtile)
         return out
     n_sms = _num_sms(x.device.index or 0)
     grid = lambda m: (min(n_sms, triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731
@@ -344,7 +344,7 @@ def persistent_gemm(x, w0, w1=None, bias=None, act_id: int = 3) -> torch.Tensor:
     args = (x_desc, w0_desc, w1_desc, out_desc, bias if bias is not None else x, M, N, K)
     if interpreting():
         grid = (min(4, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
-        _persistent_tma_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0])
+        fuselens_dual_gemm_glu_2dot_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0])
         return out
     n_sms = _num_sms(x.device.index or 0)
     grid = lambda m: (min(n_sms, triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731

@@ -107,7 +107,7 @@ def test_chunk_cut_inside_a_string_moves_to_the_next_boundary():
     cut_at = blob.index(b"evil},{") - blob.index(b"[")  # first chunk boundary search starts right on the fake one
     batches = list(decode.event_batches(raw, chunk_bytes=max(1, cut_at - 2)))
     assert sum(len(b) for b in batches) == len(events)
-    names = [e.name for b in batches for e in b]
+    names = [e.name for b in batches for e in b if isinstance(e, decode.Event)]
     assert "evil},{name" + "x" * 10 in names
 
 
@@ -182,3 +182,21 @@ def test_parallel_decode_equals_sequential(key):
     first = {}
     assert all(first.setdefault(n, n) is n for n in names)
     assert bytes(buf) == gzip.decompress(raw)  # in-place bracketing restored every byte
+
+
+def test_worker_count_policy(monkeypatch):
+    import threading
+
+    monkeypatch.delenv(decode.ENV_WORKERS, raising=False)
+    assert decode._worker_count(None, decode.PARALLEL_MIN_BYTES - 1) == 1  # small: never worth a fork
+    monkeypatch.setenv(decode.ENV_WORKERS, "1")
+    assert decode._worker_count(None, 10**10) == 1
+    monkeypatch.delenv(decode.ENV_WORKERS)
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:  # another thread alive (as in the Streamlit server): no fork
+        assert decode._worker_count(None, 10**10) == 1
+    finally:
+        stop.set()
+        t.join()

@@ -220,62 +220,59 @@ def test_deep_nesting_is_bounded(depth):
     load(data)
 
 
-_UTF8_BUG = pytest.mark.xfail(
+_K = b'{"ph":"X","cat":"kernel","name":"%s","pid":0,"tid":7,"ts":1,"dur":2,"args":{"correlation":1}}'
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "data, must_load",
+    [
+        pytest.param(b'{"traceEvents":[' + _K % b"k\xff" + b"]}", True, id="latin1-byte-in-kernel-name"),
+        pytest.param(b'{"traceEvents":[' + _K % b"k\xed\xa0\x80" + b"]}", True, id="raw-lone-surrogate"),
+        pytest.param(
+            b'{"distributedInfo":{"backend":"nc\x98l"},"traceEvents":[' + _K % b"k" + b"]}",
+            True,
+            id="bad-byte-in-metadata",
+        ),
+        # JSON-legal but not Unicode: msgspec refuses it, so the loader may refuse the file (cleanly)
+        pytest.param(b'{"traceEvents":[' + _K % b"k\\ud800" + b"]}", False, id="escaped-lone-surrogate"),
+        pytest.param(b'{"traceEvents":[' + _K % "名前\u202e".encode() + b"]}", True, id="valid-utf8-bidi"),
+    ],
+)
+def test_names_that_are_not_clean_utf8(data, must_load):
+    """Found by this fuzzer (UnicodeDecodeError escaped load_trace); fixed in the loader: bad bytes become U+FFFD."""
+    t = load(data)
+    assert (t is not None) or not must_load
+    if t is not None:
+        assert len(t.gpu_ops) == 1
+
+
+_UTF8_REPAIR_BUG = pytest.mark.xfail(
     strict=True,
     raises=UnicodeDecodeError,
-    reason="open bug (loader): bytes that are not UTF-8 make msgspec raise UnicodeDecodeError (a ValueError, not a "
-    "DecodeError), which escapes load_trace; fix: catch it in load.py and repair (decode with errors='replace', "
-    "warn 'N invalid UTF-8 bytes replaced') or raise TraceError",
+    reason="open bug (loader): invalid UTF-8 is repaired on the fast path only. (1) a batch that needs the lenient "
+    "decode (here: a null event) calls msgspec again in decode._lenient_batch without the U+FFFD repair; (2) the "
+    "syntax repair in load._fix_syntax calls split_document, whose UnicodeDecodeError is not caught. Fix: apply "
+    "the same errors='replace' repair before those calls, or catch UnicodeDecodeError there too",
 )
-_K = b'{"ph":"X","cat":"kernel","name":"%s","pid":0,"tid":7,"ts":1,"dur":2,"args":{"correlation":1}}'
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     "data",
     [
-        pytest.param(b'{"traceEvents":[' + _K % b"k\xff" + b"]}", marks=_UTF8_BUG, id="latin1-byte-in-kernel-name"),
-        pytest.param(b'{"traceEvents":[' + _K % b"k\xed\xa0\x80" + b"]}", marks=_UTF8_BUG, id="raw-lone-surrogate"),
+        pytest.param(b'{"traceEvents":[null, ' + _K % b"k\xff" + b"]}", id="lenient-batch"),
+        pytest.param(b"[null, " + _K % b"k\xed\xa0\x80" + b"]", id="lenient-batch-array-form"),
         pytest.param(
-            b'{"distributedInfo":{"backend":"nc\x98l"},"traceEvents":[' + _K % b"k" + b"]}",
-            marks=_UTF8_BUG,
-            id="bad-byte-in-metadata",
+            b'{"\x00chemaVersion":1,"deviceProperties":[{"\x80d":0}],"traceEvents":[' + _K % b"k" + b"]}",
+            id="syntax-repair",
         ),
-        pytest.param(b'{"traceEvents":[' + _K % b"k\\ud800" + b"]}", id="escaped-lone-surrogate"),
-        pytest.param(b'{"traceEvents":[' + _K % "名前\u202e".encode() + b"]}", id="valid-utf8-bidi"),
     ],
 )
-def test_names_that_are_not_clean_utf8(data):
+@_UTF8_REPAIR_BUG
+def test_invalid_utf8_on_the_repair_paths(data):
     t = load(data)
-    if t is not None:
-        assert len(t.gpu_ops) == 1
-
-
-@pytest.mark.timeout(60)
-def test_huge_name_and_many_fields_are_bounded():
-    name = "A" * 5_000_000
-    ev = {
-        "ph": "X",
-        "cat": "kernel",
-        "name": name,
-        "pid": 0,
-        "tid": 7,
-        "ts": 1.0,
-        "dur": 2.0,
-        "args": {"correlation": 1},
-    }
-    ev.update({f"k{i}": i for i in range(10_000)})
-    t = load(json.dumps({"traceEvents": [ev]}).encode())
-    if t is not None:
-        assert len(t.gpu_ops) == 1
-
-
-_NAME_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="open bug (errors.py): TraceError flattens the problem to one line but not the source, so a file name "
-    "holding a line break (legal on Linux, and an upload's name is user text) makes a multi-line message; fix: "
-    "self.source = ' '.join(str(source).split()) (or escape control characters) in TraceError.__init__",
-)
+    assert t is not None and len(t.gpu_ops) == 1
 
 
 @pytest.mark.timeout(60)
@@ -284,12 +281,13 @@ _NAME_BUG = pytest.mark.xfail(
     [
         "plain.json",
         "<img src=x onerror=alert(1)>.json",
-        pytest.param("evil\nname.json", marks=_NAME_BUG),
-        pytest.param("evil\rname.json", marks=_NAME_BUG),
-        pytest.param("evil\u2028name.json", marks=_NAME_BUG),
+        "evil\nname.json",
+        "evil\rname.json",
+        "evil\u2028name.json",
     ],
 )
 def test_any_file_name_gives_a_one_line_message(name):
+    """Found by this suite (a line break in a file name made a multi-line TraceError); fixed in errors.py."""
     from analyzer.load import load_trace
 
     with pytest.raises(TraceError) as ei:
@@ -299,9 +297,9 @@ def test_any_file_name_gives_a_one_line_message(name):
 
 @pytest.mark.timeout(int(60 * max(1.0, SCALE)))
 @settings(BASE, max_examples=max(1, int(100 * SCALE)))
-@given(name=st.text(alphabet=st.characters(blacklist_categories=("Cc", "Zl", "Zp", "Cs")), min_size=1, max_size=80))
+@given(name=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=80))
 def test_drawn_file_names_give_one_line_messages(name):
-    """Names without line breaks (those are the open bug above): the message stays one line and names the file."""
+    """Any printable name: the message stays one line and names the file."""
     from analyzer.load import load_trace
 
     with pytest.raises(TraceError) as ei:

@@ -58,3 +58,24 @@ def test_unavailable_variants_say_why():
         build("fastest", plain)
     with pytest.raises(ValueError, match="unknown workload"):
         build_model("moe", 16, 32, torch.float32, DEVICE)
+
+
+@pytest.mark.parametrize(
+    "workload, variant, op, dims",
+    [
+        ("geglu", "fuselens", "fuselens::dual_gemm_glu", [[130, 40], [72, 40], [72, 40], []]),
+        ("plain", "fuselens", "fuselens::gemm_bias_act", [[130, 40], [72, 40], [72], []]),
+        ("swiglu", "fuselens-gating", "fuselens::glu_gating", [[1, 130, 72], [1, 130, 72], []]),
+    ],
+)
+def test_fuselens_kernels_show_in_traces_as_ops_with_shapes(workload, variant, op, dims):
+    """The analyzer sizes a kernel from the CPU op around its launch: ours must be dispatcher ops with Input Dims."""
+    from torch.profiler import ProfilerActivity, profile
+
+    model = build_model(workload, 40, 72, torch.float32, DEVICE)
+    x = make_input(1, 130, 40, torch.float32, DEVICE)
+    fn = build(variant, model)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof, torch.no_grad():
+        fn(x)
+    recorded = [e.input_shapes for e in prof.events() if e.name == op]
+    assert recorded == [dims]
