@@ -30,9 +30,13 @@ RULES: tuple[tuple[str, str, str, str], ...] = (
     (r"^triton_tem_fused_", "gemm", "Triton-template", "@inductor"),
     (r"^triton_(?:poi|red|per)_", "@inductor", "Triton-Inductor", "@inductor"),
     (r"^triton_(?:tem|for)_", "other", "Triton-Inductor", "@inductor"),
-    # user Triton kernels: Liger, and our own (we name ours fuselens_* / _fuselens_*)
+    # user Triton kernels: Liger, and our own. FuseLens kernels (docs/KERNELS.md) by name: the activation is a
+    # constexpr and the op's activation string is not recorded (Concrete Inputs ''), so it is 'act'
+    (r"^_?fuselens_dual_gemm_glu\w*_kernel$", "gemm", "Triton-user", "mm+mm+act+mul"),
+    (r"^_?fuselens_gemm_bias_act\w*_kernel$", "gemm", "Triton-user", "mm+bias+act"),
+    (r"^_?fuselens_glu_gating\w*_kernel$", "pointwise", "Triton-user", "act+mul"),
     (r"^_?fuselens_", "@tokens", "Triton-user", "@tokens"),
-    # FuseLens kernels (kernels/*.py) by their current function names; the activation is a constexpr, not a word
+    # earlier FuseLens traces (before the fuselens:: ops): the same kernels under their first function names
     (r"^_gating_kernel$", "pointwise", "Triton-user", "act+mul"),
     (r"^_dual_gemm_kernel$", "gemm", "Triton-user", "mm+mm+act+mul"),
     (r"^_gemm_act_kernel$", "gemm", "Triton-user", "mm+bias+act"),

@@ -489,11 +489,39 @@ def embedding(op: str, args: list[Arg | None]) -> Estimate:
 
 
 # -------------------------------------------------------------------------------- Triton launchers
+# Ops that compute from tensor data and whose result Inductor must store: a pointwise kernel made only of these
+# reads a tensor and writes one. Generators (full, arange, rand …), copies, indexing and asserts are not here.
+# fmt: off
+_DATA_OPS = frozenset([
+    "abs", "add", "sub", "mul", "div", "neg", "exp", "exp2", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt", "pow",
+    "reciprocal", "square", "sigmoid", "tanh", "relu", "gelu", "silu", "mish", "hardswish", "hardsigmoid",
+    "hardtanh", "leaky_relu", "elu", "softplus", "erf", "sin", "cos", "clamp", "clamp_min", "clamp_max", "maximum",
+    "minimum", "sign", "floor", "ceil", "round", "trunc", "gelu_backward", "silu_backward", "sigmoid_backward",
+    "tanh_backward", "threshold_backward",
+])
+# fmt: on
+
+
+def _in_place_inductor(name: str, ops: str, t: list[Arg]) -> bool:
+    """An Inductor pointwise kernel with ONE tensor arg whose decoded ops all compute from tensor data.
+
+    By construction that arg is read and written: Inductor passes a kernel every buffer it loads or stores (the
+    trailing scalars are xnumel/rnumel); every kernel stores a result, and the only buffer is this one; its ops
+    need tensor data, and the only buffer to load it from is this one. So it is an in_out_ptr (plain MLP
+    torch.compile: triton_poi_fused_gelu_view_0 applies GELU in place on the addmm output). With two or more
+    args no such argument exists: gelu(a)·b written over a (in_out_ptr0, in_ptr0) and gelu(a)·a written to a new
+    buffer (in_ptr0, out_ptr0) record the same names, shapes and xnumel, so those stay a lower bound.
+    """
+    parts = [o for o in ops.split("+") if o]
+    return name.startswith("triton_poi_") and len(t) == 1 and bool(parts) and all(o in _DATA_OPS for o in parts)
+
+
 def triton_args(name: str, category: str, ops: str, args: list[Arg | None], op: str) -> Estimate:
     """Inductor (and Inductor-launched user) Triton kernels: the launching cpu_op carries the kernel's args.
 
     bytes = every tensor arg once. An Inductor in_out_ptr (an input buffer reused for the output) is read AND
-    written, so for such kernels this is low by that buffer's size; the trace does not say which arg it is.
+    written, so for such kernels this is low by that buffer's size; the trace does not say which arg it is,
+    except for a one-arg pointwise kernel (_in_place_inductor), which is counted read + write.
     """
     t = [a for a in args if a is not None]
     if not t:
@@ -504,6 +532,9 @@ def triton_args(name: str, category: str, ops: str, args: list[Arg | None], op: 
         "each tensor arg once: a lower bound where Inductor reused an input buffer for the output (in_out_ptr), "
         "which the trace does not mark"
     )
+    if _in_place_inductor(name, ops, t):
+        total = 2 * t[0].nbytes
+        note = "its only tensor arg is read and written in place: one buffer, and ops that need data"
     flops = _NAN
     peak = None
     if category == "gemm":
@@ -571,6 +602,57 @@ _NOT_ELEMENTWISE = re.compile(
 )
 
 
+# ------------------------------------------------------------------------------------- FuseLens ops
+# Our Triton kernels run inside torch.library custom ops (kernels/ops.py, docs/KERNELS.md), so their launching op
+# records the tensors; the trailing activation string is a non-tensor arg ('[]' in Input Dims, value not recorded).
+FUSELENS_OPS = frozenset(["fuselens::glu_gating", "fuselens::dual_gemm_glu", "fuselens::gemm_bias_act"])
+
+
+def _arg(args: list[Arg | None], i: int) -> Arg | None:
+    return args[i] if i < len(args) else None
+
+
+def fuselens(op: str, args: list[Arg | None], kernel_name: str) -> Estimate:
+    """The three fuselens:: ops. bytes = tensor inputs read once + the output written once (its shape and dtype
+    follow from the inputs: out = x's dtype). GEMM FLOPs are the tensor-core work only (2·M·N·K per product; the
+    bias add, activation and gate·up product in the epilogue are not counted)."""
+    if op == "fuselens::glu_gating":
+        gate, up = _arg(args, 0), _arg(args, 1)
+        if gate is None or up is None or gate.shape != up.shape:
+            return unknown(f"{op}: expected gate and up tensors of one shape")
+        # fused_gating runs .contiguous() first (a copy kernel of its own if needed): the kernel reads every element
+        n = gate.numel
+        read = n * (DTYPE_BYTES[gate.dtype] + DTYPE_BYTES[up.dtype])
+        out = n * DTYPE_BYTES[gate.dtype]
+        return Estimate(
+            float(read + out),
+            float(2 * n),  # nominal, like any pointwise kernel: act + mul per output element
+            f"estimate: gating act·mul {_shape(gate)} {gate.short} (read gate + up, write out {_shape(gate)}) "
+            f"from {op} input shapes",
+        )
+    gemm2 = op == "fuselens::dual_gemm_glu"
+    x, w = _arg(args, 0), _arg(args, 1)
+    second = _arg(args, 2)  # dual: w_up [N, K]; gemm_bias_act: bias [N] or None (undefined: not a tensor)
+    if x is None or w is None or len(x.shape) < 2 or len(w.shape) != 2 or x.shape[-1] != w.shape[1]:
+        return unknown(f"{op}: expected x [M, K] and a weight [N, K]")
+    m, k, n = math.prod(x.shape[:-1]), x.shape[-1], w.shape[0]
+    if gemm2 and (second is None or second.shape != w.shape):
+        return unknown(f"{op}: expected w_gate and w_up of one shape [N, K]")
+    if not gemm2 and second is not None and second.numel != n:
+        return unknown(f"{op}: bias {_shape(second)} does not match N={n}")
+    out = m * n * DTYPE_BYTES[x.dtype]
+    extra = second.nbytes if second is not None else 0
+    total = x.nbytes + w.nbytes + extra + out
+    if gemm2:
+        flops = 2 * (2.0 * m * n * k)
+        what = f"2 GEMMs (gate, up) M={m} N={n} K={k} {x.short} + act·mul epilogue (x + w_gate + w_up + out [M,N])"
+    else:
+        flops = 2.0 * m * n * k
+        bias = " + bias" if second is not None else ""
+        what = f"gemm M={m} N={n} K={k} {x.short}{bias} + act epilogue (x + weight{bias} + out [M,N])"
+    return Estimate(float(total), flops, f"estimate: {what} from {op} input shapes", _peak_key(x.dtype, kernel_name))
+
+
 # ------------------------------------------------------------------------------------------ dispatch
 _AUTOGRAD_FUNCTION = re.compile(r"^[A-Z][A-Za-z0-9_]*(?<!Backward)(?<!Backward\d)$")
 _INDEX_OPS = frozenset(
@@ -614,6 +696,8 @@ def estimate_kernel(
         return unknown(f"input type {err.args[0]!r} of {op} has no element size in the dtype table")
     if op == name or (op.startswith("triton_") and name.startswith("triton")):
         return triton_args(name, category, ops, args, op)
+    if op in FUSELENS_OPS:
+        return fuselens(op, args, name)
     if op in GEMM_OPS:
         return gemm(op, args, name)
     if op in ATTENTION_FWD or op in ATTENTION_BWD:

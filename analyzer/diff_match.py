@@ -99,6 +99,10 @@ def _cand_sources(row) -> list[tuple[str, frozenset[str]]]:
 
 
 def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
+    """Fusion groups of two aligned steps (module doc). Every search below is windowed — a claim lies within
+    MAX_CLAIM_DISTANCE kernels of its candidate on the base axis, data flow within FLOW_LOOKBACK — so the work is
+    ~(left-over kernels) × 49, not (left-over baseline) × (left-over candidate): 10k × 12k left-over kernels of two
+    unrelated 17-20k-op steps took 58 s pairing everything with everything (bench/results/diff.md)."""
     b = base.rows
     c = cand.rows
     n_b, n_c = len(b), len(c)
@@ -108,10 +112,10 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     # 0. same op, same shapes, other kernels (cuDNN picked another algorithm, a library update renamed a kernel):
     #    the same work, so no intermediate can have been avoided
     choices, taken_b, taken_c = _kernel_choices(b_rows, c_rows, al)
-    left_b = [i for i in al.unmatched_b if i not in taken_b]
+    left_b = [i for i in al.unmatched_b if i not in taken_b]  # increasing (al.unmatched_b is)
     left_c = [j for j in al.unmatched_c if j not in taken_c]
 
-    claim: dict[int, tuple[int, str]] = {}  # base pos -> (cand pos, evidence)
+    claim: dict[int, tuple[int, str]] = {}  # base pos -> (cand pos, evidence); insertion order matters (step 3)
     coord = {j: al.base_coord(j, n_c, n_b) for j in left_c}
     sources = {j: _cand_sources(c_rows[j]) for j in left_c}
     all_ops = {j: frozenset().union(*(ops for _, ops in sources[j])) if sources[j] else frozenset() for j in sources}
@@ -126,16 +130,23 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
         claim[i] = (j, how)
         n_claims[j] += 1
 
-    # 1. ops evidence, nearest pairs first (a capped candidate keeps the baseline kernel closest to it)
-    windows = {j: al.base_window(j, EXTRA_ANCHORS) for j in left_c}
+    # 1. ops evidence, nearest pairs first (a capped candidate keeps the baseline kernel closest to it). Only
+    #    baseline kernels within MAX_CLAIM_DISTANCE of j's base coordinate can qualify: found by bisection (the
+    #    range is one wider on each side; the exact test below decides, as before).
+    base_ops = {i: _base_ops(b_rows[i]) for i in left_b}
     pairs = []
-    for i in left_b:
-        ops_b = _base_ops(b_rows[i])
-        if not ops_b:
-            continue
-        for j in left_c:
-            lo, hi = windows[j]
-            d = abs(i - coord[j])
+    for j in left_c:
+        if not all_ops[j]:
+            continue  # no ops named: nothing can be covered (a non-empty set is never <= the empty set)
+        lo, hi = al.base_window(j, EXTRA_ANCHORS)
+        cj = coord[j]
+        first = bisect.bisect_left(left_b, cj - MAX_CLAIM_DISTANCE - 1)
+        last = bisect.bisect_right(left_b, cj + MAX_CLAIM_DISTANCE + 1)
+        for i in left_b[first:last]:
+            ops_b = base_ops[i]
+            if not ops_b:
+                continue
+            d = abs(i - cj)
             if not (lo < i < hi) or d > MAX_CLAIM_DISTANCE or not ops_b <= all_ops[j]:
                 continue
             if b_rows[i].is_gemm and "mm" not in all_ops[j]:
@@ -144,49 +155,62 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     for _, _, i, j in sorted(pairs):
         if i in claim or not room(j):
             continue
-        ops_b = _base_ops(b_rows[i])
+        ops_b = base_ops[i]
         labels = [lbl for lbl, ops in sources[j] if ops_b & ops]
         take(i, j, f"ops {'+'.join(sorted(ops_b))} named by {', '.join(labels)}")
 
     # 2. position: a gap's leftover baseline kernels go to a new kernel of the same gap whose names say nothing
     #    (a user's @triton.jit kernel). A kernel that names its ops got its claims in 1; a memcpy replaces no compute.
+    #    Within one gap a candidate's base coordinate grows with its position, so the nearest one is a neighbour of
+    #    i in that order (bisection), not a scan of the gap.
     opaque = [j for j in left_c if not all_ops[j] and c_rows[j].kind == "kernel" and not _vendor(c_rows[j])]
+    by_gap: dict[int, tuple[list[float], list[int]]] = {}
+    for j in opaque:  # increasing j: coordinates increase within a gap
+        cs, js = by_gap.setdefault(bisect.bisect_left(al.anchors_c, j), ([], []))
+        cs.append(coord[j])
+        js.append(j)
     for i in left_b:
         if i in claim or b_rows[i].role in _SIDE_ROLES:
             continue
-        k = bisect.bisect_left(al.anchors_b, i)  # as many anchors before i as before j: the same gap
-        in_gap = [
-            j for j in opaque if bisect.bisect_left(al.anchors_c, j) == k and abs(i - coord[j]) <= MAX_CLAIM_DISTANCE
-        ]
-        if in_gap:
-            j = min(in_gap, key=lambda j: (abs(i - coord[j]), -j))
+        hit = by_gap.get(bisect.bisect_left(al.anchors_b, i))  # as many anchors before i as before j: the same gap
+        if hit is None:
+            continue
+        j = _nearest(i, *hit)
+        if j is not None:
             take(i, j, "position: new work between the same matched kernels")
 
-    # 3. data flow into / out of a group whose kernel is a fused one (not capped: an eager op's kernel does one op)
-    changed = True
-    while changed:
-        changed = False
-        members: dict[int, list[int]] = {}
-        for i, (j, _) in claim.items():
-            members.setdefault(j, []).append(i)
-        for i in left_b:
+    # 3. data flow into / out of a group whose kernel is a fused one (not capped: an eager op's kernel does one op).
+    #    Rounds: each sees the members as they were when it began (claims made in a round join in the next), the
+    #    nearest member wins, ties to the group claimed first and its earliest member. A kernel left out of one round
+    #    can only join a later one through a member claimed since, within FLOW_LOOKBACK of it: only those are
+    #    looked at again.
+    left_b_set = set(left_b)
+    todo = left_b
+    while todo:
+        member_of = {m: j for m, (j, _) in claim.items()}
+        rank = {m: r for r, m in enumerate(claim)}
+        first_rank: dict[int, int] = {}
+        for m, j in member_of.items():
+            first_rank.setdefault(j, rank[m])
+        new: list[int] = []
+        for i in todo:
             if i in claim or b_rows[i].role in _SIDE_ROLES:
                 continue
             best = None
-            for j, mem in members.items():
-                if caps[j] is not None or (b_rows[i].is_gemm and all_ops[j] and "mm" not in all_ops[j]):
+            for m in range(i - FLOW_LOOKBACK, i + FLOW_LOOKBACK + 1):
+                j = member_of.get(m)
+                if j is None or caps[j] is not None or (b_rows[i].is_gemm and all_ops[j] and "mm" not in all_ops[j]):
                     continue
-                for m in mem:
-                    if abs(m - i) > FLOW_LOOKBACK:
-                        continue
-                    p, q = (i, m) if i < m else (m, i)
-                    if _feeds(b_rows[p], b_rows[q]):
-                        d = abs(m - i)
-                        if best is None or d < best[0]:
-                            best = (d, j, m)
+                p, q = (i, m) if i < m else (m, i)
+                if _feeds(b_rows[p], b_rows[q]):
+                    key = (abs(m - i), first_rank[j], rank[m])
+                    if best is None or key < best[0]:
+                        best = (key, j, m)
             if best is not None:
                 take(i, best[1], f"data flow: its tensor passes to/from {_short(b_rows[best[2]].name)}")
-                changed = True
+                new.append(i)
+        near = {x for i in new for x in range(i - FLOW_LOOKBACK, i + FLOW_LOOKBACK + 1)}
+        todo = sorted(x for x in near & left_b_set if x not in claim)
 
     groups_by_c: dict[int, Group] = {}
     for i, (j, how) in sorted(claim.items()):
@@ -195,8 +219,8 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
         g.evidence[i] = how
 
     # 3b. a matched GEMM whose candidate kernel names an epilogue op absorbs the pointwise kernel it feeds
-    pairs = list(al.pairs)
-    pair_of_b = {p[0]: p for p in pairs}
+    pair_of_b = {p[0]: p for p in al.pairs}
+    absorbed: set[tuple[int, int, str]] = set()
     for i in left_b:
         if i in claim:
             continue
@@ -214,9 +238,10 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
                 g.evidence[i] = f"epilogue: {'+'.join(sorted(ops_i))} named by the candidate GEMM"
                 groups_by_c[cj] = g
                 claim[i] = (cj, g.evidence[i])
-                pairs.remove(pr)
+                absorbed.add(pr)
                 del pair_of_b[p]
                 break
+    pairs = [p for p in al.pairs if p not in absorbed] if absorbed else list(al.pairs)
 
     # side work (a cuBLAS workspace memset, a split-K reduction) of a replaced op call leaves with it
     group_of_call = {b_rows[m].op_index: g for g in groups_by_c.values() for m in g.members if b_rows[m].op_index >= 0}
@@ -239,6 +264,18 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     )
 
 
+def _nearest(i: int, coords: list[float], js: list[int]) -> int | None:
+    """The candidate of one gap nearest to base position i (ties: the later one), or None beyond
+    MAX_CLAIM_DISTANCE. coords increase strictly with js, so the nearest is a neighbour of i's insertion point."""
+    p = bisect.bisect_left(coords, i)
+    best = None
+    for x in range(max(0, p - 2), min(len(coords), p + 2)):
+        d = abs(i - coords[x])
+        if d <= MAX_CLAIM_DISTANCE and (best is None or (d, -js[x]) < best[0]):
+            best = ((d, -js[x]), js[x])
+    return None if best is None else best[1]
+
+
 def _kernel_choices(b_rows: list, c_rows: list, al: Alignment) -> tuple[list[Group], set[int], set[int]]:
     """Pair op instances (kernels sharing one launching aten op call) that have the same op and shapes on both
     sides but different kernels, within EXTRA_ANCHORS gaps of each other."""
@@ -252,21 +289,23 @@ def _kernel_choices(b_rows: list, c_rows: list, al: Alignment) -> tuple[list[Gro
         return [(k[1], k[2], v) for k, v in inst.items()]
 
     b_inst = instances(b_rows, al.unmatched_b)
-    by_sig: dict[tuple, list[tuple[int, list[int]]]] = {}
+    # per (op, shapes): the candidate instances in order, their gap (non-decreasing along the list) and a "next
+    # still free" pointer, so the first free instance within EXTRA_ANCHORS gaps is a bisection, not a scan (an op
+    # repeated in every layer has as many instances as layers)
+    by_sig: dict[tuple, _Queue] = {}
     for cop, cdims, cpos in instances(c_rows, al.unmatched_c):
-        by_sig.setdefault((cop, cdims), []).append((bisect.bisect_left(al.anchors_c, cpos[0]), cpos))
+        by_sig.setdefault((cop, cdims), _Queue()).add(bisect.bisect_left(al.anchors_c, cpos[0]), cpos)
     groups: list[Group] = []
     taken_b: set[int] = set()
     taken_c: set[int] = set()
     for op, dims, bpos in b_inst:
         queue = by_sig.get((op, dims))
-        if not queue:
+        if queue is None:
             continue
         kb = bisect.bisect_left(al.anchors_b, bpos[0])
-        hit = next((q for q, (kc, _) in enumerate(queue) if abs(kc - kb) <= EXTRA_ANCHORS), None)
-        if hit is None:
+        cpos = queue.take_first(kb - EXTRA_ANCHORS, kb + EXTRA_ANCHORS)
+        if cpos is None:
             continue
-        _, cpos = queue.pop(hit)
         g = Group(fused=list(cpos), members=list(bpos), kind="kernel choice")
         for m in bpos:
             g.evidence[m] = f"same op {op} with the same shapes ({dims}) runs other kernels"
@@ -274,6 +313,37 @@ def _kernel_choices(b_rows: list, c_rows: list, al: Alignment) -> tuple[list[Gro
         taken_b.update(bpos)
         taken_c.update(cpos)
     return groups, taken_b, taken_c
+
+
+class _Queue:
+    """Items with non-decreasing keys; take_first(lo, hi) removes and returns the first item still there whose key
+    is within [lo, hi]. Removed slots are skipped through path-compressed "next free" pointers."""
+
+    def __init__(self) -> None:
+        self.keys: list[int] = []
+        self.items: list = []
+        self.next: list[int] = []
+
+    def add(self, key: int, item) -> None:
+        self.keys.append(key)
+        self.items.append(item)
+        self.next.append(len(self.next))
+
+    def _free(self, x: int) -> int:
+        nxt = self.next
+        root = x
+        while root < len(nxt) and nxt[root] != root:
+            root = nxt[root]
+        while x < len(nxt) and nxt[x] != x:  # compress the path
+            nxt[x], x = root, nxt[x]
+        return root
+
+    def take_first(self, lo: int, hi: int):
+        x = self._free(bisect.bisect_left(self.keys, lo))
+        if x >= len(self.keys) or self.keys[x] > hi:
+            return None
+        self.next[x] = x + 1
+        return self.items[x]
 
 
 def _vendor(row) -> bool:
@@ -316,18 +386,39 @@ def _same_tensor(a: Tensor, b: Tensor) -> bool:
     return a.numel == b.numel and (a.dtype == b.dtype or None in (a.dtype, b.dtype))
 
 
-def flow_edges(rows: list, order: list[int], lookback: int | None = None) -> list[tuple[int, int, Tensor]]:
+def flow_edges(
+    rows: list, order: list[int], lookback: int | None = None, consumers: set[int] | None = None
+) -> list[tuple[int, int, Tensor]]:
     """(producer, consumer, tensor) edges among `order` (positions, increasing): each input of a consumer comes from
-    the latest earlier producer whose output has its element count and dtype (each producer once per consumer)."""
+    the latest earlier producer whose output has its element count and dtype (each producer once per consumer).
+    lookback: producers at most that many places earlier in `order`; consumers: only edges into these positions.
+
+    Producers are indexed by element count, so each input walks back over same-sized outputs only (a 1000-kernel
+    group used to rescan every earlier member for every input)."""
+    by_numel: dict[int, list[int]] = {}  # element count -> places in `order` of producers with a known output
+    for ci, ppos in enumerate(order):
+        out = rows[ppos].io.output
+        if out is not None:
+            by_numel.setdefault(out.numel, []).append(ci)
     edges = []
     for ci, cpos in enumerate(order):
+        if consumers is not None and cpos not in consumers:
+            continue
+        reader = rows[cpos]
+        start = 0 if lookback is None else max(0, ci - lookback)
         used: set[int] = set()
-        for t in rows[cpos].io.linkable:
-            start = 0 if lookback is None else max(0, ci - lookback)
-            for ppos in reversed(order[start:ci]):
-                out = rows[ppos].io.output
-                if ppos in used or out is None or _siblings(rows[ppos], rows[cpos]):
+        for t in reader.io.linkable:
+            places = by_numel.get(t.numel)
+            if not places:
+                continue
+            for x in range(bisect.bisect_left(places, ci) - 1, -1, -1):
+                pi = places[x]
+                if pi < start:
+                    break
+                ppos = order[pi]
+                if ppos in used or _siblings(rows[ppos], reader):
                     continue
+                out = rows[ppos].io.output
                 if _same_tensor(out, t):
                     edges.append((ppos, cpos, out))
                     used.add(ppos)
@@ -381,13 +472,11 @@ def remaining_round_trips(seq: RunSeq) -> list[RoundTrip]:
     kernel) are not counted, so this is a lower bound."""
     rows = list(seq.rows.itertuples(index=False))
     order = list(range(len(rows)))
-    consumers = [i for i in order if _is_pointwise(rows[i]) and rows[i].io.inputs]
+    consumers = {i for i in order if _is_pointwise(rows[i]) and rows[i].io.inputs}
     if not consumers:
         return []
     by_p: dict[int, RoundTrip] = {}
-    for p, cpos, t in flow_edges(rows, order, lookback=FLOW_LOOKBACK):
-        if cpos not in consumers:
-            continue
+    for p, cpos, t in flow_edges(rows, order, lookback=FLOW_LOOKBACK, consumers=consumers):
         pr = rows[p]
         if pr.is_gemm:
             kind = "GEMM epilogue"
