@@ -378,7 +378,7 @@ def _run_facts(summary, seq: RunSeq) -> RunFacts:
         by_cat[str(cat)] = {"count": _num(v, "count"), "time_us": _num(v, "time_us")}
     remaining = _aggregate_round_trips([_round_trip_json(seq, r) for r in remaining_round_trips(seq)])
     top_gemm, dtype = None, None
-    gem = [(float(r.dur_us), r.gemm) for r in seq.rows.itertuples(index=False) if r.gemm is not None]
+    gem = [(float(t), g) for t, g in zip(seq.rows["dur_us"], seq.rows["gemm"], strict=True) if g is not None]
     if gem:
         by: dict = {}
         for t, g in gem:
@@ -432,8 +432,8 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
     b, c = bseq.rows, cseq.rows
     al = align(b, c)
     res = group_kernels(bseq, cseq, al)
-    b_rows = list(b.itertuples(index=False))
-    c_rows = list(c.itertuples(index=False))
+    b_rows = bseq.records
+    c_rows = cseq.records
 
     groups = [_group_row(g, b_rows, c_rows) for g in res.groups]
     fusions = _aggregate([r for r in groups if r.kind == "fusion"])
@@ -644,13 +644,13 @@ def _kernel_list(rows: list) -> list[dict]:
 
 
 def _round_trip_json(seq: RunSeq, rt: RoundTrip) -> dict:
-    rows = seq.rows
+    rows = seq.records
     t = rt.tensor
     return {
         "kind": rt.kind,
-        "producer": str(rows["name"].iat[rt.producer]),
-        "producer_op": str(rows["op_name"].iat[rt.producer]),
-        "readers": [str(rows["name"].iat[c]) for c in rt.consumers],
+        "producer": str(rows[rt.producer].name),
+        "producer_op": str(rows[rt.producer].op_name),
+        "readers": [str(rows[c].name) for c in rt.consumers],
         "shape": list(t.shape),
         "matrix": t.matrix(),
         "dtype": t.dtype,

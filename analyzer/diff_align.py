@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections import deque
+from collections import deque, namedtuple
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -44,6 +44,31 @@ _GENERIC_RANGE_PREFIXES = (
 )
 
 
+# The columns of rows the matcher and the Diff read one row at a time (RunSeq.records).
+RECORD_FIELDS = (
+    "name",
+    "op_name",
+    "kind",
+    "category",
+    "library",
+    "role",
+    "dur_us",
+    "bytes",
+    "op_index",
+    "input_dims",
+    "gemm",
+    "io",
+    "op_ops",
+    "name_ops",
+    "classify_ops",
+    "is_gemm",
+    "context",
+    "node",
+    "key",
+)
+_Record = namedtuple("_Record", RECORD_FIELDS)
+
+
 @dataclass
 class RunSeq:
     """One run reduced to its representative step."""
@@ -54,6 +79,17 @@ class RunSeq:
     steps_used: list[int]  # all steady steps the Summary used
     step_shown: int  # the step whose kernel list is shown (median GPU time among steps_with_signature)
     notes: list[str] = field(default_factory=list)
+
+    _records: list | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def records(self) -> list:
+        """rows as a list of namedtuples (the RECORD_FIELDS columns), built once per run: the matcher reads rows one
+        at a time, and DataFrame.itertuples over all 45 columns cost ~1 s per 100k rows, four times per run."""
+        if self._records is None:
+            cols = [self.rows[f].tolist() for f in RECORD_FIELDS]
+            self._records = list(map(_Record._make, zip(*cols, strict=True)))
+        return self._records
 
     @property
     def n_kernels(self) -> int:
@@ -148,81 +184,152 @@ def _roles(rows: pd.DataFrame) -> pd.Series:
 
 
 def _annotate(rows: pd.DataFrame, trace) -> None:
-    """Per-row facts the matcher needs: GEMM problem, tensors, op sets by source, alignment key."""
-    gemms, ios, op_ops, name_ops, keys = [], [], [], [], []
+    """Per-row facts the matcher needs: GEMM problem, tensors, op sets by source, alignment key.
+
+    Worked out once per distinct (name, op, shapes, types, role, ops, category, kind): a step of 100k GPU ops repeats
+    a few hundred distinct kernels (the 19k-op V100 step: ~1,100), and each row is then one dict look-up."""
     roles = _roles(rows)
-    for name, op, dims, types, role in zip(
-        rows["name"], rows["op_name"], rows["input_dims"], rows["input_types"], roles, strict=True
-    ):
-        op = op or ""
-        g = gemm_problem(op, dims, types) if role == "main" and (is_gemm_op(op) or is_inductor_name(op)) else None
-        gemms.append(g)
-        io = tensor_io(op, dims, types) if op and role in ("main", "first", "last") else TensorIO((), None)
-        if role == "first":
-            io = TensorIO(io.inputs, None)
-        elif role == "last":
-            io = TensorIO((), io.output)
-        ios.append(io)
-        # ops from the launching op: an aten op's own name, or words of an autograd Function / custom op name
-        if role in ("memop", "helper"):
-            oo = frozenset()  # a memset under aten::mm does not compute an mm
-        elif is_inductor_name(op):
-            oo = inductor_ops(op)
-        else:
-            oo = canonical_ops(op) if op.startswith("aten::") else text_ops(op)
-        op_ops.append(oo)
-        no = inductor_ops(name) if is_inductor_name(name) else text_ops(name)
-        name_ops.append(no)
-        if g is not None:
-            keys.append(g.key)
-        elif role == "memop":  # a workspace memset pairs with its twin whatever the op's out= argument
-            keys.append(("m", name, op))
-        else:
-            keys.append(("k", name, op, dims_text(dims)))
+    dims_col = rows["input_dims"].tolist()
+    types_col = rows["input_types"].tolist()
+    cols = zip(
+        rows["name"].tolist(),
+        rows["op_name"].tolist(),
+        map(repr, dims_col),
+        map(repr, types_col),
+        roles.tolist(),
+        rows["ops"].tolist(),
+        rows["category"].tolist(),
+        rows["kind"].tolist(),
+        range(len(rows)),
+        strict=True,
+    )
+    cache: dict[tuple, tuple] = {}
+    facts = []
+    for *k, i in cols:
+        k = tuple(k)
+        hit = cache.get(k)
+        if hit is None:
+            hit = cache[k] = _row_facts(*k[:2], dims_col[i], types_col[i], *k[4:])
+        facts.append(hit)
     rows["role"] = roles
-    rows["gemm"] = gemms
-    rows["io"] = ios
-    rows["op_ops"] = op_ops
-    rows["name_ops"] = name_ops
-    rows["classify_ops"] = [
-        frozenset().union(*(canonical_ops(o) for o in str(s).split("+") if o))
-        if s and r not in ("memop", "helper")
-        else frozenset()
-        for s, r in zip(rows["ops"], roles, strict=True)
-    ]
-    rows["is_gemm"] = [
-        g is not None or (c == "gemm" and k == "kernel")
-        for g, c, k in zip(gemms, rows["category"], rows["kind"], strict=True)
-    ]
-    rows["key"] = keys
+    for n, col in enumerate(("gemm", "io", "op_ops", "name_ops", "classify_ops", "is_gemm", "key")):
+        rows[col] = [f[n] for f in facts]
     rows["context"] = _enclosing_ranges(rows, trace)
     rows["node"] = _autograd_nodes(rows, trace)
 
 
+def _row_facts(name, op, dims, types, role: str, ops, category, kind) -> tuple:
+    """(gemm, io, op_ops, name_ops, classify_ops, is_gemm, key) of one GPU op (see _annotate)."""
+    op = op or ""
+    g = gemm_problem(op, dims, types) if role == "main" and (is_gemm_op(op) or is_inductor_name(op)) else None
+    io = tensor_io(op, dims, types) if op and role in ("main", "first", "last") else TensorIO((), None)
+    if role == "first":
+        io = TensorIO(io.inputs, None)
+    elif role == "last":
+        io = TensorIO((), io.output)
+    # ops from the launching op: an aten op's own name, or words of an autograd Function / custom op name
+    if role in ("memop", "helper"):
+        oo = frozenset()  # a memset under aten::mm does not compute an mm
+    elif is_inductor_name(op):
+        oo = inductor_ops(op)
+    else:
+        oo = canonical_ops(op) if op.startswith("aten::") else text_ops(op)
+    no = inductor_ops(name) if is_inductor_name(name) else text_ops(name)
+    if ops and role not in ("memop", "helper"):
+        co = frozenset().union(*(canonical_ops(o) for o in str(ops).split("+") if o))
+    else:
+        co = frozenset()
+    if g is not None:
+        key = g.key
+    elif role == "memop":  # a workspace memset pairs with its twin whatever the op's out= argument
+        key = ("m", name, op)
+    else:
+        key = ("k", name, op, dims_text(dims))
+    return g, io, oo, no, co, g is not None or (category == "gemm" and kind == "kernel"), key
+
+
+def _containing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray, innermost: bool):
+    """Intervals [start, end] of one thread that contain each time in t (NaN contains nothing, is in nothing).
+
+    innermost: an array of interval indices, the one with the latest start (ties: the first given), -1 for none.
+    Else: for each time, the array of all containing intervals ordered by start (ties: as given).
+    Vectorised binary lifting over a sparse table of maximum ends — log2(n) NumPy passes instead of one pass over
+    all intervals per kernel (5k autograd nodes × 100k kernels before)."""
+    n = len(starts)
+    ok = np.flatnonzero(~(np.isnan(starts) | np.isnan(ends)))
+    order = ok[np.lexsort((-ok, starts[ok]))]  # start ascending; ties: the first given last, so it is found first
+    s, e = starts[order], ends[order]
+    table = [e]
+    while (1 << len(table)) <= len(e):
+        prev, w = table[-1], 1 << (len(table) - 1)
+        table.append(np.maximum(prev[:-w], prev[w:]))  # max of e[i : i + 2w]
+    live = np.flatnonzero(~np.isnan(t))
+    hi = np.full(len(t), 0, dtype=np.int64)
+    hi[live] = np.searchsorted(s, t[live], side="right")  # intervals [0, hi) start at or before t
+    found: list[tuple[np.ndarray, np.ndarray]] = []
+    while len(live):
+        cur = hi[live].copy()
+        tq = t[live]
+        for p in range(len(table) - 1, -1, -1):  # skip back over blocks whose ends all fall before t
+            cand = cur - (1 << p)
+            can = cand >= 0
+            blk = np.full(len(cur), np.inf)
+            blk[can] = table[p][cand[can]]
+            move = can & (blk < tq)
+            cur[move] = cand[move]
+        j = cur - 1
+        hit = j >= 0
+        hit[hit] = e[j[hit]] >= tq[hit]
+        found.append((live[hit], j[hit]))
+        if innermost:
+            break
+        hi[live[hit]] = j[hit]
+        live = live[hit]
+    if innermost:
+        out = np.full(len(t), -1, dtype=np.int64)
+        for q, j in found:
+            out[q] = order[j]
+        return out
+    per: list[list[int]] = [[] for _ in range(len(t))]
+    for q, j in reversed(found):  # outermost first
+        for qq, jj in zip(q.tolist(), order[j].tolist(), strict=True):
+            per[qq].append(jj)
+    for x in per:
+        if len(x) > 1:
+            x.sort(key=lambda k: (starts[k], k))  # equal starts: as given (the lifting found them the other way)
+    return [np.asarray(x, dtype=np.int64) for x in per]
+
+
 def _autograd_nodes(rows: pd.DataFrame, trace) -> list[int]:
-    """cpu_ops row of the 'autograd::engine::evaluate_function: …Backward0' call around each kernel's op (-1: none)."""
+    """cpu_ops row of the 'autograd::engine::evaluate_function: …Backward0' call around each kernel's op (-1: none):
+    the innermost one (latest start) on the op's thread."""
     cpu = trace.cpu_ops
-    out = [-1] * len(rows)
+    out = np.full(len(rows), -1, dtype=np.int64)
     if cpu is None or len(cpu) == 0:
-        return out
-    ev = cpu[cpu["name"].astype(str).str.startswith("autograd::engine::evaluate_function")]
-    if len(ev) == 0:
-        return out
-    by_tid = {tid: (g["ts_us"].to_numpy(), g["end_us"].to_numpy(), g.index.to_numpy()) for tid, g in ev.groupby("tid")}
-    op_ts = cpu["ts_us"]
-    op_tid = cpu["tid"]
-    for i, oi in enumerate(rows["op_index"].tolist()):
-        if oi < 0 or oi not in op_ts.index:
+        return out.tolist()
+    is_ev = cpu["name"].astype(str).str.startswith("autograd::engine::evaluate_function").to_numpy()
+    if not is_ev.any():
+        return out.tolist()
+    if not cpu.index.is_unique:  # op_index is a row label of cpu_ops: unique by construction (RangeIndex)
+        cpu = cpu[~cpu.index.duplicated()]
+        is_ev = cpu["name"].astype(str).str.startswith("autograd::engine::evaluate_function").to_numpy()
+    at = cpu.index.get_indexer(rows["op_index"].to_numpy())  # -1: no op, or not in cpu_ops
+    at[rows["op_index"].to_numpy() < 0] = -1
+    has = np.flatnonzero(at >= 0)
+    cpu_tid = cpu["tid"].to_numpy()
+    cpu_ts = cpu["ts_us"].to_numpy(dtype=float)
+    cpu_end = cpu["end_us"].to_numpy(dtype=float)
+    labels = cpu.index.to_numpy()
+    q_tid, q_ts = cpu_tid[at[has]], cpu_ts[at[has]]
+    for tid in np.unique(cpu_tid[is_ev]):
+        ev = np.flatnonzero(is_ev & (cpu_tid == tid))
+        mine = np.flatnonzero(q_tid == tid)
+        if len(mine) == 0:
             continue
-        hit = by_tid.get(op_tid.at[oi])
-        if hit is None:
-            continue
-        ts, end, idx = hit
-        t = op_ts.at[oi]
-        inside = np.flatnonzero((ts <= t) & (end >= t))
-        if len(inside):
-            out[i] = int(idx[inside[np.argmax(ts[inside])]])  # innermost: the latest start
-    return out
+        inner = _containing(cpu_ts[ev], cpu_end[ev], q_ts[mine], innermost=True)
+        got = inner >= 0
+        out[has[mine[got]]] = labels[ev[inner[got]]]
+    return out.tolist()
 
 
 def _enclosing_ranges(rows: pd.DataFrame, trace) -> list[tuple[str, ...]]:
@@ -241,19 +348,22 @@ def _enclosing_ranges(rows: pd.DataFrame, trace) -> list[tuple[str, ...]]:
         return empty
     tid_of = dict(zip(launches["correlation"].tolist(), launches["tid"].tolist(), strict=True))
     a_tid = ann["tid"].to_numpy()
-    a_ts = ann["ts_us"].to_numpy()
-    a_end = ann["end_us"].to_numpy()
+    a_ts = ann["ts_us"].to_numpy(dtype=float)
+    a_end = ann["end_us"].to_numpy(dtype=float)
     a_name = ann["name"].astype(str).to_numpy()
-    out = []
-    for corr, lts in zip(rows["correlation"].tolist(), rows["launch_ts_us"].tolist(), strict=True):
-        tid = tid_of.get(corr)
-        if tid is None or not np.isfinite(lts):
-            out.append(())
+    q_tid = np.array([tid_of.get(c) for c in rows["correlation"].tolist()], dtype=object)
+    q_ts = rows["launch_ts_us"].to_numpy(dtype=float)
+    out = list(empty)
+    for tid in pd.unique(a_tid):
+        mine = np.flatnonzero(q_tid == tid)
+        if len(mine) == 0:
             continue
-        m = (a_tid == tid) & (a_ts <= lts) & (a_end >= lts)
-        idx = np.flatnonzero(m)
-        idx = idx[np.argsort(a_ts[idx], kind="stable")]
-        out.append(tuple(a_name[idx].tolist()))
+        rng = np.flatnonzero(a_tid == tid)
+        t = q_ts[mine]
+        t = np.where(np.isfinite(t), t, np.nan)
+        for q, hit in zip(mine.tolist(), _containing(a_ts[rng], a_end[rng], t, innermost=False), strict=True):
+            if len(hit):
+                out[q] = tuple(a_name[rng[hit]].tolist())
     return out
 
 
@@ -336,29 +446,36 @@ def align(base: pd.DataFrame, cand: pd.DataFrame) -> Alignment:
 # The exact method is difflib's (Ratcliff/Obershelp, autojunk off): the longest block of equal kernels first (ties:
 # leftmost in the baseline, then in the candidate), then the same on each side of it. Its cost is the number of
 # (baseline, candidate) kernel pairs with equal keys it visits, summed over every block it looks for — quadratic in
-# how often a kernel repeats: 35M pairs (~9 s) for a 19k-op V100 training step against itself, ~1e9 (432 s) at 116k
-# ops. Every real step we test stays far below EXACT_WORK and gets exactly difflib's blocks. Past it, the lists are
-# first cut at landmarks — the common prefix and suffix, kernels occurring once in each list, else kernels occurring
-# equally often in both (the k-th with the k-th) — kept in order by a longest increasing subsequence; the exact
-# search then runs between consecutive landmarks, where the lists are short. A stretch with no landmark at all is
-# matched in windows of WINDOW kernels, and the Diff says so.
+# how often a kernel repeats: 35M pairs (~9 s) for a 19k-op V100 training step against itself, ~1e9 (432 s) for a
+# 97k-op against a 116k-op one. Every real step pair we test stays below EXACT_WORK and gets exactly difflib's blocks.
+# Past it, the blocks found so far are kept and what is left is cut at landmarks — the common start and end, kernels
+# occurring once in each list, else kernels occurring equally often in both (the k-th with the k-th) — kept in order
+# by a longest increasing subsequence; the exact search then runs between consecutive landmarks, where the lists are
+# short. A stretch with no landmark at all is matched in windows of WINDOW kernels. The Diff's notes say when either
+# happened.
 
-EXACT_WORK = 4_000_000  # kernel pairs the exact search may visit on a whole step: ~1 s here (0.25 µs a pair)
-LEAF_WORK = 250_000  # ... between two landmarks: tens of ms, so a 100k-op step with 10k gaps still takes seconds
-WINDOW = 1_000  # kernels per window where no landmark exists (a window's exact search is capped at WINDOW_WORK)
-WINDOW_WORK = 2_000_000
+EXACT_WORK = 4_000_000  # kernel pairs the exact search may visit over a whole step: ~0.7-1 s here (~0.2 µs a pair)
+LEAF_WORK = 250_000  # ... between two landmarks: ~50 ms at most
+WINDOW = 1_000  # kernels per window where no landmark exists
+WINDOW_WORK = 2_000_000  # a window's exact search stops here (a window of one kernel repeated 1000 times)
 # A rectangle this small is searched exactly without a limit: at most area × shorter side = 4096 × 64 pairs.
 LEAF_AREA = 4096
 
 
 class _TooMuchWork(Exception):
-    pass
+    """The exact search hit its limit: the blocks it had found (valid difflib blocks) and the rectangles it had not
+    searched yet, each (alo, ahi, blo, bhi, exact_ok); the one it was searching has exact_ok False."""
+
+    def __init__(self, blocks: list, pending: list) -> None:
+        super().__init__("exact block search over its limit")
+        self.blocks = blocks
+        self.pending = pending
 
 
 def _blocks_exact(a: list, b2j: dict, alo: int, ahi: int, blo: int, bhi: int, limit: float) -> list[tuple]:
     """difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks() of a[alo:ahi] vs b[blo:bhi] as
     (i, j, size) triples: the same blocks (tests/test_diff_align.py checks it against difflib on real steps).
-    b2j: each key's positions in b, increasing; they are bisected to the window instead of skipped one by one.
+    b2j: each key's positions in b, increasing; they are bisected to the rectangle instead of skipped one by one.
     Raises _TooMuchWork once more than `limit` equal pairs have been visited."""
     work = 0
     out = []
@@ -384,7 +501,7 @@ def _blocks_exact(a: list, b2j: dict, alo: int, ahi: int, blo: int, bhi: int, li
                     besti, bestj, bestsize = i - k + 1, j - k + 1, k
             j2len = new
             if work > limit:
-                raise _TooMuchWork
+                raise _TooMuchWork(out, [(alo, ahi, blo, bhi, False)] + [(*q, True) for q in queue])
         if bestsize:
             out.append((besti, bestj, bestsize))
             if alo < besti and blo < bestj:
@@ -452,24 +569,23 @@ def _landmarks(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
 
 def match_blocks(a: list[int], b: list[int]) -> tuple[list[int], list[int], list[str]]:
     """In-order pairs of equal keys of a and b: (positions in a, positions in b, notes). Exactly difflib's matching
-    blocks while that search stays under EXACT_WORK pairs; else landmarks first (see the comment above)."""
+    blocks while that search stays under EXACT_WORK pairs; else landmarks for the rest (see the comment above)."""
     b2j: dict[int, list[int]] = {}
     for j, x in enumerate(b):
         b2j.setdefault(x, []).append(j)
     arr_a = np.asarray(a, dtype=np.int64)
     arr_b = np.asarray(b, dtype=np.int64)
-    visits = _equal_pairs(arr_a, arr_b)
-    if visits <= EXACT_WORK:
-        try:
-            return _pairs(_blocks_exact(a, b2j, 0, len(a), 0, len(b), EXACT_WORK)) + ([],)
-        except _TooMuchWork:  # the first block was cheap, the ones after it (a long tail of short blocks) not
-            pass
     blocks: list[tuple[int, int, int]] = []
+    stack: list[tuple[int, int, int, int, bool]] = [(0, len(a), 0, len(b), False)]
+    if _equal_pairs(arr_a, arr_b) <= EXACT_WORK:  # else even the first block costs more than the limit
+        try:
+            return (*_pairs(_blocks_exact(a, b2j, 0, len(a), 0, len(b), EXACT_WORK)), [])
+        except _TooMuchWork as stop:  # the long blocks were cheap, the tail of short ones is not: keep the former
+            blocks, stack = stop.blocks, stop.pending
     n_landmarks = 0
     windowed = [0, 0]  # baseline kernels, windows
-    stack = [(0, len(a), 0, len(b))]
     while stack:
-        alo, ahi, blo, bhi = stack.pop()
+        alo, ahi, blo, bhi, exact_ok = stack.pop()
         if alo >= ahi or blo >= bhi:
             continue
         if (ahi - alo) * (bhi - blo) <= LEAF_AREA:  # most gaps between landmarks: a few kernels a side
@@ -479,30 +595,31 @@ def match_blocks(a: list[int], b: list[int]) -> tuple[list[int], list[int], list
         if p:
             blocks.append((alo, blo, p))
             alo, blo = alo + p, blo + p
-            n_landmarks += p
         s = _common_run(arr_a, arr_b, ahi - 1, alo - 1, bhi - 1, blo - 1, -1)
         if s:
             blocks.append((ahi - s, bhi - s, s))
             ahi, bhi = ahi - s, bhi - s
-            n_landmarks += s
+        n_landmarks += p + s
         if alo >= ahi or blo >= bhi:
             continue
         sub_a, sub_b = arr_a[alo:ahi], arr_b[blo:bhi]
-        if (ahi - alo) * (bhi - blo) <= LEAF_WORK or _equal_pairs(sub_a, sub_b) <= LEAF_WORK:
+        if (exact_ok or p or s) and _equal_pairs(sub_a, sub_b) <= LEAF_WORK:
             try:
                 blocks += _blocks_exact(a, b2j, alo, ahi, blo, bhi, LEAF_WORK)
                 continue
-            except _TooMuchWork:
-                pass
+            except _TooMuchWork as stop:
+                blocks += stop.blocks
+                stack += stop.pending
+                continue
         marks = _landmarks(sub_a, sub_b)
         if marks is not None:
             n_landmarks += len(marks[0])
             pi, pj = alo, blo
             for i, j in zip((marks[0] + alo).tolist(), (marks[1] + blo).tolist(), strict=True):
                 blocks.append((i, j, 1))
-                stack.append((pi, i, pj, j))
+                stack.append((pi, i, pj, j, True))
                 pi, pj = i + 1, j + 1
-            stack.append((pi, ahi, pj, bhi))
+            stack.append((pi, ahi, pj, bhi, True))
             continue
         n = -(-max(ahi - alo, bhi - blo) // WINDOW)  # no landmark: proportional windows
         cut_a = [alo + (ahi - alo) * k // n for k in range(n + 1)]
@@ -510,27 +627,27 @@ def match_blocks(a: list[int], b: list[int]) -> tuple[list[int], list[int], list
         windowed[0] += ahi - alo
         windowed[1] += n
         for k in range(n):
-            wa, wb = (cut_a[k], cut_a[k + 1]), (cut_b[k], cut_b[k + 1])
             try:
-                blocks += _blocks_exact(a, b2j, wa[0], wa[1], wb[0], wb[1], WINDOW_WORK)
-            except _TooMuchWork:  # a window of one kernel repeated ~1000 times: keep its common start only
-                p = _common_run(arr_a, arr_b, wa[0], wa[1], wb[0], wb[1], 1)
-                if p:
-                    blocks.append((wa[0], wb[0], p))
-    notes = []
-    if n_landmarks:
-        notes.append(
-            f"alignment: matching these {len(a):,} and {len(b):,} GPU ops block by block would visit more than "
-            f"{EXACT_WORK:,} kernel pairs, so the lists were first cut at {n_landmarks:,} landmark kernels (the "
-            "common start and end, kernels occurring once or equally often in both runs) and matched between them"
+                blocks += _blocks_exact(a, b2j, cut_a[k], cut_a[k + 1], cut_b[k], cut_b[k + 1], WINDOW_WORK)
+            except _TooMuchWork as stop:  # keep the window's long blocks, leave its short ones unmatched
+                blocks += stop.blocks
+    notes = [
+        f"alignment: matching these {len(a):,} and {len(b):,} GPU ops block by block (difflib's method) would "
+        f"visit more than {EXACT_WORK:,} kernel pairs; its longest blocks were kept"
+        + (
+            f", the rest cut at {n_landmarks:,} landmark kernels (common runs, kernels occurring once or equally "
+            "often in both runs) and matched between them"
+            if n_landmarks
+            else ""
         )
+    ]
     if windowed[0]:
         notes.append(
             f"alignment: {windowed[0]:,} baseline GPU ops had no landmark kernel nearby and were matched in "
             f"{windowed[1]:,} windows of about {WINDOW:,} ops: a kernel that moved farther than a window is listed "
             "as unmatched, not paired"
         )
-    return _pairs(blocks) + (notes,)
+    return (*_pairs(blocks), notes)
 
 
 def _common_run(arr_a: np.ndarray, arr_b: np.ndarray, i: int, i_end: int, j: int, j_end: int, step: int) -> int:

@@ -106,8 +106,8 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     b = base.rows
     c = cand.rows
     n_b, n_c = len(b), len(c)
-    b_rows = list(b.itertuples(index=False))
-    c_rows = list(c.itertuples(index=False))
+    b_rows = base.records
+    c_rows = cand.records
 
     # 0. same op, same shapes, other kernels (cuDNN picked another algorithm, a library update renamed a kernel):
     #    the same work, so no intermediate can have been avoided
@@ -470,7 +470,7 @@ def remaining_round_trips(seq: RunSeq) -> list[RoundTrip]:
     kernel (a GEMM-epilogue fusion would keep it on chip) or a pointwise output read by another pointwise kernel.
     Found by shape and order (flow_edges, FLOW_LOOKBACK); producers whose output we cannot tell (an Inductor or user
     kernel) are not counted, so this is a lower bound."""
-    rows = list(seq.rows.itertuples(index=False))
+    rows = seq.records
     order = list(range(len(rows)))
     consumers = {i for i in order if _is_pointwise(rows[i]) and rows[i].io.inputs}
     if not consumers:
