@@ -470,15 +470,20 @@ def _offset_in(buf, events: Raw) -> int | None:
 
 def _decode_batch(blob) -> list:
     try:
+        return _typed_or_lenient(blob)
+    except UnicodeDecodeError:
+        # invalid UTF-8 inside a string (a name holding Latin-1 bytes): U+FFFD for the bad bytes, then again,
+        # on the typed and the lenient path alike
+        batch = _typed_or_lenient(bytes(blob).decode("utf-8", errors="replace").encode())
+        batch.append(_UTF8_MARK)
+        return batch
+
+
+def _typed_or_lenient(blob) -> list:
+    try:
         return _EVENT_LIST.decode(blob)
     except (msgspec.ValidationError, OverflowError):
         return _lenient_batch(blob)
-    except UnicodeDecodeError:
-        # invalid UTF-8 inside a string (a name holding Latin-1 bytes): U+FFFD for the bad bytes, then again
-        fixed = bytes(blob).decode("utf-8", errors="replace").encode()
-        batch = _decode_batch(fixed)
-        batch.append(_UTF8_MARK)
-        return batch
 
 
 def _lenient_batch(blob: bytes) -> list:

@@ -26,7 +26,6 @@ import pandas as pd
 from analyzer.diff_align import RunSeq, align, sequence
 from analyzer.diff_facts import measured_dram_bytes, run_facts, short_name, workload_text
 from analyzer.diff_match import Group, RoundTrip, group_kernels, member_bytes, remaining_round_trips
-from analyzer.diff_ops import dims_text
 from analyzer.errors import DiffError
 from analyzer.schema import CATEGORIES
 
@@ -627,7 +626,7 @@ def _gemm_table(pairs: list) -> list[dict]:
 def _kernel_list(rows: list) -> list[dict]:
     agg: dict[tuple, dict] = {}
     for r in rows:
-        key = (str(r.name), str(r.op_name), dims_text(r.input_dims))
+        key = (str(r.name), str(r.op_name), r.dims)
         a = agg.get(key)
         if a is None:
             a = agg[key] = {

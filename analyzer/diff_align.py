@@ -13,8 +13,7 @@ vs CUTLASS vs a Triton template with the same problem still match; everything el
 from __future__ import annotations
 
 import bisect
-import math
-from collections import deque, namedtuple
+from collections import Counter, deque, namedtuple
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -65,6 +64,7 @@ RECORD_FIELDS = (
     "context",
     "node",
     "key",
+    "dims",
 )
 _Record = namedtuple("_Record", RECORD_FIELDS)
 
@@ -212,14 +212,15 @@ def _annotate(rows: pd.DataFrame, trace) -> None:
             hit = cache[k] = _row_facts(*k[:2], dims_col[i], types_col[i], *k[4:])
         facts.append(hit)
     rows["role"] = roles
-    for n, col in enumerate(("gemm", "io", "op_ops", "name_ops", "classify_ops", "is_gemm", "key")):
+    for n, col in enumerate(("gemm", "io", "op_ops", "name_ops", "classify_ops", "is_gemm", "key", "dims")):
         rows[col] = [f[n] for f in facts]
     rows["context"] = _enclosing_ranges(rows, trace)
     rows["node"] = _autograd_nodes(rows, trace)
 
 
 def _row_facts(name, op, dims, types, role: str, ops, category, kind) -> tuple:
-    """(gemm, io, op_ops, name_ops, classify_ops, is_gemm, key) of one GPU op (see _annotate)."""
+    """(gemm, io, op_ops, name_ops, classify_ops, is_gemm, key, dims) of one GPU op (see _annotate); dims is
+    dims_text of its op's input shapes."""
     op = op or ""
     g = gemm_problem(op, dims, types) if role == "main" and (is_gemm_op(op) or is_inductor_name(op)) else None
     io = tensor_io(op, dims, types) if op and role in ("main", "first", "last") else TensorIO((), None)
@@ -239,13 +240,14 @@ def _row_facts(name, op, dims, types, role: str, ops, category, kind) -> tuple:
         co = frozenset().union(*(canonical_ops(o) for o in str(ops).split("+") if o))
     else:
         co = frozenset()
+    shapes = dims_text(dims)
     if g is not None:
         key = g.key
     elif role == "memop":  # a workspace memset pairs with its twin whatever the op's out= argument
         key = ("m", name, op)
     else:
-        key = ("k", name, op, dims_text(dims))
-    return g, io, oo, no, co, g is not None or (category == "gemm" and kind == "kernel"), key
+        key = ("k", name, op, shapes)
+    return g, io, oo, no, co, g is not None or (category == "gemm" and kind == "kernel"), key, shapes
 
 
 def _containing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray, innermost: bool):
@@ -255,7 +257,6 @@ def _containing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray, innermost: 
     Else: for each time, the array of all containing intervals ordered by start (ties: as given).
     Vectorised binary lifting over a sparse table of maximum ends — log2(n) NumPy passes instead of one pass over
     all intervals per kernel (5k autograd nodes × 100k kernels before)."""
-    n = len(starts)
     ok = np.flatnonzero(~(np.isnan(starts) | np.isnan(ends)))
     order = ok[np.lexsort((-ok, starts[ok]))]  # start ascending; ties: the first given last, so it is found first
     s, e = starts[order], ends[order]
@@ -443,33 +444,31 @@ def align(base: pd.DataFrame, cand: pd.DataFrame) -> Alignment:
 
 # --- matching blocks ------------------------------------------------------------------------------------------------
 #
-# The exact method is difflib's (Ratcliff/Obershelp, autojunk off): the longest block of equal kernels first (ties:
-# leftmost in the baseline, then in the candidate), then the same on each side of it. Its cost is the number of
-# (baseline, candidate) kernel pairs with equal keys it visits, summed over every block it looks for — quadratic in
-# how often a kernel repeats: 35M pairs (~9 s) for a 19k-op V100 training step against itself, ~1e9 (432 s) for a
-# 97k-op against a 116k-op one. Every real step pair we test stays below EXACT_WORK and gets exactly difflib's blocks.
-# Past it, the blocks found so far are kept and what is left is cut at landmarks — the common start and end, kernels
-# occurring once in each list, else kernels occurring equally often in both (the k-th with the k-th) — kept in order
-# by a longest increasing subsequence; the exact search then runs between consecutive landmarks, where the lists are
-# short. A stretch with no landmark at all is matched in windows of WINDOW kernels. The Diff's notes say when either
-# happened.
+# Up to EXACT_WORK the method is difflib's (Ratcliff/Obershelp, autojunk off), reimplemented to be metered: the
+# longest block of equal kernels first (ties: leftmost in the baseline, then in the candidate), then the same on each
+# side of it. Its cost is the number of (baseline, candidate) pairs of equal keys it visits, summed over every block
+# it looks for: quadratic in how often a kernel repeats — 35M pairs (~9 s) for a 19k-op V100 training step against
+# itself, ~1e9 (432 s) for a 97k-op step against a 116k-op one. Every step pair the tests diff stays below the limit
+# and gets exactly difflib's blocks, as before.
+#
+# Past it, a step is cut at its common start and end and at kernels occurring once in each run (landmarks, kept in
+# order by a longest increasing subsequence, recursively inside each stretch), and each stretch in between is matched
+# by a longest common subsequence (Myers) in windows of WINDOW kernels that follow the match: O(n · WINDOW). That
+# keeps repeated layers with a kernel dropped here and there aligned kernel for kernel (10% of a 100k-op real step
+# dropped at random: >99% of the rest re-paired, tests/test_diff_align.py); difflib's longest-block-first search
+# instead pairs layer k with layer k+n once one long stretch happens to agree. The Diff's notes say when this ran.
 
 EXACT_WORK = 4_000_000  # kernel pairs the exact search may visit over a whole step: ~0.7-1 s here (~0.2 µs a pair)
-LEAF_WORK = 250_000  # ... between two landmarks: ~50 ms at most
-WINDOW = 1_000  # kernels per window where no landmark exists
-WINDOW_WORK = 2_000_000  # a window's exact search stops here (a window of one kernel repeated 1000 times)
-# A rectangle this small is searched exactly without a limit: at most area × shorter side = 4096 × 64 pairs.
-LEAF_AREA = 4096
+WINDOW = 128  # kernels per side in one window: ≤ 2·128 × 128 Myers steps; 20k ops ≈ 300 windows ≈ 0.1-0.5 s
+WINDOW_WORK = 2_000_000  # a window too different for Myers (> WINDOW edits) gets the exact search up to this
 
 
 class _TooMuchWork(Exception):
-    """The exact search hit its limit: the blocks it had found (valid difflib blocks) and the rectangles it had not
-    searched yet, each (alo, ahi, blo, bhi, exact_ok); the one it was searching has exact_ok False."""
+    """The exact search visited more equal pairs than its limit; blocks: those it had found (difflib's, so far)."""
 
-    def __init__(self, blocks: list, pending: list) -> None:
+    def __init__(self, blocks: list) -> None:
         super().__init__("exact block search over its limit")
         self.blocks = blocks
-        self.pending = pending
 
 
 def _blocks_exact(a: list, b2j: dict, alo: int, ahi: int, blo: int, bhi: int, limit: float) -> list[tuple]:
@@ -501,7 +500,7 @@ def _blocks_exact(a: list, b2j: dict, alo: int, ahi: int, blo: int, bhi: int, li
                     besti, bestj, bestsize = i - k + 1, j - k + 1, k
             j2len = new
             if work > limit:
-                raise _TooMuchWork(out, [(alo, ahi, blo, bhi, False)] + [(*q, True) for q in queue])
+                raise _TooMuchWork(out)
         if bestsize:
             out.append((besti, bestj, bestsize))
             if alo < besti and blo < bestj:
@@ -542,16 +541,15 @@ def _lis(values: list[int]) -> list[int]:
 
 
 def _landmarks(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """In-order pairs (i, j) of landmark kernels: keys occurring once in a and once in b; if none, keys occurring
-    equally often in both (k-th occurrence with k-th: a GEMM in each of 24 layers on both sides). A longest
-    increasing subsequence drops pairs that cross the others. None when no key qualifies."""
+    """In-order pairs (i, j) of landmark kernels: keys occurring once in a and once in b (within these stretches),
+    kept in order by a longest increasing subsequence. None when there is none. (Keys occurring equally often in
+    both are no landmark: with a kernel dropped here and there in repeated layers, 'the k-th with the k-th' pairs
+    layer k with layer k+1.)"""
     ua, inv_a, ca = np.unique(a, return_inverse=True, return_counts=True)
     ub, inv_b, cb = np.unique(b, return_inverse=True, return_counts=True)
     _, ia, ib = np.intersect1d(ua, ub, assume_unique=True, return_indices=True)
-    for ok in ((ca[ia] == 1) & (cb[ib] == 1), ca[ia] == cb[ib]):
-        if ok.any():
-            break
-    else:
+    ok = (ca[ia] == 1) & (cb[ib] == 1)
+    if not ok.any():
         return None
     keep_a = np.zeros(len(ua), dtype=bool)
     keep_a[ia[ok]] = True
@@ -559,94 +557,158 @@ def _landmarks(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
     keep_b[ib[ok]] = True
     pa = np.flatnonzero(keep_a[inv_a.ravel()])
     pb = np.flatnonzero(keep_b[inv_b.ravel()])
-    pa = pa[np.argsort(a[pa], kind="stable")]  # by key, then position: the k-th of each key lines up
-    pb = pb[np.argsort(b[pb], kind="stable")]
-    order = np.argsort(pa, kind="stable")
-    pa, pb = pa[order], pb[order]
-    keep = _lis(pb.tolist())
-    return pa[keep], pb[keep]
+    kb = b[pb]
+    by_key = np.argsort(kb, kind="stable")
+    partner = pb[by_key[np.searchsorted(kb[by_key], a[pa])]]  # each landmark's one position in b
+    keep = _lis(partner.tolist())
+    return pa[keep], partner[keep]
 
 
-def match_blocks(a: list[int], b: list[int]) -> tuple[list[int], list[int], list[str]]:
+def _lcs(a: list, alo: int, ahi: int, b: list, blo: int, bhi: int, max_d: int) -> list[tuple[int, int]] | None:
+    """Matched (i, j) pairs of a longest common subsequence of a[alo:ahi] and b[blo:bhi] (Myers 1986: the shortest
+    edit script, O((n + m) · D) for D edits), or None past max_d edits. Unlike the longest-block-first search it
+    cannot pair layer k of one run with layer k+1 of the other because a long stretch of both happens to agree."""
+    n, m = ahi - alo, bhi - blo
+    max_d = min(n + m, max_d)
+    off = max_d + 1
+    v = [0] * (2 * max_d + 3)  # v[off + k]: furthest x reached on diagonal k = x - y
+    trace = []  # v[off-d-1 : off+d+2] before step d, to walk back
+    for d in range(max_d + 1):
+        trace.append(v[off - d - 1 : off + d + 2])
+        for k in range(-d, d + 1, 2):
+            down = k == -d or (k != d and v[off + k - 1] < v[off + k + 1])
+            x = v[off + k + 1] if down else v[off + k - 1] + 1  # down: b[y] inserted; right: a[x] deleted
+            y = x - k
+            while x < n and y < m and a[alo + x] == b[blo + y]:
+                x += 1
+                y += 1
+            v[off + k] = x
+            if x >= n and y >= m:
+                return _lcs_walk_back(trace, d, n, m, alo, blo)
+    return None
+
+
+def _lcs_walk_back(trace: list, d_end: int, x: int, y: int, alo: int, blo: int) -> list[tuple[int, int]]:
+    pairs = []
+    for d in range(d_end, 0, -1):
+        v = trace[d]  # v[k + d + 1] for k in [-d-1, d+1]
+        k = x - y
+        pk = k + 1 if k == -d or (k != d and v[k + d] < v[k + d + 2]) else k - 1
+        px = v[pk + d + 1]
+        py = px - pk
+        mx, my = (px, py + 1) if pk == k + 1 else (px + 1, py)
+        while x > mx and y > my:  # the diagonal run after the edit
+            x -= 1
+            y -= 1
+            pairs.append((alo + x, blo + y))
+        x, y = px, py
+    while x > 0 and y > 0:
+        x -= 1
+        y -= 1
+        pairs.append((alo + x, blo + y))
+    pairs.reverse()
+    return pairs
+
+
+def _slide(a: list, b: list, b2j: dict, alo: int, ahi: int, blo: int, bhi: int, window: int, count: list) -> list:
+    """Matching blocks of a[alo:ahi] vs b[blo:bhi] by a window that follows the match: a longest common subsequence
+    (_lcs) of the next `window` kernels of each side, keep the pairs in the window's first half, move both sides past
+    the last one kept, repeat. Repeated layers with a kernel dropped here and there stay aligned kernel for kernel
+    (windows cut at fixed proportions drift by the deletions and pair layer k with layer k+1). A window more than
+    `window` edits apart (unrelated work) falls back to the metered exact search; one with nothing in common grows
+    (×2, up to 16×) before both sides skip it. Work per window: at most 2·window × window steps."""
+    out: list[tuple[int, int, int]] = []
+    i, j, grow = alo, blo, 1
+    while i < ahi and j < bhi:
+        ea, eb = min(i + window * grow, ahi), min(j + window * grow, bhi)
+        count[1] += 1
+        # Myers needs at least (n + m - 2·LCS) edits, and LCS <= the keys both windows share (with multiplicity):
+        # unrelated windows skip straight to the exact search instead of spending ~window²/2 steps to give up
+        shared = Counter(b[j:eb])
+        common = 0
+        for x in a[i:ea]:
+            if shared[x] > 0:
+                shared[x] -= 1
+                common += 1
+        pairs = _lcs(a, i, ea, b, j, eb, window) if (ea - i) + (eb - j) - 2 * common <= window else None
+        if pairs is None:
+            try:
+                blocks = _blocks_exact(a, b2j, i, ea, j, eb, WINDOW_WORK * grow)
+            except _TooMuchWork as stop:  # a window of one kernel repeated over and over: its longest blocks
+                blocks = stop.blocks
+            pairs = [(p + t, q + t) for p, q, size in sorted(blocks) for t in range(size)]
+        if ea == ahi and eb == bhi:  # the last window: all of it
+            out += [(p, q, 1) for p, q in pairs]
+            break
+        if not pairs:
+            if grow < 16:
+                grow *= 2
+                continue
+            i, j, grow = ea, eb, 1  # nothing in common over 16 windows: skip them
+            continue
+        half_a, half_b = i + (ea - i) // 2, j + (eb - j) // 2
+        keep = [(p, q) for p, q in pairs if p < half_a and q < half_b] or pairs[:1]
+        out += [(p, q, 1) for p, q in keep]
+        i, j, grow = keep[-1][0] + 1, keep[-1][1] + 1, 1
+    return out
+
+
+def match_blocks(
+    a: list[int], b: list[int], exact_work: float | None = None, window: int | None = None
+) -> tuple[list[int], list[int], list[str]]:
     """In-order pairs of equal keys of a and b: (positions in a, positions in b, notes). Exactly difflib's matching
-    blocks while that search stays under EXACT_WORK pairs; else landmarks for the rest (see the comment above)."""
+    blocks while that search stays under exact_work (default EXACT_WORK) kernel pairs; else landmarks and windowed
+    longest common subsequences (see the comment above; window: default WINDOW), and a note saying so."""
+    exact_work = EXACT_WORK if exact_work is None else exact_work
+    window = WINDOW if window is None else window
     b2j: dict[int, list[int]] = {}
     for j, x in enumerate(b):
         b2j.setdefault(x, []).append(j)
     arr_a = np.asarray(a, dtype=np.int64)
     arr_b = np.asarray(b, dtype=np.int64)
-    blocks: list[tuple[int, int, int]] = []
-    stack: list[tuple[int, int, int, int, bool]] = [(0, len(a), 0, len(b), False)]
-    if _equal_pairs(arr_a, arr_b) <= EXACT_WORK:  # else even the first block costs more than the limit
+    if _equal_pairs(arr_a, arr_b) <= exact_work:  # else even the first block costs more than the limit
         try:
-            return (*_pairs(_blocks_exact(a, b2j, 0, len(a), 0, len(b), EXACT_WORK)), [])
-        except _TooMuchWork as stop:  # the long blocks were cheap, the tail of short ones is not: keep the former
-            blocks, stack = stop.blocks, stop.pending
-    n_landmarks = 0
-    windowed = [0, 0]  # baseline kernels, windows
+            return (*_pairs(_blocks_exact(a, b2j, 0, len(a), 0, len(b), exact_work)), [])
+        except _TooMuchWork:  # its blocks so far are dropped: the longest block of a repetitive step can pair
+            pass  # layer k of one run with layer k+n of the other, and everything after it inherits the shift
+    blocks: list[tuple[int, int, int]] = []
+    n_marks = 0
+    counts = [0, 0]  # kernels aligned by windows, windows searched
+    stack = [(0, len(a), 0, len(b))]
     while stack:
-        alo, ahi, blo, bhi, exact_ok = stack.pop()
+        alo, ahi, blo, bhi = stack.pop()
         if alo >= ahi or blo >= bhi:
             continue
-        if (ahi - alo) * (bhi - blo) <= LEAF_AREA:  # most gaps between landmarks: a few kernels a side
-            blocks += _blocks_exact(a, b2j, alo, ahi, blo, bhi, math.inf)
-            continue
-        p = _common_run(arr_a, arr_b, alo, ahi, blo, bhi, 1)
-        if p:
-            blocks.append((alo, blo, p))
-            alo, blo = alo + p, blo + p
-        s = _common_run(arr_a, arr_b, ahi - 1, alo - 1, bhi - 1, blo - 1, -1)
-        if s:
-            blocks.append((ahi - s, bhi - s, s))
-            ahi, bhi = ahi - s, bhi - s
-        n_landmarks += p + s
-        if alo >= ahi or blo >= bhi:
-            continue
-        sub_a, sub_b = arr_a[alo:ahi], arr_b[blo:bhi]
-        if (exact_ok or p or s) and _equal_pairs(sub_a, sub_b) <= LEAF_WORK:
-            try:
-                blocks += _blocks_exact(a, b2j, alo, ahi, blo, bhi, LEAF_WORK)
+        if ahi - alo > window or bhi - blo > window:
+            p = _common_run(arr_a, arr_b, alo, ahi, blo, bhi, 1)
+            if p:
+                blocks.append((alo, blo, p))
+                alo, blo = alo + p, blo + p
+            s = _common_run(arr_a, arr_b, ahi - 1, alo - 1, bhi - 1, blo - 1, -1)
+            if s:
+                blocks.append((ahi - s, bhi - s, s))
+                ahi, bhi = ahi - s, bhi - s
+            if alo >= ahi or blo >= bhi:
                 continue
-            except _TooMuchWork as stop:
-                blocks += stop.blocks
-                stack += stop.pending
+            marks = _landmarks(arr_a[alo:ahi], arr_b[blo:bhi])
+            if marks is not None:
+                n_marks += len(marks[0])
+                pi, pj = alo, blo
+                for i, j in zip((marks[0] + alo).tolist(), (marks[1] + blo).tolist(), strict=True):
+                    blocks.append((i, j, 1))
+                    stack.append((pi, i, pj, j))
+                    pi, pj = i + 1, j + 1
+                stack.append((pi, ahi, pj, bhi))
                 continue
-        marks = _landmarks(sub_a, sub_b)
-        if marks is not None:
-            n_landmarks += len(marks[0])
-            pi, pj = alo, blo
-            for i, j in zip((marks[0] + alo).tolist(), (marks[1] + blo).tolist(), strict=True):
-                blocks.append((i, j, 1))
-                stack.append((pi, i, pj, j, True))
-                pi, pj = i + 1, j + 1
-            stack.append((pi, ahi, pj, bhi, True))
-            continue
-        n = -(-max(ahi - alo, bhi - blo) // WINDOW)  # no landmark: proportional windows
-        cut_a = [alo + (ahi - alo) * k // n for k in range(n + 1)]
-        cut_b = [blo + (bhi - blo) * k // n for k in range(n + 1)]
-        windowed[0] += ahi - alo
-        windowed[1] += n
-        for k in range(n):
-            try:
-                blocks += _blocks_exact(a, b2j, cut_a[k], cut_a[k + 1], cut_b[k], cut_b[k + 1], WINDOW_WORK)
-            except _TooMuchWork as stop:  # keep the window's long blocks, leave its short ones unmatched
-                blocks += stop.blocks
+        counts[0] += ahi - alo
+        blocks += _slide(a, b, b2j, alo, ahi, blo, bhi, window, counts)
     notes = [
-        f"alignment: matching these {len(a):,} and {len(b):,} GPU ops block by block (difflib's method) would "
-        f"visit more than {EXACT_WORK:,} kernel pairs; its longest blocks were kept"
-        + (
-            f", the rest cut at {n_landmarks:,} landmark kernels (common runs, kernels occurring once or equally "
-            "often in both runs) and matched between them"
-            if n_landmarks
-            else ""
-        )
+        f"alignment: matching these {len(a):,} and {len(b):,} GPU ops block by block (difflib's method, used up to "
+        f"{exact_work:,.0f} kernel pairs) would take longer, so they were cut at the common start and end and at "
+        f"{n_marks:,} kernels occurring once in each run, and {counts[0]:,} baseline ops in between were matched by "
+        f"longest common subsequence in {counts[1]:,} windows of {window} ops that follow the match: a kernel that "
+        "moved farther than a window is listed as unmatched, not paired"
     ]
-    if windowed[0]:
-        notes.append(
-            f"alignment: {windowed[0]:,} baseline GPU ops had no landmark kernel nearby and were matched in "
-            f"{windowed[1]:,} windows of about {WINDOW:,} ops: a kernel that moved farther than a window is listed "
-            "as unmatched, not paired"
-        )
     return (*_pairs(blocks), notes)
 
 
@@ -655,10 +717,12 @@ def _common_run(arr_a: np.ndarray, arr_b: np.ndarray, i: int, i_end: int, j: int
     n = min(abs(i_end - i), abs(j_end - j))
     if n <= 0:
         return 0
-    if step > 0:
-        eq = arr_a[i : i + n] == arr_b[j : j + n]
-    else:
-        eq = arr_a[i - n + 1 : i + 1][::-1] == arr_b[j - n + 1 : j + 1][::-1]
+    fwd = step > 0
+    eq = (
+        arr_a[i : i + n] == arr_b[j : j + n]
+        if fwd
+        else arr_a[i - n + 1 : i + 1][::-1] == arr_b[j - n + 1 : j + 1][::-1]
+    )
     return n if eq.all() else int(np.argmin(eq))
 
 

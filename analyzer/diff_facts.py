@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 MANIFEST_MAX_BYTES = 1 << 20  # a runner manifest is a few kB; anything bigger is not one of ours
@@ -26,16 +27,29 @@ def manifest_facts(trace_path: str | os.PathLike) -> dict | None:
         doc = json.loads(m.read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return None
-    if not isinstance(doc, dict):
+    return manifest_doc_facts(doc, p.name)
+
+
+def manifest_doc_facts(doc: Mapping, trace_name: str | os.PathLike) -> dict | None:
+    """Facts for one trace from a runner manifest DOCUMENT (e.g. an uploaded manifest.json, parsed), or None when
+    doc is not a mapping or lists no variant whose "trace" is trace_name's file name ('eager.json.gz';
+    folders are ignored). Never raises."""
+    if not isinstance(doc, Mapping):
         return None
-    entry = None
+    name = Path(trace_name).name
     for v in doc.get("variants") or []:
-        if isinstance(v, dict) and v.get("trace") == p.name:
-            entry = v
-            break
-    if entry is None:
-        return None
-    gpu = doc.get("gpu") if isinstance(doc.get("gpu"), dict) else {}
+        if isinstance(v, Mapping) and v.get("trace") == name:
+            return manifest_entry_facts(doc, v)
+    return None
+
+
+def manifest_entry_facts(doc: Mapping, entry: Mapping) -> dict:
+    """Facts for one variant `entry` of a runner manifest `doc` (the run context: GPU, torch, workload, shapes,
+    dtype, … from doc; variant name, median time and Nsight Compute DRAM bytes from entry). Missing or malformed
+    facts are left out; never raises. doc's own "variants" list is not read, so a context without it works too."""
+    doc = doc if isinstance(doc, Mapping) else {}
+    entry = entry if isinstance(entry, Mapping) else {}
+    gpu = doc.get("gpu") if isinstance(doc.get("gpu"), Mapping) else {}
     facts = {
         "variant": entry.get("name"),
         "gpu": gpu.get("name"),
@@ -46,7 +60,7 @@ def manifest_facts(trace_path: str | os.PathLike) -> dict | None:
         "driver": doc.get("driver"),
         "git_commit": doc.get("git_commit"),
         "workload": doc.get("workload"),
-        "shapes": doc.get("shapes") if isinstance(doc.get("shapes"), dict) else None,
+        "shapes": dict(doc["shapes"]) if isinstance(doc.get("shapes"), Mapping) else None,
         "dtype": doc.get("dtype"),
         "train": doc.get("train"),
         "median_us": entry.get("median_us"),

@@ -32,7 +32,7 @@ import numpy as np
 
 from analyzer.diff_align import Alignment, RunSeq
 from analyzer.diff_facts import short_name
-from analyzer.diff_ops import POINTWISE_OPS, Tensor, canonical_ops, dims_text, text_ops
+from analyzer.diff_ops import POINTWISE_OPS, Tensor, canonical_ops, text_ops
 
 _SIDE_ROLES = ("memop", "helper")
 # A replaced kernel sits within this many kernels of where its replacement lands on the base axis (HF GEGLU: 2;
@@ -285,7 +285,7 @@ def _kernel_choices(b_rows: list, c_rows: list, al: Alignment) -> tuple[list[Gro
         for p in positions:
             r = rows[p]
             if r.op_index >= 0 and str(r.op_name).startswith("aten::") and r.io.inputs:
-                inst.setdefault((r.op_index, r.op_name, dims_text(r.input_dims)), []).append(p)
+                inst.setdefault((r.op_index, r.op_name, r.dims), []).append(p)
         return [(k[1], k[2], v) for k, v in inst.items()]
 
     b_inst = instances(b_rows, al.unmatched_b)

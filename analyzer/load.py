@@ -80,6 +80,8 @@ def load_trace(
         decoded = decode_events(form, header, events, buf)
     except msgspec.DecodeError as err:  # the validation pass skips strings' contents; a batch can still object
         raise TraceError(source, f"invalid JSON inside traceEvents ({err})") from None
+    except RecursionError:
+        raise TraceError(source, "JSON nested too deeply to read (msgspec stops at ~1,000 levels)") from None
     del events, buf
     decoded.warnings[:0] = warnings
     return build_trace(decoded, source)
@@ -248,7 +250,9 @@ def _gzip_header_len(buf: bytes) -> int | None:
 
 
 # ---------------------------------------------------------------------------------------------------- JSON
-def parse_document(data, source: str, damaged: bool = False) -> tuple[str, dict, Raw, list[str]]:
+def parse_document(
+    data, source: str, damaged: bool = False, _utf8_fixed: bool = False
+) -> tuple[str, dict, Raw, list[str]]:
     """Top-level split with repairs. Returns (form, header, events array view, warnings).
 
     damaged: the bytes are known to be corrupt (gzip CRC mismatch / broken deflate): a syntax error is then
@@ -258,19 +262,25 @@ def parse_document(data, source: str, damaged: bool = False) -> tuple[str, dict,
     if bytes(data[:3]) == _BOM:
         data = memoryview(data)[3:]  # Windows editors prepend a UTF-8 byte-order mark; JSON parsers reject it
     try:
-        return (*split_document(data), [])
+        try:
+            return (*split_document(data), [])
+        except msgspec.DecodeError as err:
+            return _repair(data, source, err, damaged)
     except ShapeError as err:
         raise TraceError(source, str(err)) from None
     except UnicodeDecodeError:
-        # invalid UTF-8 in a header string: replace the bad bytes (U+FFFD) and read on
+        if _utf8_fixed:
+            raise TraceError(source, "invalid UTF-8 that could not be repaired") from None
+        # invalid UTF-8 in a string (a name with Latin-1 bytes): U+FFFD for the bad bytes, then read on — on
+        # every path (the repairs call msgspec again)
         fixed = bytes(data).decode("utf-8", errors="replace").encode()
-        form, header, events, warnings = parse_document(fixed, source, damaged)
-        return form, header, events, ["invalid UTF-8 inside some strings was replaced by U+FFFD", *warnings]
-    except msgspec.DecodeError as err:
-        first_error = err
-    return _repair(data, source, first_error, damaged)
+        form, header, events, warnings = parse_document(fixed, source, damaged, _utf8_fixed=True)
+        return form, header, events, [_UTF8_WARNING, *warnings]
+    except RecursionError:
+        raise TraceError(source, "JSON nested too deeply to read (msgspec stops at ~1,000 levels)") from None
 
 
+_UTF8_WARNING = "invalid UTF-8 inside some strings was replaced by U+FFFD"
 _BOM = b"\xef\xbb\xbf"
 
 

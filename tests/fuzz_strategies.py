@@ -457,12 +457,7 @@ def mutated_doc(draw, max_mutations: int = 6):
 # While a bug is listed, the CI strategies do not generate its trigger (so CI stays green and keeps finding NEW
 # bugs); bench/fuzz_long.py passes avoid_known=False and still reports them. When the owner fixes one, its strict
 # xfail turns into a failure: delete the xfail mark and the entry here.
-KNOWN_OPEN_BUGS = frozenset(
-    {
-        "invalid-utf8",  # bad UTF-8 on the lenient-batch and syntax-repair paths: UnicodeDecodeError escapes
-        "deep-nesting",  # JSON nested >= ~1000 levels: RecursionError escapes load_trace
-    }
-)
+KNOWN_OPEN_BUGS: frozenset[str] = frozenset()  # none open; names used so far: "invalid-utf8", "deep-nesting"
 
 
 @st.composite
@@ -471,9 +466,8 @@ def to_bytes(draw, doc_strategy=None, avoid_known: bool = True) -> bytes:
     doc = draw(doc_strategy if doc_strategy is not None else mutated_doc())
     no_utf8_bug = avoid_known and "invalid-utf8" in KNOWN_OPEN_BUGS
     ensure_ascii = draw(st.booleans())
-    text = json.dumps(
-        doc, allow_nan=True, ensure_ascii=ensure_ascii
-    )  # NaN / Infinity as bare tokens, as some writers do
+    # NaN / Infinity as bare tokens, as some writers do
+    text = json.dumps(doc, allow_nan=True, ensure_ascii=ensure_ascii)
     deep = json.dumps(DEEP, ensure_ascii=ensure_ascii)
     if deep in text:
         depths = (10, 100, 500) if avoid_known and "deep-nesting" in KNOWN_OPEN_BUGS else (100, 1000, 5000, 100_000)

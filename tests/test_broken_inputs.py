@@ -88,3 +88,36 @@ def test_corpus_is_what_make_broken_builds():
     assert expected == EXPECTED
     for name, data in files.items():
         assert (BROKEN / name).read_bytes() == data, name
+
+
+_K = b'{"ph":"X","cat":"kernel","name":"%s","pid":0,"tid":7,"ts":1,"dur":2,"args":{"correlation":1}}'
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b'{"traceEvents":[' + _K % b"k\xff" + b"]}", id="latin1-byte-fast-path"),
+        pytest.param(b'{"traceEvents":[null, ' + _K % b"k\xff" + b"]}", id="lenient-batch"),
+        pytest.param(b"[null, " + _K % b"k\xed\xa0\x80" + b"]", id="lenient-batch-array-form"),
+        pytest.param(
+            b'{"\x00chemaVersion":1,"deviceProperties":[{"\x80d":0}],"traceEvents":[' + _K % b"k" + b"]}",
+            id="syntax-repair-path",
+        ),
+    ],
+)
+def test_invalid_utf8_is_replaced_on_every_path(data):
+    """Bad UTF-8 (Latin-1 bytes in a name) is read as U+FFFD wherever msgspec meets it: typed batch, lenient
+    batch, header, and inside the syntax repair (cases found by tests/test_fuzz.py)."""
+    t = load_trace(data, name="utf8.json")
+    assert len(t.gpu_ops) == 1
+    assert any("U+FFFD" in w for w in t.meta.warnings)
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_deep_nesting_is_a_clean_error(depth):
+    nested = b"[" * depth + b"]" * depth
+    data = (
+        b'{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2,"args":' + nested + b"}]}"
+    )
+    with pytest.raises(TraceError, match="nested too deeply"):
+        load_trace(data, name="deep.json")

@@ -73,7 +73,7 @@ def test_text_output(hf_paths):
     assert p.returncode == 0, p.stderr
     assert "kernels/step 5 → 2" in p.stdout
     assert "301,989,888 B = 302.0 MB" in p.stdout
-    assert "_dual_gemm_kernel" in p.stdout
+    assert "fuselens_dual_gemm_glu_kernel" in p.stdout
 
 
 @pytest.mark.parametrize("suffix", [".html", ".md"])

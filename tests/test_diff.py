@@ -111,7 +111,7 @@ def test_hf_dual_gemm_avoids_gate_up_and_gelu_outputs():
     assert cd.kernels_per_step == [5, 2]
     assert cd.hbm_bytes_avoided_per_step == 3 * HF_AVOIDED == 301_989_888
     (f,) = cd.fusions
-    assert f.fused_kernel == "_dual_gemm_kernel"
+    assert f.fused_kernel == "fuselens_dual_gemm_glu_kernel"
     assert len(f.replaces) == 4
     assert [i["producer_op"] for i in f.intermediates] == ["aten::mm", "aten::gelu", "aten::mm"]
     assert {i["matrix"] for i in f.intermediates} == {"8192×3072"}
@@ -188,7 +188,7 @@ def test_plain_mlp_compile_only_swaps_gelu_and_says_what_an_epilogue_would_avoid
     assert fl.kernels_per_step == [3, 2]
     assert fl.hbm_bytes_avoided_per_step == HF_AVOIDED
     (f,) = fl.fusions
-    assert f.fused_kernel == "_gemm_act_kernel" and f.replaced_ops == ["aten::addmm", "aten::gelu"]
+    assert f.fused_kernel == "fuselens_gemm_bias_act_kernel" and f.replaced_ops == ["aten::addmm", "aten::gelu"]
     assert fl.run.remaining == []
 
 
@@ -356,9 +356,10 @@ def test_json_is_strict_and_has_the_issue_keys():
 # --- when names say nothing: position and data flow; a GEMM epilogue; record_function ranges ------------------------
 
 
-def _renamed(case: str, variant: str, renames: dict[str, str], drop: str | None = None):
-    """A recorded trace with some kernels renamed (and re-classified) or dropped: the INPUT changes, the code under
-    test does not. Models a user's own @triton.jit kernel whose name names no op."""
+def _renamed(case: str, variant: str, renames: dict[str, str], drop: str | None = None, ops: dict | None = None):
+    """A recorded trace with some kernels renamed (and re-classified) or dropped, and launching ops renamed (`ops`):
+    the INPUT changes, the code under test does not. Models a user's own @triton.jit kernel whose name names no op
+    (launched bare: no custom op around it)."""
     from analyzer.classify import classify_names
 
     path = _sample(case, variant)
@@ -368,6 +369,8 @@ def _renamed(case: str, variant: str, renames: dict[str, str], drop: str | None 
     cls = classify_names(g["name"])
     for col in ("category", "library", "ops"):
         g[col] = cls[col].to_numpy()
+    if ops:
+        g["op_name"] = g["op_name"].map(lambda o: ops.get(o, o))
     if drop:
         g = g[~g["name"].str.contains(drop, regex=False)]
     trace.gpu_ops = g
@@ -387,7 +390,8 @@ def test_opaque_user_kernel_found_by_position_and_data_flow():
 
 
 def test_opaque_dual_gemm_found_by_position():
-    cand = _renamed("hf_geglu_bf16", "fuselens", {"_dual_gemm_kernel": "k0"})
+    # the recordings launch it under the custom op fuselens::dual_gemm_glu, which names 'gemm': a bare launch has none
+    cand = _renamed("hf_geglu_bf16", "fuselens", {"fuselens_dual_gemm_glu_kernel": "k0"}, ops={"fuselens::dual_gemm_glu": ""})
     cd = diff_runs(sample_summary("hf_geglu_bf16", "eager"), [cand]).candidates[0]
     assert cd.kernels_per_step == [5, 2]
     assert cd.hbm_bytes_avoided_per_step == 3 * HF_AVOIDED

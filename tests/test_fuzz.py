@@ -193,26 +193,11 @@ def test_diff_of_two_fuzzed_runs_raises_only_typed_errors(a, b):
 # ---------------------------------------------------------------------------------- targeted, deterministic cases
 
 
-_DEEP_BUG = pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="open bug (loader): msgspec raises RecursionError past ~1000 levels of nesting and analyzer.load does "
-    "not turn it into a TraceError; fix: catch RecursionError next to msgspec.DecodeError in load.py",
-)
-
-
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize(
-    "depth",
-    [
-        500,
-        pytest.param(1_000, marks=_DEEP_BUG),
-        pytest.param(100_000, marks=_DEEP_BUG),
-        pytest.param(2_000_000, marks=_DEEP_BUG),
-    ],
-)
+@pytest.mark.parametrize("depth", [500, 1_000, 100_000, 2_000_000])
 def test_deep_nesting_is_bounded(depth):
-    """A deeply nested args value must be a clean error (or a load), never a crash; 2 million brackets = 4 MB."""
+    """A deeply nested args value must be a clean error (or a load), never a crash; 2 million brackets = 4 MB.
+    Found by this fuzzer (RecursionError escaped load_trace from msgspec past ~1000 levels); fixed in the loader."""
     nested = b"[" * depth + b"]" * depth
     data = (
         b'{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2,"args":' + nested + b"}]}"
@@ -247,16 +232,6 @@ def test_names_that_are_not_clean_utf8(data, must_load):
         assert len(t.gpu_ops) == 1
 
 
-_UTF8_REPAIR_BUG = pytest.mark.xfail(
-    strict=True,
-    raises=UnicodeDecodeError,
-    reason="open bug (loader): invalid UTF-8 is repaired on the fast path only. (1) a batch that needs the lenient "
-    "decode (here: a null event) calls msgspec again in decode._lenient_batch without the U+FFFD repair; (2) the "
-    "syntax repair in load._fix_syntax calls split_document, whose UnicodeDecodeError is not caught. Fix: apply "
-    "the same errors='replace' repair before those calls, or catch UnicodeDecodeError there too",
-)
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     "data",
@@ -269,8 +244,8 @@ _UTF8_REPAIR_BUG = pytest.mark.xfail(
         ),
     ],
 )
-@_UTF8_REPAIR_BUG
 def test_invalid_utf8_on_the_repair_paths(data):
+    """Found by this fuzzer: the U+FFFD repair was missing on the lenient-batch and syntax-repair paths; fixed."""
     t = load(data)
     assert t is not None and len(t.gpu_ops) == 1
 
