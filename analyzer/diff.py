@@ -474,7 +474,7 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
         "added_kernels_us": -added,
         "note": "kernel time of the representative steps; the six saved/removed/added terms sum to base − candidate",
     }
-    notes = [f"{cseq.label}: {n}" for n in cseq.notes] + [f"{bseq.label}: {n}" for n in bseq.notes] + al.notes
+    notes = [f"{cseq.label}: {n}" for n in cseq.notes] + [f"{bseq.label}: {n}" for n in bseq.notes]
     if unmatched_base or unmatched_cand:
         notes.append(
             f"{sum(k['count_per_step'] for k in unmatched_base)} baseline and "

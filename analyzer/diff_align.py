@@ -5,9 +5,10 @@ steady-state steps. Steps with the same ordered (kernel, op, shapes) list share 
 signature is "the step", and each position's duration is the median over the steps that have it (3 active steps
 in our runner's traces, so one slow step never decides a figure).
 
-Two sequences are aligned by a longest common subsequence over kernel keys (difflib, autojunk off: a GEMM that
-repeats in every layer is signal, not junk). GEMMs key on (batch, M, N, K, dtype) from their op's shapes, so cuBLAS
-vs CUTLASS vs a Triton template with the same problem still match; everything else keys on (name, op, shapes).
+Two sequences are aligned on kernel keys: GEMMs key on (batch, M, N, K, dtype) from their op's shapes, so cuBLAS vs
+CUTLASS vs a Triton template with the same problem still match; everything else keys on (name, op, shapes). The
+in-order pairs come from landmarks (kernels occurring once in each run) and windowed longest common subsequences,
+O(n) in the step's length (match_blocks; the "matching blocks" comment below has the numbers and why not difflib).
 """
 
 from __future__ import annotations
@@ -378,7 +379,6 @@ class Alignment:
     anchors_c: list[int]  # their candidate positions (increasing)
     unmatched_b: list[int]
     unmatched_c: list[int]
-    notes: list[str] = field(default_factory=list)  # how the match was made, when not exhaustively (match_blocks)
 
     def gap_of(self, c_pos: int) -> int:
         """Index k such that c_pos lies between anchor k-1 and anchor k (0: before the first anchor)."""
@@ -409,7 +409,7 @@ def align(base: pd.DataFrame, cand: pd.DataFrame) -> Alignment:
     codes: dict = {}
     b_codes = [codes.setdefault(k, len(codes)) for k in base["key"]]
     c_codes = [codes.setdefault(k, len(codes)) for k in cand["key"]]
-    in_b, in_c, notes = match_blocks(b_codes, c_codes)
+    in_b, in_c = match_blocks(b_codes, c_codes)
     b_gemm = base["is_gemm"].to_numpy()
     b_has_gemm = [g is not None for g in base["gemm"]]
     pairs: list[tuple[int, int, str]] = [
@@ -438,29 +438,28 @@ def align(base: pd.DataFrame, cand: pd.DataFrame) -> Alignment:
         anchors_c=anchors_c,
         unmatched_b=[i for i in range(len(b_codes)) if i not in mb],
         unmatched_c=[j for j in range(len(c_codes)) if j not in mc],
-        notes=notes,
     )
 
 
 # --- matching blocks ------------------------------------------------------------------------------------------------
 #
-# Up to EXACT_WORK the method is difflib's (Ratcliff/Obershelp, autojunk off), reimplemented to be metered: the
-# longest block of equal kernels first (ties: leftmost in the baseline, then in the candidate), then the same on each
-# side of it. Its cost is the number of (baseline, candidate) pairs of equal keys it visits, summed over every block
-# it looks for: quadratic in how often a kernel repeats — 35M pairs (~9 s) for a 19k-op V100 training step against
-# itself, ~1e9 (432 s) for a 97k-op step against a 116k-op one. Every step pair the tests diff stays below the limit
-# and gets exactly difflib's blocks, as before.
+# The lists are cut at their common start and end and at kernels occurring once in each run (landmarks, kept in order
+# by a longest increasing subsequence, again inside each stretch), and each stretch in between is matched by a
+# longest common subsequence (Myers) in windows of WINDOW kernels that follow the match: O(n · WINDOW).
 #
-# Past it, a step is cut at its common start and end and at kernels occurring once in each run (landmarks, kept in
-# order by a longest increasing subsequence, recursively inside each stretch), and each stretch in between is matched
-# by a longest common subsequence (Myers) in windows of WINDOW kernels that follow the match: O(n · WINDOW). That
-# keeps repeated layers with a kernel dropped here and there aligned kernel for kernel (10% of a 100k-op real step
-# dropped at random: >99% of the rest re-paired, tests/test_diff_align.py); difflib's longest-block-first search
-# instead pairs layer k with layer k+n once one long stretch happens to agree. The Diff's notes say when this ran.
+# It replaced difflib's SequenceMatcher (Ratcliff/Obershelp: the longest block first, then each side), for two
+# reasons. Cost: that search visits every pair of equal keys, again for every block it finds — quadratic in how often
+# a kernel repeats: 35M pairs (~9 s) for a 19k-op V100 training step against itself, ~1e9 (432 s) for a 97k-op step
+# against a 116k-op one. Quality: on repeated layers with a kernel missing here and there, the longest block can pair
+# layer k with layer k+n and everything after inherits the shift — a real 1,198-op Qwen step with 5% of its kernels
+# dropped got 402 of its 1,142 kernels paired (a longest common subsequence: all 1,142). On every step pair the tests
+# diff, both give the same pairs and the same Diff (tests/test_diff_align.py). difflib's method is kept, metered, as
+# the reference for those tests and as the fallback for a window too different for Myers; EXACT_WORK > 0 makes
+# match_blocks use it first for steps under that many visited pairs (the old behaviour).
 
-EXACT_WORK = 4_000_000  # kernel pairs the exact search may visit over a whole step: ~0.7-1 s here (~0.2 µs a pair)
-WINDOW = 128  # kernels per side in one window: ≤ 2·128 × 128 Myers steps; 20k ops ≈ 300 windows ≈ 0.1-0.5 s
-WINDOW_WORK = 2_000_000  # a window too different for Myers (> WINDOW edits) gets the exact search up to this
+EXACT_WORK = 0  # kernel pairs difflib's search may visit before the landmark path takes over; 0: never used
+WINDOW = 128  # kernels per side in one window: ≤ 2·128 × 128 Myers steps; a 100k-op step ≈ 1,600 windows ≈ 0.3 s
+WINDOW_WORK = 2_000_000  # a window too different for Myers (> WINDOW edits) gets difflib's search up to this
 
 
 class _TooMuchWork(Exception):
@@ -610,18 +609,18 @@ def _lcs_walk_back(trace: list, d_end: int, x: int, y: int, alo: int, blo: int) 
     return pairs
 
 
-def _slide(a: list, b: list, b2j: dict, alo: int, ahi: int, blo: int, bhi: int, window: int, count: list) -> list:
+def _slide(a: list, b: list, b2j: dict, alo: int, ahi: int, blo: int, bhi: int, window: int) -> list:
     """Matching blocks of a[alo:ahi] vs b[blo:bhi] by a window that follows the match: a longest common subsequence
     (_lcs) of the next `window` kernels of each side, keep the pairs in the window's first half, move both sides past
     the last one kept, repeat. Repeated layers with a kernel dropped here and there stay aligned kernel for kernel
     (windows cut at fixed proportions drift by the deletions and pair layer k with layer k+1). A window more than
-    `window` edits apart (unrelated work) falls back to the metered exact search; one with nothing in common grows
-    (×2, up to 16×) before both sides skip it. Work per window: at most 2·window × window steps."""
+    `window` edits apart (unrelated work) falls back to difflib's search (metered); one with nothing in common grows
+    (×2, up to 16×) before both sides skip it. Work per window: at most 2·window × window steps. (A window of a
+    cross-GPU pair, H100 vs MI300 Qwen, is mostly other kernel names and takes the fallback: the same pairs.)"""
     out: list[tuple[int, int, int]] = []
     i, j, grow = alo, blo, 1
     while i < ahi and j < bhi:
         ea, eb = min(i + window * grow, ahi), min(j + window * grow, bhi)
-        count[1] += 1
         # Myers needs at least (n + m - 2·LCS) edits, and LCS <= the keys both windows share (with multiplicity):
         # unrelated windows skip straight to the exact search instead of spending ~window²/2 steps to give up
         shared = Counter(b[j:eb])
@@ -655,10 +654,10 @@ def _slide(a: list, b: list, b2j: dict, alo: int, ahi: int, blo: int, bhi: int, 
 
 def match_blocks(
     a: list[int], b: list[int], exact_work: float | None = None, window: int | None = None
-) -> tuple[list[int], list[int], list[str]]:
-    """In-order pairs of equal keys of a and b: (positions in a, positions in b, notes). Exactly difflib's matching
-    blocks while that search stays under exact_work (default EXACT_WORK) kernel pairs; else landmarks and windowed
-    longest common subsequences (see the comment above; window: default WINDOW), and a note saying so."""
+) -> tuple[list[int], list[int]]:
+    """In-order pairs of equal keys of a and b: (positions in a, positions in b) — landmarks, then windowed longest
+    common subsequences (see the comment above). exact_work > 0 (default EXACT_WORK): difflib's matching blocks
+    instead while that search visits at most that many pairs."""
     exact_work = EXACT_WORK if exact_work is None else exact_work
     window = WINDOW if window is None else window
     b2j: dict[int, list[int]] = {}
@@ -666,14 +665,12 @@ def match_blocks(
         b2j.setdefault(x, []).append(j)
     arr_a = np.asarray(a, dtype=np.int64)
     arr_b = np.asarray(b, dtype=np.int64)
-    if _equal_pairs(arr_a, arr_b) <= exact_work:  # else even the first block costs more than the limit
+    if exact_work > 0 and _equal_pairs(arr_a, arr_b) <= exact_work:
         try:
-            return (*_pairs(_blocks_exact(a, b2j, 0, len(a), 0, len(b), exact_work)), [])
-        except _TooMuchWork:  # its blocks so far are dropped: the longest block of a repetitive step can pair
-            pass  # layer k of one run with layer k+n of the other, and everything after it inherits the shift
+            return _pairs(_blocks_exact(a, b2j, 0, len(a), 0, len(b), exact_work))
+        except _TooMuchWork:  # its blocks so far are dropped: see the comment above on shifted layers
+            pass
     blocks: list[tuple[int, int, int]] = []
-    n_marks = 0
-    counts = [0, 0]  # kernels aligned by windows, windows searched
     stack = [(0, len(a), 0, len(b))]
     while stack:
         alo, ahi, blo, bhi = stack.pop()
@@ -692,7 +689,6 @@ def match_blocks(
                 continue
             marks = _landmarks(arr_a[alo:ahi], arr_b[blo:bhi])
             if marks is not None:
-                n_marks += len(marks[0])
                 pi, pj = alo, blo
                 for i, j in zip((marks[0] + alo).tolist(), (marks[1] + blo).tolist(), strict=True):
                     blocks.append((i, j, 1))
@@ -700,16 +696,8 @@ def match_blocks(
                     pi, pj = i + 1, j + 1
                 stack.append((pi, ahi, pj, bhi))
                 continue
-        counts[0] += ahi - alo
-        blocks += _slide(a, b, b2j, alo, ahi, blo, bhi, window, counts)
-    notes = [
-        f"alignment: matching these {len(a):,} and {len(b):,} GPU ops block by block (difflib's method, used up to "
-        f"{exact_work:,.0f} kernel pairs) would take longer, so they were cut at the common start and end and at "
-        f"{n_marks:,} kernels occurring once in each run, and {counts[0]:,} baseline ops in between were matched by "
-        f"longest common subsequence in {counts[1]:,} windows of {window} ops that follow the match: a kernel that "
-        "moved farther than a window is listed as unmatched, not paired"
-    ]
-    return (*_pairs(blocks), notes)
+        blocks += _slide(a, b, b2j, alo, ahi, blo, bhi, window)
+    return _pairs(blocks)
 
 
 def _common_run(arr_a: np.ndarray, arr_b: np.ndarray, i: int, i_end: int, j: int, j_end: int, step: int) -> int:

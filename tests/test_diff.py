@@ -440,3 +440,28 @@ def test_unrelated_runs_are_flagged():
     assert "- warning: only 0% of the baseline's GPU ops have an equal in blk" in report_markdown(d)
     hf = diff_runs(sample_summary("hf_geglu_bf16", "eager"), [sample_summary("hf_geglu_bf16", "compile")])
     assert not any("unreliable" in n for n in hf.candidates[0].notes)
+
+
+# --- manifest facts from a document (uploads) ------------------------------------------------------------------------
+
+
+def test_manifest_document_gives_the_same_facts_as_the_file_beside_the_trace():
+    from analyzer.diff_facts import manifest_doc_facts, manifest_entry_facts, manifest_facts
+
+    path = _sample("hf_geglu_bf16", "compile")
+    doc = json.loads((path.parent / "manifest.json").read_text())
+    from_file = manifest_facts(path)
+    assert from_file and from_file["variant"] == "compile" and from_file["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert manifest_doc_facts(doc, "compile.json.gz") == from_file
+    assert manifest_doc_facts(doc, "/some/upload/dir/compile.json.gz") == from_file  # the file name decides
+    # the dashboard keeps the context without "variants" and the run's entry apart
+    entry = next(v for v in doc["variants"] if v["trace"] == "compile.json.gz")
+    context = {k: v for k, v in doc.items() if k != "variants"}
+    assert manifest_entry_facts(context, entry) == from_file
+    assert manifest_doc_facts(doc, "not-listed.json.gz") is None
+    assert manifest_doc_facts(["not", "a", "manifest"], "compile.json.gz") is None
+    # malformed facts are left out, never raised on
+    broken = {**doc, "gpu": "H100", "shapes": [64, 128]}
+    facts = manifest_doc_facts(broken, "compile.json.gz")
+    assert "gpu" not in facts and "shapes" not in facts and facts["torch"] == doc["torch"]
+    assert manifest_entry_facts(None, None) == {}

@@ -207,3 +207,28 @@ def test_report_of_a_public_pair_without_manifest():
     assert "No fusion" in md and "HBM traffic avoided per step: 0 B" in md
     assert "No hardware counters were recorded for these runs" in md
     assert "| PyTorch |" not in md  # unknown for every run: the row is left out rather than filled with guesses
+
+
+def _svg_text(svg: str, cls: str) -> dict:
+    m = re.search(rf'<text[^>]*class="{cls}"[^>]*\by="([\d.]+)"[^>]*font-size: ([\d.]+)px', svg)
+    assert m, cls
+    return {"y": float(m.group(1)), "size": float(m.group(2))}
+
+
+@pytest.mark.parametrize("width", [700, 1000])
+def test_waterfall_axis_title_stays_below_the_subtitle(hf4, width):
+    """Page width (the report's and the app's column): the y-axis title is drawn rotated and centred on the plot, so
+    its half-length must fit between the plot's middle and the subtitle. It once read 'kernel time per step (µs;
+    axis from 190)': ~400 px of 18 px text in a 460 px chart, running into the subtitle. Measured on the rendered
+    SVG; a glyph is taken as 0.6 em wide (Helvetica/Arial average ~0.5)."""
+    pytest.importorskip("kaleido")
+    wf = time_breakdown_figure(hf4, "compile")
+    svg = wf.to_image(format="svg", width=width, height=wf.layout.height).decode()
+    ytitle = _svg_text(svg, "ytitle")
+    sub = _svg_text(svg, "gtitle-subtitle")
+    lines = [re.sub(r"<[^>]+>", "", x) for x in wf.layout.yaxis.title.text.split("<br>")]
+    half = 0.6 * ytitle["size"] * max(len(x) for x in lines) / 2
+    assert ytitle["y"] - half > sub["y"] + 1.5 * sub["size"], (lines, ytitle, sub)
+    assert any("axis from" in x for x in lines)  # the axis does not start at 0, and says so
+    assert wf.layout.xaxis.tickangle == 0  # upright tick labels of at most two short lines: nothing cut off
+    assert all(len(part) <= 16 for x in wf.data[0].x for part in x.split("<br>"))
