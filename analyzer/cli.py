@@ -27,11 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--labels", help="comma-separated labels, base first (default: file names)")
 
     r = sub.add_parser("ranks", help="per-rank summaries and cross-rank spread of a multi-rank trace set")
-    r.add_argument("path", help="folder or .zip of per-rank traces")
-    r.add_argument("--engine", choices=("local", "ray"), default="local")
-    r.add_argument("--address", help="Ray cluster address (with --engine ray; default: start a local Ray)")
-    r.add_argument("--workers", type=int, default=0, help="parallel workers (0: one per core)")
-    r.add_argument("--json", action="store_true", help="print one JSON object")
+    from analyzer.ranks_cli import add_arguments as add_ranks_arguments  # one definition of the ranks flags
+
+    add_ranks_arguments(r)
 
     sub.add_parser("columns", help="print the column contract of every table as Markdown")
     return parser

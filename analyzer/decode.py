@@ -577,8 +577,9 @@ ENV_WORKERS = "FUSELENS_DECODE_WORKERS"
 
 def _worker_count(workers: int | None, n_bytes: int) -> int:
     """Decode processes. Auto (None): $FUSELENS_DECODE_WORKERS, else min(2, cores) for ≥ PARALLEL_MIN_BYTES of
-    events — but 1 inside a process that is itself a pool worker (analyzer.ranks already runs one rank per
-    core) or that runs other threads (a Streamlit server: forking a threaded process can deadlock the child)."""
+    events when a core is idle — but 1 inside a process that is itself a pool worker (analyzer.ranks already runs
+    one rank per core) or that runs other threads (a Streamlit server: forking a threaded process can deadlock
+    the child)."""
     import multiprocessing
     import os
     import threading
@@ -587,13 +588,31 @@ def _worker_count(workers: int | None, n_bytes: int) -> int:
         env = os.environ.get(ENV_WORKERS, "").strip()
         if env.isdigit():
             workers = int(env)
-        elif n_bytes < PARALLEL_MIN_BYTES or threading.active_count() > 1 or multiprocessing.parent_process():
+        elif (
+            n_bytes < PARALLEL_MIN_BYTES
+            or threading.active_count() > 1
+            or multiprocessing.parent_process()
+            or not _idle_core()
+        ):
             return 1
         else:
             workers = min(2, os.cpu_count() or 1)
     if workers > 1 and "fork" not in multiprocessing.get_all_start_methods():
         return 1
     return max(1, workers)
+
+
+def _idle_core() -> bool:
+    """Is a core free for a second worker? Two workers cost ~25% more CPU in all (export, pickling, merge: on the
+    1 GiB benchmark 13.9 s vs 11.1 s), so on a busy box (load average 2.9 on 2 cores) they were slower: 13.6 s
+    wall vs 11.3 s for one. They pay off only with a core to spare."""
+    import os
+
+    try:
+        load1 = os.getloadavg()[0]
+    except OSError:
+        return False
+    return load1 <= (os.cpu_count() or 1) - 1.5
 
 
 class _ParallelUnavailable(Exception):

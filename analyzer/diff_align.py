@@ -460,6 +460,9 @@ def align(base: pd.DataFrame, cand: pd.DataFrame) -> Alignment:
 EXACT_WORK = 0  # kernel pairs difflib's search may visit before the landmark path takes over; 0: never used
 WINDOW = 128  # kernels per side in one window: ≤ 2·128 × 128 Myers steps; a 100k-op step ≈ 1,600 windows ≈ 0.3 s
 WINDOW_WORK = 2_000_000  # a window too different for Myers (> WINDOW edits) gets difflib's search up to this
+# Landmarks are looked for again inside each stretch (a kernel unique to a stretch, not to the step); each round is
+# O(n log n) over the stretches. Real steps need 1-3 rounds; the cap keeps a contrived step from needing n.
+MAX_LANDMARK_DEPTH = 8
 
 
 class _TooMuchWork(Exception):
@@ -671,12 +674,12 @@ def match_blocks(
         except _TooMuchWork:  # its blocks so far are dropped: see the comment above on shifted layers
             pass
     blocks: list[tuple[int, int, int]] = []
-    stack = [(0, len(a), 0, len(b))]
+    stack = [(0, len(a), 0, len(b), 0)]
     while stack:
-        alo, ahi, blo, bhi = stack.pop()
+        alo, ahi, blo, bhi, depth = stack.pop()
         if alo >= ahi or blo >= bhi:
             continue
-        if ahi - alo > window or bhi - blo > window:
+        if (ahi - alo > window or bhi - blo > window) and depth < MAX_LANDMARK_DEPTH:
             p = _common_run(arr_a, arr_b, alo, ahi, blo, bhi, 1)
             if p:
                 blocks.append((alo, blo, p))
@@ -692,9 +695,9 @@ def match_blocks(
                 pi, pj = alo, blo
                 for i, j in zip((marks[0] + alo).tolist(), (marks[1] + blo).tolist(), strict=True):
                     blocks.append((i, j, 1))
-                    stack.append((pi, i, pj, j))
+                    stack.append((pi, i, pj, j, depth + 1))
                     pi, pj = i + 1, j + 1
-                stack.append((pi, ahi, pj, bhi))
+                stack.append((pi, ahi, pj, bhi, depth + 1))
                 continue
         blocks += _slide(a, b, b2j, alo, ahi, blo, bhi, window)
     return _pairs(blocks)

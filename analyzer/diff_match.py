@@ -101,8 +101,9 @@ def _cand_sources(row) -> list[tuple[str, frozenset[str]]]:
 def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     """Fusion groups of two aligned steps (module doc). Every search below is windowed — a claim lies within
     MAX_CLAIM_DISTANCE kernels of its candidate on the base axis, data flow within FLOW_LOOKBACK — so the work is
-    ~(left-over kernels) × 49, not (left-over baseline) × (left-over candidate): 10k × 12k left-over kernels of two
-    unrelated 17-20k-op steps took 58 s pairing everything with everything (bench/results/diff.md)."""
+    ~49 look-ups per left-over kernel, with the same claims as pairing every left-over baseline kernel with every
+    left-over candidate kernel, which took 21 s for two unrelated real steps of 16k and 25k ops (0.4 s now;
+    tests/test_diff_align.py, bench/results/diff.md)."""
     b = base.rows
     c = cand.rows
     n_b, n_c = len(b), len(c)
@@ -126,7 +127,12 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     def room(j: int) -> bool:
         return caps[j] is None or n_claims[j] < caps[j]
 
+    rank: dict[int, int] = {}  # base pos -> its place in claim's order
+    first_rank: dict[int, int] = {}  # cand pos -> rank of its first claim
+
     def take(i: int, j: int, how: str) -> None:
+        rank[i] = len(claim)
+        first_rank.setdefault(j, rank[i])
         claim[i] = (j, how)
         n_claims[j] += 1
 
@@ -187,19 +193,17 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     left_b_set = set(left_b)
     todo = left_b
     while todo:
-        member_of = {m: j for m, (j, _) in claim.items()}
-        rank = {m: r for r, m in enumerate(claim)}
-        first_rank: dict[int, int] = {}
-        for m, j in member_of.items():
-            first_rank.setdefault(j, rank[m])
+        seen = len(claim)  # members as the round began: rank < seen
         new: list[int] = []
         for i in todo:
             if i in claim or b_rows[i].role in _SIDE_ROLES:
                 continue
             best = None
             for m in range(i - FLOW_LOOKBACK, i + FLOW_LOOKBACK + 1):
-                j = member_of.get(m)
-                if j is None or caps[j] is not None or (b_rows[i].is_gemm and all_ops[j] and "mm" not in all_ops[j]):
+                if rank.get(m, seen) >= seen:
+                    continue
+                j = claim[m][0]
+                if caps[j] is not None or (b_rows[i].is_gemm and all_ops[j] and "mm" not in all_ops[j]):
                     continue
                 p, q = (i, m) if i < m else (m, i)
                 if _feeds(b_rows[p], b_rows[q]):

@@ -391,7 +391,9 @@ def test_opaque_user_kernel_found_by_position_and_data_flow():
 
 def test_opaque_dual_gemm_found_by_position():
     # the recordings launch it under the custom op fuselens::dual_gemm_glu, which names 'gemm': a bare launch has none
-    cand = _renamed("hf_geglu_bf16", "fuselens", {"fuselens_dual_gemm_glu_kernel": "k0"}, ops={"fuselens::dual_gemm_glu": ""})
+    cand = _renamed(
+        "hf_geglu_bf16", "fuselens", {"fuselens_dual_gemm_glu_kernel": "k0"}, ops={"fuselens::dual_gemm_glu": ""}
+    )
     cd = diff_runs(sample_summary("hf_geglu_bf16", "eager"), [cand]).candidates[0]
     assert cd.kernels_per_step == [5, 2]
     assert cd.hbm_bytes_avoided_per_step == 3 * HF_AVOIDED
