@@ -29,7 +29,7 @@ from pathlib import Path
 import orjson
 from hypothesis import strategies as st
 
-REAL = Path("/work/shared/real_traces")
+REAL = Path(__file__).parent / "data"  # the committed copies of the public traces (attribution in data/ATTRIBUTION.md)
 REPO_DATA = Path(__file__).parent / "data"
 # Small real traces (71 to 1,408 events): big enough to carry every event kind, small enough for ~20 ms a case.
 REAL_SEEDS = (
