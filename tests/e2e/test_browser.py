@@ -43,12 +43,14 @@ def test_upload_compare_screenshots(tmp_path):
         h.wait_idle(page)
         # opens on the bundled HF case, already compared
         assert page.locator("h1", has_text="Overview").count() == 1
-        assert page.get_by_text("100,663,296 B (estimate)").count() >= 1
+        # the diff runs on a worker thread and the page polls it: wait for the headline rather than count at once
+        page.get_by_text("100,663,296 B (estimate)").first.wait_for(timeout=30_000)
         _no_exceptions(page, "first load")
 
         # a user's own traces: two real GPU recordings and a broken file, in one drop
         h.upload(page, [HF / "eager.json.gz", HF / "compile.json.gz", bad])
         alert = page.locator('[data-testid="stAlertContentError"] [data-testid="stMarkdownContainer"]')
+        alert.first.wait_for(timeout=30_000)
         assert alert.count() == 1
         line = alert.first.inner_text().strip()
         assert line.startswith("truncated.json: ") and "\n" not in line, line
@@ -57,7 +59,7 @@ def test_upload_compare_screenshots(tmp_path):
         metric = page.locator('[data-testid="stMetric"]', has_text="HBM bytes avoided per step")
         assert "100.7 MB" in metric.inner_text() and "100,663,296 B (estimate)" in metric.inner_text()
         assert page.locator('[data-testid="stMetric"]', has_text="Kernels per step").inner_text().count("5 → 4") == 1
-        assert page.get_by_text("triton_poi_fused__unsafe_view_gelu_mul_0", exact=False).count() >= 1
+        page.get_by_text("triton_poi_fused__unsafe_view_gelu_mul_0", exact=False).first.wait_for(timeout=30_000)
         _no_exceptions(page, "compare")
 
         # a chart leaves as a slide-ready PNG (kaleido on the server)
