@@ -316,10 +316,10 @@ def attach_ncu(name: str, doc: dict) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------------- diff
-# The fusion diff aligns the two runs' kernel sequences: ~1-2 s for real steps of 1-4k GPU ops, 14 s at 19k, ~7 min
-# at 100k+ (a whole-trace "step" of a long training trace). Up to DIFF_AUTO_MAX_OPS it runs by itself; above, the
-# Compare page asks first. Either way it runs on a worker thread, so a slow diff never freezes the other pages.
-DIFF_AUTO_MAX_OPS = 8_000
+# The fusion diff is near-linear in GPU ops per step (bench/results/diff.md: ~0.1 s at 2k, ~0.4-0.9 s at 20k, 2-4 s at
+# 100k on 2 cores). Up to DIFF_AUTO_MAX_OPS it runs by itself; above (a whole long training trace as one "step"),
+# the Compare page asks first. Either way it runs on a worker thread, so a slow diff never freezes the other pages.
+DIFF_AUTO_MAX_OPS = 250_000
 DIFF_WAIT_S = 3.0  # wait this long in the page run before showing "computing…" (small diffs render at once)
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fuselens-diff")
 

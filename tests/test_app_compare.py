@@ -94,7 +94,7 @@ def test_big_steps_ask_first_and_diff_on_a_worker_thread(monkeypatch):
     monkeypatch.setattr(state, "DIFF_AUTO_MAX_OPS", 3)  # the HF steps (5 ops) count as "big" here
     monkeypatch.setattr(state, "DIFF_WAIT_S", 0.0)  # always show the pending state first
     at = s.app("compare")
-    assert any("GPU ops" in t and "minutes" in t for t in s.texts(at, "info"))
+    assert any("GPU ops" in t and "takes a while" in t for t in s.texts(at, "info"))
     assert not at.metric  # nothing computed behind the user's back
     s.goto(at, "timeline")  # the other pages work meanwhile
     assert len(at.get("plotly_chart")) == 1
