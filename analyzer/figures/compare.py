@@ -223,7 +223,7 @@ def time_breakdown_figure(diff, label_: str | None = None) -> go.Figure:
         )
     )
     # the changes are a few % of the step: start the axis near the smaller total, and say so in a second, smaller
-    # line of the axis title. One line, 'kernel time per step (µs; axis from 190)', stood ~300 px tall in a 460 px
+    # line of the axis title. One line, 'kernel time per step (µs; axis from 190)', stood ~400 px tall in a 460 px
     # chart and ran into the subtitle; the two lines here are ~120 px.
     running = [y[0]]
     for v in y[1:-1]:
