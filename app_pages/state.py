@@ -258,23 +258,10 @@ def read_side_file(name: str, data: bytes) -> dict | None:
 
 
 def manifest_facts(manifest: dict, entry: dict) -> dict:
-    """The facts a Diff states for one run (GPU, torch, workload, shapes, dtype, variant, timing), from a runner
-    manifest and the run's entry in it. Same keys as analyzer.diff_facts.manifest_facts, which reads a manifest
-    beside a trace on disk; uploads have no "beside", so the app builds them from the uploaded document."""
-    gpu = manifest.get("gpu") if isinstance(manifest.get("gpu"), dict) else {}
-    facts = {
-        "variant": entry.get("name"),
-        "gpu": gpu.get("name"),
-        **{k: manifest.get(k) for k in ("torch", "cuda", "triton", "liger_kernel", "driver", "git_commit", "workload")},
-        "shapes": manifest.get("shapes") if isinstance(manifest.get("shapes"), dict) else None,
-        "dtype": manifest.get("dtype"),
-        "train": manifest.get("train"),
-        "median_us": entry.get("median_us"),
-        "timing": manifest.get("timing"),
-        "dram_bytes_read": entry.get("dram_bytes_read"),
-        "dram_bytes_write": entry.get("dram_bytes_write"),
-    }
-    return {k: v for k, v in facts.items() if v is not None}
+    """The facts a Diff states for one run, from an uploaded runner manifest and the run's entry in it."""
+    from analyzer.diff_facts import manifest_entry_facts  # one mapping for uploads and files beside a trace
+
+    return manifest_entry_facts(manifest, entry)
 
 
 def _apply_facts(run: Run) -> None:
