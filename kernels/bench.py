@@ -205,7 +205,7 @@ def autotune_choices() -> dict:
     from kernels import dual_gemm, gating, gemm_act, hopper_gemm
 
     tuners = {
-        "gating": gating.fuselens_glu_gating_kernel_tuned,
+        "gating": gating._gating_kernel_tuned,
         "gemm_act_pointer": gemm_act._gemm_act_tuned,
         "dual_gemm_pointer": dual_gemm._dual_gemm_tuned,
         "tma_dual": hopper_gemm._dual_tuned,

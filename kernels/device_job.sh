@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
-#   bash kernels/device_job.sh STEP...      STEP: facts | record | record-fuselens | check | bench | bench-quick
+#   bash kernels/device_job.sh STEP...      STEP: facts | sweep | configs | record | record-fuselens | check | bench |
+#                                           bench-quick
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
 set -uo pipefail
@@ -54,6 +55,19 @@ check() {
   grep -E "^FAILED|^ERROR|AssertionError|Error:" "$R/logs/check.txt" | sort | uniq | head -20
 }
 
+sweep() {
+  echo "== per-config sweep"
+  timeout "$(left 240)" python3 -m kernels.sweep --out "$R/bench/sweep.md" >"$R/logs/sweep.txt" 2>&1
+  echo "sweep rc=$?"; grep -E "^\|" "$R/logs/sweep.txt"; grep -E "Error|error" "$R/logs/sweep.txt" | head -5
+}
+
+configs() {
+  echo "== every autotune config against float64"
+  timeout "$(left 240)" python3 -m kernels.check_configs >"$R/logs/check_configs.txt" 2>&1
+  echo "check_configs rc=$?: $(tail -1 "$R/logs/check_configs.txt")"
+  grep -E "^FAIL|^ERRO|^skip" "$R/logs/check_configs.txt" | head -20
+}
+
 bench() {
   local lim; lim=$(left 540)
   echo "== bench $* (limit ${lim}s)"
@@ -63,7 +77,7 @@ bench() {
 
 for step in "$@"; do
   case $step in
-    facts) facts ;; record) record ;; record-fuselens) record_fuselens ;; check) check ;;
+    facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-fuselens) record_fuselens ;; check) check ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;
   esac

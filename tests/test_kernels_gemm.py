@@ -146,3 +146,22 @@ def test_interleaved_weight_cache_is_keyed_by_tensor_not_address():
     owner.copy_(randn(24, 16, dtype=torch.float16, seed=33))  # new contents at the same address
     wg_new = alias()
     assert torch.equal(hopper_gemm.cached_interleaved(wg_new, wu)[0::2], owner)
+
+
+def test_gelu_epilogue_matches_float64_erf_gelu():
+    """The epilogue's GELU (kernels.gating._gelu_erf_f32, an erfc fit instead of libdevice erf) against float64:
+    x W^T with W = I in fp32 is x exactly, so the kernel's output is gelu(x) itself. Bound: 1e-5 relative on [-6, 10] (numpy model of the
+    code: 4.7e-6 on [-6, -4], 2.2e-6 on [-4, -2], 9.5e-7 on [-2, 2]; eager's fp32 formula: 4.7e-4 on [-4, -2], 100%
+    below -5); a wrong coefficient moves this by orders of magnitude."""
+    x = torch.linspace(-6.0, 10.0, 64 * 127, device=DEVICE, dtype=torch.float32).reshape(127, 64)
+    eye = torch.eye(64, device=DEVICE, dtype=torch.float32)
+    out = gemm_bias_act(x, eye, None, "gelu", impl="pointer").double()
+    xd = x.double()
+    ref = 0.5 * xd * (1.0 + torch.erf(xd / 2**0.5))
+    mask = ref.abs() > 1e-30
+    rel = ((out - ref).abs() / ref.abs())[mask]
+    assert float(rel.max()) < 1e-5, float(rel.max())
+    eager = F.gelu(x).double()
+    eager_rel = ((eager - ref).abs() / ref.abs())[mask & (xd > -2)]
+    # where eager's formula is accurate (x > -2), ours is within a few fp32 ulps of it
+    assert float(rel[(xd > -2)[mask]].max()) < max(4 * float(eager_rel.max()), 1e-6)

@@ -79,3 +79,17 @@ def test_fuselens_kernels_show_in_traces_as_ops_with_shapes(workload, variant, o
         fn(x)
     recorded = [e.input_shapes for e in prof.events() if e.name == op]
     assert recorded == [dims]
+
+
+def test_bench_and_sweep_entry_points_reach_every_tuner():
+    """kernels.bench's autotune_choices() runs after every timing, and a renamed tuner once crashed it there, at the
+    end of a 4-minute GPU run (run 9). Without a GPU the caches are empty; the lookup itself must work. The sweep
+    must name a config list for each TMA tuner it forces, and those lists must be the tuners' own."""
+    from kernels import bench, hopper_gemm, sweep
+
+    choices = bench.autotune_choices()
+    assert set(choices) == {"gating", "gemm_act_pointer", "dual_gemm_pointer", "tma_dual", "tma_single", "tma_gated"}
+    assert hopper_gemm._single_tuned.configs == hopper_gemm.SINGLE_CONFIGS
+    assert hopper_gemm._gated_tuned.configs == hopper_gemm.GATED_CONFIGS
+    if not ON_GPU:
+        assert sweep.main([]) == 3  # no sm_90 GPU: a one-line error and exit code 3

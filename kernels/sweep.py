@@ -1,0 +1,139 @@
+"""Time EVERY autotune config of the FuseLens TMA GEMMs at the MLP shapes, one config forced at a time.
+
+    python -m kernels.sweep [--out FILE.md] [--n-iter 100]
+
+Why: the autotuner reports only its winner. Run 5 (docs/KERNELS.md) could not say why 128 x 256 tiles were never
+chosen for the plain MLP's GEMM + bias + GELU; a table of every config's time, next to the same config with the
+activation switched off and next to cuBLAS at the same shape, separates "slow main loop" from "slow epilogue" from
+"does not fit". Same timing as the bench (kernels.timing: CUDA events, L2 flushed by a read, launches queued
+ahead); each row also carries its relative error against float64, so a fast wrong config cannot hide. Needs a
+CUDA GPU with sm_90+.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+from kernels import hopper_gemm
+from kernels.gating import act_id
+from kernels.timing import median_us
+
+# (name, M, K, N, dtype, activation): the plain MLP's fc1 (GEMM + bias + GELU) and the HF GEGLU gate/up projection.
+SINGLE_CASES = [("plain fc1", 8192, 768, 3072, torch.bfloat16, "gelu")]
+GATED_CASES = [("HF gate/up", 8192, 768, 3072, torch.bfloat16, "gelu_tanh")]
+
+
+def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((out.double() - ref).norm() / ref.norm())
+
+
+def _forced(tuner, cfg, fn):
+    """Run fn with the autotuner holding cfg alone (its pre_hook still sets the TMA block shapes)."""
+    saved = list(tuner.configs)
+    tuner.configs = [cfg]
+    tuner.cache.clear()
+    try:
+        return fn()
+    finally:
+        tuner.configs = saved
+        tuner.cache.clear()
+
+
+def _cfg_text(cfg) -> str:
+    kw = cfg.kwargs
+    extra = "".join(f" {k}={kw[k]}" for k in ("GROUP_M", "SUBTILE", "PPS") if k in kw)
+    return f"{kw['BM']}x{kw['BN']}x{kw['BK']} w{cfg.num_warps} s{cfg.num_stages}{extra}"
+
+
+def _time(fn, n_iter: int) -> float:
+    return median_us(fn, n_iter=n_iter, warmup=5, flush_l2=True)["median_us"]
+
+
+def _config_rows(tuner, configs, runs: dict, ref, tflop: float, n_iter: int) -> list[str]:
+    """One row per config: the time of each callable in runs (the first is the real one: TFLOP/s, rel err)."""
+    rows = []
+    for cfg in configs:
+        try:
+            first, *others = runs.values()
+            err = _rel(_forced(tuner, cfg, first), ref)
+            times = [_forced(tuner, cfg, partial(_time, fn, n_iter)) for fn in runs.values()]
+            rest = " | ".join(f"{t:.1f}" for t in times[1:])
+            rows.append(f"| {_cfg_text(cfg)} | {times[0]:.1f} | {tflop / times[0] * 1e6:.0f} | {rest} | {err:.1e} |")
+        except Exception as exc:  # out of resources: the autotuner would skip it too
+            rows.append(f"| {_cfg_text(cfg)} | did not run: {type(exc).__name__} {str(exc)[:60]} |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def sweep_single(name, M, K, N, dt, act, n_iter: int) -> list[str]:
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
+    w = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
+    b = torch.randn(N, device="cuda", dtype=dt, generator=g) * 0.1
+    ref = F.gelu(x.double() @ w.double().T + b.double())
+    tflop = 2 * M * N * K / 1e12
+    lines = [f"\n### {name}: act(x W^T + b), M={M} K={K} N={N} {str(dt)[6:]} {act}\n"]
+    lines.append("| config | µs | TFLOP/s | µs, no activation | µs, libdevice erf (run 5's epilogue) | rel err |")
+    lines.append("|---|---:|---:|---:|---:|---:|")
+    t = _time(partial(F.linear, x, w, b), n_iter)
+    lines.append(f"| cuBLAS F.linear (GEMM + bias) | {t:.1f} | {tflop / t * 1e6:.0f} | | | |")
+    t = _time(lambda: F.gelu(F.linear(x, w, b)), n_iter)
+    lines.append(f"| cuBLAS F.linear + F.gelu (eager) | {t:.1f} | {tflop / t * 1e6:.0f} | | | |")
+    runs = {
+        a: partial(hopper_gemm.persistent_gemm, x, w, None, b, act_id(a)) for a in (act, "identity", "gelu_libdevice")
+    }
+    return lines + _config_rows(hopper_gemm._single_tuned, hopper_gemm.SINGLE_CONFIGS, runs, ref, tflop, n_iter)
+
+
+def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
+    g = torch.Generator(device="cuda").manual_seed(2)
+    x = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
+    wg = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
+    wu = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
+    xd = x.double()
+    ref = F.gelu(xd @ wg.double().T, approximate="tanh") * (xd @ wu.double().T)
+    tflop = 2 * 2 * M * N * K / 1e12
+    lines = [f"\n### {name}: act(x Wg^T) * (x Wu^T), M={M} K={K} N={N} {str(dt)[6:]} {act}\n"]
+    lines.append("| config | µs | TFLOP/s | µs, no activation (gate * up) | rel err |")
+    lines.append("|---|---:|---:|---:|---:|")
+    t = _time(partial(F.linear, x, torch.cat([wg, wu])), n_iter)
+    lines.append(f"| cuBLAS one GEMM to [gate; up] (N = {2 * N}) | {t:.1f} | {tflop / t * 1e6:.0f} | | |")
+    runs = {a: partial(hopper_gemm.persistent_gated, x, wg, wu, act_id(a)) for a in (act, "identity")}
+    return lines + _config_rows(hopper_gemm._gated_tuned, hopper_gemm.GATED_CONFIGS, runs, ref, tflop, n_iter)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kernels.sweep", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="also write the tables to this Markdown file")
+    ap.add_argument("--n-iter", type=int, default=100)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
+        print("error: kernels.sweep needs a CUDA GPU with sm_90+ (the TMA kernels)", file=sys.stderr)
+        return 3
+    head = [f"# Per-config sweep: {torch.cuda.get_device_name()}, torch {torch.__version__}"]
+    try:
+        import triton
+
+        head[0] += f", triton {triton.__version__}"
+    except ImportError:
+        pass
+    head.append(f"CUDA events, median of {args.n_iter}, L2 flushed by a read before each call, launches queued ahead.")
+    lines = head
+    for case in SINGLE_CASES:
+        lines += sweep_single(*case, n_iter=args.n_iter)
+    for case in GATED_CASES:
+        lines += sweep_gated(*case, n_iter=args.n_iter)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
