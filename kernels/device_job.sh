@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
-#   bash kernels/device_job.sh STEP...      STEP: facts | sweep | configs | record | record-fuselens | check | bench |
-#                                           bench-quick
+#   bash kernels/device_job.sh STEP...      STEP: facts | sweep | configs | record | record-hf | record-fuselens | check |
+#                                           bench | bench-quick
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
 set -uo pipefail
@@ -41,6 +41,11 @@ record() {
   rec geglu_train_bf16 90 --workload geglu --variants eager,compile,liger "${HF[@]}" --dtype bf16 --train
 }
 
+record_hf() {
+  rec hf_geglu_bf16 240 --workload geglu --variants eager,compile,liger,fuselens-gating,fuselens --batch 64 --seq 128 \
+    --d-model 768 --hidden 3072 --dtype bf16 --measure-bytes
+}
+
 record_fuselens() {
   local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072)
   rec hf_geglu_bf16_fuselens 120 --workload geglu --variants fuselens-gating,fuselens "${HF[@]}" --dtype bf16 --measure-bytes
@@ -77,7 +82,7 @@ bench() {
 
 for step in "$@"; do
   case $step in
-    facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-fuselens) record_fuselens ;; check) check ;;
+    facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-fuselens) record_fuselens ;; check) check ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;
   esac
