@@ -230,9 +230,7 @@ GATED_CONFIGS = [
     _gcfg(128, 128, 64, 4, 8, group_m=16),
     # Run 9b also timed 16 warps (100 registers, four warps per scheduler for the epilogue): 127 us, slower; the
     # gelu_tanh epilogue (12.7 us) is bound by the SM's 16 MUFU ops per clock, not by latency.
-    # Deeper K steps (fewer barrier waits per tile) and shallower ones (more stages in flight), both 229/205 KB:
-    _gcfg(128, 128, 128, 2, 8),
-    _gcfg(128, 128, 32, 7, 8),
+    # Run 9d: BK 128 with 2 stages 146 us, BK 32 with 7 stages 124 us: both slower than BK 64 with 4 stages.
 ]
 _gated_tuned = autotune(configs=GATED_CONFIGS, key=["M", "N", "K"])(fuselens_dual_gemm_glu_kernel)
 _dual_tuned = autotune(configs=DUAL_CONFIGS, key=["M", "N", "K"])(fuselens_dual_gemm_glu_2dot_kernel)
@@ -259,7 +257,13 @@ def usable(x: torch.Tensor, *weights: torch.Tensor) -> bool:
         return False
     if interpreting():
         return x.device.type == "cpu"
-    return x.is_cuda and torch.cuda.get_device_capability(x.device)[0] >= 9
+    return x.is_cuda and _sm_major(x.device.index or 0) >= 9
+
+
+@functools.lru_cache(maxsize=8)
+def _sm_major(device_index: int) -> int:
+    # cached: torch.cuda.get_device_capability costs ~3 us of host time per call (run 9d, scripts/host_overhead.py)
+    return torch.cuda.get_device_capability(device_index)[0]
 
 
 def interleave_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:

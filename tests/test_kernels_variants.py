@@ -93,3 +93,21 @@ def test_bench_and_sweep_entry_points_reach_every_tuner():
     assert hopper_gemm._gated_tuned.configs == hopper_gemm.GATED_CONFIGS
     if not ON_GPU:
         assert sweep.main([]) == 3  # no sm_90 GPU: a one-line error and exit code 3
+
+
+def test_fuselens_ops_refuse_gradients_and_record_once():
+    """The ops have no backward: with grad mode on and an input that requires grad they raise one clear error
+    (PyTorch's fallback would otherwise run a backward with wrong gradients). Under no_grad each call is ONE
+    `fuselens::` cpu_op with its input dims in a profiler trace (the Autograd kernel redispatches, not re-calls)."""
+    from kernels import ops
+
+    g = torch.randn(4, 8, device=DEVICE, requires_grad=True)
+    u = torch.randn(4, 8, device=DEVICE)
+    with pytest.raises(RuntimeError, match="inference-only"):
+        ops.glu_gating(g, u, "gelu_tanh")
+    with torch.profiler.profile(record_shapes=True) as prof, torch.no_grad():
+        out = ops.glu_gating(g, u, "gelu_tanh")
+    events = [e for e in prof.events() if e.name == "fuselens::glu_gating"]
+    assert len(events) == 1 and events[0].input_shapes[:2] == [[4, 8], [4, 8]]
+    ref = F.gelu(g.detach().double(), approximate="tanh") * u.double()
+    assert rel_err(out, ref) < 1e-5
