@@ -11,7 +11,7 @@ which figures are estimates).
 
 Every string that comes from a trace (kernel, op and file names, labels) is escaped for the output format: HTML
 escaping in HTML (and in chart labels, which Plotly renders as HTML), backslash/entity escaping in Markdown, and a
-leading quote in CSV cells that a spreadsheet would run as a formula.
+leading quote in CSV cells that a spreadsheet would run as a formula (`analyzer.cells.spreadsheet_safe`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import io
 import math
 import time
 
+from analyzer.cells import spreadsheet_safe
 from analyzer.diff import BYTES_RULE, ESTIMATES
 from analyzer.diff_facts import diff_context, fmt_bytes, fmt_us, short_name, workload_parts
 
@@ -62,13 +63,13 @@ def fusions_csv(diff) -> str:
         for f in cd.fusions + cd.swaps + cd.kernel_choices:
             w.writerow(
                 [
-                    csv_cell(cd.label),
-                    csv_cell(f.kind),
-                    csv_cell(f.fused_kernel),
-                    csv_cell(" + ".join(f.replaces)),
-                    csv_cell("+".join(f.ops)),
+                    _text_cell(cd.label),
+                    _text_cell(f.kind),
+                    _text_cell(f.fused_kernel),
+                    _text_cell(" + ".join(f.replaces)),
+                    _text_cell("+".join(f.ops)),
                     f.count_per_step,
-                    csv_cell("; ".join(_inter_text(i) for i in f.intermediates)),
+                    _text_cell("; ".join(_inter_text(i) for i in f.intermediates)),
                     _num_cell(f.bytes_avoided_per_step),
                     _num_cell(f.base_time_us_per_step),
                     _num_cell(f.candidate_time_us_per_step),
@@ -78,10 +79,9 @@ def fusions_csv(diff) -> str:
     return buf.getvalue()
 
 
-def csv_cell(s) -> str:
-    """A text cell a spreadsheet will not evaluate: leading = + - @ (and tab / CR) get a quote in front."""
-    s = " ".join(str(s).split()) if s is not None else ""
-    return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+def _text_cell(s) -> str:
+    """A text cell on one line (whitespace runs flattened to one space) that a spreadsheet will not evaluate."""
+    return spreadsheet_safe(" ".join(str(s).split()) if s is not None else "")
 
 
 def _num_cell(x) -> str:

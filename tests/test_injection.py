@@ -40,7 +40,33 @@ FORMULAS = ("=cmd|' /C calc'!A0", "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0"
 PAYLOADS = (SCRIPT, IMG, MD_LINK, PIPE, *FORMULAS, BREAKOUT, "**b** _i_ `c` # h ~~s~~ <!-- x")
 LABELS = [IMG + "|x", "=cmd|' /C calc'!A0"]  # base, candidate: the CSV carries the candidate's
 FILE_NAME = SCRIPT + ".json"
-CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+CSV_FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # ASCII, then full-width ＝ ＋ － ＠
+CSV_LEADING = ("\t", "\r", "\n")  # a cell starting with one of these is quoted whatever follows
+CSV_TRIMMABLE = " \t\r\n\u00a0\u3000\u200b\ufeff"  # what an importer may trim before it looks for a formula
+# Every way a text cell can start a formula (analyzer/cells.py): each ASCII starter, each full-width form, a starter
+# behind leading whitespace / tab / CR / LF / invisible characters, and a bare leading tab or CR.
+FORMULA_CELLS = (
+    "=1+1",
+    "+1+1",
+    "-1+1",
+    "@SUM(1,1)",
+    "\uff1d1+1",
+    "\uff0b1+1",
+    "\uff0d1+1",
+    "\uff20SUM(1,1)",
+    " =1+1",
+    "  \uff1d1+1",
+    "\t=1+1",
+    "\r=1+1",
+    "\n=1+1",
+    " \t\r\n@SUM(1,1)",
+    "\u00a0=1+1",
+    "\u3000\uff0b1+1",
+    "\u200b=1+1",
+    "\ufeff-1+1",
+    "\tcmd",
+    "\rcmd",
+)
 
 
 def hostile_trace(path: Path, hostile: bool = True) -> bytes:
@@ -249,9 +275,99 @@ def _assert_csv_inert(text: str) -> int:
                 continue  # a number ("-73.6") is data, not a formula
             except ValueError:
                 pass
-            assert not cell.startswith(CSV_FORMULA_START), f"CSV cell a spreadsheet would evaluate: {cell[:80]!r}"
+            assert not _runnable(cell), f"CSV cell a spreadsheet would evaluate: {cell[:80]!r}"
             checked += 1
     return checked
+
+
+def _runnable(cell: str) -> bool:
+    """What the tests take for a cell a spreadsheet could run (written out here, not imported from analyzer.cells)."""
+    return cell.startswith(CSV_LEADING) or cell.lstrip(CSV_TRIMMABLE).startswith(CSV_FORMULA_START)
+
+
+@pytest.mark.parametrize("text", FORMULA_CELLS, ids=ascii)
+def test_spreadsheet_safe_quotes_every_formula_start(text):
+    from analyzer.cells import spreadsheet_safe
+
+    assert _runnable(text)
+    assert spreadsheet_safe(text) == "'" + text  # one apostrophe in front, the text itself kept verbatim
+
+
+def test_spreadsheet_safe_leaves_text_and_numbers_alone():
+    import math
+
+    import numpy as np
+
+    from analyzer.cells import spreadsheet_safe
+
+    for text in ("gelu", "a=b", "x-1", "triton_poi_fused_add_0", "'=1+1", "", "   ", "[64×128] bf16 = 2 B"):
+        assert spreadsheet_safe(text) == text
+    for number in (-3.5, -1, 0, 2.0, np.float64(-3.5), np.int64(-7), True, None):
+        assert spreadsheet_safe(number) is number  # numbers stay numbers: never turned into text
+    assert math.isnan(spreadsheet_safe(float("nan")))
+
+
+def test_fusions_csv_neutralises_every_formula_start():
+    """The Compare page's CSV download (report.fusions_csv) with every formula start as candidate label, kind, fused
+    kernel, replaced kernel and op: each cell is quoted; the real negative time saved stays a number."""
+    from dataclasses import replace
+
+    from analyzer.report import fusions_csv
+
+    diff = runs(False)[2]
+    real = diff.candidates[0]
+    slower = next(f for f in real.fusions if f.time_saved_us_per_step < 0)  # the compiled block is slower here
+    cands = [
+        replace(
+            real,
+            label=text,
+            fusions=[replace(slower, kind=text, fused_kernel=text, replaces=[text], ops=[text])],
+            swaps=[],
+            kernel_choices=[],
+        )
+        for text in FORMULA_CELLS
+    ]
+    rows = list(csv.DictReader(io.StringIO(fusions_csv(replace(diff, candidates=cands)))))
+    assert len(rows) == len(FORMULA_CELLS)
+    for text, row in zip(FORMULA_CELLS, rows, strict=True):
+        flat = " ".join(text.split())  # the report puts every cell on one line
+        want = "'" + flat if _runnable(flat) else flat
+        for col in ("candidate", "kind", "fused_kernel", "replaces", "ops"):
+            assert row[col] == want, (col, text)
+            assert not _runnable(row[col]), (col, text)
+        saved = row["time_saved_us_per_step"]
+        assert saved.startswith("-") and float(saved) == pytest.approx(slower.time_saved_us_per_step), saved
+    assert _assert_csv_inert(fusions_csv(replace(diff, candidates=cands))) > 0
+
+
+def test_kernels_csv_neutralises_every_formula_start():
+    """The Kernels page's CSV export (kernels_table.csv_bytes) with every formula start as run label, kernel and op
+    name: each cell is quoted, verbatim; negative numbers stay numbers, also in a column of Python objects."""
+    import pandas as pd
+
+    from analyzer.figures import kernels_table as kt
+
+    real = runs(False)[0].kernels
+    n = len(FORMULA_CELLS)
+    kernels = real.iloc[[i % len(real) for i in range(n)]].reset_index(drop=True)  # real rows, one per payload
+    kernels["name"] = list(FORMULA_CELLS)
+    kernels["op_name"] = list(reversed(FORMULA_CELLS))
+    kernels["achieved_gbps"] = -3.5  # a float column
+    # a column of Python objects: csv_bytes maps it through the helper, its numbers must come out as numbers
+    kernels["bytes_per_call"] = pd.Series([-2.25 if i % 2 else None for i in range(n)], dtype=object)
+    kernels.loc[0, "shapes"] = "[1]\r=cmd|' /C calc'!A0"  # a CR inside a cell must not start a row a spreadsheet reads
+    view = kt.kernels_view([(label, kernels.iloc[[i]]) for i, label in enumerate(FORMULA_CELLS)])
+    rows = list(csv.DictReader(io.StringIO(kt.csv_bytes(view).decode("utf-8-sig"))))
+    assert len(rows) == len(FORMULA_CELLS)
+    assert sorted(r["kernel"] for r in rows) == sorted("'" + t for t in FORMULA_CELLS)
+    assert sorted(r["op"] for r in rows) == sorted("'" + t for t in FORMULA_CELLS)
+    assert sorted(r["run"] for r in rows) == sorted("'" + t for t in FORMULA_CELLS)
+    for r in rows:
+        assert r["GB/s (est.)"] == "-3.5"
+        assert r["bytes/call (est.)"] in ("-2.25", "")
+    assert {r["bytes/call (est.)"] for r in rows} == {"-2.25", ""}
+    assert "[1]\r=cmd|' /C calc'!A0" in {r["shapes"] for r in rows}  # one quoted cell, not a new row
+    assert _assert_csv_inert(kt.csv_bytes(view).decode("utf-8-sig")) > 0
 
 
 def test_fusions_csv_neutralises_formulas():

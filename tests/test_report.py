@@ -7,13 +7,15 @@ import copy
 import csv
 import io
 import re
+from dataclasses import replace
 
 import pytest
 
+from analyzer.cells import spreadsheet_safe
 from analyzer.diff import diff_runs
 from analyzer.figures.compare import category_time_figure, fusion_groups_figure, time_breakdown_figure
 from analyzer.figures.theme import CATEGORY_COLORS, chart_title, label, short_name
-from analyzer.report import csv_cell, fusions_csv, md_escape, report_html, report_markdown
+from analyzer.report import fusions_csv, md_escape, report_html, report_markdown
 from analyzer.summary import summarize
 from tests.conftest import SAMPLE_TRACES, TRACES, loaded_trace
 from tests.test_diff import sample_summary, summary_of
@@ -146,9 +148,29 @@ def test_csv_neutralises_formulas(hostile):
     assert fused == ["'" + SCRIPT + FORMULA] or all(not c.startswith(("=", "+", "-", "@")) for c in fused)
     for r in rows[1:]:
         for cell in r:
-            assert not cell.startswith(("=", "+", "@")) and not (cell.startswith("-") and not _is_number(cell))
-    assert csv_cell("=1+1") == "'=1+1" and csv_cell("@SUM(A1)") == "'@SUM(A1)" and csv_cell("+1") == "'+1"
-    assert csv_cell("-2+3") == "'-2+3" and csv_cell("gelu") == "gelu"
+            assert not cell.lstrip().startswith(FORMULA_START) or _is_number(cell)
+    ok = spreadsheet_safe
+    assert ok("=1+1") == "'=1+1" and ok("@SUM(A1)") == "'@SUM(A1)" and ok("+1") == "'+1"
+    assert ok("-2+3") == "'-2+3" and ok("gelu") == "gelu"
+    assert ok("\uff1d1+1") == "'\uff1d1+1" and ok("\uff0b1") == "'\uff0b1" and ok("\uff0d1") == "'\uff0d1"
+    assert ok("\uff20SUM(A1)") == "'\uff20SUM(A1)" and ok(" =1") == "' =1" and ok("\t=1") == "'\t=1"
+    assert ok(-3.5) == -3.5 and isinstance(ok(-3.5), float)
+
+
+FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # ASCII and full-width ＝ ＋ － ＠
+
+
+@pytest.mark.parametrize(
+    "label", ["=1+1", "+1", "-1+1", "@SUM(A1)", "\uff1d1+1", "\uff0b1", "\uff0d1", "\uff20SUM(A1)"]
+)
+def test_csv_neutralises_ascii_and_full_width_labels(hf4, label):
+    """The CSV download of a real diff whose candidates are labelled with a formula start (ASCII or full-width ＝ ＋
+    － ＠, bare or behind whitespace): the label cell is quoted, the time and byte columns stay numbers."""
+    cands = [replace(cd, label=lead + label) for cd, lead in zip(hf4.candidates, ("", " ", "\t"), strict=False)]
+    rows = list(csv.DictReader(io.StringIO(fusions_csv(replace(hf4, candidates=cands)))))
+    assert rows and {r["candidate"] for r in rows} == {"'" + label}  # leading whitespace is trimmed, the label quoted
+    numbers = [r[c] for r in rows for c in r if c.endswith("_per_step") and r[c]]
+    assert numbers and all(_is_number(x) for x in numbers)
 
 
 def _is_number(s: str) -> bool:

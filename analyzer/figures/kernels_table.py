@@ -2,8 +2,8 @@
 
 Why `csv_bytes` rewrites cells: a kernel or op name from an uploaded trace such as `=HYPERLINK(…)` or
 `=cmd|' /C calc'!A0` would run as a formula when the CSV is opened in Excel / LibreOffice / Sheets. Every text cell
-starting with = + - @ (or a tab / carriage return, which some spreadsheets skip first) gets a leading apostrophe,
-the OWASP "CSV injection" remedy; numbers stay numbers.
+is passed through `analyzer.cells.spreadsheet_safe` (formula starters, full-width forms included, get a leading
+apostrophe; numbers stay numbers).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 
 import pandas as pd
+
+from analyzer.cells import spreadsheet_safe
 
 # Display order: where the time goes and how close to the roofs first, then what the kernel is. Units in names, like the schema; "(est.)" marks the estimates (bytes, FLOPs and what rests on them).
 COLUMNS = {
@@ -35,7 +37,6 @@ COLUMNS = {
     "cost_basis": "estimate basis",
 }
 TEXT_COLUMNS = ("run", "name", "category", "library", "ops", "op_name", "shapes", "dtypes", "cost_basis")
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # incl. full-width
 
 
 def kernels_view(tables: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
@@ -91,25 +92,22 @@ def filter_view(
     return df[mask]
 
 
-def neutralize(value: object) -> object:
-    """A text cell made inert for spreadsheets; other values unchanged."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
-
-
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def csv_bytes(df: pd.DataFrame, *, rename: bool = True) -> bytes:
-    """UTF-8 CSV (with BOM, so Excel reads µ correctly) of `df`, formula injection neutralised, controls dropped."""
+    """UTF-8 CSV (with BOM, so Excel reads µ correctly) of `df`, formula injection neutralised, controls dropped.
+
+    Rows end in CRLF (RFC 4180): with pandas' default "\n" a cell holding a bare CR is written unquoted, and a
+    spreadsheet that breaks the row there would see what follows the CR (say `=1+1`) as a new, un-neutralised cell.
+    With CRLF the csv writer quotes every cell that holds a CR or LF."""
     out = df.copy()
     for c in out.columns:
         if out[c].dtype == object or pd.api.types.is_string_dtype(out[c]):
-            out[c] = out[c].map(lambda v: neutralize(_CONTROL.sub("", v)) if isinstance(v, str) else v)
+            out[c] = out[c].map(lambda v: spreadsheet_safe(_CONTROL.sub("", v)) if isinstance(v, str) else v)
     if rename:
         out = out.rename(columns=COLUMNS)
-    return out.to_csv(index=False).encode("utf-8-sig")
+    return out.to_csv(index=False, lineterminator="\r\n").encode("utf-8-sig")
 
 
 def _base_name(name: str) -> str:
