@@ -198,8 +198,8 @@ def _scfg(bm, bn, bk, stages, warps, group_m=8, subtile=False, pps=1):
 
 
 # Run 9 (H100, kernels.sweep, bench/results/sweep_h100_80gb_hbm3.md): with no activation every 128 x 256 config
-# runs at cuBLAS speed (62-64 us vs 62.4 for F.linear); the libdevice-erf epilogue added ~40-55 us, which is what
-# run 5 saw. The epilogue runs on the 8 warps of one program per SM, so its instruction count, not HBM, is its cost:
+# runs at cuBLAS speed (62-64 us vs 62.4 for F.linear); the libdevice-erf epilogue adds 35-66 us (run 9b), which
+# is what run 5 saw. The epilogue runs on the 8 warps of one program per SM, so its instruction count, not HBM, is its cost:
 # erff is ~64 SASS instructions per element (both branches, range checks), kernels.gating._gelu_erf_f32 ~17.
 # Registers and shared memory from Triton 3.6 for sm_90 (compiled without a GPU, cuobjdump -res-usage): 128 x 256
 # tiles take 165-187 registers and no stack with the new GELU (libdevice: 255 + 64-72 B of spills).
