@@ -14,8 +14,12 @@ strongest evidence available (docs/DIFF.md has the full rule):
            (a user's @triton.jit kernel whose name says nothing). Several: the nearest one.
 3. data flow — a baseline kernel still unclaimed whose output feeds a group member, or which reads a member's output,
            joins that group (FuseLens gating: '_gating_kernel' sits where mul was; gelu, two kernels earlier, feeds
-           mul). A matched GEMM whose candidate names an epilogue op ('…gemm_relu…') absorbs the pointwise kernel
-           its output feeds.
+           mul). A matched GEMM whose candidate names an epilogue op ('…gemm_relu…') that its baseline GEMM does not
+           absorbs the pointwise kernel its output feeds.
+
+A claim needs evidence, never mere neighbourhood: a candidate kernel the baseline also runs (same name) replaces
+nothing (two ranks of one job: their left-over copies are added and removed work); a vendor kernel replaces one op
+call per op it computes; a member claimed by position alone must pass a tensor to or from another member.
 
 Bytes avoided (per group): a tensor that one group member writes and another member reads is an intermediate the
 fused kernel never materializes: its size × (1 write + 1 read per reading member). Tensors flowing into or out of
@@ -41,6 +45,7 @@ _SIDE_ROLES = ("memop", "helper")
 MAX_CLAIM_DISTANCE = 24  # not the work of an op call: never a fusion member on their own evidence
 EXTRA_ANCHORS = 2  # see module doc, evidence 1
 FLOW_LOOKBACK = 8  # kernels between a producer and its reader; HF GEGLU eager: gelu -> mul is 2 apart
+_POSITION = "position: new work between the same matched kernels"
 
 
 @dataclass
@@ -121,11 +126,17 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     sources = {j: _cand_sources(c_rows[j]) for j in left_c}
     all_ops = {j: frozenset().union(*(ops for _, ops in sources[j])) if sources[j] else frozenset() for j in sources}
 
-    caps = {j: _claim_cap(c_rows[j]) for j in left_c}
+    base_names = frozenset(r.name for r in b_rows if r.kind == "kernel")
+    caps = {j: _claim_cap(c_rows[j], base_names) for j in left_c}
     n_claims = dict.fromkeys(left_c, 0)
+    spent: dict[int, dict[str, int]] = {}  # capped cand pos -> op it computes -> op call whose kernel took it
 
-    def room(j: int) -> bool:
-        return caps[j] is None or n_claims[j] < caps[j]
+    def room(j: int, i: int | None = None) -> bool:
+        if caps[j] is None:
+            return True
+        if n_claims[j] >= caps[j]:
+            return False
+        return i is None or _ops_free(spent.get(j, {}), _base_ops(b_rows[i]), b_rows[i].op_index)
 
     rank: dict[int, int] = {}  # base pos -> its place in claim's order
     first_rank: dict[int, int] = {}  # cand pos -> rank of its first claim
@@ -135,6 +146,8 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
         first_rank.setdefault(j, rank[i])
         claim[i] = (j, how)
         n_claims[j] += 1
+        if caps[j] is not None:
+            spent.setdefault(j, {}).update(dict.fromkeys(_base_ops(b_rows[i]), b_rows[i].op_index))
 
     # 1. ops evidence, nearest pairs first (a capped candidate keeps the baseline kernel closest to it). Only
     #    baseline kernels within MAX_CLAIM_DISTANCE of j's base coordinate can qualify: found by bisection (the
@@ -142,7 +155,7 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     base_ops = {i: _base_ops(b_rows[i]) for i in left_b}
     pairs = []
     for j in left_c:
-        if not all_ops[j]:
+        if not all_ops[j] or caps[j] == 0:
             continue  # no ops named: nothing can be covered (a non-empty set is never <= the empty set)
         lo, hi = al.base_window(j, EXTRA_ANCHORS)
         cj = coord[j]
@@ -159,7 +172,7 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
                 continue
             pairs.append((d, -j, i, j))
     for _, _, i, j in sorted(pairs):
-        if i in claim or not room(j):
+        if i in claim or not room(j, i):
             continue
         ops_b = base_ops[i]
         labels = [lbl for lbl, ops in sources[j] if ops_b & ops]
@@ -170,6 +183,7 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     #    Within one gap a candidate's base coordinate grows with its position, so the nearest one is a neighbour of
     #    i in that order (bisection), not a scan of the gap.
     opaque = [j for j in left_c if not all_ops[j] and c_rows[j].kind == "kernel" and not _vendor(c_rows[j])]
+    opaque = [j for j in opaque if caps[j] != 0]
     by_gap: dict[int, tuple[list[float], list[int]]] = {}
     for j in opaque:  # increasing j: coordinates increase within a gap
         cs, js = by_gap.setdefault(bisect.bisect_left(al.anchors_c, j), ([], []))
@@ -182,8 +196,8 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
         if hit is None:
             continue
         j = _nearest(i, *hit)
-        if j is not None:
-            take(i, j, "position: new work between the same matched kernels")
+        if j is not None and room(j, i):
+            take(i, j, _POSITION)
 
     # 3. data flow into / out of a group whose kernel is a fused one (not capped: an eager op's kernel does one op).
     #    Rounds: each sees the members as they were when it began (claims made in a round join in the next), the
@@ -221,21 +235,26 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
         g = groups_by_c.setdefault(j, Group(fused=[j], members=[]))
         g.members.append(i)
         g.evidence[i] = how
+    for j, g in groups_by_c.items():
+        for i in _unlinked(g, b_rows, coord[j]):
+            g.members.remove(i)
+            del g.evidence[i], claim[i]
 
     # 3b. a matched GEMM whose candidate kernel names an epilogue op absorbs the pointwise kernel it feeds
     pair_of_b = {p[0]: p for p in al.pairs}
     absorbed: set[tuple[int, int, str]] = set()
     for i in left_b:
-        if i in claim:
-            continue
+        if i in claim or b_rows[i].is_gemm or b_rows[i].role in _SIDE_ROLES:
+            continue  # an epilogue is pointwise work: a GEMM or a split-K reduction is not one
         ops_i = _base_ops(b_rows[i])
         for p in range(i - 1, max(-1, i - FLOW_LOOKBACK - 1), -1):
             pr = pair_of_b.get(p)
             if pr is None or not b_rows[p].is_gemm or not _feeds(b_rows[p], b_rows[i]):
                 continue
             cj = pr[1]
-            c_ops = c_rows[cj].name_ops | c_rows[cj].op_ops | c_rows[cj].classify_ops
-            if ops_i and ops_i <= c_ops and "mm" in c_ops:
+            if abs(al.base_coord(cj, n_c, n_b) - p) > FLOW_LOOKBACK:
+                continue  # a 'reordered' pair from elsewhere in the step (same M, N, K): not this call's GEMM
+            if ops_i and ops_i <= _epilogue_ops(c_rows[cj], b_rows[p]):
                 g = groups_by_c.get(cj) or Group(fused=[cj], members=[p])
                 g.evidence.setdefault(p, "GEMM with the same M, N, K; its epilogue now does the work")
                 g.members = sorted({*g.members, i})
@@ -266,6 +285,20 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
         unmatched_c=[j for j in left_c if j not in groups_by_c],
         pairs=pairs,
     )
+
+
+def _unlinked(g: Group, b_rows: list, coord: float) -> list[int]:
+    """Members a group must give back: those claimed by position alone that no tensor links to another member. Sitting
+    in the same gap is no evidence that two left-over kernels were fused into one (Qwen H100 with its embedding's
+    index_select kernel renamed to a bare user kernel and the arange beside it gone: the user kernel "fused" both).
+    If no member is linked, the nearest one stays: one kernel replaced by one, a swap."""
+    if len(g.members) < 2:
+        return []
+    linked = {x for p, c, _ in flow_edges(b_rows, g.members) for x in (p, c)}
+    loose = [m for m in g.members if g.evidence[m] == _POSITION and m not in linked]
+    if len(loose) == len(g.members):
+        loose.remove(min(loose, key=lambda m: (abs(m - coord), m)))
+    return loose
 
 
 def _nearest(i: int, coords: list[float], js: list[int]) -> int | None:
@@ -357,10 +390,16 @@ def _vendor(row) -> bool:
     return bool(lib) and not lib.startswith("Triton")
 
 
-def _claim_cap(row) -> int | None:
-    """How many baseline kernels one candidate kernel may replace: a vendor kernel computes its library call and
-    nothing more (an eager aten::mul kernel replaces one mul kernel: a swap; cuBLAS 'gemm_relu' replaces mm + relu),
-    a memcpy/memset one op; Triton kernels have no cap."""
+def _claim_cap(row, base_names: frozenset[str]) -> int | None:
+    """How many baseline kernels one candidate kernel may replace: none if the baseline runs a kernel of that name
+    too (an extra copy of old work, not new work); a vendor kernel computes its library call and nothing more (an
+    eager aten::mul kernel replaces one mul kernel: a swap; cuBLAS 'gemm_relu' replaces mm + relu); a memcpy/memset
+    one op; Triton kernels have no cap."""
+    if row.name in base_names:
+        # two ranks of one job run the same kernels, a few more or fewer per step (HTA trace_filter: 577 vs 552):
+        # their left-over copies are added and removed work. Claiming let them "replace" their neighbours: 78 swaps,
+        # and a user kernel's extra copy fused the two GEMMs of its gap
+        return 0
     if row.kind != "kernel":
         return 1
     op = str(row.op_name or "")
@@ -369,6 +408,29 @@ def _claim_cap(row) -> int | None:
     if _vendor(row):
         return max(1, len(row.classify_ops | row.name_ops))
     return None
+
+
+def _ops_free(spent: dict[str, int], ops: frozenset[str], call: int) -> bool:
+    """May a capped candidate kernel take one more baseline kernel computing `ops` (of op call `call`)? Each op it
+    computes replaces one op call: cuBLAS 'gemm_relu' takes an mm and a relu, but an addmm kernel never takes two
+    addmm calls (two ranks of one job: 2 of 6 spurious fusions were that) nor an mm and an addmm. Kernels of one op
+    call share its ops (an eager layer_norm's two kernels)."""
+    return all(op not in spent or (call >= 0 and spent[op] == call) for op in ops)
+
+
+def _epilogue_ops(c_row, b_gemm) -> frozenset[str]:
+    """Ops a candidate GEMM kernel names beyond the baseline GEMM it is paired with, source by source (kernel name,
+    launching op, classifier): what its epilogue may have absorbed ('…gemm_bf16…_gelu_bias' for an addmm: gelu; an
+    addmm for an mm: add). A GEMM paired with its own twin absorbs nothing: on two ranks of one job, 4 of 6 spurious
+    fusions were a matched GEMM "absorbing" the next GEMM its output fed, and a Tensile '…_Bias_…' kernel names an
+    add whatever its call does."""
+    c_ops = c_row.name_ops | c_row.op_ops | c_row.classify_ops
+    if "mm" not in c_ops:
+        return frozenset()
+    extra = (
+        (c_row.name_ops - b_gemm.name_ops) | (c_row.op_ops - b_gemm.op_ops) | (c_row.classify_ops - b_gemm.classify_ops)
+    )
+    return extra - {"mm"}
 
 
 def _feeds(producer, reader) -> bool:

@@ -94,6 +94,19 @@ def test_public_pair_exit_0():
     assert doc["fusions"] == [] and doc["hbm_bytes_avoided_per_step"] == 0
 
 
+def test_two_ranks_of_one_job_show_no_fusion():
+    """Rank 0 vs rank 1 of one job (HTA trace_filter): the same program, so nothing fused. It printed 6 fusions and
+    734,134,272 B avoided; the kernels one rank ran more of are unmatched work."""
+    p = run_cli(TRACES["hta_filter_rank0"], TRACES["hta_filter_rank1"], "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["kernels_per_step"] == [577, 552]
+    assert doc["fusions"] == [] and doc["n_fusions"] == 0 and doc["hbm_bytes_avoided_per_step"] == 0
+    assert doc["unmatched"]["base"] and doc["unmatched"]["candidate"]
+    text = run_cli(TRACES["hta_filter_rank0"], TRACES["hta_filter_rank1"]).stdout
+    assert "fusion:" not in text and "HBM traffic avoided/step: 0 B" in text
+
+
 def _one_line_error(p: subprocess.CompletedProcess) -> str:
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert "Traceback" not in p.stderr
