@@ -17,7 +17,7 @@ import triton.language as tl
 
 from kernels._triton_util import autotune, interpreting
 from kernels.gating import ACTIVATIONS, _act_f32, act_id
-from kernels.gemm_act import IMPLS, _grouped_tile, check_gemm_inputs, dot_flags
+from kernels.gemm_act import CONFIGS_SMALL_M, IMPLS, _cfg, _grouped_tile, check_gemm_inputs, dot_flags, prune_by_m
 
 
 @triton.jit
@@ -59,35 +59,20 @@ def fuselens_dual_gemm_glu_ptr_kernel(
     tl.store(out_ptrs, h.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def _cfg(bm, bn, bk, stages, warps, group_m=8):
-    return triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m}, num_stages=stages, num_warps=warps)
-
-
 # Two B tiles per step: 128 x 128 x 64 with 3 stages = (16 + 16 + 16) KB x 3 = 144 KB of shared memory (H100: 227 KB).
+# Decode tiles (M <= 64) and the M-based pruning are gemm_act's.
 CONFIGS_LARGE_M = [
     _cfg(128, 128, 64, 3, 8),
     _cfg(128, 128, 64, 4, 8),
     _cfg(128, 64, 64, 4, 4),
     _cfg(64, 128, 64, 4, 4),
 ]
-CONFIGS_SMALL_M = [
-    _cfg(16, 64, 128, 4, 4, 1),
-    _cfg(16, 32, 256, 4, 4, 1),
-    _cfg(32, 64, 128, 4, 4, 1),
-    _cfg(64, 64, 128, 4, 4, 1),
-]
-
-
-def _prune(configs, named_args, **kwargs):
-    small = named_args["M"] <= 64
-    keep = [c for c in configs if (c.kwargs["GROUP_M"] == 1) == small]
-    return keep or configs
 
 
 _dual_gemm_tuned = autotune(
     configs=CONFIGS_LARGE_M + CONFIGS_SMALL_M,
     key=["M", "N", "K"],
-    prune_configs_by={"early_config_prune": _prune},
+    prune_configs_by={"early_config_prune": prune_by_m},
 )(fuselens_dual_gemm_glu_ptr_kernel)
 
 _INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}

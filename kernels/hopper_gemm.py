@@ -79,7 +79,6 @@ def fuselens_dual_gemm_glu_kernel(
     M, N, K,
     ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-    PPS: tl.constexpr,
 ):  # fmt: skip
     """Gated MLP up-projection from an interleaved weight: row 2j of wgu is gate row j, row 2j+1 is up row j.
 
@@ -89,7 +88,7 @@ def fuselens_dual_gemm_glu_kernel(
     so the reshape + split in the epilogue moves no data between threads."""
     num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
-    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS * PPS, flatten=True):
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = _grouped_tile(tile_id, M, N, BM, BN, GROUP_M)
         off_m = pid_m * BM
         acc = tl.zeros((BM, 2 * BN), dtype=tl.float32)
@@ -112,7 +111,7 @@ def fuselens_gemm_bias_act_kernel(
     M, N, K,
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-    SUBTILE: tl.constexpr, PPS: tl.constexpr,
+    SUBTILE: tl.constexpr,
 ):  # fmt: skip
     """act(X W^T + b), one accumulator. Run 3 timed the shared two-accumulator kernel above at 107 us for the plain
     MLP's first layer (cuBLAS + bias: 61 us); run 4 timed this one at 106 us with 128 x 128 tiles chosen, while the
@@ -121,7 +120,7 @@ def fuselens_gemm_bias_act_kernel(
     so 128 x 256 tiles fit with 3-4 pipeline stages."""
     num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
-    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS * PPS, flatten=True):
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = _grouped_tile(tile_id, M, N, BM, BN, GROUP_M)
         off_m = pid_m * BM
         off_n = pid_n * BN
@@ -188,9 +187,9 @@ DUAL_CONFIGS = [
 ]
 
 
-def _scfg(bm, bn, bk, stages, warps, group_m=8, subtile=False, pps=1):
+def _scfg(bm, bn, bk, stages, warps, group_m=8, subtile=False):
     return triton.Config(
-        {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m, "SUBTILE": subtile, "PPS": pps},
+        {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m, "SUBTILE": subtile},
         num_stages=stages,
         num_warps=warps,
         pre_hook=_set_single_block_shapes,
@@ -203,8 +202,8 @@ def _scfg(bm, bn, bk, stages, warps, group_m=8, subtile=False, pps=1):
 # erff is ~64 SASS instructions per element (both branches, range checks), kernels.gating._gelu_erf_f32 ~17.
 # Registers and shared memory from Triton 3.6 for sm_90 (compiled without a GPU, cuobjdump -res-usage): 128 x 256
 # tiles take 165-187 registers and no stack with the new GELU (libdevice: 255 + 64-72 B of spills).
-# PPS = 2 (two programs of one warpgroup per SM, so one's epilogue overlaps the other's wgmma) measured slower in
-# run 9 (126-155 us: two stages and 64-row tiles do not feed the tensor cores); the knob stays for other shapes.
+# Two programs of one warpgroup per SM (so one's epilogue overlaps the other's wgmma) measured slower in run 9a
+# (126-155 us: two stages and 64-row tiles do not feed the tensor cores), so the grid stays one program per SM.
 SINGLE_CONFIGS = [
     _scfg(128, 256, 64, 3, 8),  # 214 KB of shared memory
     _scfg(128, 256, 64, 3, 8, subtile=True),  # 181 KB
@@ -214,9 +213,9 @@ SINGLE_CONFIGS = [
 ]
 
 
-def _gcfg(bm, bn, bk, stages, warps, group_m=8, pps=1):
+def _gcfg(bm, bn, bk, stages, warps, group_m=8):
     return triton.Config(
-        {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m, "PPS": pps},
+        {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m},
         num_stages=stages,
         num_warps=warps,
         pre_hook=_set_gated_block_shapes,
@@ -311,10 +310,10 @@ def persistent_gated(x, w_gate, w_up, act_id: int) -> torch.Tensor:
     args = (x_desc, wgu_desc, out_desc, M, N, K)
     if interpreting():
         grid = (min(4, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
-        fuselens_dual_gemm_glu_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0], PPS=1)
+        fuselens_dual_gemm_glu_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0])
         return out
     n_sms = _num_sms(x.device.index or 0)
-    grid = lambda m: (min(n_sms * m["PPS"], triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731
+    grid = lambda m: (min(n_sms, triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731
     _gated_tuned[grid](*args, **flags, NUM_SMS=n_sms)
     return out
 
@@ -332,10 +331,10 @@ def _single(x, w, bias, act_id, out):
     args = (x_desc, w_desc, out_desc, bias if bias is not None else x, M, N, K)
     if interpreting():
         grid = (min(4, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
-        fuselens_gemm_bias_act_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0], SUBTILE=subtile, PPS=1)
+        fuselens_gemm_bias_act_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0], SUBTILE=subtile)
         return out
     n_sms = _num_sms(x.device.index or 0)
-    grid = lambda m: (min(n_sms * m["PPS"], triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731
+    grid = lambda m: (min(n_sms, triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731
     _single_tuned[grid](*args, **flags, NUM_SMS=n_sms)
     return out
 

@@ -46,7 +46,7 @@ def _forced(tuner, cfg, fn):
 
 def _cfg_text(cfg) -> str:
     kw = cfg.kwargs
-    extra = "".join(f" {k}={kw[k]}" for k in ("GROUP_M", "SUBTILE", "PPS") if k in kw)
+    extra = "".join(f" {k}={kw[k]}" for k in ("GROUP_M", "SUBTILE") if k in kw)
     return f"{kw['BM']}x{kw['BN']}x{kw['BK']} w{cfg.num_warps} s{cfg.num_stages}{extra}"
 
 

@@ -110,7 +110,7 @@ def csv_bytes(df: pd.DataFrame, *, rename: bool = True) -> bytes:
     return out.to_csv(index=False, lineterminator="\r\n").encode("utf-8-sig")
 
 
-def _base_name(name: str) -> str:
+def base_name(name: str) -> str:
     """'void at::native::foo<4, bar>(int, …)' → 'at::native::foo': how ncu and Kineto names can still be matched."""
     s = str(name).strip()
     s = s[5:] if s.startswith("void ") else s
@@ -142,12 +142,12 @@ def measured_bytes(step_kernels: pd.DataFrame, ncu: dict) -> tuple[pd.DataFrame,
     else:
         by_name: dict[str, float] = {}
         for m in meas:
-            key = _base_name(m.get("kernel", ""))
+            key = base_name(m.get("kernel", ""))
             by_name[key] = (
                 by_name.get(key, 0.0) + float(m.get("dram_bytes_read", 0)) + float(m.get("dram_bytes_write", 0))
             )
         for name, grp in est.groupby("name", sort=False):
-            rows.append((name, grp["bytes"].sum(min_count=1), by_name.pop(_base_name(name), float("nan"))))
+            rows.append((name, grp["bytes"].sum(min_count=1), by_name.pop(base_name(name), float("nan"))))
         how = "by kernel name"
     df = pd.DataFrame(rows, columns=["kernel", "estimated_bytes", "measured_bytes"])
     df = df.groupby("kernel", sort=False, as_index=False).agg(

@@ -19,6 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from analyzer.figures.kernels_table import base_name
 from analyzer.figures.theme import CATEGORY_COLORS as _THEME_COLORS
 
 # The theme's category colours (same category, same colour in every FuseLens chart) plus one for CPU-op lanes.
@@ -104,13 +105,7 @@ def short_label(name: str, ops: str = "") -> str:
     """What fits inside a bar: the decoded ops ('gelu+mul'), else the kernel's base name without namespaces/templates."""
     if ops:
         return ops
-    s = str(name).strip()
-    s = s[5:] if s.startswith("void ") else s
-    for stop in ("<", "("):
-        i = s.find(stop)
-        if i > 0:
-            s = s[:i]
-    s = s.rsplit("::", 1)[-1]
+    s = base_name(name).rsplit("::", 1)[-1]
     return s if len(s) <= 28 else s[:27] + "…"
 
 
