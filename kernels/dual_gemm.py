@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from kernels._triton_util import autotune, interpreting
-from kernels.gating import ACTIVATIONS, _act_f32, act_id
+from kernels.gating import ACTIVATIONS, _act_f32, epilogue_act_id
 from kernels.gemm_act import CONFIGS_SMALL_M, IMPLS, _cfg, _grouped_tile, check_gemm_inputs, dot_flags, prune_by_m
 
 
@@ -100,17 +100,18 @@ def dual_gemm_gated(
         return out
     if K == 0:
         return out.zero_()  # act(0) * 0 = 0 for gelu_tanh and silu
+    act = epilogue_act_id(activation, x.dtype)
     if impl != "pointer":
         from kernels import hopper_gemm
 
         if hopper_gemm.usable(x, w_gate, w_up):
             if impl == "tma2":
-                return hopper_gemm.persistent_gemm(x, w_gate, w_up, None, act_id(activation))
-            return hopper_gemm.persistent_gated(x, w_gate, w_up, act_id(activation))
+                return hopper_gemm.persistent_gemm(x, w_gate, w_up, None, act)
+            return hopper_gemm.persistent_gated(x, w_gate, w_up, act)
         if impl != "auto":
             raise ValueError("dual_gemm_gated: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
     args = (x, w_gate, w_up, out, M, N, K, *x.stride(), *w_gate.stride(), *out.stride())
-    flags = {"ACT": act_id(activation), **dot_flags(x.dtype)}
+    flags = {"ACT": act, **dot_flags(x.dtype)}
     if interpreting():
         meta = _INTERP_META
         grid = (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)

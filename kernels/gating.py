@@ -47,6 +47,18 @@ def _rcp(d):
 
 
 @triton.jit
+def _tanh(x):
+    """tanh(x) for fp32 x: one MUFU.TANH (tanh.approx.f32, sm_75+) on a GPU; the interpreter takes the exp form.
+    Only the 16-bit GEMM epilogues use it (epilogue_act_id): its error is measured in kernels.sweep's accuracy
+    table and sits below a bf16 rounding step."""
+    if _ASM_RCP:
+        r = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        r = 2.0 / (1.0 + tl.exp(-2.0 * x)) - 1.0
+    return r
+
+
+@triton.jit
 def _gelu_erf_f32(g):
     """Exact (erf) GELU, g * Phi(g), as max(g, 0) - |g| Phi(-|g|), Phi(-|g|) = 0.5 erfc(|g| / sqrt 2): 12 fp32
     operations and two MUFU ops (rcp, exp2).
@@ -75,7 +87,7 @@ def _gelu_erf_f32(g):
 @triton.jit
 def _act_f32(g, ACT: tl.constexpr):
     """act(g) for fp32 g; ACT 0 = gelu_tanh, 1 = silu, 2 = gelu (erf, exact), 3 = identity, 4 = gelu via
-    libdevice erf (the pre-run-9 epilogue, for kernels.sweep)."""
+    libdevice erf (the pre-run-9 epilogue, for kernels.sweep), 5 / 6 = gelu_tanh / silu through tanh.approx."""
     if ACT == 0:
         # g * sigmoid(2 z); -2 z * log2(e) folded into one constant: 2 * 0.79788456 * 1.44269504 = 2.30220819
         z2 = 2.302208198 * (g + 0.044715 * g * g * g)
@@ -84,6 +96,12 @@ def _act_f32(g, ACT: tl.constexpr):
         out = g * _rcp(1.0 + tl.exp2(-1.4426950408889634 * g))
     elif ACT == 2:
         out = _gelu_erf_f32(g)
+    elif ACT == 5:  # gelu_tanh with one MUFU op: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+        hg = 0.5 * g
+        out = hg + hg * _tanh(g * (0.7978845608028654 + 0.035677408136300125 * g * g))
+    elif ACT == 6:  # silu with one MUFU op: g sigmoid(g) = 0.5 g (1 + tanh(g / 2))
+        hg = 0.5 * g
+        out = hg + hg * _tanh(hg)
     elif ACT == 4:  # libdevice erf: kept for kernels.sweep's before/after rows only
         out = 0.5 * g * (1.0 + tl.math.erf(g * 0.7071067811865476))
     else:
@@ -126,13 +144,30 @@ _CONFIGS = [
 ]
 _gating_kernel_tuned = autotune(configs=_CONFIGS, key=["n_elements", "ACT"])(fuselens_glu_gating_kernel)
 
-_ACT_IDS = {"gelu_tanh": 0, "silu": 1, "gelu": 2, "identity": 3, "gelu_libdevice": 4}
+_ACT_IDS = {
+    "gelu_tanh": 0, "silu": 1, "gelu": 2, "identity": 3, "gelu_libdevice": 4, "gelu_tanh_approx": 5, "silu_approx": 6,
+}  # fmt: skip
 
 
 def act_id(activation: str) -> int:
     if activation not in _ACT_IDS:
         raise ValueError(f"unknown activation {activation!r}; expected one of {sorted(_ACT_IDS)}")
     return _ACT_IDS[activation]
+
+
+# Why the GEMM epilogues take tanh.approx for 16-bit outputs: there the activation runs on the same warps as the
+# tensor-core main loop, after it, and the exp2 + rcp form costs two MUFU ops per element, at the SM's 16 per clock
+# (run 9b, H100: 12.7 us of the HF gated kernel's 119). tanh.approx is ONE MUFU op. Its error (measured on the H100,
+# kernels.sweep's accuracy table) is below half a bf16 step; CUTLASS's GELU_taylor epilogue and FasterTransformer
+# compute GELU this way. fp32 outputs, and the memory-bound gating kernel (where MUFU is idle), keep the exp2 form.
+_APPROX = {"gelu_tanh": "gelu_tanh_approx", "silu": "silu_approx"}
+
+
+def epilogue_act_id(activation: str, dtype: torch.dtype) -> int:
+    """The ACT id a GEMM epilogue uses for `activation` writing `dtype`."""
+    if dtype in (torch.float16, torch.bfloat16) and activation in _APPROX:
+        return act_id(_APPROX[activation])
+    return act_id(activation)
 
 
 def fused_gating(gate: torch.Tensor, up: torch.Tensor, activation: str = "gelu_tanh") -> torch.Tensor:

@@ -12,14 +12,20 @@ fp32 inputs use input_precision="ieee" so the result matches eager fp32 (no tf32
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
 
 from kernels._triton_util import autotune, check_device, interpreting
-from kernels.gating import _act_f32, act_id
+from kernels.gating import _act_f32, epilogue_act_id
 
 EPILOGUE_ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "identity")
+_TORCH_ACTS = {
+    "gelu": F.gelu, "gelu_tanh": partial(F.gelu, approximate="tanh"), "silu": F.silu, "identity": lambda t: t,
+}  # fmt: skip
 
 
 @triton.jit
@@ -155,18 +161,19 @@ def gemm_bias_act(
     out = torch.empty((M, N), device=x.device, dtype=x.dtype)
     if M == 0 or N == 0:
         return out
-    if K == 0:
-        out.copy_(torch.zeros_like(out) if bias is None else bias.expand(M, N))
-        return out
+    if K == 0:  # x @ W^T is all zeros, so the result is act(bias) in every row (act(0) = 0 for all four)
+        if bias is None:
+            return out.zero_()
+        return out.copy_(_TORCH_ACTS[activation](bias.float()).to(x.dtype).expand(M, N))
     if impl != "pointer":
         from kernels import hopper_gemm
 
         if hopper_gemm.usable(x, weight):
-            return hopper_gemm.persistent_gemm(x, weight, None, bias, act_id(activation))
+            return hopper_gemm.persistent_gemm(x, weight, None, bias, epilogue_act_id(activation, x.dtype))
         if impl == "tma":
             raise ValueError("gemm_bias_act: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
     args = (x, weight, bias if bias is not None else x, out, M, N, K, *x.stride(), *weight.stride(), *out.stride())
-    flags = {"HAS_BIAS": bias is not None, "ACT": act_id(activation), **dot_flags(x.dtype)}
+    flags = {"HAS_BIAS": bias is not None, "ACT": epilogue_act_id(activation, x.dtype), **dot_flags(x.dtype)}
     if interpreting():
         meta = _INTERP_META
         grid = (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)

@@ -79,13 +79,15 @@ def fuselens_dual_gemm_glu_kernel(
     M, N, K,
     ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+    ROWS: tl.constexpr,
 ):  # fmt: skip
-    """Gated MLP up-projection from an interleaved weight: row 2j of wgu is gate row j, row 2j+1 is up row j.
+    """Gated MLP up-projection from an interleaved weight (interleave_gate_up): blocks of ROWS gate rows, then the
+    same ROWS up rows.
 
     One [BM, 2 BN] accumulator per tile, so each K step is ONE wgmma of width 2 BN = 256 (the widest, which reads
-    the X tile from shared memory once) instead of two of width 128. Columns 2j and 2j+1 of the accumulator are
-    gate and up of output column j, and each thread of the wgmma layout holds such pairs in adjacent registers,
-    so the reshape + split in the epilogue moves no data between threads."""
+    the X tile from shared memory once) instead of two of width 128. Each thread of the wgmma layout holds the
+    same column offsets of neighbouring 8-column groups, so gate and up of an output column sit in that thread's
+    registers and the reshape + split in the epilogue moves no data between threads."""
     num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
     for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
@@ -100,6 +102,8 @@ def fuselens_dual_gemm_glu_kernel(
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             acc = tl.dot(a, b.T, acc)
+        # ROWS gate rows then ROWS up rows: see interleave_gate_up for why 8
+        acc = tl.permute(tl.reshape(acc, (BM, BN // ROWS, 2, ROWS)), (0, 1, 3, 2))
         g, u = tl.split(tl.reshape(acc, (BM, BN, 2)))
         out = _act_f32(g, ACT) * u
         out_desc.store([off_m, pid_n * BN], out.to(OUT_DTYPE))
@@ -265,30 +269,49 @@ def _sm_major(device_index: int) -> int:
     return torch.cuda.get_device_capability(device_index)[0]
 
 
-def interleave_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
-    """[2N, K] with row 2j = w_gate[j], row 2j+1 = w_up[j] (the layout fuselens_dual_gemm_glu_kernel reads)."""
-    return torch.stack((w_gate, w_up), dim=1).reshape(2 * w_gate.shape[0], w_gate.shape[1]).contiguous()
+# Rows per gate / up block of the interleaved weight. 8 matches the wgmma accumulator, where thread t holds
+# columns 2 (t % 4) and 2 (t % 4) + 1 of every 8-column group: with blocks of 8, gate lands in one group and up in
+# the next, so each thread holds gate and up of TWO ADJACENT output columns and the bf16 tile goes to shared memory
+# in stmatrix (STSM.16.M88.4) instructions, 8 elements each. With rows paired one by one (ROWS 1, runs 3-9) each
+# thread held every 4th output column and Triton 3.6 stored it element by element (STS.U16 + PRMT: 2 instructions
+# per element; cuobjdump -sass of the sm_90 build, 128 x 128 x 64 tiles: 1304 -> 1168 instructions per program).
+GATE_UP_ROWS = 8
 
 
-# id(w_gate) -> (weakref to w_gate, weakref to w_up, w_gate version, w_up version, interleaved copy). Keyed by the
+def interleave_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor, rows: int = GATE_UP_ROWS) -> torch.Tensor:
+    """[2N, K]: blocks of `rows` rows of w_gate then the same rows of w_up (the layout
+    fuselens_dual_gemm_glu_kernel reads with ROWS = rows); N must be a multiple of rows."""
+    n, k = w_gate.shape
+    if n % rows:
+        raise ValueError(f"interleave_gate_up: {n} output rows are not a multiple of {rows}")
+    blocks = torch.stack((w_gate.reshape(n // rows, rows, k), w_up.reshape(n // rows, rows, k)), dim=1)
+    return blocks.reshape(2 * n, k).contiguous()
+
+
+# id(w_gate) -> (weakref to w_gate, weakref to w_up, w_gate version, w_up version, rows, interleaved copy). Keyed by the
 # tensor OBJECT, checked through weak references (an entry is dropped when its weight is freed): run 5 keyed it by
 # data_ptr + version, and a test's fresh weights that the CUDA caching allocator placed at a freed weight's address
 # got the stale copy (rel err 1.41). (WeakKeyDictionary cannot hold tensors: it compares keys with ==.)
 _INTERLEAVED: dict[int, tuple] = {}
 
 
-def cached_interleaved(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
+def cached_interleaved(w_gate: torch.Tensor, w_up: torch.Tensor, rows: int = GATE_UP_ROWS) -> torch.Tensor:
     """interleave_gate_up, done once per weight pair and reused while both weights are unchanged: an in-place
     update (optimizer step, load_state_dict, copy_) bumps a version counter and rebuilds it. Writes through `.data`
     bypass version counters: call clear_interleaved_cache() after those. 2 x 4.7 MB for the HF shape."""
     key = id(w_gate)
     hit = _INTERLEAVED.get(key)
-    if hit is not None and hit[0]() is w_gate and hit[1]() is w_up and hit[2:4] == (w_gate._version, w_up._version):
-        return hit[4]
-    wgu = interleave_gate_up(w_gate, w_up)
+    if (
+        hit is not None
+        and hit[0]() is w_gate
+        and hit[1]() is w_up
+        and hit[2:5] == (w_gate._version, w_up._version, rows)
+    ):
+        return hit[5]
+    wgu = interleave_gate_up(w_gate, w_up, rows)
     if hit is None or hit[0]() is not w_gate:  # one finalizer per weight, not one per rebuild
         weakref.finalize(w_gate, _INTERLEAVED.pop, key, None)
-    _INTERLEAVED[key] = (weakref.ref(w_gate), weakref.ref(w_up), w_gate._version, w_up._version, wgu)
+    _INTERLEAVED[key] = (weakref.ref(w_gate), weakref.ref(w_up), w_gate._version, w_up._version, rows, wgu)
     return wgu
 
 
@@ -296,17 +319,19 @@ def clear_interleaved_cache() -> None:
     _INTERLEAVED.clear()
 
 
-def persistent_gated(x, w_gate, w_up, act_id: int) -> torch.Tensor:
-    """act(x @ w_gate^T) * (x @ w_up^T) through the interleaved-weight kernel; callers validate inputs."""
+def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS) -> torch.Tensor:
+    """act(x @ w_gate^T) * (x @ w_up^T) through the interleaved-weight kernel; callers validate inputs.
+    rows: the weight's gate/up block height (1 = the run-3 layout, kept for kernels.sweep's before/after rows)."""
     M, K = x.shape
     N = w_gate.shape[0]
-    wgu = cached_interleaved(w_gate, w_up)
+    wgu = cached_interleaved(w_gate, w_up, rows)
     out = torch.empty((M, N), device=x.device, dtype=x.dtype)
     meta = _INTERP_META if interpreting() else {"BM": 128, "BN": 128, "BK": 64}  # placeholders: pre_hook resets
     x_desc = TensorDescriptor.from_tensor(x, [meta["BM"], meta["BK"]])
     wgu_desc = TensorDescriptor.from_tensor(wgu, [2 * meta["BN"], meta["BK"]])
     out_desc = TensorDescriptor.from_tensor(out, [meta["BM"], meta["BN"]])
     flags = {"ACT": act_id, "OUT_DTYPE": _TL_DTYPES[x.dtype], "UPCAST": interpreting() and x.dtype == torch.bfloat16}
+    flags["ROWS"] = rows
     args = (x_desc, wgu_desc, out_desc, M, N, K)
     if interpreting():
         grid = (min(4, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)

@@ -18,14 +18,19 @@ from functools import partial
 
 import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
 
 from kernels import hopper_gemm
-from kernels.gating import act_id
+from kernels.gating import _act_f32, _tanh, act_id, epilogue_act_id
 from kernels.timing import median_us
 
 # (name, M, K, N, dtype, activation): the plain MLP's fc1 (GEMM + bias + GELU) and the HF GEGLU gate/up projection.
 SINGLE_CASES = [("plain fc1", 8192, 768, 3072, torch.bfloat16, "gelu")]
-GATED_CASES = [("HF gate/up", 8192, 768, 3072, torch.bfloat16, "gelu_tanh")]
+GATED_CASES = [
+    ("HF gate/up", 8192, 768, 3072, torch.bfloat16, "gelu_tanh"),
+    ("SwiGLU gate/up", 8192, 768, 3072, torch.bfloat16, "silu"),
+]
 
 
 def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -90,21 +95,87 @@ def sweep_single(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     return lines + _config_rows(hopper_gemm._single_tuned, hopper_gemm.SINGLE_CONFIGS, runs, ref, tflop, n_iter)
 
 
+_TORCH_GLU_ACTS = {"gelu_tanh": partial(F.gelu, approximate="tanh"), "silu": F.silu}
+
+
 def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
+    """Each config with the shipped epilogue (8-row gate/up blocks, tanh.approx) next to run 9's pieces: the
+    exp2 + rcp activation, the 1-row interleave (element-wise shared-memory stores), and no activation at all."""
     g = torch.Generator(device="cuda").manual_seed(2)
     x = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
     wg = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
     wu = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
     xd = x.double()
-    ref = F.gelu(xd @ wg.double().T, approximate="tanh") * (xd @ wu.double().T)
+    ref = _TORCH_GLU_ACTS[act](xd @ wg.double().T) * (xd @ wu.double().T)
     tflop = 2 * 2 * M * N * K / 1e12
     lines = [f"\n### {name}: act(x Wg^T) * (x Wu^T), M={M} K={K} N={N} {str(dt)[6:]} {act}\n"]
-    lines.append("| config | µs | TFLOP/s | µs, no activation (gate * up) | rel err |")
-    lines.append("|---|---:|---:|---:|---:|")
+    lines.append(
+        "| config | µs (shipped: 8-row blocks, tanh.approx) | TFLOP/s | µs, 8-row, exp2 + rcp | µs, 1-row, exp2 + rcp"
+        " (run 9) | µs, 8-row, no activation | µs, 1-row, no activation | rel err |"
+    )
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     t = _time(partial(F.linear, x, torch.cat([wg, wu])), n_iter)
-    lines.append(f"| cuBLAS one GEMM to [gate; up] (N = {2 * N}) | {t:.1f} | {tflop / t * 1e6:.0f} | | |")
-    runs = {a: partial(hopper_gemm.persistent_gated, x, wg, wu, act_id(a)) for a in (act, "identity")}
+    lines.append(f"| cuBLAS one GEMM to [gate; up] (N = {2 * N}) | {t:.1f} | {tflop / t * 1e6:.0f} | | | | | |")
+    gated = partial(hopper_gemm.persistent_gated, x, wg, wu)
+    runs = {
+        "shipped": partial(gated, epilogue_act_id(act, dt), rows=hopper_gemm.GATE_UP_ROWS),
+        "8 exact": partial(gated, act_id(act), rows=8),
+        "1 exact": partial(gated, act_id(act), rows=1),
+        "8 none": partial(gated, act_id("identity"), rows=8),
+        "1 none": partial(gated, act_id("identity"), rows=1),
+    }
     return lines + _config_rows(hopper_gemm._gated_tuned, hopper_gemm.GATED_CONFIGS, runs, ref, tflop, n_iter)
+
+
+@triton.jit
+def _act_probe_kernel(x_ptr, out_ptr, n, ACT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    if ACT == 7:  # noqa: SIM108 (a constexpr branch, so only one of the two is compiled)
+        y = _tanh(x)
+    else:
+        y = _act_f32(x, ACT)
+    tl.store(out_ptr + offs, y, mask=offs < n)
+
+
+_ACT_REFS = {
+    "tanh": torch.tanh,
+    "gelu_tanh": partial(F.gelu, approximate="tanh"),
+    "gelu_tanh_approx": partial(F.gelu, approximate="tanh"),
+    "silu": F.silu,
+    "silu_approx": F.silu,
+    "gelu": F.gelu,
+}
+
+
+def activation_accuracy() -> list[str]:
+    """Every epilogue activation on this GPU against float64, over 2^22 evenly spaced fp32 inputs in [-12, 12]:
+    the largest absolute error, the largest error relative to max(|ref|, 1) (the scale a bf16 output rounds at),
+    and, rounded to bf16 and fp16 like a kernel's output, the share of outputs that differ from float64 rounded
+    the same way and by how many steps at most (outputs of magnitude >= 2^-10)."""
+    x = torch.linspace(-12, 12, 1 << 22, device="cuda", dtype=torch.float32)
+    lines = ["\n### Epilogue activations on this GPU vs float64 (2^22 fp32 inputs in [-12, 12])\n"]
+    lines.append(
+        "| activation | ACT | max abs err | max err / max(abs(ref), 1) | bf16 outputs off | max bf16 steps"
+        " | fp16 outputs off | max fp16 steps |"
+    )
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, ref_fn in _ACT_REFS.items():
+        aid = 7 if name == "tanh" else act_id(name)
+        out = torch.empty_like(x)
+        _act_probe_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), ACT=aid, BLOCK=1024)
+        ref = ref_fn(x.double())
+        err = (out.double() - ref).abs()
+        row = f"| {name} | {aid} | {err.max().item():.2e} | {(err / ref.abs().clamp_min(1)).max().item():.2e}"
+        for dt, mantissa_bits in ((torch.bfloat16, 7), (torch.float16, 10)):
+            got, want = out.to(dt).double(), ref.to(dt).double()
+            big = want.abs() >= 2**-10  # steps are counted where a step is a relative size (no zero crossings)
+            step = torch.exp2(torch.floor(torch.log2(want.abs().clamp_min(2**-10))) - mantissa_bits)
+            steps = ((got - want).abs() / step)[big]
+            row += f" | {(got != want).double().mean().item():.2%} | {steps.max().item():.0f}"
+        lines.append(row + " |")
+        print(lines[-1], flush=True)
+    return lines
 
 
 def main(argv=None) -> int:
@@ -116,14 +187,9 @@ def main(argv=None) -> int:
         print("error: kernels.sweep needs a CUDA GPU with sm_90+ (the TMA kernels)", file=sys.stderr)
         return 3
     head = [f"# Per-config sweep: {torch.cuda.get_device_name()}, torch {torch.__version__}"]
-    try:
-        import triton
-
-        head[0] += f", triton {triton.__version__}"
-    except ImportError:
-        pass
+    head[0] += f", triton {triton.__version__}"
     head.append(f"CUDA events, median of {args.n_iter}, L2 flushed by a read before each call, launches queued ahead.")
-    lines = head
+    lines = head + activation_accuracy()
     for case in SINGLE_CASES:
         lines += sweep_single(*case, n_iter=args.n_iter)
     for case in GATED_CASES:

@@ -87,11 +87,32 @@ def test_interleaved_weight_cache_follows_in_place_updates():
     wg = randn(24, 16, dtype=torch.float16, seed=21)
     wu = randn(24, 16, dtype=torch.float16, seed=22)
     first = hopper_gemm.cached_interleaved(wg, wu)
-    assert torch.equal(first[0::2], wg) and torch.equal(first[1::2], wu)
+    assert torch.equal(_gate_rows(first), wg) and torch.equal(_up_rows(first), wu)
     assert hopper_gemm.cached_interleaved(wg, wu) is first
     wu.mul_(2)  # in-place update: bumps the version counter, so the cache must rebuild
     again = hopper_gemm.cached_interleaved(wg, wu)
-    assert again is not first and torch.equal(again[1::2], wu)
+    assert again is not first and torch.equal(_up_rows(again), wu)
+    assert torch.equal(hopper_gemm.cached_interleaved(wg, wu, rows=1)[1::2], wu)  # another layout: another copy
+
+
+def _gate_rows(wgu, rows=hopper_gemm.GATE_UP_ROWS):
+    return wgu.reshape(-1, 2, rows, wgu.shape[1])[:, 0].reshape(-1, wgu.shape[1])
+
+
+def _up_rows(wgu, rows=hopper_gemm.GATE_UP_ROWS):
+    return wgu.reshape(-1, 2, rows, wgu.shape[1])[:, 1].reshape(-1, wgu.shape[1])
+
+
+def test_interleave_gate_up_layout():
+    """Rows [16 m, 16 m + 8) of the interleaved weight are gate rows [8 m, 8 m + 8), the next 8 the same up rows:
+    the layout the gated kernel's epilogue split assumes (a wrong split swaps gate and up, or columns)."""
+    wg = torch.arange(24 * 2, dtype=torch.float32).reshape(24, 2)
+    wu = -wg
+    wgu = hopper_gemm.interleave_gate_up(wg, wu)
+    assert torch.equal(wgu[0:8], wg[0:8]) and torch.equal(wgu[8:16], wu[0:8]) and torch.equal(wgu[16:24], wg[8:16])
+    assert torch.equal(hopper_gemm.interleave_gate_up(wg, wu, rows=1)[1::2], wu)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        hopper_gemm.interleave_gate_up(wg[:20], wu[:20])
 
 
 def test_strided_x_goes_to_pointer_kernel():
@@ -145,7 +166,7 @@ def test_interleaved_weight_cache_is_keyed_by_tensor_not_address():
     del wg
     owner.copy_(randn(24, 16, dtype=torch.float16, seed=33))  # new contents at the same address
     wg_new = alias()
-    assert torch.equal(hopper_gemm.cached_interleaved(wg_new, wu)[0::2], owner)
+    assert torch.equal(_gate_rows(hopper_gemm.cached_interleaved(wg_new, wu)), owner)
 
 
 def test_gelu_epilogue_matches_float64_erf_gelu():
@@ -165,3 +186,12 @@ def test_gelu_epilogue_matches_float64_erf_gelu():
     eager_rel = ((eager - ref).abs() / ref.abs())[mask & (xd > -2)]
     # where eager's formula is accurate (x > -2), ours is within a few fp32 ulps of it
     assert float(rel[(xd > -2)[mask]].max()) < max(4 * float(eager_rel.max()), 1e-6)
+
+
+@pytest.mark.parametrize("act", ["gelu", "gelu_tanh", "silu", "identity"])
+def test_empty_k_gives_activation_of_bias(act):
+    """K = 0: x W^T is all zeros, so every row is act(bias) (it was bias itself, the activation skipped)."""
+    b = torch.linspace(-3, 3, 16, device=DEVICE, dtype=torch.float32)
+    out = gemm_bias_act(torch.empty(5, 0, device=DEVICE), torch.empty(16, 0, device=DEVICE), b, act)
+    want = {"gelu": F.gelu(b), "gelu_tanh": F.gelu(b, approximate="tanh"), "silu": F.silu(b), "identity": b}[act]
+    assert torch.allclose(out, want.expand(5, 16), rtol=0, atol=1e-6)
