@@ -53,7 +53,14 @@ def measure_ceilings(n_iter: int) -> dict:
     copy_gbps = 2 * src.numel() * 2 / (t["median_us"] * 1e-6) / 1e9
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    t2 = median_us(lambda: torch.matmul(a, b), n_iter=max(50, n_iter // 4), flush_l2=True)
+    # The ceiling is the FASTEST of three passes: a ceiling is what the card can do, and a slow pass would lower the
+    # floor and flatter every "x floor" ratio. Run 10b measured 753 TFLOP/s as the first thing on a fresh machine,
+    # where run 10a (GPU already busy for minutes) and run 9 measured 794.
+    matmul_passes = [
+        median_us(lambda: torch.matmul(a, b), n_iter=max(50, n_iter // 4), warmup=50 if i == 0 else 10)["median_us"]
+        for i in range(3)
+    ]
+    t2 = {"median_us": min(matmul_passes)}
     tflops = 2 * 8192**3 / (t2["median_us"] * 1e-6) / 1e12
     shapes = {}
     x = torch.randn(HF["tokens"], HF["d_model"], device="cuda", dtype=torch.bfloat16)
@@ -71,6 +78,7 @@ def measure_ceilings(n_iter: int) -> dict:
         "copy_us_1gib": t["median_us"],
         "matmul_tflops": tflops,
         "matmul_us_8192": t2["median_us"],
+        "matmul_us_8192_passes": matmul_passes,
         "cublas_mlp_shapes": shapes,
     }
 
@@ -290,7 +298,8 @@ def to_markdown(res: dict) -> str:
         "## Ceilings measured on this GPU",
         "",
         f"- device-to-device copy (1 GiB, read + write): **{c['copy_gbps']:.0f} GB/s**",
-        f"- bf16 matmul 8192³ (cuBLAS): **{c['matmul_tflops']:.0f} TFLOP/s** ({c['matmul_us_8192']:.0f} µs)",
+        f"- bf16 matmul 8192³ (cuBLAS): **{c['matmul_tflops']:.0f} TFLOP/s** ({c['matmul_us_8192']:.0f} µs, the fastest"
+        f" of three passes: {', '.join(f'{u:.0f}' for u in c.get('matmul_us_8192_passes', [c['matmul_us_8192']]))} µs)",
     ]
     for k, v in c["cublas_mlp_shapes"].items():
         out.append(f"- cuBLAS {k}: {v['us']:.1f} µs ({v['tflops']:.0f} TFLOP/s)")
