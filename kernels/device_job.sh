@@ -14,6 +14,8 @@ if ls wheels/liger_kernel-*.whl >/dev/null 2>&1; then
     && export PYTHONPATH=/tmp/pylib:${PYTHONPATH:-}
 fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
+# The device copy's .git can be older than its working tree: pass FUSELENS_GIT_COMMIT=$(git rev-parse HEAD) from the
+# calling machine so manifests and bench files name the code they ran (kernels/envinfo.py marks a dirty tree).
 
 facts() {
   { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv

@@ -34,11 +34,16 @@ def driver_version() -> str | None:
 
 
 def git_commit() -> str | None:
-    """FUSELENS_GIT_COMMIT (set when the tree was copied without .git, e.g. to a GPU box), else `git rev-parse`."""
+    """FUSELENS_GIT_COMMIT (set when the tree was copied without .git, e.g. to a GPU box), else `git rev-parse`,
+    with "-dirty" when tracked files differ from that commit. Why: session 3's GPU box carried a stale .git beside a
+    newer working tree, and every manifest named a commit whose kernels it had not run."""
     env = os.environ.get("FUSELENS_GIT_COMMIT", "").strip()
     if env:
         return env
-    return _run(["git", "rev-parse", "HEAD"], timeout_s=5.0)
+    head = _run(["git", "rev-parse", "HEAD"], timeout_s=5.0)
+    if head and _run(["git", "status", "--porcelain", "--untracked-files=no"], timeout_s=10.0):
+        return head + "-dirty"
+    return head
 
 
 def package_version(name: str) -> str | None:
