@@ -6,7 +6,7 @@ from tests._kernels_env import DEVICE, DTYPES, FULL, randn, rel_err, rel_err_ok,
 
 # isort: split
 # kernels/ only after _kernels_env: it must set TRITON_INTERPRET before triton is imported
-from kernels.gating import fused_gating  # noqa: E402
+from kernels.gating import act_id, epilogue_act_id, fused_gating  # noqa: E402
 
 F = torch.nn.functional
 SHAPES = [(1,), (7, 33), (127, 300), (3, 5, 1001)] + ([(8192, 3072), (1, 3072)] if FULL else [])
@@ -53,3 +53,21 @@ def test_gating_bad_input_one_line_error(args, match):
     with pytest.raises(ValueError, match=match) as exc:
         fused_gating(*args)
     assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "activation, dtype, expected",
+    [
+        ("gelu_tanh", torch.bfloat16, "gelu_tanh_approx"),
+        ("silu", torch.bfloat16, "silu_approx"),
+        ("gelu_tanh", torch.float16, "gelu_tanh"),  # fp16: silu's tail measured 11 fp16 steps off with tanh.approx
+        ("silu", torch.float16, "silu"),
+        ("silu", torch.float32, "silu"),
+        ("gelu", torch.bfloat16, "gelu"),  # the erf GELU has its own one-MUFU-pair form
+        ("identity", torch.bfloat16, "identity"),
+    ],
+)
+def test_epilogue_activation_form_per_dtype(activation, dtype, expected):
+    """Only bf16 GEMM epilogues take the one-MUFU tanh.approx forms (kernels.gating says why, with the H100's
+    measured error); a change here changes numerics on the GPU, which the CPU interpreter cannot show."""
+    assert epilogue_act_id(activation, dtype) == act_id(expected)
