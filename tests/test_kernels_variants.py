@@ -111,3 +111,26 @@ def test_fuselens_ops_refuse_gradients_and_record_once():
     assert len(events) == 1 and events[0].input_shapes[:2] == [[4, 8], [4, 8]]
     ref = F.gelu(g.detach().double(), approximate="tanh") * u.double()
     assert rel_err(out, ref) < 1e-5
+
+
+def test_bench_verdicts_on_the_committed_h100_results():
+    """The committed run-10c bench (real H100 numbers) re-judged on the CPU: the HF targets are MET, and a gating
+    'faster than' inside the pass-to-pass spread is a TIE, not a win or a miss (fp16 vs Inductor: 47.1 vs 47.2 us,
+    spread 0.4); behind by more than the spread is MISSED (fp32 vs Inductor: 96.8 vs 96.2, spread 0.1)."""
+    import json
+    from pathlib import Path
+
+    from kernels import bench
+
+    res = json.loads((Path(__file__).parent.parent / "bench/results/kernels_h100_80gb_hbm3.json").read_text())
+    verdicts = {text: ok for ok, text in bench.targets(res)}
+
+    def verdict(start):
+        return next(ok for text, ok in verdicts.items() if text.startswith(start))
+
+    assert verdict("HF GEGLU fuselens 163.7 us <= 1.15 x compute floor") is True
+    assert verdict("gating gelu_tanh fp16: fuselens 47.1 us < inductor") == "tie"
+    assert verdict("gating gelu_tanh fp32: fuselens 96.8 us < inductor") is False
+    assert verdict("gating gelu_tanh bf16: fuselens 46.8 us < liger") is True
+    rendered = bench.to_markdown(res)
+    assert "- TIE: gating gelu_tanh fp16" in rendered and "- MISSED: gating gelu_tanh fp32" in rendered
