@@ -106,8 +106,8 @@ def dual_gemm_gated(
 
         if hopper_gemm.usable(x, w_gate, w_up):
             if impl == "tma2":
-                return hopper_gemm.persistent_gemm(x, w_gate, w_up, None, act)
-            return hopper_gemm.persistent_gated(x, w_gate, w_up, act)
+                return hopper_gemm.persistent_gemm(x, w_gate, w_up, None, act, out=out)
+            return hopper_gemm.persistent_gated(x, w_gate, w_up, act, out=out)
         if impl != "auto":
             raise ValueError("dual_gemm_gated: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
     args = (x, w_gate, w_up, out, M, N, K, *x.stride(), *w_gate.stride(), *out.stride())

@@ -169,7 +169,7 @@ def gemm_bias_act(
         from kernels import hopper_gemm
 
         if hopper_gemm.usable(x, weight):
-            return hopper_gemm.persistent_gemm(x, weight, None, bias, epilogue_act_id(activation, x.dtype))
+            return hopper_gemm.persistent_gemm(x, weight, None, bias, epilogue_act_id(activation, x.dtype), out=out)
         if impl == "tma":
             raise ValueError("gemm_bias_act: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
     args = (x, weight, bias if bias is not None else x, out, M, N, K, *x.stride(), *weight.stride(), *out.stride())

@@ -320,13 +320,15 @@ def clear_interleaved_cache() -> None:
     _INTERLEAVED.clear()
 
 
-def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS) -> torch.Tensor:
+def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out=None) -> torch.Tensor:
     """act(x @ w_gate^T) * (x @ w_up^T) through the interleaved-weight kernel; callers validate inputs.
-    rows: the weight's gate/up block height (1 = the run-3 layout, kept for kernels.sweep's before/after rows)."""
+    rows: the weight's gate/up block height (1 = the run-3 layout, kept for kernels.sweep's before/after rows).
+    out: an [M, N] tensor of x's dtype to write, when the caller already has one (one allocation per call, not two)."""
     M, K = x.shape
     N = w_gate.shape[0]
     wgu = cached_interleaved(w_gate, w_up, rows)
-    out = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    if out is None:
+        out = torch.empty((M, N), device=x.device, dtype=x.dtype)
     meta = _INTERP_META if interpreting() else {"BM": 128, "BN": 128, "BK": 64}  # placeholders: pre_hook resets
     x_desc = TensorDescriptor.from_tensor(x, [meta["BM"], meta["BK"]])
     wgu_desc = TensorDescriptor.from_tensor(wgu, [2 * meta["BN"], meta["BK"]])
@@ -365,11 +367,13 @@ def _single(x, w, bias, act_id, out):
     return out
 
 
-def persistent_gemm(x, w0, w1=None, bias=None, act_id: int = 3) -> torch.Tensor:
-    """act(x @ w0^T + bias) [* (x @ w1^T) when w1 is given]; callers validate shapes and dtypes."""
+def persistent_gemm(x, w0, w1=None, bias=None, act_id: int = 3, out=None) -> torch.Tensor:
+    """act(x @ w0^T + bias) [* (x @ w1^T) when w1 is given]; callers validate shapes and dtypes. out: as in
+    persistent_gated."""
     M, K = x.shape
     N = w0.shape[0]
-    out = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    if out is None:
+        out = torch.empty((M, N), device=x.device, dtype=x.dtype)
     dual = w1 is not None
     if not dual:
         return _single(x, w0, bias, act_id, out)

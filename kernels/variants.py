@@ -84,6 +84,11 @@ def build(name: str, model, train: bool = False) -> Callable:
             raise VariantUnavailable("liger has no kernel for the plain MLP (Linear-GELU-Linear); gated MLPs only")
         fn = liger_gating_fn(model.activation)
         return lambda x: model.down_proj(fn(model.gate_proj(x), model.up_proj(x)))
+    if torch.version.hip is not None:  # a ROCm build: torch.cuda.is_available() is True there too
+        raise VariantUnavailable(
+            "FuseLens kernels are written for NVIDIA GPUs (inline PTX in their epilogues, TMA on sm_90) and this torch"
+            " is a ROCm build; eager, compile and liger still run"
+        )
     try:
         from kernels.fused_mlp import fuselens_forward, fuselens_gating_forward
     except ImportError as exc:

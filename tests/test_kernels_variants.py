@@ -60,6 +60,16 @@ def test_unavailable_variants_say_why():
         build_model("moe", 16, 32, torch.float32, DEVICE)
 
 
+@pytest.mark.parametrize("variant", ["fuselens", "fuselens-gating"])
+def test_fuselens_variants_refuse_a_rocm_build(monkeypatch, variant):
+    """On a ROCm torch, torch.cuda.is_available() is True, and our epilogues' inline PTX would fail to compile in
+    the middle of a recording. The variant says why up front instead (the runner records it as skipped)."""
+    monkeypatch.setattr(torch.version, "hip", "6.2.41133")
+    with pytest.raises(VariantUnavailable, match="ROCm build"):
+        build(variant, build_model("geglu", 16, 32, torch.float32, DEVICE))
+    assert build("eager", build_model("geglu", 16, 32, torch.float32, DEVICE)) is not None
+
+
 @pytest.mark.parametrize(
     "workload, variant, op, dims",
     [
