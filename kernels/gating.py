@@ -14,7 +14,10 @@ silu(g) = g / (1 + exp(-g)).
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
 
@@ -145,6 +148,12 @@ _gating_kernel_tuned = autotune(configs=_CONFIGS, key=["n_elements", "ACT"])(fus
 
 _ACT_IDS = {
     "gelu_tanh": 0, "silu": 1, "gelu": 2, "identity": 3, "gelu_libdevice": 4, "gelu_tanh_approx": 5, "silu_approx": 6,
+}  # fmt: skip
+
+
+# The same activations in torch, by name: references for kernels.sweep and the K = 0 path of gemm_bias_act.
+TORCH_ACTS = {
+    "gelu": F.gelu, "gelu_tanh": partial(F.gelu, approximate="tanh"), "silu": F.silu, "identity": lambda t: t,
 }  # fmt: skip
 
 

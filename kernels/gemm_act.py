@@ -12,20 +12,14 @@ fp32 inputs use input_precision="ieee" so the result matches eager fp32 (no tf32
 
 from __future__ import annotations
 
-from functools import partial
-
 import torch
-import torch.nn.functional as F
 import triton
 import triton.language as tl
 
 from kernels._triton_util import autotune, check_device, interpreting
-from kernels.gating import _act_f32, epilogue_act_id
+from kernels.gating import TORCH_ACTS, _act_f32, epilogue_act_id
 
 EPILOGUE_ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "identity")
-_TORCH_ACTS = {
-    "gelu": F.gelu, "gelu_tanh": partial(F.gelu, approximate="tanh"), "silu": F.silu, "identity": lambda t: t,
-}  # fmt: skip
 
 
 @triton.jit
@@ -164,7 +158,7 @@ def gemm_bias_act(
     if K == 0:  # x @ W^T is all zeros, so the result is act(bias) in every row (act(0) = 0 for all four)
         if bias is None:
             return out.zero_()
-        return out.copy_(_TORCH_ACTS[activation](bias.float()).to(x.dtype).expand(M, N))
+        return out.copy_(TORCH_ACTS[activation](bias.float()).to(x.dtype).expand(M, N))
     if impl != "pointer":
         from kernels import hopper_gemm
 

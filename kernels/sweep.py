@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from kernels import hopper_gemm
-from kernels.gating import _act_f32, _tanh, act_id, epilogue_act_id
+from kernels.gating import TORCH_ACTS, _act_f32, _tanh, act_id, epilogue_act_id
 from kernels.timing import median_us
 
 # (name, M, K, N, dtype, activation): the plain MLP's fc1 (GEMM + bias + GELU) and the HF GEGLU gate/up projection.
@@ -95,9 +95,6 @@ def sweep_single(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     return lines + _config_rows(hopper_gemm._single_tuned, hopper_gemm.SINGLE_CONFIGS, runs, ref, tflop, n_iter)
 
 
-_TORCH_GLU_ACTS = {"gelu_tanh": partial(F.gelu, approximate="tanh"), "silu": F.silu}
-
-
 def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     """Each config with the shipped epilogue (8-row gate/up blocks, tanh.approx) next to run 9's pieces: the
     exp2 + rcp activation, the 1-row interleave (element-wise shared-memory stores), and no activation at all."""
@@ -106,7 +103,7 @@ def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     wg = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
     wu = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
     xd = x.double()
-    ref = _TORCH_GLU_ACTS[act](xd @ wg.double().T) * (xd @ wu.double().T)
+    ref = TORCH_ACTS[act](xd @ wg.double().T) * (xd @ wu.double().T)
     tflop = 2 * 2 * M * N * K / 1e12
     lines = [f"\n### {name}: act(x Wg^T) * (x Wu^T), M={M} K={K} N={N} {str(dt)[6:]} {act}\n"]
     lines.append(
@@ -138,13 +135,10 @@ def _act_probe_kernel(x_ptr, out_ptr, n, ACT: tl.constexpr, BLOCK: tl.constexpr)
     tl.store(out_ptr + offs, y, mask=offs < n)
 
 
-_ACT_REFS = {
-    "tanh": torch.tanh,
-    "gelu_tanh": partial(F.gelu, approximate="tanh"),
-    "gelu_tanh_approx": partial(F.gelu, approximate="tanh"),
-    "silu": F.silu,
-    "silu_approx": F.silu,
-    "gelu": F.gelu,
+# activation name (the approximate forms compute the exact one's function) -> float64 reference
+_ACT_REFS = {"tanh": torch.tanh} | {
+    name: TORCH_ACTS[name.removesuffix("_approx")]
+    for name in ("gelu_tanh", "gelu_tanh_approx", "silu", "silu_approx", "gelu")
 }
 
 
