@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--labels", help="comma-separated labels, base first (default: file names)")
 
     r = sub.add_parser("ranks", help="per-rank summaries and cross-rank spread of a multi-rank trace set")
-    from analyzer.ranks_cli import add_arguments as add_ranks_arguments  # one definition of the ranks flags
+    from analyzer.ranks.cli import add_arguments as add_ranks_arguments  # one definition of the ranks flags
 
     add_ranks_arguments(r)
 
@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "summary":
             from analyzer.summary_cli import run
         elif args.command == "diff":
-            from analyzer.diff_cli import run
+            from analyzer.diff.cli import run
         elif args.command == "ranks":
-            from analyzer.ranks_cli import run
+            from analyzer.ranks.cli import run
         else:
             from analyzer.schema import markdown
 

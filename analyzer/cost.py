@@ -15,8 +15,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from analyzer.cost_rules import Estimate, estimate_kernel, is_helper
 from analyzer.gpus import GpuSpec
+from analyzer.ops.cost_rules import Estimate, estimate_kernel, is_helper
 
 COLUMNS = ("bytes", "flops", "cost_basis", "achieved_gbps", "achieved_tflops", "pct_peak_bw", "pct_peak_flops")
 # Rates are only compared with an HBM/tensor peak where that peak is the ceiling: host↔device copies run over

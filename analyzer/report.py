@@ -24,7 +24,7 @@ import time
 
 from analyzer.cells import spreadsheet_safe
 from analyzer.diff import BYTES_RULE, ESTIMATES
-from analyzer.diff_facts import diff_context, fmt_bytes, fmt_us, short_name, workload_parts
+from analyzer.diff.facts import diff_context, fmt_bytes, fmt_us, short_name, workload_parts
 
 # A report is a list of blocks rendered twice: ("h1"|"h2"|"h3"|"p"|"note", text), ("cards", [(title, [lines])]),
 # ("table", headers, rows), ("figure", fig) — HTML only, ("bars", rows) — Markdown only, ("list", [items]).

@@ -16,7 +16,7 @@ TOP_KERNELS = 15
 
 
 def run(args) -> int:
-    from analyzer.load import load_trace
+    from analyzer.readers.load import load_trace
 
     summary = summarize(load_trace(args.trace))
     if args.json:

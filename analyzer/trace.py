@@ -46,12 +46,13 @@ class Trace:
 
 # ---------------------------------------------------------------------------------------------------- build
 def build_trace(decoded, source: str) -> Trace:
-    """Decoded columns (analyzer.decode.Decoded) → Trace: tables → link → classify → cost → steps.
+    """Decoded columns (analyzer.readers.decode.Decoded) → Trace: tables → link → classify → cost → steps.
 
     Raises TraceError when the file is valid JSON but holds nothing a PyTorch profiler trace would.
     """
     # imported here: classify/cost/summary may import this module; keep the dependency one-way at import time
-    from analyzer import classify, cost, gpus, link, schema, steps
+    from analyzer import cost, gpus, link, schema, steps
+    from analyzer.ops import classify
 
     meta = _meta(decoded, source)
     _check_is_trace(decoded, source, meta)

@@ -259,7 +259,7 @@ def read_side_file(name: str, data: bytes) -> dict | None:
 
 def manifest_facts(manifest: dict, entry: dict) -> dict:
     """The facts a Diff states for one run, from an uploaded runner manifest and the run's entry in it."""
-    from analyzer.diff_facts import manifest_entry_facts  # one mapping for uploads and files beside a trace
+    from analyzer.diff.facts import manifest_entry_facts  # one mapping for uploads and files beside a trace
 
     return manifest_entry_facts(manifest, entry)
 
@@ -267,7 +267,7 @@ def manifest_facts(manifest: dict, entry: dict) -> dict:
 def _apply_facts(run: Run) -> None:
     """Put the manifest facts where analyzer.diff looks for them (this session's copy of the trace meta)."""
     if run.context and run.variant:
-        from analyzer.diff_facts import MANIFEST_KEY
+        from analyzer.diff.facts import MANIFEST_KEY
 
         run.trace.meta.extra[MANIFEST_KEY] = manifest_facts(run.context, run.variant)
 

@@ -49,7 +49,7 @@ TRACES: dict[str, Path] = {
 
 @functools.cache
 def _load(path: str):
-    from analyzer.load import load_trace
+    from analyzer.readers.load import load_trace
 
     return load_trace(path)
 

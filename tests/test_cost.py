@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from analyzer.cost import estimate_costs
-from analyzer.cost_rules import DTYPE_BYTES, NOT_TENSOR_TYPES
 from analyzer.gpus import lookup
+from analyzer.ops.cost_rules import DTYPE_BYTES, NOT_TENSOR_TYPES
 from tests.conftest import DATA, SAMPLE_TRACES, TRACES, loaded_trace
 
 REF = DATA / "tracelens_reference"
@@ -339,7 +339,7 @@ def test_fuselens_rules_keep_one_estimate_per_call():
 
 
 def test_fuselens_rule_says_why_when_shapes_do_not_fit():
-    from analyzer.cost_rules import estimate_kernel
+    from analyzer.ops.cost_rules import estimate_kernel
 
     def est(op, dims, types):
         return estimate_kernel(
@@ -376,7 +376,7 @@ def test_one_arg_inductor_pointwise_kernel_is_read_and_written():
 
 @_needs(SAMPLE_TRACES / "plain_8192tok_bf16" / "compile.json.gz")
 def test_one_arg_rule_needs_ops_that_read_data():
-    from analyzer.cost_rules import estimate_kernel
+    from analyzer.ops.cost_rules import estimate_kernel
 
     row = _step(SAMPLE_TRACES / "plain_8192tok_bf16" / "compile.json.gz").query(
         "name == 'triton_poi_fused_gelu_view_0'"

@@ -1,4 +1,4 @@
-"""analyzer.decode: typed columnar decode, checked field by field against a plain orjson parse of real traces."""
+"""analyzer.readers.decode: typed columnar decode, checked field by field against a plain orjson parse of real traces."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import orjson
 import pandas as pd
 import pytest
 
-from analyzer import decode, load_trace
-from analyzer.decode import floats, ints
+from analyzer import load_trace
+from analyzer.readers import decode
+from analyzer.readers.decode import floats, ints
 from tests.conftest import TRACES, loaded_trace, reference_events
 
 

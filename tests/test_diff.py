@@ -12,7 +12,7 @@ import math
 import pytest
 
 from analyzer.diff import diff_runs
-from analyzer.diff_facts import attach_manifest
+from analyzer.diff.facts import attach_manifest
 from analyzer.errors import DiffError
 from analyzer.summary import summarize
 from tests.conftest import SAMPLE_TRACES, TRACES, loaded_trace
@@ -360,7 +360,7 @@ def _renamed(case: str, variant: str, renames: dict[str, str], drop: str | None 
     """A recorded trace with some kernels renamed (and re-classified) or dropped, and launching ops renamed (`ops`):
     the INPUT changes, the code under test does not. Models a user's own @triton.jit kernel whose name names no op
     (launched bare: no custom op around it)."""
-    from analyzer.classify import classify_names
+    from analyzer.ops.classify import classify_names
 
     path = _sample(case, variant)
     trace = copy.copy(loaded_trace(path))
@@ -420,8 +420,8 @@ def test_gemm_epilogue_absorbs_the_pointwise_kernel():
 
 def test_record_function_ranges_are_evidence():
     """mi300 normalization trace: kernels launched under record_function('RMSNorm affine=True') carry that range."""
-    from analyzer.diff_align import sequence
-    from analyzer.diff_ops import text_ops
+    from analyzer.diff.align import sequence
+    from analyzer.ops.dataflow import text_ops
 
     seq = sequence(summary_of(str(TRACES["mi300_norm"])), "norm")
     ranges = {r for ctx in seq.rows["context"] for r in ctx}
@@ -448,7 +448,7 @@ def test_unrelated_runs_are_flagged():
 
 
 def test_manifest_document_gives_the_same_facts_as_the_file_beside_the_trace():
-    from analyzer.diff_facts import manifest_doc_facts, manifest_entry_facts, manifest_facts
+    from analyzer.diff.facts import manifest_doc_facts, manifest_entry_facts, manifest_facts
 
     path = _sample("hf_geglu_bf16", "compile")
     doc = json.loads((path.parent / "manifest.json").read_text())

@@ -1,4 +1,4 @@
-"""analyzer.diff_align on real traces.
+"""analyzer.diff.align on real traces.
 
 * The alignment (landmarks + windowed longest common subsequences) gives the same pairs, and the same Diff, as
   difflib's longest-block-first matching it replaced, on every recorded case and the public same-model pairs; the
@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzer import diff_align
+from analyzer.diff import align as diff_align
 from analyzer.diff import diff_runs
-from analyzer.diff_align import (
+from analyzer.diff.align import (
     RunSeq,
     _autograd_nodes,
     _blocks_exact,
@@ -32,7 +32,7 @@ from analyzer.diff_align import (
     match_blocks,
     sequence,
 )
-from analyzer.diff_match import group_kernels, remaining_round_trips
+from analyzer.diff.match import group_kernels, remaining_round_trips
 from tests.conftest import TRACES, loaded_trace
 from tests.test_diff import sample_summary, summary_of
 

@@ -1,11 +1,11 @@
-"""analyzer.diff_ops on real trace events: op sets from Inductor / Liger / FuseLens / ATen names, GEMM problems and
+"""analyzer.ops.dataflow on real trace events: op sets from Inductor / Liger / FuseLens / ATen names, GEMM problems and
 tensors from recorded 'Input Dims' / 'Input type'."""
 
 from __future__ import annotations
 
 import pytest
 
-from analyzer.diff_ops import (
+from analyzer.ops.dataflow import (
     Tensor,
     canonical_ops,
     gemm_problem,

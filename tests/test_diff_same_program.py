@@ -24,11 +24,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzer import diff_align
-from analyzer.classify import classify_names
+from analyzer.diff import align as diff_align
 from analyzer.diff import diff_runs
-from analyzer.diff_align import RunSeq, align, sequence
-from analyzer.diff_match import GroupResult, group_kernels
+from analyzer.diff.align import RunSeq, align, sequence
+from analyzer.diff.match import GroupResult, group_kernels
+from analyzer.ops.classify import classify_names
 from analyzer.summary import summarize
 from tests.conftest import TRACES, loaded_trace
 from tests.test_diff import _renamed, summary_of

@@ -398,7 +398,7 @@ def test_ranks_text_output_keeps_hostile_file_names_on_one_line(tmp_path):
     import shutil
 
     from analyzer.ranks import analyze_ranks
-    from analyzer.ranks_cli import render_text
+    from analyzer.ranks.cli import render_text
 
     d = tmp_path / "set"
     d.mkdir()

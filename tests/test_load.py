@@ -1,4 +1,4 @@
-"""analyzer.load on every real public trace: counts and sums checked against a plain orjson parse of the same file."""
+"""analyzer.readers.load on every real public trace: counts and sums checked against a plain orjson parse of the same file."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analyzer import TraceError, load_trace, schema
-from analyzer.load import DEFAULT_MAX_DECOMPRESSED_BYTES, ENV_MAX_DECOMPRESSED, decompression_cap
+from analyzer.readers.load import DEFAULT_MAX_DECOMPRESSED_BYTES, ENV_MAX_DECOMPRESSED, decompression_cap
 from tests.conftest import TRACES, loaded_trace, reference_events
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from analyzer import ranks_inputs
 from analyzer.errors import TraceError
 from analyzer.ranks import analyze_ranks, assign_ranks, plan_workers
-from analyzer.ranks_inputs import RankInput, discover, rank_from_name
-from analyzer.ranks_worker import step_series, union_us
+from analyzer.ranks import inputs as ranks_inputs
+from analyzer.ranks.inputs import RankInput, discover, rank_from_name
+from analyzer.ranks.worker import step_series, union_us
 
 ROOT = Path(__file__).resolve().parents[1]
 SET = ROOT / "tests" / "data" / "ranks" / "hta_trace_filter"
@@ -219,8 +219,8 @@ def report():
 
 
 def test_real_set_per_rank_summaries_match_single_trace_summaries(report):
-    from analyzer.load import load_trace
-    from analyzer.ranks_worker import jsonable
+    from analyzer.ranks.worker import jsonable
+    from analyzer.readers.load import load_trace
     from analyzer.summary import summarize
 
     (s,) = report.sets
@@ -329,7 +329,7 @@ def test_cli_text_and_missing_set_exit_codes(tmp_path):
 
 
 def test_cli_in_process_compare_text_and_json(capsys):
-    from analyzer import ranks_cli
+    from analyzer.ranks import cli as ranks_cli
 
     args = [str(SET), "--against", str(SET), "--labels", "eager,again", "--diff-rank", "all", "--workers", "1"]
     assert ranks_cli.main(args) == 0

@@ -14,7 +14,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyzer.diff_facts import diff_context
+from analyzer.diff.facts import diff_context
 from analyzer.figures.theme import (
     BASELINE_COLOR,
     CATEGORY_COLORS,

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from analyzer.errors import TraceError
-from analyzer.ranks_inputs import RankInput, discover
-from analyzer.ranks_spread import compare, spread
-from analyzer.ranks_worker import DiffJob, SummaryJob
+from analyzer.ranks.inputs import RankInput, discover
+from analyzer.ranks.spread import compare, spread
+from analyzer.ranks.worker import DiffJob, SummaryJob
 
 FORMAT = "fuselens-ranks/1"
 # Peak RSS of one worker ≈ BASE + RSS_PER_JSON_BYTE x JSON bytes of its trace. BASE: python + numpy + pandas + the
@@ -299,11 +299,11 @@ def _engine(engine: str, workers: int, address: str | None, ship: str, task_byte
     if engine == "local":
         if address:
             raise TraceError("--address", "only meaningful with --engine ray")
-        from analyzer.ranks_local import LocalEngine
+        from analyzer.ranks.local import LocalEngine
 
         return LocalEngine(workers, max_json_bytes=max_json_bytes)
     if engine == "ray":
-        from analyzer.ranks_ray import RayEngine
+        from analyzer.ranks.ray_engine import RayEngine
 
         return RayEngine(workers, address=address, ship=ship, task_memory_bytes=task_bytes)
     raise TraceError("--engine", f"unknown engine {engine!r} (local or ray)")

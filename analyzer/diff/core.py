@@ -6,9 +6,9 @@
     diff.categories()         # GPU time per step by category, long form (run, category, count, time_us)
     diff.candidates[i]        # CandidateDiff: fusions, swaps, matched GEMMs, unmatched kernels, what is left
 
-How (docs/DIFF.md has the full rule): each run becomes its representative steady-state step (analyzer.diff_align),
+How (docs/DIFF.md has the full rule): each run becomes its representative steady-state step (analyzer.diff.align),
 the two kernel lists are aligned (GEMMs by M, N, K, dtype; others by name, op and shapes), each new candidate kernel
-claims the baseline kernels it replaced (analyzer.diff_match), and each group's bytes avoided are the intermediates
+claims the baseline kernels it replaced (analyzer.diff.match), and each group's bytes avoided are the intermediates
 its baseline kernels wrote to HBM and read back: size × (1 write + reads).
 
 Every byte figure is an ESTIMATE from the launching ops' recorded shapes and dtypes (no counters); times are
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from analyzer.diff_align import RunSeq, align, sequence
-from analyzer.diff_facts import measured_dram_bytes, run_facts, short_name, workload_text
-from analyzer.diff_match import Group, RoundTrip, group_kernels, member_bytes, remaining_round_trips
+from analyzer.diff.align import RunSeq, align, sequence
+from analyzer.diff.facts import measured_dram_bytes, run_facts, short_name, workload_text
+from analyzer.diff.match import Group, RoundTrip, group_kernels, member_bytes, remaining_round_trips
 from analyzer.errors import DiffError
 from analyzer.schema import CATEGORIES
 
@@ -54,7 +54,7 @@ class RunFacts:
 
     label: str
     source: str
-    facts: dict  # gpu, torch, workload, shapes, dtype, variant, … (analyzer.diff_facts.run_facts)
+    facts: dict  # gpu, torch, workload, shapes, dtype, variant, … (analyzer.diff.facts.run_facts)
     steps_used: list[int]
     steps_with_signature: list[int]
     step_shown: int

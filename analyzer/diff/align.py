@@ -21,7 +21,8 @@ from itertools import islice
 import numpy as np
 import pandas as pd
 
-from analyzer.diff_ops import (
+from analyzer.errors import DiffError
+from analyzer.ops.dataflow import (
     TensorIO,
     canonical_ops,
     dims_text,
@@ -32,7 +33,6 @@ from analyzer.diff_ops import (
     tensor_io,
     text_ops,
 )
-from analyzer.errors import DiffError
 
 # Ranges that wrap a whole step or a whole compiled graph say nothing about one kernel.
 _GENERIC_RANGE_PREFIXES = (

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzer.errors import DiffError, TraceError
-from analyzer.ranks_inputs import RankInput, read_input
+from analyzer.ranks.inputs import RankInput, read_input
 
 COMM = ("communication",)
 MEMORY = ("memcpy", "memset")
@@ -56,7 +56,7 @@ def run_job(job) -> dict:
 
 
 def summarize_rank(inp: RankInput) -> dict:
-    from analyzer.load import load_trace
+    from analyzer.readers.load import load_trace
     from analyzer.summary import summarize
 
     src, name = read_input(inp)
@@ -83,7 +83,7 @@ def summarize_rank(inp: RankInput) -> dict:
 
 def diff_rank(job: DiffJob) -> dict:
     from analyzer.diff import diff_runs
-    from analyzer.load import load_trace
+    from analyzer.readers.load import load_trace
     from analyzer.summary import summarize
 
     summaries = []

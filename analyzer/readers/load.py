@@ -34,8 +34,8 @@ from pathlib import Path
 import msgspec
 from msgspec import Raw
 
-from analyzer.decode import ShapeError, decode_events, split_document
 from analyzer.errors import TraceError
+from analyzer.readers.decode import ShapeError, decode_events, split_document
 from analyzer.trace import Trace, build_trace
 
 ENV_MAX_DECOMPRESSED = "FUSELENS_MAX_DECOMPRESSED_BYTES"

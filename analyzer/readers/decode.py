@@ -21,7 +21,7 @@ time (bench/results/load.md). Here:
   NaN / -1, never 0, and ``Decoded.warnings`` says so.
 
 Errors: msgspec's ``DecodeError`` (syntax, truncation) and ``ShapeError`` (valid JSON, not a trace) propagate to
-``analyzer.load``, which repairs what real traces need and turns the rest into ``TraceError``.
+``analyzer.readers.load``, which repairs what real traces need and turns the rest into ``TraceError``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`python -m analyzer ranks DIR|ZIP [--against DIR|ZIP …] [--engine local|ray] [--address …] [--workers N] [--json]`
 
-Also runnable alone (`python -m analyzer.ranks_cli …`) with the same arguments; `add_arguments` is what the main
+Also runnable alone (`python -m analyzer.ranks.cli …`) with the same arguments; `add_arguments` is what the main
 CLI's `ranks` sub-parser can call so both stay in step.
 
 Exit codes: 0 every rank analysed; 2 a set could not be read, or some ranks failed (the others are still printed,
@@ -167,7 +167,7 @@ def render_text(doc: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     from analyzer.errors import FuseLensError
 
-    parser = argparse.ArgumentParser(prog="python -m analyzer.ranks_cli", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m analyzer.ranks.cli", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

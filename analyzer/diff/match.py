@@ -1,6 +1,6 @@
 """Fusion groups: which baseline kernels each new candidate kernel replaced, and the HBM round trips that saved.
 
-Input: two aligned representative steps (analyzer.diff_align). Kernels paired by the alignment are "the same work"
+Input: two aligned representative steps (analyzer.diff.align). Kernels paired by the alignment are "the same work"
 and anchor everything else. Each baseline kernel left over is claimed by at most one new candidate kernel, by the
 strongest evidence available (docs/DIFF.md has the full rule):
 
@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analyzer.diff_align import Alignment, RunSeq
-from analyzer.diff_facts import short_name
-from analyzer.diff_ops import POINTWISE_OPS, Tensor, canonical_ops, text_ops
+from analyzer.diff.align import Alignment, RunSeq
+from analyzer.diff.facts import short_name
+from analyzer.ops.dataflow import POINTWISE_OPS, Tensor, canonical_ops, text_ops
 
 _SIDE_ROLES = ("memop", "helper")
 # A replaced kernel sits within this many kernels of where its replacement lands on the base axis (HF GEGLU: 2;

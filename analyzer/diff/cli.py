@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from analyzer.diff_facts import fmt_bytes, fmt_us
+from analyzer.diff.facts import fmt_bytes, fmt_us
 from analyzer.errors import DiffError
 
 REPORT_SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
@@ -20,8 +20,8 @@ REPORT_SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "m
 
 def run(args) -> int:
     from analyzer.diff import diff_runs
-    from analyzer.diff_facts import attach_manifest
-    from analyzer.load import load_trace
+    from analyzer.diff.facts import attach_manifest
+    from analyzer.readers.load import load_trace
     from analyzer.summary import summarize
 
     paths = [args.base, *args.candidates]

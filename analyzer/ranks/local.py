@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
-from analyzer.ranks_worker import run_job
+from analyzer.ranks.worker import run_job
 
 # Recycling costs a fork from the preloaded forkserver (~20 ms) but re-runs the import-time work of nothing; below
 # 64 MB of JSON (< ~3 s of analysis, < ~400 MB of heap) reusing a process is harmless, above it we recycle.
@@ -47,7 +47,7 @@ class LocalEngine:
                 # The server imports numpy/pandas/the analyzer once (~1.2 s here); every worker forked from it then
                 # starts in ~20 ms instead of paying the imports again — which also makes recycling cheap.
                 ctx.set_forkserver_preload(
-                    ["analyzer.ranks_worker", "analyzer.load", "analyzer.summary", "analyzer.diff"]
+                    ["analyzer.ranks.worker", "analyzer.readers.load", "analyzer.summary", "analyzer.diff"]
                 )
             kwargs = {"max_workers": self.workers, "mp_context": ctx}
             if self._max_json_bytes > RECYCLE_ABOVE_JSON_BYTES:

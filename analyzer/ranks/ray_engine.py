@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from analyzer.errors import TraceError
-from analyzer.ranks_inputs import with_data
-from analyzer.ranks_worker import DiffJob, SummaryJob, run_job
+from analyzer.ranks.inputs import with_data
+from analyzer.ranks.worker import DiffJob, SummaryJob, run_job
 
 
 def _ray():
