@@ -222,3 +222,38 @@ def _frame(step_ops: pd.DataFrame, out: dict, basis: np.ndarray) -> pd.DataFrame
     df = pd.DataFrame({c: out[c] for c in COLUMNS[:-1]}, index=step_ops.index)
     df["dram_basis"] = basis
     return df
+
+
+class StepDram:
+    """The model on one steady-state step of a trace: per GPU op (`ops`, index = gpu_ops rows of that step) and
+    the step's totals (NaN when any op of the step has no prediction)."""
+
+    def __init__(self, step: int | None, ops: pd.DataFrame, cache_bytes: float):
+        self.step = step
+        self.ops = ops
+        self.cache_bytes = cache_bytes
+
+    def totals(self) -> dict:
+        o = self.ops
+        known = len(o) > 0 and bool(o["dram_bytes"].notna().all())
+        total = (lambda c: float(o[c].sum()) if known else float("nan"))
+        return {
+            "dram_bytes": total("dram_bytes"),
+            "dram_read_bytes": total("dram_read_bytes"),
+            "dram_write_bytes": total("dram_write_bytes"),
+            "l2_hit_bytes": total("l2_hit_bytes"),
+            "dram_step": self.step,
+            "ops_without_dram": int(o["dram_bytes"].isna().sum()),
+        }
+
+
+def predict_steady(trace, g: pd.DataFrame, used: list[int]) -> StepDram:
+    """The model on the steady step whose GPU time is the median of `used` (g: gpu_ops of the used steps)."""
+    cap = trace.gpu.cache_bytes if trace.gpu is not None else float("nan")
+    if g.empty or not used:
+        return StepDram(None, predict_step(g.iloc[0:0], trace.gpu), cap)
+    per = g.groupby("step")["dur_us"].sum().reindex(used).fillna(0.0)
+    order = np.argsort(per.to_numpy(), kind="stable")
+    step = int(per.index[order[(len(order) - 1) // 2]])
+    ops = g[g["step"].to_numpy() == step].sort_values("ts_us", kind="stable")
+    return StepDram(step, predict_step(ops, trace.gpu), cap)
