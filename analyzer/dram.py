@@ -236,7 +236,10 @@ class StepDram:
     def totals(self) -> dict:
         o = self.ops
         known = len(o) > 0 and bool(o["dram_bytes"].notna().all())
-        total = (lambda c: float(o[c].sum()) if known else float("nan"))
+
+        def total(c: str) -> float:
+            return float(o[c].sum()) if known else float("nan")
+
         return {
             "dram_bytes": total("dram_bytes"),
             "dram_read_bytes": total("dram_read_bytes"),

@@ -18,8 +18,8 @@ import orjson
 import pandas as pd
 
 from analyzer import schema
-from analyzer.dram import predict_steady
 from analyzer.codes import object_codes
+from analyzer.dram import predict_steady
 from analyzer.trace import Trace
 
 STEP_POLICY = "first step dropped as warm-up when a trace has 3 or more steps; steps with no GPU op are skipped"
@@ -269,7 +269,9 @@ def _kernel_table(trace: Trace, g: pd.DataFrame, used: list[int], dram: pd.DataF
     d = dram if dram is not None else pd.DataFrame(columns=["dram_bytes", "dram_basis"])
     tab["dram_bytes_per_call"] = d["dram_bytes"].reindex(g.index).groupby(k, sort=True).median().to_numpy()
     basis = d["dram_basis"].reindex(g.index).groupby(k, sort=True).first()
-    tab["dram_basis"] = basis.reindex(range(len(tab))).fillna("unknown: not in the step the DRAM model ran on").to_numpy()
+    tab["dram_basis"] = (
+        basis.reindex(range(len(tab))).fillna("unknown: not in the step the DRAM model ran on").to_numpy()
+    )
     tab = tab.sort_values(["time_us_per_step", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return schema.conform(tab, "kernel_summary")
 
@@ -288,5 +290,9 @@ def summarize(trace: Trace) -> Summary:
             "that include them are null"
         )
     return Summary(
-        trace=trace, steps_used=used, per_step=per_step, kernels=_kernel_table(trace, g, used, dram.ops), warnings=remarks
+        trace=trace,
+        steps_used=used,
+        per_step=per_step,
+        kernels=_kernel_table(trace, g, used, dram.ops),
+        warnings=remarks,
     )
