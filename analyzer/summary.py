@@ -18,6 +18,7 @@ import orjson
 import pandas as pd
 
 from analyzer import schema
+from analyzer.codes import object_codes
 from analyzer.trace import Trace
 
 STEP_POLICY = "first step dropped as warm-up when a trace has 3 or more steps; steps with no GPU op are skipped"
@@ -200,14 +201,12 @@ def _by_category(g: pd.DataFrame, used: list[int]) -> dict:
 
 def _group_codes(g: pd.DataFrame) -> np.ndarray:
     """One code per distinct (kernel name, launching op, op input dims), from integer codes (no MultiIndex)."""
-    dumps = orjson.dumps
     key = np.zeros(len(g), dtype=np.int64)
-    parts = (g["name"].to_numpy(dtype=object), g["op_name"].to_numpy(dtype=object))
-    dims = np.array([dumps(d) for d in g["input_dims"].to_numpy(dtype=object)], dtype=object)
-    for values in (*parts, dims):
+    for values in (g["name"].to_numpy(dtype=object), g["op_name"].to_numpy(dtype=object)):
         codes, uniques = pd.factorize(values, use_na_sentinel=False)
-        key = key * len(uniques) + codes
-    return pd.factorize(key)[0]
+        key = pd.factorize(key * len(uniques) + codes)[0].astype(np.int64)
+    codes, first = object_codes(g["input_dims"].to_numpy(dtype=object))  # no object per row (analyzer/codes.py)
+    return pd.factorize(key * len(first) + codes)[0]
 
 
 def _as_text(value) -> str:
