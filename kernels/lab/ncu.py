@@ -168,7 +168,7 @@ def measure(
     """Run `python -m kernels.profile <child_argv>` under ncu; return the parsed kernels (raises on failure).
     extra: more ncu flags (WARM_FLAGS for the in-sequence measurement), which also reads EXTRA_METRICS; an ncu
     that does not know one of those is asked again for the DRAM metrics alone."""
-    repo_root = Path(__file__).resolve().parent.parent
+    repo_root = Path(__file__).resolve().parents[2]  # kernels/lab/ncu.py -> the repository
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(repo_root), os.environ.get("PYTHONPATH")) if p))
     tail = ["--log-file", str(csv_path), sys.executable, "-m", "kernels.profile", *child_argv]
     err = "no output"
