@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
-#   bash kernels/device_job.sh STEP...      STEP: facts | sweep | configs | record | record-hf | record-fuselens | check |
+#   bash kernels/lab/device_job.sh STEP...      STEP: facts | sweep | configs | record | record-hf | record-fuselens | check |
 #                                           bench | bench-quick | bench-mlp | bench-gating
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
@@ -15,7 +15,7 @@ if ls wheels/liger_kernel-*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 # The device copy's .git can be older than its working tree: pass FUSELENS_GIT_COMMIT=$(git rev-parse HEAD) from the
-# calling machine so manifests and bench files name the code they ran (kernels/envinfo.py marks a dirty tree).
+# calling machine so manifests and bench files name the code they ran (kernels/lab/envinfo.py marks a dirty tree).
 
 facts() {
   { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
@@ -64,13 +64,13 @@ check() {
 
 sweep() {
   echo "== per-config sweep"
-  timeout "$(left 240)" python3 -m kernels.sweep --out "$R/bench/sweep.md" >"$R/logs/sweep.txt" 2>&1
+  timeout "$(left 240)" python3 -m kernels.lab.sweep --out "$R/bench/sweep.md" >"$R/logs/sweep.txt" 2>&1
   echo "sweep rc=$?"; grep -E "^\|" "$R/logs/sweep.txt"; grep -E "Error|error" "$R/logs/sweep.txt" | head -5
 }
 
 configs() {
   echo "== every autotune config against float64"
-  timeout "$(left 240)" python3 -m kernels.check_configs >"$R/logs/check_configs.txt" 2>&1
+  timeout "$(left 240)" python3 -m kernels.lab.check_configs >"$R/logs/check_configs.txt" 2>&1
   echo "check_configs rc=$?: $(tail -1 "$R/logs/check_configs.txt")"
   grep -E "^FAIL|^ERRO|^skip" "$R/logs/check_configs.txt" | head -20
 }

@@ -1,6 +1,6 @@
 """Write sample_traces/manifest.json: the index of the bundled cases (one runner output folder per case).
 
-    python -m kernels.samples_index [sample_traces]
+    python -m kernels.lab.samples_index [sample_traces]
 
 Each case folder holds what `python -m kernels.profile` wrote (traces, manifest.json, *.ncu.json); this index lists
 them in display order, marks the one the dashboard opens on (default_case) and each case's baseline variant.
