@@ -153,6 +153,12 @@ KERNEL_SUMMARY = _table(
     ("pct_peak_bw", "float64", "% of the GPU's peak bandwidth (NaN unknown)"),
     ("pct_peak_flops", "float64", "% of the GPU's dense peak FLOP/s for the dtype (NaN unknown)"),
     ("cost_basis", "object", "what the estimate rests on"),
+    (
+        "dram_bytes_per_call",
+        "float64",
+        "PREDICTED DRAM bytes per call in sequence (L2 reuse and write-back, analyzer.dram; NaN unknown)",
+    ),
+    ("dram_basis", "object", "what dram_bytes_per_call rests on (cache size, GPU, model)"),
 )
 
 TABLES: dict[str, tuple[Column, ...]] = {

@@ -566,7 +566,7 @@ _NOT_ELEMENTWISE = re.compile(
 
 
 # ------------------------------------------------------------------------------------- FuseLens ops
-# Our Triton kernels run inside torch.library custom ops (kernels/ops.py, docs/KERNELS.md), so their launching op
+# Our Triton kernels run inside torch.library custom ops (kernels/models/custom_ops.py, docs/KERNELS.md), so their launching op
 # records the tensors; the trailing activation string is a non-tensor arg ('[]' in Input Dims, value not recorded).
 FUSELENS_OPS = frozenset(["fuselens::glu_gating", "fuselens::dual_gemm_glu", "fuselens::gemm_bias_act"])
 
