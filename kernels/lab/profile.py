@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=False, help="output folder (created)")
     p.add_argument("--measure-bytes", action="store_true", help="DRAM bytes per kernel with Nsight Compute")
     p.add_argument("--train", action="store_true", help="record a forward+backward training step")
-    p.add_argument("--ncu-child", metavar="VARIANT", help=argparse.SUPPRESS)  # internal: one step under ncu
+    p.add_argument("--ncu-child", metavar="VARIANT", help=argparse.SUPPRESS)  # internal: steps under ncu
+    p.add_argument("--ncu-steps", type=int, default=1, help=argparse.SUPPRESS)  # internal: steps profiled in a row
     return p
 
 
@@ -204,7 +205,7 @@ def _record_variant(name, model, x, ns, out_dir: Path) -> dict:
 
 
 def _ncu_child(ns) -> int:
-    """Internal: warm up the variant, then one step inside cudaProfilerStart/Stop for ncu to count."""
+    """Internal: warm up the variant, then --ncu-steps steps in a row inside cudaProfilerStart/Stop for ncu."""
     import torch
 
     from kernels.models.variants import build
@@ -218,14 +219,16 @@ def _ncu_child(ns) -> int:
         step()
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
-    step()
+    for _ in range(max(1, min(ns.ncu_steps, 10))):
+        step()
     torch.cuda.synchronize()
     torch.cuda.profiler.stop()
     return EXIT_OK
 
 
-def _child_argv(ns, variant: str) -> list[str]:
-    argv = ["--ncu-child", variant, "--workload", ns.workload, "--batch", str(ns.batch), "--seq", str(ns.seq)]
+def _child_argv(ns, variant: str, steps: int = 1) -> list[str]:
+    argv = ["--ncu-child", variant, "--ncu-steps", str(steps), "--workload", ns.workload]
+    argv += ["--batch", str(ns.batch), "--seq", str(ns.seq)]
     argv += ["--d-model", str(ns.d_model), "--hidden", str(ns.hidden), "--dtype", ns.dtype]
     return argv + (["--train"] if ns.train else [])
 
@@ -242,13 +245,36 @@ def _measure_bytes(ns, variant: str, out_dir: Path) -> dict:
     except Exception as exc:  # ncu missing permissions, timeout, parse failure: the trace still stands
         return {"ncu_error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
     doc = {"metrics": list(ncu.METRICS), "ncu_version": ncu.ncu_version(exe), "kernels": kernels}
-    (out_dir / f"{variant}.ncu.json").write_text(json.dumps(doc, indent=1))
-    return {
+    entry = {
         "ncu": f"{variant}.ncu.json",
         "ncu_csv": csv_path.name,
         "dram_bytes_read": sum(k.get("dram_bytes_read", 0) for k in kernels),
         "dram_bytes_write": sum(k.get("dram_bytes_write", 0) for k in kernels),
     }
+    # in sequence: each kernel sees the L2 its predecessors left (kernels.lab.ncu, "warm"); a failure keeps the rest
+    warm_csv = out_dir / f"{variant}.ncu-warm.csv"
+    try:
+        steps = ncu.WARM_STEPS
+        warm = ncu.measure(exe, _child_argv(ns, variant, steps), warm_csv, extra=ncu.WARM_FLAGS)
+        one, block = ncu.warm_summary(warm, steps)
+    except Exception as exc:
+        entry["ncu_warm_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    else:
+        import torch
+
+        block["l2_cache_bytes"] = block.get("l2_cache_bytes") or torch.cuda.get_device_properties(0).L2_cache_size
+        merged = ncu.merge_warm(kernels, one)
+        doc["kernels"] = merged
+        if merged is kernels:  # the flushed and warm steps launched different kernels: keep both lists
+            block["kernels"] = one
+        doc["warm"] = block
+        entry.update(
+            ncu_warm_csv=warm_csv.name,
+            warm_dram_bytes_read=block["step_dram_bytes_read"],
+            warm_dram_bytes_write=block["step_dram_bytes_write"],
+        )
+    (out_dir / f"{variant}.ncu.json").write_text(json.dumps(doc, indent=1))
+    return entry
 
 
 def run(argv: list[str] | None = None) -> int:
