@@ -65,6 +65,8 @@ def manifest_entry_facts(doc: Mapping, entry: Mapping) -> dict:
         "dtype": doc.get("dtype"),
         "train": doc.get("train"),
         "median_us": side_number(entry.get("median_us")),
+        "p10_us": side_number(entry.get("p10_us")),
+        "p90_us": side_number(entry.get("p90_us")),
         "timing": doc.get("timing"),
         "dram_bytes_read": side_number(entry.get("dram_bytes_read")),
         "dram_bytes_write": side_number(entry.get("dram_bytes_write")),
