@@ -56,6 +56,41 @@ def cell(value, spec: str = "{:,.1f}") -> str:
     return spec.format(v) if math.isfinite(v) else NONE
 
 
+def signed(value, spec: str = "{:+.1f}") -> str:
+    """A signed figure that never reads "-0.0" or "+0" as if something changed: zero (after rounding) has no sign."""
+    text = spec.format(value)
+    if text.lstrip("+-").strip("0.,%") == "" or text.lstrip("+-") in ("0", "0%"):
+        return text.lstrip("+-")
+    return text
+
+
+def signed_cell(value, spec: str = "{:+,.1f}") -> str:
+    """A signed table figure ("+1.2", "-0.5", "0.0"), "—" when unknown."""
+    return signed(float(value), spec) if cell(value) != NONE else NONE
+
+
+def markdown_table(df) -> str:
+    """A GitHub-flavoured Markdown table of a DataFrame's cells as shown (text), for design docs. Pipes and newlines
+    in names are escaped so a kernel name cannot break the table."""
+
+    def c(v) -> str:
+        t = NONE if v is None or (isinstance(v, float) and not math.isfinite(v)) else str(v)
+        return " ".join(t.split()).replace("\\", "\\\\").replace("|", "\\|")
+
+    head = "| " + " | ".join(c(x) for x in df.columns) + " |"
+    sep = "|" + "|".join("---" for _ in df.columns) + "|"
+    body = ["| " + " | ".join(c(v) for v in row) + " |" for row in df.itertuples(index=False, name=None)]
+    return "\n".join([head, sep, *body])
+
+
+def copy_markdown(df_or_text, key: str, what: str) -> None:
+    """A "Copy as Markdown" expander: the table (or text) as Markdown in a code block, whose copy button puts it on
+    the clipboard (works offline; the page never reads the clipboard)."""
+    text = df_or_text if isinstance(df_or_text, str) else markdown_table(df_or_text)
+    with st.expander(f"Copy as Markdown: {what}", icon=":material/content_copy:"):
+        st.code(text, language="markdown", wrap_lines=False)
+
+
 def show_messages() -> None:
     """Load errors (one line each, naming the file) and notices, inline at the top of the page, until dismissed."""
     errs, notes = state.errors(), state.notes()
