@@ -80,6 +80,9 @@ class RunSeq:
     steps_used: list[int]  # all steady steps the Summary used
     step_shown: int  # the step whose kernel list is shown (median GPU time among steps_with_signature)
     notes: list[str] = field(default_factory=list)
+    # duration of each GPU op of `rows` (columns, launch order) in each step of steps_with_signature (rows): the
+    # per-step figures behind rows' medians, for step-to-step spreads (analyzer.diff.comparability)
+    step_durs_us: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     _records: list | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -115,7 +118,8 @@ def sequence(summary, label: str, step: int | None = None) -> RunSeq:
         steps = steps_used or sorted(int(s) for s in set(g["step"].tolist()) if s >= 0)
     g = g[g["step"].isin(steps)]
     if (g["kind"] == "kernel").sum() == 0:
-        raise DiffError(f"{src}: no GPU kernels in its steady-state steps {steps}; nothing to compare")
+        where = f"steps {', '.join(map(str, steps))}" if steps else "any profiler step"
+        raise DiffError(f"{src}: no GPU kernels in {where} (a truncated or CPU-only trace?); nothing to compare")
     notes: list[str] = []
     if g["device"].nunique() > 1:  # one trace per GPU is the Kineto norm; keep the busiest device
         dev = int(g.groupby("device")["dur_us"].sum().idxmax())
@@ -152,7 +156,7 @@ def sequence(summary, label: str, step: int | None = None) -> RunSeq:
     rows = rows.reset_index(drop=True)
     rows["pos"] = np.arange(len(rows))
     _annotate(rows, trace)
-    return RunSeq(label, rows, [int(s) for s in same], steps_used or steps, int(same[shown_i]), notes)
+    return RunSeq(label, rows, [int(s) for s in same], steps_used or steps, int(same[shown_i]), notes, durs)
 
 
 def _roles(rows: pd.DataFrame) -> pd.Series:
