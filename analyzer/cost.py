@@ -63,12 +63,13 @@ def _kernel_estimates(k: pd.DataFrame) -> dict[str, np.ndarray]:
     op = _arr(k, "op_name", "")
     op = np.where(pd.isna(op), "", op).astype(object)
     dims, types, strides = _arr(k, "input_dims", None), _arr(k, "input_types", None), _arr(k, "input_strides", None)
+    concrete = _arr(k, "concrete_inputs", None)
     known = _arr(k, "shapes_known", False, dtype=bool)
     launch_codes, launch_names = pd.factorize(_arr(k, "launch_name", ""), use_na_sentinel=False)
     graph = np.array([isinstance(u, str) and "Graph" in u for u in launch_names], dtype=bool)[launch_codes]
     launched = np.array([isinstance(u, str) and u != "" for u in launch_names], dtype=bool)[launch_codes]
     key = np.zeros(n, dtype=np.int64)
-    for codes, size in (_codes(names), _codes(op), *map(_shape_codes, (dims, types, strides))):
+    for codes, size in (_codes(names), _codes(op), *map(_shape_codes, (dims, types, strides, concrete))):
         key = pd.factorize(key * size + codes)[0].astype(np.int64)  # re-coded each time: < n, never overflows
     key = key * 8 + known * 4 + graph * 2 + launched
     codes, uniq = pd.factorize(key)
@@ -87,6 +88,7 @@ def _kernel_estimates(k: pd.DataFrame) -> dict[str, np.ndarray]:
             shapes_known=bool(known[i]),
             graph_replay=bool(graph[i]),
             has_launch=bool(launched[i]),
+            concrete=concrete[i],
         )
         for i in first
     ]
