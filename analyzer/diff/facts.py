@@ -1,5 +1,5 @@
 """Facts a diff's numbers rest on: GPU, PyTorch version, workload, shapes, dtype — from the trace and, when the
-FuseLens runner recorded it, the manifest.json beside the trace (kernels/profile.py writes one per run folder).
+FuseLens runner recorded it, the manifest.json beside the trace (kernels/lab/profile.py writes one per run folder).
 
 Kineto traces carry no PyTorch version and no workload description, so without a manifest those facts are None.
 """

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyzer.ops import attention as attn
 from analyzer.ops import dtypes, names
 from analyzer.ops import gemm as gemm_reader
 from analyzer.ops.tensors import Tensor, UnknownDtype, broadcast, read_tensors, shape_text
@@ -44,6 +45,7 @@ class Call:
     args: tuple[Tensor | None, ...]  # one entry per op argument (None: not a tensor)
     dims: object = None
     types: object = None
+    concrete: object = None  # Concrete Inputs (values of scalar args: is_causal, …)
 
     @property
     def tensors(self) -> list[Tensor]:
@@ -92,64 +94,26 @@ def gemm_estimate(g: gemm_reader.Gemm, op: str, kernel_name: str) -> Estimate:
 
 
 # ------------------------------------------------------------------------------------------ attention
-ATTENTION_FWD = frozenset(
-    [
-        "aten::_scaled_dot_product_flash_attention",
-        "aten::_scaled_dot_product_efficient_attention",
-        "aten::_scaled_dot_product_cudnn_attention",
-        "aten::scaled_dot_product_attention",
-        "aten::_flash_attention_forward",
-        "aten::_efficient_attention_forward",
-        "aten::_scaled_dot_product_flash_attention_for_cpu",
-    ]
-)
-ATTENTION_BWD = frozenset(
-    [
-        "aten::_scaled_dot_product_flash_attention_backward",
-        "aten::_scaled_dot_product_efficient_attention_backward",
-        "aten::_scaled_dot_product_cudnn_attention_backward",
-        "aten::_flash_attention_backward",
-        "aten::_efficient_attention_backward",
-    ]
-)
-# (batch, seq, heads, dim) layout instead of SDPA's (batch, heads, seq, dim)
-_BSHD = frozenset(
-    [
-        "aten::_flash_attention_forward",
-        "aten::_efficient_attention_forward",
-        "aten::_flash_attention_backward",
-        "aten::_efficient_attention_backward",
-    ]
-)
+ATTENTION_FWD = frozenset(attn.FORWARD_OPS)
+ATTENTION_BWD = frozenset(attn.BACKWARD_OPS)
 
 
 def attention(c: Call) -> Estimate:
-    op, t = c.op, c.tensors
-    backward = op in ATTENTION_BWD
-    qkv = t[1:4] if backward and op.startswith("aten::_scaled") else t[:3]
-    if backward and op in _BSHD:
-        qkv = t[1:4]  # (grad_out, q, k, v, out, logsumexp, …)
-    if len(qkv) < 3 or any(len(x.shape) != 4 for x in qkv):
+    """SDPA / flash / memory-efficient / cuDNN attention (analyzer.ops.attention reads the call): bytes Q + K + V
+    (+ mask) + O + logsumexp, K/V at their own H_kv heads (GQA read once per KV head); FLOPs 4·B·H·S_q·S_k·D, halved
+    when causal (backward 2.5×)."""
+    op = c.op
+    a = attn.attention_problem(op, list(c.args), c.concrete, c.name)
+    if a is None:
         return unknown(f"{op}: q, k, v are not 4-D tensors")
-    q, k, v = qkv
-    if op in _BSHD:
-        b, nq, h, d = q.shape
-        nk, dv = k.shape[1], v.shape[3]
-    else:
-        b, h, nq, d = q.shape
-        nk, dv = k.shape[2], v.shape[3]
-    o_bytes = q.bytes_of(b * h * nq * dv)
-    fwd_flops = 2.0 * b * h * nq * nk * (d + dv)  # Q·Kᵀ and P·V; causal masking is not recorded, so not halved
-    if backward:
-        total = sum(x.nbytes for x in t) + q.nbytes + k.nbytes + v.nbytes  # inputs + dQ, dK, dV
-        flops = 2.5 * fwd_flops  # 5 matmuls of the 2 in forward (FlashAttention-2 paper's count)
-        what = "backward: inputs + dQ dK dV"
-    else:
-        total = q.nbytes + k.nbytes + v.nbytes + o_bytes
-        flops = fwd_flops
-        what = "Q+K+V+O"
-    basis = f"estimate: attention B={b} H={h} Nq={nq} Nkv={nk} d={d} {q.short} ({what}; causal not recorded) from {op}"
-    return Estimate(float(total), flops, basis, dtypes.peak_key(q.dtype, c.name))
+    total, what = attn.attention_bytes(a, list(c.args), lambda d: dtypes.itemsize(d) or _NAN)
+    flops = attn.backward_flops(a) if a.backward else a.forward_flops
+    causal = f"causal from the {a.causal_from}, FLOPs halved" if a.causal else a.label().rsplit(", ", 1)[1]
+    basis = (
+        f"estimate: attention{' backward' if a.backward else ''} {a.label().rsplit(', ', 1)[0]} "
+        f"{a.dtype} ({what}; {causal}) from {op}"
+    )
+    return Estimate(total, flops, basis, dtypes.peak_key(a.dtype, c.name))
 
 
 # --------------------------------------------------------------------------------------- elementwise
@@ -405,7 +369,7 @@ def custom_op_args(c: Call) -> Estimate:
 
 
 # ------------------------------------------------------------------------------------- FuseLens ops
-# Our Triton kernels run inside torch.library custom ops (kernels/ops.py, docs/KERNELS.md), so their launching op
+# Our Triton kernels run inside torch.library custom ops (kernels/models/custom_ops.py, docs/KERNELS.md), so their launching op
 # records the tensors; the trailing activation string is a non-tensor arg ('[]' in Input Dims, value not recorded).
 FUSELENS_OPS = frozenset(["fuselens::glu_gating", "fuselens::dual_gemm_glu", "fuselens::gemm_bias_act"])
 
@@ -537,6 +501,7 @@ def estimate_kernel(
     shapes_known: bool,
     graph_replay: bool,
     has_launch: bool = True,
+    concrete=None,
 ) -> Estimate:
     op = op_name or ""
     if category == "communication":
@@ -553,7 +518,7 @@ def estimate_kernel(
         args = read_tensors(dims, types, strides, strict=True)
     except UnknownDtype as err:
         return unknown(f"input type {err.args[0]!r} of {op} has no element size in the dtype table")
-    call = Call(name, category, ops or "", op, tuple(args), dims, types)
+    call = Call(name, category, ops or "", op, tuple(args), dims, types, concrete)
     for _what, when, rule in RULES:
         if when(call):
             return rule(call)

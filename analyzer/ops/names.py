@@ -147,6 +147,14 @@ def canonical_ops(op_name: str | None) -> frozenset[str]:
 # ------------------------------------------------------------------------------------ Inductor kernel names
 INDUCTOR_KINDS = ("poi", "red", "per", "tem", "for", "spl", "mm", "bmm")
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem|for|spl|mm|bmm)_(?:fused_)?(.*?)(?:_\d+)*$")
+# SDPA ops Inductor names in a pointwise/reduction kernel that prepares their input (RoPE + layout copy for
+# cuDNN/flash inputs, named after the op its output feeds): the kernel computes none of the attention
+ATTENTION_WORDS = (
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "scaled_dot_product_attention",
+)
 # aten op names Inductor joins with '_' (so they must be re-assembled); everything else is one word.
 _MULTIWORD = sorted(
     _words("""_unsafe_view _unsafe_index _unsafe_index_put _reshape_alias _to_copy as_strided as_strided_scatter view_as
@@ -160,7 +168,8 @@ _MULTIWORD = sorted(
     max_pool2d_with_indices_backward embedding_dense_backward nll_loss_forward nll_loss_backward threshold_backward
     gelu_backward silu_backward sigmoid_backward tanh_backward hardswish_backward convolution_backward full_like
     zeros_like ones_like empty_like new_zeros new_empty new_ones scalar_tensor _scaled_mm _addmm_activation
-    _scaled_dot_product_flash_attention clamp_min clamp_max nan_to_num where_self leaky_relu"""),
+    clamp_min clamp_max nan_to_num where_self leaky_relu""")
+    + list(ATTENTION_WORDS),
     key=len,
     reverse=True,
 )
@@ -173,7 +182,10 @@ class InductorName(NamedTuple):
     @property
     def ops(self) -> tuple[str, ...]:
         """The listed ops that compute something (views and copies dropped), in the name's order, each once."""
-        return tuple(dict.fromkeys(w for w in self.words if w not in VIEW_OPS and w not in COPY_OPS))
+        dropped = (
+            VIEW_OPS | COPY_OPS | (frozenset(ATTENTION_WORDS) if self.kind in ("poi", "red", "per") else frozenset())
+        )
+        return tuple(dict.fromkeys(w for w in self.words if w not in dropped))
 
 
 @lru_cache(maxsize=8192)
@@ -211,6 +223,8 @@ def inductor_ops(name: str | None) -> frozenset[str]:
         return frozenset()
     ops: set[str] = {"mm"} if dec.kind in ("mm", "bmm") else set()
     for w in dec.words:
+        if dec.kind in ("poi", "red", "per") and w in ATTENTION_WORDS:
+            continue
         ops |= canonical_ops(w)
     return frozenset(ops)
 
