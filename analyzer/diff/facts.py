@@ -64,6 +64,8 @@ def manifest_entry_facts(doc: Mapping, entry: Mapping) -> dict:
         "dtype": doc.get("dtype"),
         "train": doc.get("train"),
         "median_us": entry.get("median_us"),
+        "p10_us": entry.get("p10_us"),
+        "p90_us": entry.get("p90_us"),
         "timing": doc.get("timing"),
         "dram_bytes_read": entry.get("dram_bytes_read"),
         "dram_bytes_write": entry.get("dram_bytes_write"),
