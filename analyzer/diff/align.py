@@ -109,7 +109,8 @@ def sequence(summary, label: str, step: int | None = None) -> RunSeq:
         steps = steps_used or sorted(int(s) for s in set(g["step"].tolist()) if s >= 0)
     g = g[g["step"].isin(steps)]
     if (g["kind"] == "kernel").sum() == 0:
-        raise DiffError(f"{src}: no GPU kernels in its steady-state steps {steps}; nothing to compare")
+        where = f"steps {', '.join(map(str, steps))}" if steps else "any profiler step"
+        raise DiffError(f"{src}: no GPU kernels in {where} (a truncated or CPU-only trace?); nothing to compare")
     notes: list[str] = []
     if g["device"].nunique() > 1:  # one trace per GPU is the Kineto norm; keep the busiest device
         dev = int(g.groupby("device")["dur_us"].sum().idxmax())
