@@ -51,6 +51,7 @@ top[2].download_button(
 )
 
 cv.headline(d, label=label)
+ui.copy_markdown(cv.headline_markdown(d, label), "fl_copy_headline", "headline")
 for n in d.notes + cd.notes:
     st.caption(f"Note: {ui.esc(n)}")
 
@@ -124,10 +125,13 @@ else:
         totals.append(
             {
                 "run": lab,
-                **tot,
-                "measured / estimate": tot["measured_bytes"] / tot["estimated_bytes"]
-                if tot["estimated_bytes"]
-                else float("nan"),
+                "estimate per step": ui.fmt_bytes(tot["estimated_bytes"]),
+                "measured per step": ui.fmt_bytes(tot["measured_bytes"]),
+                "measured / estimate": ui.cell(
+                    tot["measured_bytes"] / tot["estimated_bytes"] if tot["estimated_bytes"] else None, "{:.2f}"
+                ),
+                "kernels paired": f"{tot['kernels_measured']} measured, {tot['kernels_estimated']} estimated, "
+                f"{tot['matched']}",
             }
         )
         with st.expander(f"{ui.esc(lab)}: per kernel ({ui.esc(tot['matched'])})"):
@@ -146,11 +150,12 @@ else:
         hide_index=True,
         width="stretch",
         column_config={
-            "estimated_bytes": st.column_config.NumberColumn("estimate per step (B)", format="localized"),
-            "measured_bytes": st.column_config.NumberColumn("measured per step (B)", format="localized"),
-            "measured / estimate": st.column_config.NumberColumn(format="%.2f"),
+            "estimate per step": st.column_config.TextColumn(help="HBM bytes estimated from shapes and dtypes"),
+            "measured per step": st.column_config.TextColumn(help="Nsight Compute DRAM read + write bytes"),
+            "measured / estimate": st.column_config.TextColumn(help="— = no estimate to divide by"),
         },
     )
+    ui.copy_markdown(pd.DataFrame(totals), "fl_copy_measured", "estimated vs measured bytes")
     st.caption(
         "Measured = Nsight Compute dram__bytes_read.sum + dram__bytes_write.sum over one step: bytes that reached HBM. "
         "What L2 absorbed is not counted, so an intermediate that fits in L2 shows fewer bytes than the estimate."

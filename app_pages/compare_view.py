@@ -81,6 +81,8 @@ SIDE_BY_SIDE_HELP = {
     "carry no runner timing)",
     "speed-up (CUDA events)": "baseline CUDA-event time / the candidate's; — = one of the two was not recorded",
     "HBM bytes avoided/step (est.)": "intermediates no longer written and read back (estimate from shapes, dtypes)",
+    "DRAM bytes avoided/step (predicted)": "the bytes avoided that would have reached DRAM, after what the L2 cache "
+    "keeps (analyzer.dram's L2-aware prediction)",
     "saved by fusion": "replaced kernels' time minus the fused kernels' time, per step",
     "fusion groups": "fused kernels that replaced several baseline kernels",
     "round trips left (est.)": "HBM round trips the candidate still makes that a fusion could remove",
@@ -109,6 +111,7 @@ def summary_table(d) -> pd.DataFrame:
             "CUDA-event time": ui.cell(cand_ev, "{:,.1f} µs"),
             "speed-up (CUDA events)": ui.cell(base_ev / cand_ev if base_ev and cand_ev else None, "{:.2f}×"),
             "HBM bytes avoided/step (est.)": ui.fmt_bytes(cd.hbm_bytes_avoided_per_step),
+            "DRAM bytes avoided/step (predicted)": ui.fmt_bytes(cd.predicted_dram_bytes_saved_per_step),
             "saved by fusion": ui.fmt_us(cd.time_saved_us_per_step),
             "fusion groups": str(h.get("n_fusions", 0)),
             "round trips left (est.)": ui.fmt_bytes(cd.run.remaining_bytes_per_step),
@@ -164,10 +167,43 @@ def headline(d, label: str | None = None) -> None:
         delta_arrow="off",
         help="Replaced baseline kernels' time minus the fused kernels' time (fusion groups and swaps only).",
     )
+    traffic = cd.traffic_avoided()  # logical vs predicted DRAM vs measured DRAM: one sentence for every surface
+    st.markdown(f"**{ui.esc(traffic['text'])}**")
+    st.caption(
+        "Logical: "
+        + ui.esc(traffic["basis"]["logical"])
+        + ". Predicted DRAM: "
+        + ui.esc(traffic["basis"]["predicted"])
+        + " (docs/COST_MODEL.md, 'DRAM model'). Measured: "
+        + (ui.esc(traffic["basis"]["measured"]) if traffic.get("measured_dram_bytes_per_step") is not None else "no")
+        + " in-sequence Nsight Compute counters with these runs."
+    )
     if not cd.bytes_complete:
         st.caption("Some fused kernels lack recorded shapes: the bytes avoided are a lower bound.")
     if len(d.candidates) > 1:
         candidates_table(d)
+
+
+def headline_markdown(d, label: str | None = None) -> str:
+    """The headline of one candidate as Markdown for a design doc (the same figures as the metrics above)."""
+    cd = d.candidate(label) if label else d.candidates[0]
+    b, c = cd.base, cd.run
+    h = cd.headline()
+    pct = h.get("gpu_time_change_pct")
+    change = f" ({ui.signed(pct, '{:+.1f}%')} vs {ui.fmt_us(b.gpu_time_us_per_step)})" if _finite(pct) else ""
+    lines = [
+        f"**{cd.label} vs {cd.base_label}** (per step, median over steady-state steps)",
+        "",
+        f"- Kernels per step: {b.kernels_per_step} → {c.kernels_per_step}",
+        f"- HBM bytes avoided per step: {ui.fmt_bytes(cd.hbm_bytes_avoided_per_step)} "
+        f"({cd.hbm_bytes_avoided_per_step:,.0f} B, estimate from recorded shapes and dtypes)",
+        f"- GPU time per step: {ui.fmt_us(c.gpu_time_us_per_step)}{change}",
+        f"- Time saved by fusion per step: {ui.fmt_us(cd.time_saved_us_per_step)} "
+        f"({h.get('n_fusions', 0)} fusion group(s))",
+    ]
+    for f in cd.fusions:
+        lines.append(f"- Fusion: `{_short(f.fused_kernel, 80)}` ← {' + '.join(f.ops)} ({len(f.replaces)} kernels)")
+    return "\n".join(lines)
 
 
 def doubts(*labels: str) -> None:

@@ -16,6 +16,7 @@ import streamlit as st
 from analyzer.figures import theme
 from app_pages import export, state
 
+NONE = "—"  # what a cell or figure shows when it is unknown or not recorded (the tooltip says why)
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&\"'])")
 
 
@@ -29,7 +30,7 @@ def esc(text: object, limit: int = 300) -> str:
 
 def fmt_us(us: float) -> str:
     if us is None or not math.isfinite(us):
-        return "–"
+        return NONE
     if abs(us) >= 10_000:
         return f"{us / 1000:,.2f} ms"
     return f"{us:,.1f} µs"
@@ -37,14 +38,11 @@ def fmt_us(us: float) -> str:
 
 def fmt_bytes(b: float) -> str:
     if b is None or not math.isfinite(b):
-        return "–"
+        return NONE
     for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(b) >= div:
             return f"{b / div:,.1f} {unit}"
     return f"{b:,.0f} B"
-
-
-NONE = "—"  # what a table cell shows for an unknown or not-recorded figure (the column's tooltip says why)
 
 
 def cell(value, spec: str = "{:,.1f}") -> str:
