@@ -144,18 +144,8 @@ def subtitle() -> str:
 
 
 def fit_to_container(fig: go.Figure) -> go.Figure:
-    """Page-width fixes for any figure: tick labels grow the margins instead of being clipped, and a legend under
-    the plot sits at the container's bottom, below the x-axis title rather than on top of it."""
-    fig.update_xaxes(automargin=True)
-    fig.update_yaxes(automargin=True)
-    if fig.layout.title and fig.layout.title.text:  # long y labels push a plot-anchored title off the right edge
-        fig.update_layout(title=dict(xref="container", x=0.005, xanchor="left"))
-    leg = fig.layout.legend
-    y = leg.y if leg.y is not None else (theme.TEMPLATE.layout.legend.y or 1.0)
-    if y < 0 and leg.yref != "container":
-        fig.update_layout(legend=dict(yref="container", y=0.0, yanchor="bottom"))
-        fig.update_layout(margin=dict(b=(fig.layout.margin.b or 60) + 44))
-    return fig
+    """Page-width fixes for any figure (analyzer.figures.theme.fit_layout, shared with the HTML report)."""
+    return theme.fit_layout(fig)
 
 
 def chart(fig: go.Figure, name: str, title: str, *, key: str, caption: str | None = None) -> None:
