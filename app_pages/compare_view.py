@@ -11,6 +11,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from analyzer.fmt import safe_text, short_name
 from app_pages import state, ui
 
 
@@ -154,19 +155,14 @@ def candidates_table(d) -> None:
     )
 
 
-def _short(name: str, n: int = 90) -> str:
-    s = " ".join(str(name).split())
-    return s if len(s) <= n else s[: n - 1] + "…"
-
-
 def fusion_card(f) -> None:
     """One fusion group as a card: fused kernel ← replaced kernels, the intermediates it keeps on chip, the gain."""
     with st.container(border=True):
         st.markdown(
-            f"**{ui.esc(_short(f.fused_kernel, 100))}** ← {len(f.replaces)} kernels ({ui.esc('+'.join(f.ops))})"
+            f"**{ui.esc(short_name(f.fused_kernel, 100))}** ← {len(f.replaces)} kernels ({ui.esc('+'.join(f.ops))})"
         )
         for name, op in zip(f.replaces, f.replaced_ops, strict=False):
-            st.caption(f"replaces {ui.esc(_short(name, 120))}" + (f" · {ui.esc(op)}" if op else ""))
+            st.caption(f"replaces {ui.esc(short_name(name, 120))}" + (f" · {ui.esc(op)}" if op else ""))
         c = st.columns(4)
         c[0].metric("per step", f"×{f.count_per_step}")
         c[1].metric(
@@ -182,7 +178,7 @@ def fusion_card(f) -> None:
             reads = int(i.get("reads") or 1)
             st.markdown(
                 f"- intermediate **{ui.esc(shape)} {ui.esc(i['dtype'])}**, {ui.fmt_bytes(i['bytes'])}: written by "
-                f"{ui.esc(_short(i.get('producer_op') or i.get('producer'), 60))}, read {reads}× → "
+                f"{ui.esc(short_name(i.get('producer_op') or i.get('producer'), 60))}, read {reads}× → "
                 f"{ui.fmt_bytes(i['round_trip_bytes'])} of HBM traffic no longer made"
             )
 
@@ -223,7 +219,7 @@ def fusion_groups(cd) -> None:
     if groups:
         with st.expander("Why each kernel was grouped (evidence)"):
             for f in groups:
-                st.text(f"{_short(f.fused_kernel, 120)}\n  " + "\n  ".join(_short(e, 240) for e in f.evidence))
+                st.text(f"{short_name(f.fused_kernel, 120)}\n  " + "\n  ".join(safe_text(e, 240) for e in f.evidence))
 
 
 def gemms(cd) -> None:

@@ -18,15 +18,15 @@ measured kernel durations (median over steady steps).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from analyzer.diff.align import RunSeq, align, sequence
-from analyzer.diff.facts import measured_dram_bytes, run_facts, short_name, workload_text
+from analyzer.diff.facts import measured_dram_bytes, run_facts, workload_text
 from analyzer.diff.match import Group, RoundTrip, group_kernels, member_bytes, remaining_round_trips
 from analyzer.errors import DiffError
+from analyzer.fmt import clean_json, file_label, safe_text, short_name, unique_label
 from analyzer.schema import CATEGORIES
 
 BYTES_RULE = (
@@ -121,7 +121,7 @@ class FusionRow:
         return _gbps(self.candidate_bytes_per_step, self.candidate_time_us_per_step)
 
     def to_json(self) -> dict:
-        return _clean(
+        return clean_json(
             {
                 "kind": self.kind,
                 "fused_kernel": self.fused_kernel,
@@ -185,7 +185,7 @@ class CandidateDiff:
 
     def headline(self) -> dict:
         b, c = self.base, self.run
-        return _clean(
+        return clean_json(
             {
                 "kernels_per_step": self.kernels_per_step,
                 "launches_per_step": [b.launches_per_step, c.launches_per_step],
@@ -208,11 +208,11 @@ class CandidateDiff:
         out["fusions"] = [f.to_json() for f in self.fusions]
         out["swaps"] = [f.to_json() for f in self.swaps]
         out["kernel_choices"] = [f.to_json() for f in self.kernel_choices]
-        out["matched_gemms"] = _clean(self.matched_gemms)
-        out["matched_other"] = _clean(self.matched_other)
-        out["unmatched"] = _clean({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
-        out["time_breakdown"] = _clean(self.time_breakdown)
-        out["remaining"] = _clean(self.run.remaining)
+        out["matched_gemms"] = clean_json(self.matched_gemms)
+        out["matched_other"] = clean_json(self.matched_other)
+        out["unmatched"] = clean_json({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
+        out["time_breakdown"] = clean_json(self.time_breakdown)
+        out["remaining"] = clean_json(self.run.remaining)
         out["notes"] = self.notes
         return out
 
@@ -340,7 +340,7 @@ def diff_runs(base, candidates: list, labels: list[str] | None = None, steps: li
 def _labels(summaries: list, labels: list[str] | None) -> list[str]:
     n = len(summaries)
     if labels is not None:
-        labels = [str(x).strip() for x in labels]
+        labels = [safe_text(x) for x in labels]
         if len(labels) != n:
             raise DiffError(f"diff: {len(labels)} labels given for {n} runs (baseline first, then each candidate)")
         if any(not x for x in labels):
@@ -351,14 +351,8 @@ def _labels(summaries: list, labels: list[str] | None) -> list[str]:
     out: list[str] = []
     for s in summaries:
         facts = run_facts(s.trace.meta)
-        name = re.sub(
-            r"(\.pt)?(\.trace)?\.json(\.gz)?$", "", str(s.trace.meta.source).replace("\\", "/").split("/")[-1]
-        )
-        name = facts.get("variant") or name or "run"
-        cand, k = name, 2
-        while cand in out:
-            cand, k = f"{name} #{k}", k + 1
-        out.append(cand)
+        name = safe_text(facts.get("variant")) or file_label(str(s.trace.meta.source)) or "run"
+        out.append(unique_label(name, out))
     return out
 
 
@@ -552,7 +546,7 @@ def _group_row(g: Group, b_rows: list, c_rows: list) -> FusionRow:
         candidate_time_us_per_step=sum(float(r.dur_us) for r in fr),
         base_bytes_per_step=base_bytes,
         candidate_bytes_per_step=cand_bytes,
-        evidence=[f"{_short(b_rows[m].name)}: {g.evidence.get(m, '')}" for m in g.members],
+        evidence=[f"{short_name(b_rows[m].name)}: {g.evidence.get(m, '')}" for m in g.members],
     )
 
 
@@ -678,7 +672,7 @@ def _aggregate_round_trips(items: list[dict]) -> list[dict]:
 
 
 def _run_json(r: RunFacts) -> dict:
-    return _clean(
+    return clean_json(
         {
             "label": r.label,
             "source": r.source,
@@ -736,28 +730,3 @@ def _pct(new: float, old: float) -> float:
     if not _finite(new) or not _finite(old) or old == 0:
         return math.nan
     return 100.0 * (new - old) / old
-
-
-def _short(name: str, n: int = 60) -> str:
-    return short_name(name, n)
-
-
-def _clean(x):
-    """JSON-safe: NaN/inf -> None, tuples -> lists, numpy scalars -> Python."""
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, bool) or x is None or isinstance(x, str):
-        return x
-    if isinstance(x, int):
-        return x
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if not math.isfinite(f):
-        return None
-    if hasattr(x, "item"):
-        x = x.item()
-    return x if isinstance(x, int) else f
