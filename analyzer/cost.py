@@ -12,9 +12,9 @@ column arithmetic. Every figure says what it rests on in cost_basis ('estimate: 
 from __future__ import annotations
 
 import numpy as np
-import orjson
 import pandas as pd
 
+from analyzer.codes import object_codes
 from analyzer.fmt import short_name
 from analyzer.gpus import GpuSpec
 from analyzer.ops.cost_rules import Estimate, estimate_kernel, is_helper
@@ -40,6 +40,12 @@ def _codes(values: np.ndarray) -> tuple[np.ndarray, int]:
     return codes.astype(np.int64), len(uniques)
 
 
+def _shape_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
+    # by shared object, then by JSON text of the distinct ones: no object per row (analyzer/codes.py says why)
+    codes, first = object_codes(values)
+    return codes, len(first)
+
+
 def _per_unique(values: np.ndarray, fn) -> np.ndarray:
     """fn(value) → bool for every row, evaluated once per distinct value (a few hundred, not a million)."""
     codes, uniques = pd.factorize(values, use_na_sentinel=False)
@@ -58,15 +64,14 @@ def _kernel_estimates(k: pd.DataFrame) -> dict[str, np.ndarray]:
     op = _arr(k, "op_name", "")
     op = np.where(pd.isna(op), "", op).astype(object)
     dims, types, strides = _arr(k, "input_dims", None), _arr(k, "input_types", None), _arr(k, "input_strides", None)
-    dumps = orjson.dumps
-    shape_key = np.array([dumps((d, t, s)) for d, t, s in zip(dims, types, strides, strict=True)], dtype=object)
+    concrete = _arr(k, "concrete_inputs", None)
     known = _arr(k, "shapes_known", False, dtype=bool)
     launch_codes, launch_names = pd.factorize(_arr(k, "launch_name", ""), use_na_sentinel=False)
     graph = np.array([isinstance(u, str) and "Graph" in u for u in launch_names], dtype=bool)[launch_codes]
     launched = np.array([isinstance(u, str) and u != "" for u in launch_names], dtype=bool)[launch_codes]
     key = np.zeros(n, dtype=np.int64)
-    for codes, size in (_codes(names), _codes(op), _codes(shape_key)):
-        key = key * size + codes
+    for codes, size in (_codes(names), _codes(op), *map(_shape_codes, (dims, types, strides, concrete))):
+        key = pd.factorize(key * size + codes)[0].astype(np.int64)  # re-coded each time: < n, never overflows
     key = key * 8 + known * 4 + graph * 2 + launched
     codes, uniq = pd.factorize(key)
     first = np.full(len(uniq), -1, dtype=np.int64)
@@ -84,6 +89,7 @@ def _kernel_estimates(k: pd.DataFrame) -> dict[str, np.ndarray]:
             shapes_known=bool(known[i]),
             graph_replay=bool(graph[i]),
             has_launch=bool(launched[i]),
+            concrete=concrete[i],
         )
         for i in first
     ]

@@ -19,18 +19,26 @@ class GpuSpec:
     name: str
     hbm_gbps: float  # peak HBM bandwidth, 1e9 B/s
     tflops: dict[str, float] = field(default_factory=dict)  # dense peak by dtype: 'bf16', 'fp16', 'fp32', 'tf32', 'fp8'
-    l2_bytes: float = float("nan")
+    l2_bytes: float = float("nan")  # datasheet L2 capacity, bytes (NaN unknown)
+    # last-level cache in front of HBM when it is not the L2 (AMD Infinity Cache); the DRAM model's capacity
+    llc_bytes: float = float("nan")
     source: str = ""  # where the peaks come from (datasheet URL/title)
     matched_on: str = ""  # how the trace's device was mapped to this row (name, memory, arch, CU count)
 
+    @property
+    def cache_bytes(self) -> float:
+        """Capacity of the last cache before HBM: what analyzer.dram sizes reuse against (NaN unknown)."""
+        return self.llc_bytes if self.llc_bytes == self.llc_bytes else self.l2_bytes
 
-def _spec(name, gbps, bf16, fp16, fp32, tf32=None, fp8=None, l2_mib=None, source=""):
+
+def _spec(name, gbps, bf16, fp16, fp32, tf32=None, fp8=None, l2_mib=None, source="", llc_mib=None):
     t = {"bf16": bf16, "fp16": fp16, "fp32": fp32, "tf32": tf32, "fp8": fp8}
     return GpuSpec(
         name=name,
         hbm_gbps=float(gbps),
         tflops={k: float(v) for k, v in t.items() if v is not None},
         l2_bytes=float(l2_mib * _MiB) if l2_mib else float("nan"),
+        llc_bytes=float(llc_mib * _MiB) if llc_mib else float("nan"),
         source=source,
     )
 
@@ -50,9 +58,19 @@ SPECS: dict[str, GpuSpec] = {
         _spec("H100 SXM5 80GB", 3350, 989.5, 989.5, 67, 494.7, 1979, l2_mib=50, source=_H100),
         _spec("H100 PCIe 80GB", 2000, 756, 756, 51, 378, 1513, l2_mib=50, source=_H100),
         _spec("H100 NVL 94GB", 3900, 835.5, 835.5, 60, 417.5, 1670.5, l2_mib=50, source=_H100),
-        _spec("H200 SXM 141GB", 4800, 989.5, 989.5, 67, 494.7, 1979, l2_mib=50, source=_H200),
-        _spec("H200 NVL 141GB", 4800, 835.5, 835.5, 60, 417.5, 1670.5, l2_mib=50, source=_H200),
-        _spec("B200", 8000, 2250, 2250, 75, 1125, 4500, source="NVIDIA HGX B200 datasheet (per-GPU = 1/8)"),
+        _spec("H200 SXM 141GB", 4800, 989.5, 989.5, 67, 494.7, 1979, l2_mib=60, source=_H200),
+        _spec("H200 NVL 141GB", 4800, 835.5, 835.5, 60, 417.5, 1670.5, l2_mib=60, source=_H200),
+        _spec(
+            "B200",
+            8000,
+            2250,
+            2250,
+            75,
+            1125,
+            4500,
+            l2_mib=126,
+            source="NVIDIA HGX B200 datasheet (per-GPU = 1/8); L2: NVIDIA Blackwell architecture technical brief",
+        ),
         _spec("L40S", 864, 362.05, 362.05, 91.6, 183, 733, l2_mib=96, source="NVIDIA L40S GPU datasheet"),
         _spec("L4", 300, 121, 121, 30.3, 60, 242.5, l2_mib=48, source="NVIDIA L4 Tensor Core GPU datasheet"),
         _spec("A10", 600, 125, 125, 31.2, 62.5, l2_mib=6, source="NVIDIA A10 Tensor Core GPU datasheet"),
@@ -79,9 +97,42 @@ SPECS: dict[str, GpuSpec] = {
             l2_mib=8,
             source="AMD Instinct MI250 datasheet (÷2 per GCD) = AMD Instinct MI210 datasheet",
         ),
-        _spec("MI300X", 5300, 1307.4, 1307.4, 163.4, 653.7, 2614.9, l2_mib=32, source="AMD Instinct MI300X datasheet"),
-        _spec("MI300A", 5300, 980.6, 980.6, 122.6, 490.3, 1961.2, l2_mib=24, source="AMD Instinct MI300A datasheet"),
-        _spec("MI325X", 6000, 1307.4, 1307.4, 163.4, 653.7, 2614.9, l2_mib=32, source="AMD Instinct MI325X datasheet"),
+        _spec(
+            "MI300X",
+            5300,
+            1307.4,
+            1307.4,
+            163.4,
+            653.7,
+            2614.9,
+            l2_mib=32,
+            llc_mib=256,
+            source="AMD Instinct MI300X datasheet",
+        ),
+        _spec(
+            "MI300A",
+            5300,
+            980.6,
+            980.6,
+            122.6,
+            490.3,
+            1961.2,
+            l2_mib=24,
+            llc_mib=256,
+            source="AMD Instinct MI300A datasheet",
+        ),
+        _spec(
+            "MI325X",
+            6000,
+            1307.4,
+            1307.4,
+            163.4,
+            653.7,
+            2614.9,
+            l2_mib=32,
+            llc_mib=256,
+            source="AMD Instinct MI325X datasheet",
+        ),
     )
 }
 
@@ -168,4 +219,6 @@ def lookup(device_properties: list[dict], gpu_name: str | None) -> GpuSpec | Non
         return None
     key, why = hit
     spec = SPECS[key]
-    return GpuSpec(spec.name, spec.hbm_gbps, dict(spec.tflops), spec.l2_bytes, spec.source, matched_on=why)
+    return GpuSpec(
+        spec.name, spec.hbm_gbps, dict(spec.tflops), spec.l2_bytes, spec.llc_bytes, spec.source, matched_on=why
+    )

@@ -81,12 +81,15 @@ def link(gpu: pd.DataFrame, launches: pd.DataFrame, cpu: pd.DataFrame, annotatio
     dims = np.full(n, None, dtype=object)
     types = np.full(n, None, dtype=object)
     strides = np.full(n, None, dtype=object)
+    concrete = np.full(n, None, dtype=object)
     if has_op.any():
         rows = cpu.index.get_indexer(op_index[has_op])
         op_name[has_op] = cpu["name"].to_numpy(dtype=object)[rows]
         dims[has_op] = cpu["input_dims"].to_numpy(dtype=object)[rows]
         types[has_op] = cpu["input_types"].to_numpy(dtype=object)[rows]
         strides[has_op] = cpu["input_strides"].to_numpy(dtype=object)[rows]
+        if "concrete_inputs" in cpu:
+            concrete[has_op] = cpu["concrete_inputs"].to_numpy(dtype=object)[rows]
 
     # 4. fan-out: one correlation, several GPU ops → graph replay (or a multi-kernel launch API): shapes unknown
     corr = gpu["correlation"].to_numpy()
@@ -100,10 +103,12 @@ def link(gpu: pd.DataFrame, launches: pd.DataFrame, cpu: pd.DataFrame, annotatio
     dims[replay] = None
     types[replay] = None
     strides[replay] = None
+    concrete[replay] = None
     out["op_name"] = pd.Series(op_name, dtype=object, index=out.index)
     out["input_dims"] = pd.Series(dims, dtype=object, index=out.index)
     out["input_types"] = pd.Series(types, dtype=object, index=out.index)
     out["input_strides"] = pd.Series(strides, dtype=object, index=out.index)
+    out["concrete_inputs"] = pd.Series(concrete, dtype=object, index=out.index)
     out["shapes_known"] = has_op & ~replay & np.not_equal(dims, None)
     return out
 

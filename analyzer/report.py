@@ -123,6 +123,8 @@ def _blocks(diff, html_figures: bool) -> list[tuple]:
     ctx = _context_line(diff)
     if ctx:
         b.append(("p", ctx))
+    for cd in diff.candidates:
+        b.append(("badge", cd.comparability.verdict if cd.comparability else "not checkable", _badge_text(cd)))
     b.append(("cards", [_card(diff, cd) for cd in diff.candidates]))
     for n in diff.notes:
         b.append(("note", n))
@@ -165,13 +167,23 @@ def _card(diff, cd) -> tuple[str, list[str]]:
     b, r = cd.base, cd.run
     h = cd.headline()
     pct = h.get("gpu_time_change_pct")
+    sp = h.get("spread") or {}
+    calls = sp.get("calls") or {}
+    rb, rc = sp.get("gpu_time_us_per_step") or [None, None]
+    norm = h.get("normalised_gpu_time_change_pct")
     lines = [
+        *cd.lead_lines()[1:],
         f"kernels per step: {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]}",
         f"HBM traffic avoided per step: {fmt_bytes(cd.hbm_bytes_avoided_per_step)}"
         + ("" if cd.bytes_complete else " (at least)")
         + f" ({cd.hbm_bytes_avoided_per_step:,.0f} B, estimate)",
-        f"GPU time per step: {fmt_us(b.gpu_time_us_per_step)} → {fmt_us(r.gpu_time_us_per_step)}"
-        + (f" ({fmt_pct(pct)})" if pct is not None else ""),
+        f"GPU time per step: {fmt_us(b.gpu_time_us_per_step)}{_rng(rb)} → {fmt_us(r.gpu_time_us_per_step)}{_rng(rc)}"
+        + (f": {fmt_pct(pct)} {calls.get('gpu_time') or ''}".rstrip() if pct is not None else "")
+        + (
+            f"; normalised {fmt_pct(norm)} {calls.get('gpu_time_normalised') or ''}".rstrip()
+            if norm is not None
+            else ""
+        ),
         f"kernel time of the replaced vs replacing kernels: {_saved(cd.time_saved_us_per_step)} per step",
     ]
     n = sum(f.count_per_step for f in cd.fusions)
@@ -185,7 +197,11 @@ def _card(diff, cd) -> tuple[str, list[str]]:
         )
     ev = h.get("cuda_event_time_us_per_step") or [None, None]
     if ev[0] is not None and ev[1] is not None:
-        lines.append(f"time per step by CUDA events (runner): {fmt_us(ev[0])} → {fmt_us(ev[1])}")
+        eb, ec = sp.get("cuda_event_time_us_per_step") or [None, None]
+        lines.append(
+            f"time per step by CUDA events (runner, p10–p90): {fmt_us(ev[0])}{_rng(eb)} → {fmt_us(ev[1])}{_rng(ec)}"
+            + (f": {calls['cuda_events']}" if calls.get("cuda_events") else "")
+        )
     epi = [x for x in r.remaining if x["kind"] == "GEMM epilogue"]
     if epi:
         tot = sum(x["round_trip_bytes"] for x in epi if finite(x["round_trip_bytes"]))
@@ -197,6 +213,60 @@ def _card(diff, cd) -> tuple[str, list[str]]:
         )
     lines += [f"warning: {n}" for n in cd.notes if "unreliable" in n]
     return (f"{cd.label} vs {cd.base_label}", lines)
+
+
+def _badge_text(cd) -> str:
+    why = cd.comparability.reason if cd.comparability is not None else "no control group"
+    return f"GPU conditions of {cd.label} vs {cd.base_label}: {why}"
+
+
+def _rng(r) -> str:
+    return f" ({r[0]:,.1f}–{r[1]:,.1f})" if r else ""
+
+
+def _comparability_blocks(cd) -> list[tuple]:
+    """What the conditions verdict rests on: the control group, its factor and spreads."""
+    c = cd.comparability
+    b: list[tuple] = [("h3", "GPU conditions: the kernels identical in both runs")]
+    if c is None:
+        return b + [("p", "not computed")]
+    sp = c.within_run_spread_pct
+    b.append(
+        (
+            "p",
+            f"{c.verdict}: {c.reason}. Within-run spread of their time per step: {cd.base_label} "
+            f"{_pct_text(sp.get('base'))}, {cd.label} {_pct_text(sp.get('candidate'))}; tolerance "
+            f"±{c.tolerance_pct:.1f}%.",
+        )
+    )
+    if c.control_kernels:
+        rows = [
+            [
+                [Name(k["name"])],
+                k["op"],
+                k["shapes"],
+                f"{k['grid']} / {k['block']}",
+                f"{k['calls_per_step'][0]} / {k['calls_per_step'][1]}",
+                f"{fmt_us(k['us_per_call'][0])} → {fmt_us(k['us_per_call'][1])}",
+                f"{k['ratio']:.3f}",
+            ]
+            for k in c.control_kernels
+        ]
+        more = c.n_control_kernels - len(c.control_kernels)
+        b.append(
+            (
+                "table",
+                ["kernel", "op", "shapes", "grid / block", "calls per step", "time per call", "ratio"],
+                rows,
+            )
+        )
+        if more > 0:
+            b.append(("p", f"… and {more} lighter identical kernels (the factor uses all of them)."))
+    return b
+
+
+def _pct_text(x) -> str:
+    return "unknown (one step)" if x is None else f"{x:.1f}%"
 
 
 def _side_by_side(diff) -> tuple:
@@ -275,6 +345,7 @@ def _inter_text(i: dict) -> str:
 
 def _candidate_blocks(diff, cd, html_figures: bool) -> list[tuple]:
     b: list[tuple] = [("h2", f"{cd.label} vs {cd.base_label}")]
+    b += _comparability_blocks(cd)
     b.append(("h3", "Fusion groups"))
     if cd.fusions:
         rows = []
@@ -495,6 +566,10 @@ th,td{border:1px solid #E4E7EB;padding:.35rem .5rem;text-align:left;vertical-ali
 th{background:#F5F7FA}td{word-break:break-word;max-width:520px}
 .note{background:#FFF8E1;border-left:4px solid #E69F00;padding:.4rem .8rem;margin:.5rem 0}
 .fig{margin:.5rem 0 1rem 0}
+.badge{padding:.45rem .9rem;margin:.4rem 0;border-radius:6px;font-weight:600;border:1px solid}
+.badge.ok{background:#E3F9E5;border-color:#2F8132;color:#0E5814}
+.badge.bad{background:#FFE3E3;border-color:#CF1124;color:#8A041A}
+.badge.unk{background:#F5F7FA;border-color:#9AA5B1;color:#323F4B}
 """
 
 
@@ -530,6 +605,9 @@ def _render_html(blocks: list[tuple], title: str) -> str:
             out.append(f"<p{cls}>{_cell_html(blk[1])}</p>")
         elif kind == "note":
             out.append(f'<div class="note">{_cell_html(blk[1])}</div>')
+        elif kind == "badge":
+            cls = {"comparable": "ok", "skewed": "bad"}.get(blk[1], "unk")
+            out.append(f'<div class="badge {cls}"><b>{_esc(blk[1].upper())}</b> {_esc(blk[2])}</div>')
         elif kind == "list":
             out.append("<ul>" + "".join(f"<li>{_cell_html(x)}</li>" for x in blk[1]) + "</ul>")
         elif kind == "cards":
@@ -594,6 +672,8 @@ def _render_md(blocks: list[tuple]) -> str:
             out += [md_escape(blk[1]), ""]
         elif kind == "note":
             out += [f"> **Note:** {md_escape(blk[1])}", ""]
+        elif kind == "badge":
+            out += [f"> **{md_escape(blk[1].upper())}** {md_escape(blk[2])}", ""]
         elif kind == "list":
             out += [f"- {md_escape(x)}" for x in blk[1]] + [""]
         elif kind == "cards":

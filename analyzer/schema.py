@@ -56,6 +56,11 @@ GPU_OPS = _table(
     ("input_dims", "object", "that op's 'Input Dims' (list of lists) or None when unknown"),
     ("input_types", "object", "that op's 'Input type' (list of str) or None"),
     ("input_strides", "object", "that op's 'Input Strides' (list of lists) or None"),
+    (
+        "concrete_inputs",
+        "object",
+        "that op's 'Concrete Inputs' (list of str: scalar argument values, e.g. is_causal 'True') or None",
+    ),
     ("shapes_known", "bool", "True when the kernel carries its op's input shapes (False: e.g. CUDA-graph replay)"),
     ("step", "int64", "profiler step number the kernel belongs to (by its launch time; -1 outside any step)"),
     ("bytes", "float64", "ESTIMATED HBM bytes read + written (NaN unknown); basis in cost_basis"),
@@ -80,6 +85,7 @@ CPU_OPS = _table(
     ("input_dims", "object", "'Input Dims' as list of lists, or None"),
     ("input_types", "object", "'Input type' as list of str, or None"),
     ("input_strides", "object", "'Input Strides' as list of lists, or None"),
+    ("concrete_inputs", "object", "'Concrete Inputs' (scalar argument values as text) as list of str, or None"),
 )
 
 # One row per runtime/driver launch call (cat 'cuda_runtime', 'cuda_driver', legacy 'Runtime').
@@ -147,6 +153,12 @@ KERNEL_SUMMARY = _table(
     ("pct_peak_bw", "float64", "% of the GPU's peak bandwidth (NaN unknown)"),
     ("pct_peak_flops", "float64", "% of the GPU's dense peak FLOP/s for the dtype (NaN unknown)"),
     ("cost_basis", "object", "what the estimate rests on"),
+    (
+        "dram_bytes_per_call",
+        "float64",
+        "PREDICTED DRAM bytes per call in sequence (L2 reuse and write-back, analyzer.dram; NaN unknown)",
+    ),
+    ("dram_basis", "object", "what dram_bytes_per_call rests on (cache size, GPU, model)"),
 )
 
 TABLES: dict[str, tuple[Column, ...]] = {

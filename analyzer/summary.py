@@ -18,6 +18,8 @@ import orjson
 import pandas as pd
 
 from analyzer import schema
+from analyzer.codes import object_codes
+from analyzer.dram import predict_steady
 from analyzer.fmt import clean_json
 from analyzer.trace import Trace
 
@@ -25,6 +27,11 @@ STEP_POLICY = "first step dropped as warm-up when a trace has 3 or more steps; s
 ESTIMATES_NOTE = (
     "bytes and FLOPs are ESTIMATES from each kernel's launching op (recorded Input Dims/types/strides), not "
     "hardware counters; every kernel's cost_basis says what its figure rests on; null = unknown"
+)
+DRAM_NOTE = (
+    "bytes_per_call is LOGICAL (every tensor read and written once, as if none stayed in cache); "
+    "dram_bytes_per_call is PREDICTED DRAM traffic in sequence (analyzer.dram: reuse of earlier kernels' tensors "
+    "against the GPU's L2 size, write-back when evicted), on per_step.dram_step; dram_basis says what it rests on"
 )
 _MEMOP_KINDS = ("memcpy", "memset")
 
@@ -61,12 +68,14 @@ class Summary:
                 "time_us_per_step": r.time_us_per_step,
                 "dur_us_median": r.dur_us_median,
                 "bytes_per_call": r.bytes_per_call,
+                "dram_bytes_per_call": r.dram_bytes_per_call,
                 "flops_per_call": r.flops_per_call,
                 "achieved_gbps": r.achieved_gbps,
                 "achieved_tflops": r.achieved_tflops,
                 "pct_peak_bw": r.pct_peak_bw,
                 "pct_peak_flops": r.pct_peak_flops,
                 "cost_basis": r.cost_basis,
+                "dram_basis": r.dram_basis,
             }
             for r in self.kernels.itertuples(index=False)
         ]
@@ -90,6 +99,7 @@ class Summary:
             "per_step": self.per_step,
             "kernels": kernels,
             "estimates": ESTIMATES_NOTE,
+            "dram_model": DRAM_NOTE,
             "warnings": list(meta.warnings) + list(self.warnings),
         }
         return clean_json(out)
@@ -185,21 +195,19 @@ def _by_category(g: pd.DataFrame, used: list[int]) -> dict:
 
 def _group_codes(g: pd.DataFrame) -> np.ndarray:
     """One code per distinct (kernel name, launching op, op input dims), from integer codes (no MultiIndex)."""
-    dumps = orjson.dumps
     key = np.zeros(len(g), dtype=np.int64)
-    parts = (g["name"].to_numpy(dtype=object), g["op_name"].to_numpy(dtype=object))
-    dims = np.array([dumps(d) for d in g["input_dims"].to_numpy(dtype=object)], dtype=object)
-    for values in (*parts, dims):
+    for values in (g["name"].to_numpy(dtype=object), g["op_name"].to_numpy(dtype=object)):
         codes, uniques = pd.factorize(values, use_na_sentinel=False)
-        key = key * len(uniques) + codes
-    return pd.factorize(key)[0]
+        key = pd.factorize(key * len(uniques) + codes)[0].astype(np.int64)
+    codes, first = object_codes(g["input_dims"].to_numpy(dtype=object))  # no object per row (analyzer/codes.py)
+    return pd.factorize(key * len(first) + codes)[0]
 
 
 def _as_text(value) -> str:
     return "" if value is None else orjson.dumps(value).decode()
 
 
-def _kernel_table(trace: Trace, g: pd.DataFrame, used: list[int]) -> pd.DataFrame:
+def _kernel_table(trace: Trace, g: pd.DataFrame, used: list[int], dram: pd.DataFrame | None = None) -> pd.DataFrame:
     if g.empty or not used:
         return schema.empty("kernel_summary")
     k = pd.Series(_group_codes(g), index=g.index, name="_k")
@@ -241,6 +249,14 @@ def _kernel_table(trace: Trace, g: pd.DataFrame, used: list[int]) -> pd.DataFram
         f"{b} [{u} calls without an estimate]" if m else b
         for b, u, m in zip(text["cost_basis"], unknown_calls, mixed, strict=True)
     ]
+    # predicted DRAM bytes: the model runs on one steady step (analyzer.dram), so calls of a key outside that step
+    # have none; a key's calls in it can differ (what the cache holds depends on the neighbours): their median
+    d = dram if dram is not None else pd.DataFrame(columns=["dram_bytes", "dram_basis"])
+    tab["dram_bytes_per_call"] = d["dram_bytes"].reindex(g.index).groupby(k, sort=True).median().to_numpy()
+    basis = d["dram_basis"].reindex(g.index).groupby(k, sort=True).first()
+    tab["dram_basis"] = (
+        basis.reindex(range(len(tab))).fillna("unknown: not in the step the DRAM model ran on").to_numpy()
+    )
     tab = tab.sort_values(["time_us_per_step", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return schema.conform(tab, "kernel_summary")
 
@@ -250,6 +266,8 @@ def summarize(trace: Trace) -> Summary:
     gpu_ops = trace.gpu_ops
     g = gpu_ops[gpu_ops["step"].isin(used).to_numpy()] if used else gpu_ops.iloc[0:0]
     per_step = _per_step(trace, g, used)
+    dram = predict_steady(trace, g, used)
+    per_step.update(dram.totals())
     unknown = per_step.get("ops_without_bytes")
     if isinstance(unknown, (int, float)) and unknown and math.isfinite(unknown):
         remarks.append(
@@ -257,5 +275,9 @@ def summarize(trace: Trace) -> Summary:
             "that include them are null"
         )
     return Summary(
-        trace=trace, steps_used=used, per_step=per_step, kernels=_kernel_table(trace, g, used), warnings=remarks
+        trace=trace,
+        steps_used=used,
+        per_step=per_step,
+        kernels=_kernel_table(trace, g, used, dram.ops),
+        warnings=remarks,
     )

@@ -136,6 +136,7 @@ _CPU_EMPTY = {
     "event_index": "int64",
     "name": object, "pid": "int64", "tid": "int64", "ts": float, "dur": float, "external_id": "int64",
     "sequence_number": "int64", "input_dims": object, "input_types": object, "input_strides": object,
+    "concrete_inputs": object,
 }  # fmt: skip
 _LAUNCH_EMPTY = {
     "event_index": "int64",

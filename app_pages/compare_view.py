@@ -72,6 +72,8 @@ def summary_table(d) -> pd.DataFrame:
         rows.append(
             {
                 "candidate": cd.label,
+                "conditions": h.get("comparability"),
+                "factor": h.get("condition_factor") if h.get("condition_factor") is not None else math.nan,
                 "kernels/step": f"{cd.base.kernels_per_step} → {cd.run.kernels_per_step}",
                 "GPU time/step (µs)": cd.run.gpu_time_us_per_step,
                 "change": (h.get("gpu_time_change_pct") or math.nan) / 100.0,
@@ -93,6 +95,7 @@ def headline(d, label: str | None = None) -> None:
     h = cd.headline()
     avoided = cd.hbm_bytes_avoided_per_step
     st.markdown(f"#### {ui.esc(cd.label)} vs {ui.esc(cd.base_label)}")
+    conditions_badge(cd)
     m = st.columns(4)
     m[0].metric(
         "Kernels per step",
@@ -134,6 +137,27 @@ def headline(d, label: str | None = None) -> None:
         candidates_table(d)
 
 
+_VERDICT_LOOK = {
+    "comparable": ("green", ":material/check_circle:"),
+    "skewed": ("red", ":material/warning:"),
+    "not checkable": ("gray", ":material/help:"),
+}
+
+
+def conditions_badge(cd) -> None:
+    """Were both runs recorded under the same GPU conditions (analyzer.diff.comparability), and what the changed
+    kernels saved once the candidate's times are normalised; each with its spread over the profiled steps."""
+    comp = cd.comparability
+    verdict = comp.verdict if comp is not None else "not checkable"
+    color, icon = _VERDICT_LOOK.get(verdict, _VERDICT_LOOK["not checkable"])
+    text = f"GPU conditions: {verdict}"
+    if comp is not None and comp.factor is not None:
+        text += f" · factor {comp.factor:.3f}"
+    st.badge(text, color=color, icon=icon)
+    for line in cd.lead_lines():
+        st.caption(ui.esc(line, limit=600))
+
+
 def candidates_table(d) -> None:
     st.dataframe(
         summary_table(d),
@@ -151,6 +175,10 @@ def candidates_table(d) -> None:
                 format="%.1f", help="runner's median over 100 timed steps, from its manifest"
             ),
             "speed-up (CUDA events)": st.column_config.NumberColumn(format="%.2f×"),
+            "factor": st.column_config.NumberColumn(
+                format="%.3f",
+                help="candidate / baseline time of the kernels identical in both runs (1 = same GPU conditions)",
+            ),
         },
     )
 

@@ -44,10 +44,10 @@ def main() -> int:
     import torch
     import torch.nn.functional as F
 
-    from kernels import ops
-    from kernels.dual_gemm import dual_gemm_gated
-    from kernels.gating import fused_gating
-    from kernels.gemm_act import gemm_bias_act
+    from kernels.models import custom_ops as ops
+    from kernels.ops.dual_gemm import dual_gemm_gated
+    from kernels.ops.gating import fused_gating
+    from kernels.ops.gemm_act import gemm_bias_act
 
     if not torch.cuda.is_available():
         print("error: needs a CUDA GPU", file=sys.stderr)

@@ -104,3 +104,17 @@ def test_big_steps_ask_first_and_diff_on_a_worker_thread(monkeypatch):
     while not at.metric and time.time() < deadline:
         at.run()
     assert s.metric_values(at)["Kernels per step"][0] == "5 → 4"
+
+
+def test_conditions_badge_agrees_with_the_diff(at):
+    """The Compare headline carries the comparability verdict of the candidate shown, as the Diff computes it."""
+    at.selectbox(key="fl_compare_candidate").set_value("liger").run()
+    d = next(iter(at.session_state["fl_diffs"].values()))
+    c = d.candidate("liger").comparability
+    badges = [m for m in s.texts(at, "markdown") if "GPU conditions:" in m]
+    assert len(badges) == 1
+    assert f"GPU conditions: {c.verdict} · factor {c.factor:.3f}" in badges[0]
+    assert ("red-badge" if c.verdict == "skewed" else "green-badge") in badges[0]
+    captions = s.texts(at, "caption")
+    assert any(x.startswith("conditions: ") for x in captions)
+    assert any(x.startswith("changed kernels ") for x in captions)

@@ -60,8 +60,8 @@ def standin(monkeypatch, tmp_path):
 
 
 def test_choices_mirror_the_runner():
-    from kernels import profile as runner
-    from kernels import variants
+    from kernels.lab import profile as runner
+    from kernels.models import variants
 
     assert pj.WORKLOADS == runner.WORKLOADS
     assert pj.VARIANTS == variants.VARIANTS

@@ -1,4 +1,4 @@
-"""Fused gating kernel (kernels.gating) against eager and float64, at odd shapes, every dtype and activation."""
+"""Fused gating kernel (kernels.ops.gating) against eager and float64, at odd shapes, every dtype and activation."""
 
 import pytest
 
@@ -6,7 +6,8 @@ from tests._kernels_env import DEVICE, DTYPES, FULL, randn, rel_err, rel_err_ok,
 
 # isort: split
 # kernels/ only after _kernels_env: it must set TRITON_INTERPRET before triton is imported
-from kernels.gating import act_id, epilogue_act_id, fused_gating  # noqa: E402
+from kernels.ops.activations import act_id, epilogue_act_id  # noqa: E402
+from kernels.ops.gating import fused_gating  # noqa: E402
 
 F = torch.nn.functional
 SHAPES = [(1,), (7, 33), (127, 300), (3, 5, 1001)] + ([(8192, 3072), (1, 3072)] if FULL else [])
@@ -68,6 +69,6 @@ def test_gating_bad_input_one_line_error(args, match):
     ],
 )
 def test_epilogue_activation_form_per_dtype(activation, dtype, expected):
-    """Only bf16 GEMM epilogues take the one-MUFU tanh.approx forms (kernels.gating says why, with the H100's
+    """Only bf16 GEMM epilogues take the one-MUFU tanh.approx forms (kernels.ops.activations says why, with the H100's
     measured error); a change here changes numerics on the GPU, which the CPU interpreter cannot show."""
     assert epilogue_act_id(activation, dtype) == act_id(expected)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels import ncu, profile
+from kernels.lab import ncu, profile
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -62,7 +62,7 @@ def test_no_gpu_exits_3(capsys, tmp_path):
 
 def test_workloads_list_matches_module():
     pytest.importorskip("torch")
-    from kernels.workloads import WORKLOADS
+    from kernels.models.workloads import WORKLOADS
 
     assert profile.WORKLOADS == WORKLOADS
 

@@ -1,4 +1,4 @@
-"""Variant registry and workloads (kernels.variants, kernels.workloads, kernels.fused_mlp) on tiny models."""
+"""Variant registry and workloads (kernels.models: variants, workloads, fused_mlp) on tiny models."""
 
 import pytest
 
@@ -6,8 +6,8 @@ from tests._kernels_env import DEVICE, DTYPES, FULL, ON_GPU, rel_err, torch
 
 # isort: split
 # kernels/ only after _kernels_env: it must set TRITON_INTERPRET before triton is imported
-from kernels.variants import VARIANTS, VariantUnavailable, build  # noqa: E402
-from kernels.workloads import GEGLUMLP, WORKLOADS, build_model, make_input, mlp_flops  # noqa: E402
+from kernels.models.variants import VARIANTS, VariantUnavailable, build  # noqa: E402
+from kernels.models.workloads import GEGLUMLP, WORKLOADS, build_model, make_input, mlp_flops  # noqa: E402
 
 F = torch.nn.functional
 # torch.compile on the CPU needs a C++ toolchain and ~30 s per model: CI checks the compile variants on the GPU only.
@@ -95,7 +95,8 @@ def test_bench_and_sweep_entry_points_reach_every_tuner():
     """kernels.bench's autotune_choices() runs after every timing, and a renamed tuner once crashed it there, at the
     end of a 4-minute GPU run (run 9). Without a GPU the caches are empty; the lookup itself must work. The sweep
     must name a config list for each TMA tuner it forces, and those lists must be the tuners' own."""
-    from kernels import bench, hopper_gemm, sweep
+    from kernels.lab import bench, sweep
+    from kernels.ops import hopper_gemm
 
     choices = bench.autotune_choices()
     assert set(choices) == {"gating", "gemm_act_pointer", "dual_gemm_pointer", "tma_dual", "tma_single", "tma_gated"}
@@ -109,7 +110,7 @@ def test_fuselens_ops_refuse_gradients_and_record_once():
     """The ops have no backward: with grad mode on and an input that requires grad they raise one clear error
     (PyTorch's fallback would otherwise run a backward with wrong gradients). Under no_grad each call is ONE
     `fuselens::` cpu_op with its input dims in a profiler trace (the Autograd kernel redispatches, not re-calls)."""
-    from kernels import ops
+    from kernels.models import custom_ops as ops
 
     g = torch.randn(4, 8, device=DEVICE, requires_grad=True)
     u = torch.randn(4, 8, device=DEVICE)
@@ -130,7 +131,7 @@ def test_bench_verdicts_on_the_committed_h100_results():
     import json
     from pathlib import Path
 
-    from kernels import bench
+    from kernels.lab import bench
 
     res = json.loads((Path(__file__).parent.parent / "bench/results/kernels_h100_80gb_hbm3.json").read_text())
     verdicts = {text: ok for ok, text in bench.targets(res)}

@@ -80,6 +80,9 @@ class RunSeq:
     steps_used: list[int]  # all steady steps the Summary used
     step_shown: int  # the step whose kernel list is shown (median GPU time among steps_with_signature)
     notes: list[str] = field(default_factory=list)
+    # duration of each GPU op of `rows` (columns, launch order) in each step of steps_with_signature (rows): the
+    # per-step figures behind rows' medians, for step-to-step spreads (analyzer.diff.comparability)
+    step_durs_us: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     _records: list | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -152,7 +155,7 @@ def sequence(summary, label: str, step: int | None = None) -> RunSeq:
     rows = rows.reset_index(drop=True)
     rows["pos"] = np.arange(len(rows))
     _annotate(rows, trace)
-    return RunSeq(label, rows, [int(s) for s in same], steps_used or steps, int(same[shown_i]), notes)
+    return RunSeq(label, rows, [int(s) for s in same], steps_used or steps, int(same[shown_i]), notes, durs)
 
 
 def _roles(rows: pd.DataFrame) -> pd.Series:

@@ -71,14 +71,32 @@ def text_lines(diff) -> list[str]:
         r = cd.run
         h = cd.headline()
         pct = h.get("gpu_time_change_pct")
-        change = f" ({fmt_pct(pct)})" if pct is not None else ""
+        change = f": {fmt_pct(pct)}" if pct is not None else ""
         out.append("")
         out.append(f"{cd.label} vs {cd.base_label}: {r.source}")
+        out += [f"  {line}" for line in cd.lead_lines()]
+        sp = h.get("spread") or {}
+        calls = sp.get("calls") or {}
+        rb, rc = sp.get("gpu_time_us_per_step") or [None, None]
+        norm = h.get("normalised_gpu_time_change_pct")
         out.append(
             f"  kernels/step {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]} · GPU time/step "
-            f"{fmt_us(b.gpu_time_us_per_step)} → {fmt_us(r.gpu_time_us_per_step)}{change} · idle "
-            f"{fmt_us(b.idle_us_per_step)} → {fmt_us(r.idle_us_per_step)}"
+            f"{fmt_us(b.gpu_time_us_per_step)}{_rng(rb)} → {fmt_us(r.gpu_time_us_per_step)}{_rng(rc)}{change}"
+            + (f" {calls['gpu_time']}" if calls.get("gpu_time") else "")
+            + (
+                f", normalised {fmt_pct(norm)} {calls.get('gpu_time_normalised') or ''}".rstrip()
+                if norm is not None
+                else ""
+            )
+            + f" · idle {fmt_us(b.idle_us_per_step)} → {fmt_us(r.idle_us_per_step)}"
         )
+        ev = h.get("cuda_event_time_us_per_step") or [None, None]
+        if ev[0] is not None and ev[1] is not None:
+            eb, ec = sp.get("cuda_event_time_us_per_step") or [None, None]
+            out.append(
+                f"  CUDA events (runner): {fmt_us(ev[0])}{_rng(eb, 'p10–p90')} → {fmt_us(ev[1])}{_rng(ec, 'p10–p90')}"
+                + (f" {calls['cuda_events']}" if calls.get("cuda_events") else "")
+            )
         lower = "" if cd.bytes_complete else " (at least)"
         out.append(
             f"  HBM traffic avoided/step: {cd.hbm_bytes_avoided_per_step:,.0f} B = "
@@ -107,3 +125,10 @@ def text_lines(diff) -> list[str]:
     for n in diff.notes:
         out.append(f"note: {n}")
     return out
+
+
+def _rng(r, what: str = "") -> str:
+    """' (255.4–255.8)': a figure's range over the profiled steps."""
+    if not r:
+        return ""
+    return f" ({what + ' ' if what else ''}{r[0]:,.1f}–{r[1]:,.1f})"

@@ -20,13 +20,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
+from analyzer.diff import comparability as comp_
 from analyzer.diff.align import RunSeq, align, sequence
+from analyzer.diff.comparability import Comparability, spread_range
 from analyzer.diff.facts import measured_dram_bytes, run_facts, workload_text
 from analyzer.diff.match import Group, RoundTrip, group_kernels, member_bytes, remaining_round_trips
 from analyzer.errors import DiffError
-from analyzer.fmt import clean_json, file_label, safe_text, short_name, unique_label
+from analyzer.fmt import clean_json, file_label, finite, fmt_us, safe_text, short_name, unique_label
 from analyzer.schema import CATEGORIES
 
 BYTES_RULE = (
@@ -72,6 +75,13 @@ class RunFacts:
     top_gemm: str | None = None  # the GEMM problem with the most time, e.g. 'M=8192 N=3072 K=768 bf16'
     dtype: str | None = None  # dtype of most GEMM/pointwise time
     notes: list[str] = field(default_factory=list)
+    # per steady step (steps_used order): 'gpu_time_us', 'gpu_busy_us', 'idle_us', 'span_us' — the values the
+    # medians above are taken over, for their spread
+    step_values: dict = field(default_factory=dict)
+
+    def step_range(self, key: str) -> list[float] | None:
+        """[low, high] of a per-step figure over the steady steps (min–max; p10–p90 from 10 steps on), or None."""
+        return _range_or_none(self.step_values.get(key))
 
     @property
     def gpu(self) -> str | None:
@@ -84,7 +94,7 @@ class RunFacts:
 
     @property
     def remaining_bytes_per_step(self) -> float:
-        return float(sum(r["round_trip_bytes"] for r in self.remaining if _finite(r["round_trip_bytes"])))
+        return float(sum(r["round_trip_bytes"] for r in self.remaining if finite(r["round_trip_bytes"])))
 
 
 @dataclass
@@ -161,14 +171,46 @@ class CandidateDiff:
     unmatched_candidate: list[dict]
     time_breakdown: dict  # how the representative step's kernel time changed; sums exactly
     notes: list[str] = field(default_factory=list)
+    # were both runs recorded under the same GPU conditions (analyzer.diff.comparability); None: not computed
+    comparability: Comparability | None = None
+    # kernel time per step outside the control group (what the candidate changed): [base, candidate]
+    changed_kernels_us_per_step: list[float] = field(default_factory=lambda: [math.nan, math.nan])
+    # [low, high] over steps of per-step figures no RunFacts holds: 'changed_base', 'changed_candidate',
+    # 'fusion_base', 'fusion_candidate' (kernel time of the replaced / replacing kernels)
+    step_ranges: dict = field(default_factory=dict)
+
+    @property
+    def factor(self) -> float | None:
+        """Condition factor: candidate / baseline time of the kernels identical in both runs (None: not checkable)."""
+        return self.comparability.factor if self.comparability is not None else None
+
+    @property
+    def changed_kernels_saved_us_per_step(self) -> float:
+        """Kernel time per step the candidate's changed kernels saved (raw: as recorded)."""
+        b, c = self.changed_kernels_us_per_step
+        return b - c
+
+    @property
+    def changed_kernels_saved_normalised_us_per_step(self) -> float | None:
+        """The same with the candidate's time divided by the condition factor (None when not checkable)."""
+        f = self.factor
+        b, c = self.changed_kernels_us_per_step
+        return None if f is None else b - c / f
+
+    @property
+    def time_saved_normalised_us_per_step(self) -> float | None:
+        f = self.factor
+        if f is None:
+            return None
+        return float(sum(x.base_time_us_per_step - x.candidate_time_us_per_step / f for x in self.fusions + self.swaps))
 
     @property
     def hbm_bytes_avoided_per_step(self) -> float:
-        return float(sum(f.bytes_avoided_per_step for f in self.fusions if _finite(f.bytes_avoided_per_step)))
+        return float(sum(f.bytes_avoided_per_step for f in self.fusions if finite(f.bytes_avoided_per_step)))
 
     @property
     def bytes_complete(self) -> bool:
-        return all(f.bytes_complete and _finite(f.bytes_avoided_per_step) for f in self.fusions)
+        return all(f.bytes_complete and finite(f.bytes_avoided_per_step) for f in self.fusions)
 
     @property
     def time_saved_us_per_step(self) -> float:
@@ -183,23 +225,95 @@ class CandidateDiff:
     def gpu_time_us_per_step(self) -> list[float]:
         return [self.base.gpu_time_us_per_step, self.run.gpu_time_us_per_step]
 
+    def spreads(self) -> dict:
+        """[low, high] over the profiled steps of every headline time (min–max; p10–p90 from 10 steps on; CUDA
+        events: the runner's p10–p90), and for each change its call: 'faster' / 'slower' when the ranges of the two
+        runs do not overlap, else 'tie' (the difference is within the step-to-step spread)."""
+        b, c, f, sr = self.base, self.run, self.factor, self.step_ranges
+        out: dict = {"steps": [len(b.steps_used), len(c.steps_used)]}
+        calls: dict = {}
+        for key, name in (("gpu_time_us", "gpu_time_us_per_step"), ("idle_us", "idle_us_per_step")):
+            rb, rc = b.step_range(key), c.step_range(key)
+            out[name] = [rb, rc]
+            if key == "gpu_time_us":
+                calls["gpu_time"] = _call(_saved_range(rb, rc))
+                if f is not None:
+                    out["normalised_gpu_time_us_per_step"] = [rb, _div(rc, f)]
+                    calls["gpu_time_normalised"] = _call(_saved_range(rb, _div(rc, f)))
+        for what, kb, kc in (
+            ("changed_kernels", "changed_base", "changed_candidate"),
+            ("fusions", "fusion_base", "fusion_candidate"),
+        ):
+            rb, rc = sr.get(kb), sr.get(kc)
+            name = "changed_kernels_saved_us_per_step" if what == "changed_kernels" else "time_saved_us_per_step"
+            out[name] = _saved_range(rb, rc)
+            calls[what] = _call(out[name])
+            if f is not None:
+                out[name.replace("saved_us", "saved_normalised_us")] = _saved_range(rb, _div(rc, f))
+                calls[what + "_normalised"] = _call(out[name.replace("saved_us", "saved_normalised_us")])
+        ev = [_event_range(b.facts), _event_range(c.facts)]
+        if ev[0] and ev[1]:
+            out["cuda_event_time_us_per_step"] = ev
+            calls["cuda_events"] = _call(_saved_range(*ev))
+        out["calls"] = calls
+        return out
+
+    def lead_lines(self) -> list[str]:
+        """The first lines of every view of this candidate (CLI, report card, Compare): the GPU conditions'
+        verdict, then what the changed kernels saved (normalised when a factor is known), each with its spread."""
+        comp = self.comparability
+        sp = self.spreads()
+        calls = sp["calls"]
+        n = " and ".join(dict.fromkeys(str(x) for x in sp["steps"]))
+        verdict = comp.verdict if comp is not None else "not checkable"
+        cond = f"conditions: {verdict.upper() if verdict == 'skewed' else verdict} — " + (
+            comp.reason if comp is not None else "no control group"
+        )
+        raw = self.changed_kernels_saved_us_per_step
+        norm = self.changed_kernels_saved_normalised_us_per_step
+        rng = sp.get("changed_kernels_saved_us_per_step")
+        if norm is not None:
+            nr = sp.get("changed_kernels_saved_normalised_us_per_step")
+            saved = (
+                f"changed kernels {_saved_text(norm)}/step, normalised ({_range_text(nr)} over {n} steps: "
+                f"{_call_text(calls.get('changed_kernels_normalised'))}); {_saved_text(raw)} as recorded"
+            )
+        else:
+            saved = (
+                f"changed kernels {_saved_text(raw)}/step as recorded ({_range_text(rng)} over {n} steps: "
+                f"{_call_text(calls.get('changed_kernels'))}; not normalised: no control group)"
+            )
+        return [cond, saved]
+
     def headline(self) -> dict:
         b, c = self.base, self.run
+        f = self.factor
+        comp = self.comparability
         return clean_json(
             {
+                # what the changed kernels saved leads: drift of the GPU's conditions cannot flip it once normalised
+                "changed_kernels_saved_us_per_step": self.changed_kernels_saved_us_per_step,
+                "changed_kernels_saved_normalised_us_per_step": self.changed_kernels_saved_normalised_us_per_step,
+                "changed_kernels_us_per_step": self.changed_kernels_us_per_step,
+                "comparability": comp.verdict if comp is not None else "not checkable",
+                "condition_factor": f,
                 "kernels_per_step": self.kernels_per_step,
                 "launches_per_step": [b.launches_per_step, c.launches_per_step],
                 "gpu_time_us_per_step": self.gpu_time_us_per_step,
                 "gpu_time_change_pct": _pct(c.gpu_time_us_per_step, b.gpu_time_us_per_step),
+                "normalised_gpu_time_us_per_step": [b.gpu_time_us_per_step, _div(c.gpu_time_us_per_step, f)],
+                "normalised_gpu_time_change_pct": _pct(_div(c.gpu_time_us_per_step, f), b.gpu_time_us_per_step),
                 "idle_us_per_step": [b.idle_us_per_step, c.idle_us_per_step],
                 "hbm_bytes_avoided_per_step": self.hbm_bytes_avoided_per_step,
                 "hbm_bytes_avoided_complete": self.bytes_complete,
                 "time_saved_us_per_step": self.time_saved_us_per_step,
+                "time_saved_normalised_us_per_step": self.time_saved_normalised_us_per_step,
                 "n_fusions": sum(f.count_per_step for f in self.fusions),
                 "remaining_round_trip_bytes_per_step": c.remaining_bytes_per_step,
                 "measured_dram_bytes_per_step": [b.measured_dram_bytes, c.measured_dram_bytes],
                 "measured_dram_bytes_saved_per_step": _sub(b.measured_dram_bytes, c.measured_dram_bytes),
                 "cuda_event_time_us_per_step": [b.facts.get("median_us"), c.facts.get("median_us")],
+                "spread": self.spreads(),
             }
         )
 
@@ -213,6 +327,7 @@ class CandidateDiff:
         out["unmatched"] = clean_json({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
         out["time_breakdown"] = clean_json(self.time_breakdown)
         out["remaining"] = clean_json(self.run.remaining)
+        out["comparability"] = clean_json(self.comparability.to_json()) if self.comparability is not None else None
         out["notes"] = self.notes
         return out
 
@@ -399,7 +514,23 @@ def _run_facts(summary, seq: RunSeq) -> RunFacts:
         top_gemm=top_gemm,
         dtype=dtype,
         notes=list(seq.notes),
+        step_values=_step_values(summary),
     )
+
+
+def _step_values(summary) -> dict[str, list[float]]:
+    """Per steady step (summary.steps_used): GPU time (sum of GPU op durations), busy, idle and span, in µs."""
+    used = [int(x) for x in (summary.steps_used or [])]
+    trace = summary.trace
+    g = trace.gpu_ops
+    gpu_time = g.loc[g["step"].isin(used), "dur_us"].groupby(g["step"]).sum().reindex(used).fillna(0.0)
+    steps = trace.steps.set_index("step").reindex(used)
+    return {
+        "gpu_time_us": gpu_time.astype(float).tolist(),
+        "gpu_busy_us": steps["gpu_busy_us"].astype(float).tolist(),
+        "idle_us": steps["gpu_idle_us"].astype(float).tolist(),
+        "span_us": steps["gpu_span_us"].astype(float).tolist(),
+    }
 
 
 def _cross_run_notes(runs: list[RunFacts]) -> list[str]:
@@ -483,6 +614,23 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
         )
     if any(not f.bytes_complete for f in fusions):
         notes.append("some fusion groups have kernels without recorded shapes: their bytes avoided are lower bounds")
+    comp = comp_.check(bseq, cseq)
+    wb, wc = comp.control_weight
+    wb = np.zeros(len(b)) if wb is None else wb
+    wc = np.zeros(len(c)) if wc is None else wc
+    changed = [
+        float(b["dur_us"].to_numpy(float) @ (1.0 - wb)),
+        float(c["dur_us"].to_numpy(float) @ (1.0 - wc)),
+    ]
+    fb, fc = np.zeros(len(b)), np.zeros(len(c))
+    fb[[m for g in repl for m in g.members + g.side]] = 1.0
+    fc[[j for g in repl for j in g.fused]] = 1.0
+    step_ranges = {
+        "changed_base": _range_or_none(comp_.per_step_us(bseq, 1.0 - wb)),
+        "changed_candidate": _range_or_none(comp_.per_step_us(cseq, 1.0 - wc)),
+        "fusion_base": _range_or_none(comp_.per_step_us(bseq, fb)),
+        "fusion_candidate": _range_or_none(comp_.per_step_us(cseq, fc)),
+    }
     return CandidateDiff(
         label=cseq.label,
         base_label=bseq.label,
@@ -497,6 +645,9 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
         unmatched_candidate=unmatched_cand,
         time_breakdown=breakdown,
         notes=notes,
+        comparability=comp,
+        changed_kernels_us_per_step=changed,
+        step_ranges=step_ranges,
     )
 
 
@@ -529,7 +680,7 @@ def _group_row(g: Group, b_rows: list, c_rows: list) -> FusionRow:
     if g.kind == "kernel choice":
         cand_bytes = sum(member_bytes(r) for r in fr)
     else:
-        cand_bytes = base_bytes - avoided if _finite(avoided) else float("nan")
+        cand_bytes = base_bytes - avoided if finite(avoided) else float("nan")
     return FusionRow(
         kind=g.kind,
         fused_kernel=" + ".join(str(r.name) for r in fr),
@@ -574,7 +725,7 @@ def _aggregate(rows: list[FusionRow]) -> list[FusionRow]:
         ):
             setattr(a, attr, getattr(a, attr) + getattr(r, attr))
         a.bytes_complete = a.bytes_complete and r.bytes_complete
-    return sorted(out.values(), key=lambda r: -(r.bytes_avoided_per_step if _finite(r.bytes_avoided_per_step) else -1))
+    return sorted(out.values(), key=lambda r: -(r.bytes_avoided_per_step if finite(r.bytes_avoided_per_step) else -1))
 
 
 def _gemm_table(pairs: list) -> list[dict]:
@@ -668,7 +819,7 @@ def _aggregate_round_trips(items: list[dict]) -> list[dict]:
         else:
             a["count_per_step"] += 1
             a["round_trip_bytes"] += it["round_trip_bytes"]
-    return sorted(out.values(), key=lambda a: -(a["round_trip_bytes"] if _finite(a["round_trip_bytes"]) else 0))
+    return sorted(out.values(), key=lambda a: -(a["round_trip_bytes"] if finite(a["round_trip_bytes"]) else 0))
 
 
 def _run_json(r: RunFacts) -> dict:
@@ -709,17 +860,65 @@ def _ordered_categories(runs: list[RunFacts]) -> list[str]:
     return [c for c in CATEGORIES if c in seen] + sorted(seen - set(CATEGORIES))
 
 
-def _finite(x) -> bool:
-    try:
-        return math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
 def _gbps(nbytes: float, us: float) -> float:
-    if not _finite(nbytes) or not _finite(us) or us <= 0:
+    if not finite(nbytes) or not finite(us) or us <= 0:
         return math.nan
     return nbytes / (us * 1e3)  # bytes per µs / 1e3 = 1e9 bytes per second
+
+
+def _range_or_none(values) -> list[float] | None:
+    if values is None or len(values) == 0:
+        return None
+    lo, hi = spread_range(values)
+    return [lo, hi] if finite(lo) and finite(hi) else None
+
+
+def _div(x, f: float | None):
+    """x / f for a number or a [low, high] range; None when either is unknown."""
+    if x is None or f is None:
+        return None
+    if isinstance(x, (list, tuple)):
+        return [v / f for v in x]
+    return x / f if finite(x) else None
+
+
+def _saved_range(rb, rc) -> list[float] | None:
+    """[low, high] of base − candidate from each side's [low, high] over steps."""
+    if not rb or not rc:
+        return None
+    return [rb[0] - rc[1], rb[1] - rc[0]]
+
+
+def _call(saved) -> str | None:
+    """'faster' when even the worst steps saved time, 'slower' when even the best lost it, else 'tie'."""
+    if not saved:
+        return None
+    if saved[0] > 0:
+        return "faster"
+    if saved[1] < 0:
+        return "slower"
+    return "tie"
+
+
+def _saved_text(us: float) -> str:
+    return f"saved {fmt_us(us)}" if not finite(us) or us >= 0 else f"cost {fmt_us(-us)} more"
+
+
+def _range_text(r) -> str:
+    return "spread unknown" if not r else f"{r[0]:,.1f} to {r[1]:,.1f} µs"
+
+
+def _call_text(call: str | None) -> str:
+    return {
+        "faster": "faster in every step",
+        "slower": "slower in every step",
+        "tie": "a tie: within the step-to-step spread",
+    }.get(call or "", "no call")
+
+
+def _event_range(facts: dict) -> list[float] | None:
+    lo, hi = facts.get("p10_us"), facts.get("p90_us")
+    return [float(lo), float(hi)] if finite(lo) and finite(hi) else None
 
 
 def _sub(a: float | None, b: float | None) -> float | None:
@@ -727,6 +926,6 @@ def _sub(a: float | None, b: float | None) -> float | None:
 
 
 def _pct(new: float, old: float) -> float:
-    if not _finite(new) or not _finite(old) or old == 0:
+    if not finite(new) or not finite(old) or old == 0:
         return math.nan
     return 100.0 * (new - old) / old

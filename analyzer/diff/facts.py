@@ -1,5 +1,5 @@
 """Facts a diff's numbers rest on: GPU, PyTorch version, workload, shapes, dtype — from the trace and, when the
-FuseLens runner recorded it, the manifest.json beside the trace (kernels/profile.py writes one per run folder).
+FuseLens runner recorded it, the manifest.json beside the trace (kernels/lab/profile.py writes one per run folder).
 
 Kineto traces carry no PyTorch version and no workload description, so without a manifest those facts are None.
 """
@@ -63,6 +63,8 @@ def manifest_entry_facts(doc: Mapping, entry: Mapping) -> dict:
         "dtype": doc.get("dtype"),
         "train": doc.get("train"),
         "median_us": entry.get("median_us"),
+        "p10_us": entry.get("p10_us"),
+        "p90_us": entry.get("p90_us"),
         "timing": doc.get("timing"),
         "dram_bytes_read": entry.get("dram_bytes_read"),
         "dram_bytes_write": entry.get("dram_bytes_write"),

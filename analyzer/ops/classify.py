@@ -42,10 +42,14 @@ RULES: tuple[tuple[str, str, str, str], ...] = (
     (r"^_gemm_act_kernel$", "gemm", "Triton-user", "mm+bias+act"),
     (r"^_?(?:liger_)?(?:geglu|swiglu|rms_norm|layer_norm|cross_entropy|rope|fused_linear)\w*_kernel", "@tokens",
      "Triton-user", "@tokens"),
-    # attention
-    (r"pytorch_flash::|flash::flash_|flash_(?:fwd|bwd)\w*kernel", "attention", "flash-attn", "sdpa"),
+    # attention: FlashAttention-2 (PyTorch's copy pytorch_flash::, flash-attn), FlashAttention-3 (flash::FlashAttn*Sm90),
+    # memory-efficient (xFormers' CUTLASS fmha), cuDNN SDPA (cudnn_generated_fort_native_sdpa_*), FlashInfer, Triton
+    (r"pytorch_flash::|flash::flash_|flash_(?:fwd|bwd)\w*kernel|flash::(?:FlashAttn|CollectiveMainloop|flash_fwd)"
+     r"|FlashAttn(?:Fwd|Bwd)Sm\d+", "attention", "flash-attn", "sdpa"),
     (r"fmha_cutlass|cutlass\w*fmha|mem_eff|efficient_attention", "attention", "xFormers/mem-efficient", "sdpa"),
     (r"cudnn\w*(?:sdpa|fmha|flash)|generated_fmha|sm\d+_fmha", "attention", "cuDNN", "sdpa"),
+    (r"flashinfer::\w*(?:Prefill|Decode|Attention|MLA|mla)|BatchPrefillWith|BatchDecodeWith|SinglePrefillWith"
+     r"|SingleDecodeWith", "attention", "FlashInfer", "sdpa"),
     (r"fmha", "attention", "TensorRT-LLM/FlashInfer", "sdpa"),
     (r"^_?attn_(?:fwd|bwd)|flex_attention|paged_attention|unified_attention", "attention", "Triton-user", "sdpa"),
     # GEMM (incl. split-K reduce and cuBLASLt epilogue kernels: GEMM work launched by the same call)
@@ -155,6 +159,9 @@ _MULTIWORD_OPS = frozenset(
         "scalar_tensor",
         "_scaled_mm",
         "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "scaled_dot_product_attention",
         "clamp_min",
         "clamp_max",
         "nan_to_num",
@@ -165,6 +172,12 @@ _MULTIWORD_OPS = frozenset(
 # views, layout changes and casts that Inductor names but that compute nothing.
 _DROPPED_OPS = frozenset(
     [
+        # an SDPA op in a pointwise/reduction kernel's name is the op its output feeds (Inductor names the layout
+        # copy it makes for cuDNN/flash inputs after that op): the kernel computes none of the attention
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "scaled_dot_product_attention",
         "view",
         "_unsafe_view",
         "reshape",

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyzer.ops import attention as attn
+
 # bytes per element for every tensor 'Input type' spelling seen in real traces (PyTorch 1.9 … 2.8)
 # fmt: off
 DTYPE_BYTES: dict[str, int] = {
@@ -205,64 +207,25 @@ def _gemm_estimate(op, batch, m, n, k, a, b, bias, out, kernel_name, a_bytes=Non
 
 
 # ------------------------------------------------------------------------------------------ attention
-ATTENTION_FWD = frozenset(
-    [
-        "aten::_scaled_dot_product_flash_attention",
-        "aten::_scaled_dot_product_efficient_attention",
-        "aten::_scaled_dot_product_cudnn_attention",
-        "aten::scaled_dot_product_attention",
-        "aten::_flash_attention_forward",
-        "aten::_efficient_attention_forward",
-        "aten::_scaled_dot_product_flash_attention_for_cpu",
-    ]
-)
-ATTENTION_BWD = frozenset(
-    [
-        "aten::_scaled_dot_product_flash_attention_backward",
-        "aten::_scaled_dot_product_efficient_attention_backward",
-        "aten::_scaled_dot_product_cudnn_attention_backward",
-        "aten::_flash_attention_backward",
-        "aten::_efficient_attention_backward",
-    ]
-)
-# (batch, seq, heads, dim) layout instead of SDPA's (batch, heads, seq, dim)
-_BSHD = frozenset(
-    [
-        "aten::_flash_attention_forward",
-        "aten::_efficient_attention_forward",
-        "aten::_flash_attention_backward",
-        "aten::_efficient_attention_backward",
-    ]
-)
+ATTENTION_FWD = frozenset(attn.FORWARD_OPS)
+ATTENTION_BWD = frozenset(attn.BACKWARD_OPS)
 
 
-def attention(op: str, args: list[Arg | None], kernel_name: str) -> Estimate:
-    t = [a for a in args if a is not None]
-    backward = op in ATTENTION_BWD
-    qkv = t[1:4] if backward and op.startswith("aten::_scaled") else t[:3]
-    if backward and op in _BSHD:
-        qkv = t[1:4]  # (grad_out, q, k, v, out, logsumexp, …)
-    if len(qkv) < 3 or any(len(x.shape) != 4 for x in qkv):
+def attention(op: str, args: list[Arg | None], kernel_name: str, concrete=None) -> Estimate:
+    """SDPA / flash / memory-efficient / cuDNN attention (analyzer.ops.attention reads the call): bytes Q + K + V
+    (+ mask) + O + logsumexp, K/V at their own H_kv heads (GQA read once per KV head); FLOPs 4·B·H·S_q·S_k·D, halved
+    when causal (backward 2.5×)."""
+    a = attn.attention_problem(op, args, concrete, kernel_name)
+    if a is None:
         return unknown(f"{op}: q, k, v are not 4-D tensors")
-    q, k, v = qkv
-    if op in _BSHD:
-        b, nq, h, d = q.shape
-        nk, dv = k.shape[1], v.shape[3]
-    else:
-        b, h, nq, d = q.shape
-        nk, dv = k.shape[2], v.shape[3]
-    o_bytes = b * h * nq * dv * DTYPE_BYTES[q.dtype]
-    fwd_flops = 2.0 * b * h * nq * nk * (d + dv)  # Q·Kᵀ and P·V; causal masking is not recorded, so not halved
-    if backward:
-        total = sum(x.nbytes for x in t) + q.nbytes + k.nbytes + v.nbytes  # inputs + dQ, dK, dV
-        flops = 2.5 * fwd_flops  # 5 matmuls of the 2 in forward (FlashAttention-2 paper's count)
-        what = "backward: inputs + dQ dK dV"
-    else:
-        total = q.nbytes + k.nbytes + v.nbytes + o_bytes
-        flops = fwd_flops
-        what = "Q+K+V+O"
-    basis = f"estimate: attention B={b} H={h} Nq={nq} Nkv={nk} d={d} {q.short} ({what}; causal not recorded) from {op}"
-    return Estimate(float(total), flops, basis, _peak_key(q.dtype, kernel_name))
+    total, what = attn.attention_bytes(a, args, lambda d: DTYPE_BYTES[d])
+    flops = attn.backward_flops(a) if a.backward else a.forward_flops
+    causal = f"causal from the {a.causal_from}, FLOPs halved" if a.causal else a.label().rsplit(", ", 1)[1]
+    basis = (
+        f"estimate: attention{' backward' if a.backward else ''} {a.label().rsplit(', ', 1)[0]} "
+        f"{SHORT.get(a.dtype, a.dtype)} ({what}; {causal}) from {op}"
+    )
+    return Estimate(total, flops, basis, _peak_key(a.dtype, kernel_name))
 
 
 # --------------------------------------------------------------------------------------- elementwise
@@ -603,7 +566,7 @@ _NOT_ELEMENTWISE = re.compile(
 
 
 # ------------------------------------------------------------------------------------- FuseLens ops
-# Our Triton kernels run inside torch.library custom ops (kernels/ops.py, docs/KERNELS.md), so their launching op
+# Our Triton kernels run inside torch.library custom ops (kernels/models/custom_ops.py, docs/KERNELS.md), so their launching op
 # records the tensors; the trailing activation string is a non-tensor arg ('[]' in Input Dims, value not recorded).
 FUSELENS_OPS = frozenset(["fuselens::glu_gating", "fuselens::dual_gemm_glu", "fuselens::gemm_bias_act"])
 
@@ -678,6 +641,7 @@ def estimate_kernel(
     shapes_known: bool,
     graph_replay: bool,
     has_launch: bool = True,
+    concrete=None,
 ) -> Estimate:
     op = op_name or ""
     if category == "communication":
@@ -701,7 +665,7 @@ def estimate_kernel(
     if op in GEMM_OPS:
         return gemm(op, args, name)
     if op in ATTENTION_FWD or op in ATTENTION_BWD:
-        return attention(op, args, name)
+        return attention(op, args, name, concrete)
     if op in NORM_OPS or op in NORM_BWD_OPS:
         return normalization(op, args)
     if op in REDUCE_OPS or op in SCAN_OPS:

@@ -325,6 +325,14 @@ def is_gemm_op(op_name: str) -> bool:
 # --- Inductor kernel names ----------------------------------------------------------------------------------------
 
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem|for|spl|mm|bmm)_(?:fused_)?(?P<ops>.*?)(?:_\d+)*$")
+# SDPA ops Inductor names in a pointwise kernel that prepares their input (RoPE + layout copy for cuDNN): not work the
+# kernel does, so no op of its set
+ATTENTION_WORDS = (
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "scaled_dot_product_attention",
+)
 # Multi-word aten names Inductor writes into kernel names ('_'-joined, so they cannot be split at '_' blindly).
 _MULTIWORD = sorted(
     {
@@ -391,6 +399,7 @@ _MULTIWORD = sorted(
         "_addmm_activation",
         "leaky_relu",
         "_scaled_mm",
+        *ATTENTION_WORDS,
     },
     key=len,
     reverse=True,
@@ -425,6 +434,8 @@ def inductor_ops(name: str) -> frozenset[str]:
             found.append(word)
     ops: set[str] = set()
     for w in found:
+        if kind in ("poi", "red", "per") and w in ATTENTION_WORDS:
+            continue
         ops |= canonical_ops(w)
     return frozenset(ops)
 

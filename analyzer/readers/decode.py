@@ -83,6 +83,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     input_dims: Raw = msgspec.field(name="Input Dims", default=Raw())
     input_types: Raw = msgspec.field(name="Input type", default=Raw())
     input_strides: Raw = msgspec.field(name="Input Strides", default=Raw())
+    concrete_inputs: Raw = msgspec.field(name="Concrete Inputs", default=Raw())
     sequence_number: int | str | None = msgspec.field(name="Sequence number", default=-1)
     label: Raw = msgspec.field(name="name", default=Raw())  # metadata events: process_name / thread_name
 
@@ -157,6 +158,7 @@ class LenientArgs(msgspec.Struct, gc=False):
     input_dims: Raw = msgspec.field(name="Input Dims", default=Raw())
     input_types: Raw = msgspec.field(name="Input type", default=Raw())
     input_strides: Raw = msgspec.field(name="Input Strides", default=Raw())
+    concrete_inputs: Raw = msgspec.field(name="Concrete Inputs", default=Raw())
     sequence_number: Any = msgspec.field(name="Sequence number", default=None)
     label: Raw = msgspec.field(name="name", default=Raw())
 
@@ -668,7 +670,7 @@ def _decode_range(k: int) -> dict:
 class _Accumulator:
     def __init__(self):
         self.names: dict = {None: ""}
-        self.dims, self.types, self.strides = RawTable(), RawTable(), RawTable()
+        self.dims, self.types, self.strides, self.concrete = RawTable(), RawTable(), RawTable(), RawTable()
         self.grids = RawTable()
         self.parts: dict[str, list[dict]] = {"gpu": [], "cpu": [], "launches": [], "annotations": []}
         self.categories: Counter = Counter()
@@ -796,6 +798,7 @@ class _Accumulator:
             input_dims=self.dims.codes([a.input_dims for a in args]),
             input_types=self.types.codes([a.input_types for a in args]),
             input_strides=self.strides.codes([a.input_strides for a in args]),
+            concrete_inputs=self.concrete.codes([a.concrete_inputs for a in args]),
         )
         self.parts["cpu"].append(cols)
 
@@ -847,7 +850,10 @@ class _Accumulator:
         )  # fmt: skip
 
     def _raw_tables(self) -> dict:
-        return {"dims": self.dims, "types": self.types, "strides": self.strides, "grids": self.grids}
+        return {
+            "dims": self.dims, "types": self.types, "strides": self.strides, "concrete": self.concrete,
+            "grids": self.grids,
+        }  # fmt: skip
 
     def merge(self, part: dict) -> None:
         """Append a worker's export (parts arrive in file order)."""
@@ -869,7 +875,12 @@ class _Accumulator:
                 for key in ("grid", "block"):
                     cols[key] = _remap(cols[key], luts["grids"])
             if table == "cpu":
-                for key, lut in (("input_dims", "dims"), ("input_types", "types"), ("input_strides", "strides")):
+                for key, lut in (
+                    ("input_dims", "dims"),
+                    ("input_types", "types"),
+                    ("input_strides", "strides"),
+                    ("concrete_inputs", "concrete"),
+                ):
                     cols[key] = _remap(cols[key], luts[lut])
             self.parts[table].append(cols)
         self.categories.update(part["categories"])
@@ -894,6 +905,7 @@ class _Accumulator:
                 ("input_dims", self.dims, _list_of_lists),
                 ("input_types", self.types, _list_of_str),
                 ("input_strides", self.strides, _list_of_lists),
+                ("concrete_inputs", self.concrete, _list_of_str),
             ):
                 # the contract: a list (of lists / of str) or None; anything else in the file is unknown
                 cpu[key] = take([o if ok(o) else None for o in table.objects()], cpu[key])

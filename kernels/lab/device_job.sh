@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
-#   bash kernels/device_job.sh STEP...      STEP: facts | sweep | configs | record | record-hf | record-fuselens | check |
-#                                           bench | bench-quick | bench-mlp | bench-gating
+#   bash kernels/lab/device_job.sh STEP...      STEP: facts | sweep | configs | record | record-hf | record-fuselens | check |
+#                                           bench | bench-quick | bench-mlp | bench-gating | ncu-warm | ncu-warm-hf |
+#                                           ncu-warm-plain
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
 set -uo pipefail
@@ -15,7 +16,7 @@ if ls wheels/liger_kernel-*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 # The device copy's .git can be older than its working tree: pass FUSELENS_GIT_COMMIT=$(git rev-parse HEAD) from the
-# calling machine so manifests and bench files name the code they ran (kernels/envinfo.py marks a dirty tree).
+# calling machine so manifests and bench files name the code they ran (kernels/lab/envinfo.py marks a dirty tree).
 
 facts() {
   { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
@@ -53,6 +54,37 @@ record_fuselens() {
   rec hf_geglu_bf16_fuselens 120 --workload geglu --variants fuselens-gating,fuselens "${HF[@]}" --dtype bf16 --measure-bytes
 }
 
+# Flushed + in-sequence ("warm") Nsight Compute DRAM bytes per kernel (kernels/lab/ncu.py) with the traces they belong to,
+# for the DRAM model (analyzer/dram.py). Case folders get an "h200_" prefix on an H200 so both cards' sets can sit side
+# by side in sample_traces/. plain h=8192: an 8192x8192 bf16 intermediate (134 MB) that no L2 holds.
+ncu_report() {  # one line per variant: flushed and warm step bytes, replay passes, L2 size (or the error)
+  python3 - "$R/sample_traces/$1" <<'PY'
+import json, sys, pathlib
+d = pathlib.Path(sys.argv[1])
+for v in json.loads((d / "manifest.json").read_text())["variants"]:
+    w = json.loads((d / v["ncu"]).read_text()).get("warm", {}) if v.get("ncu") else {}
+    print(f"  {v['name']:16} flushed r/w {v.get('dram_bytes_read')} {v.get('dram_bytes_write')}  warm r/w "
+          f"{v.get('warm_dram_bytes_read')} {v.get('warm_dram_bytes_write')}  passes {w.get('max_replay_passes')} "
+          f"L2 {w.get('l2_cache_bytes')} {v.get('ncu_error', '')}{v.get('ncu_warm_error', '')}")
+PY
+}
+
+ncu_warm_hf() {
+  local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072) P=""
+  nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && P=h200_
+  rec "${P}hf_geglu_bf16" 330 --workload geglu --variants eager,compile,liger,fuselens-gating,fuselens "${HF[@]}" \
+    --dtype bf16 --measure-bytes
+  ncu_report "${P}hf_geglu_bf16"
+}
+ncu_warm_plain() {
+  local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072) P=""
+  nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && P=h200_
+  rec "${P}plain_8192tok_bf16" 120 --workload plain --variants eager,compile,fuselens "${HF[@]}" --dtype bf16 --measure-bytes
+  rec "${P}plain_8192tok_h8192_bf16" 120 --workload plain --variants eager,compile,fuselens --batch 64 --seq 128 \
+    --d-model 768 --hidden 8192 --dtype bf16 --measure-bytes
+  ncu_report "${P}plain_8192tok_bf16"; ncu_report "${P}plain_8192tok_h8192_bf16"
+}
+
 check() {
   echo "== full-size kernel checks on the GPU"
   FUSELENS_FULL_SIZE=1 timeout "$(left "${CHECK_LIMIT_S:-300}")" python3 -m pytest -v -rfE -n 8 -p no:cacheprovider \
@@ -64,13 +96,13 @@ check() {
 
 sweep() {
   echo "== per-config sweep"
-  timeout "$(left 240)" python3 -m kernels.sweep --out "$R/bench/sweep.md" >"$R/logs/sweep.txt" 2>&1
+  timeout "$(left 240)" python3 -m kernels.lab.sweep --out "$R/bench/sweep.md" >"$R/logs/sweep.txt" 2>&1
   echo "sweep rc=$?"; grep -E "^\|" "$R/logs/sweep.txt"; grep -E "Error|error" "$R/logs/sweep.txt" | head -5
 }
 
 configs() {
   echo "== every autotune config against float64"
-  timeout "$(left 240)" python3 -m kernels.check_configs >"$R/logs/check_configs.txt" 2>&1
+  timeout "$(left 240)" python3 -m kernels.lab.check_configs >"$R/logs/check_configs.txt" 2>&1
   echo "check_configs rc=$?: $(tail -1 "$R/logs/check_configs.txt")"
   grep -E "^FAIL|^ERRO|^skip" "$R/logs/check_configs.txt" | head -20
 }
@@ -85,6 +117,7 @@ bench() {
 for step in "$@"; do
   case $step in
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-fuselens) record_fuselens ;; check) check ;;
+    ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;
   esac

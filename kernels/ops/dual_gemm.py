@@ -6,7 +6,7 @@ applies act(gate) * up in fp32 and stores h once. Versus cuBLAS x2 + a gating ke
 M = 8192, h = 3072 bf16: the gate and up outputs' write + read (4 x 50 MB = 201 MB, ~66 us at 3 TB/s if nothing
 stayed in L2), one read of X (12.6 MB) and two kernel launches. down_proj stays cuBLAS (torch.matmul).
 
-Tiles, grouped order, clamped offsets and fp32 "ieee" precision: as in kernels.gemm_act.
+Tiles, grouped order, clamped offsets and fp32 "ieee" precision: as in kernels.ops.gemm_act.
 """
 
 from __future__ import annotations
@@ -15,9 +15,20 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._triton_util import autotune, interpreting
-from kernels.gating import ACTIVATIONS, _act_f32, epilogue_act_id
-from kernels.gemm_act import CONFIGS_SMALL_M, IMPLS, _cfg, _grouped_tile, check_gemm_inputs, dot_flags, prune_by_m
+from kernels.ops import hopper_gemm
+from kernels.ops.activations import act_f32, epilogue_act_id
+from kernels.ops.gating import ACTIVATIONS
+from kernels.ops.gemm_common import (
+    CONFIGS_SMALL_M,
+    INTERP_META,
+    check_gemm_inputs,
+    check_impl,
+    dot_flags,
+    grouped_tile,
+    prune_by_m,
+    ptr_config,
+)
+from kernels.ops.triton_util import autotune, interpreting
 
 
 @triton.jit
@@ -28,7 +39,7 @@ def fuselens_dual_gemm_glu_ptr_kernel(
     ACT: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
 ):  # fmt: skip
-    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP_M)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP_M)
     offs_m = pid_m * BM + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     offs_xm = tl.max_contiguous(tl.multiple_of(offs_m % M, BM), BM)
@@ -54,7 +65,7 @@ def fuselens_dual_gemm_glu_ptr_kernel(
         x_ptrs += BK * stride_xk
         wg_ptrs += BK * stride_wk
         wu_ptrs += BK * stride_wk
-    h = _act_f32(acc_g, ACT) * acc_u
+    h = act_f32(acc_g, ACT) * acc_u
     out_ptrs = out_ptr + offs_m[:, None].to(tl.int64) * stride_om + offs_n[None, :] * stride_on
     tl.store(out_ptrs, h.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
@@ -62,10 +73,10 @@ def fuselens_dual_gemm_glu_ptr_kernel(
 # Two B tiles per step: 128 x 128 x 64 with 3 stages = (16 + 16 + 16) KB x 3 = 144 KB of shared memory (H100: 227 KB).
 # Decode tiles (M <= 64) and the M-based pruning are gemm_act's.
 CONFIGS_LARGE_M = [
-    _cfg(128, 128, 64, 3, 8),
-    _cfg(128, 128, 64, 4, 8),
-    _cfg(128, 64, 64, 4, 4),
-    _cfg(64, 128, 64, 4, 4),
+    ptr_config(128, 128, 64, 3, 8),
+    ptr_config(128, 128, 64, 4, 8),
+    ptr_config(128, 64, 64, 4, 4),
+    ptr_config(64, 128, 64, 4, 4),
 ]
 
 
@@ -75,8 +86,6 @@ _dual_gemm_tuned = autotune(
     prune_configs_by={"early_config_prune": prune_by_m},
 )(fuselens_dual_gemm_glu_ptr_kernel)
 
-_INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
-
 
 def dual_gemm_gated(
     x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str = "gelu_tanh", impl: str = "auto"
@@ -84,10 +93,8 @@ def dual_gemm_gated(
     """act(x @ w_gate^T) * (x @ w_up^T); x [M, K], w_gate / w_up [N, K] (nn.Linear layout, no bias).
 
     impl: "auto" = "tma" where it applies, else "pointer"; "tma": persistent TMA kernel on an interleaved
-    [gate; up] weight (one 256-wide wgmma per K step, kernels.hopper_gemm); "tma2": persistent TMA kernel with two
-    128-wide dots per K step on the separate weights (run-2 version); "pointer": the kernel in this file."""
-    if impl not in (*IMPLS, "tma2"):
-        raise ValueError(f"dual_gemm_gated: impl must be one of {(*IMPLS, 'tma2')}, got {impl!r}")
+    [gate; up] weight (one 256-wide wgmma per K step, kernels.ops.hopper_gemm); "pointer": the kernel in this file."""
+    check_impl("dual_gemm_gated", impl)
     if activation not in ACTIVATIONS:
         raise ValueError(f"dual_gemm_gated: activation must be one of {ACTIVATIONS}, got {activation!r}")
     check_gemm_inputs("dual_gemm_gated", x, w_gate, w_up)
@@ -102,18 +109,14 @@ def dual_gemm_gated(
         return out.zero_()  # act(0) * 0 = 0 for gelu_tanh and silu
     act = epilogue_act_id(activation, x.dtype)
     if impl != "pointer":
-        from kernels import hopper_gemm
-
         if hopper_gemm.usable(x, w_gate, w_up):
-            if impl == "tma2":
-                return hopper_gemm.persistent_gemm(x, w_gate, w_up, None, act, out=out)
             return hopper_gemm.persistent_gated(x, w_gate, w_up, act, out=out)
-        if impl != "auto":
+        if impl == "tma":
             raise ValueError("dual_gemm_gated: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
     args = (x, w_gate, w_up, out, M, N, K, *x.stride(), *w_gate.stride(), *out.stride())
     flags = {"ACT": act, **dot_flags(x.dtype)}
     if interpreting():
-        meta = _INTERP_META
+        meta = INTERP_META
         grid = (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
         fuselens_dual_gemm_glu_ptr_kernel[grid](*args, **flags, **meta)
     else:

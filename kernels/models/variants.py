@@ -65,7 +65,7 @@ def build(name: str, model, train: bool = False) -> Callable:
     """A callable x -> y for variant `name` over `model`."""
     import torch
 
-    from kernels.workloads import GatedMLP
+    from kernels.models.workloads import GatedMLP
 
     if name not in VARIANTS:
         raise ValueError(f"unknown variant {name!r}; expected one of {VARIANTS}")
@@ -90,7 +90,7 @@ def build(name: str, model, train: bool = False) -> Callable:
             " is a ROCm build; eager, compile and liger still run"
         )
     try:
-        from kernels.fused_mlp import fuselens_forward, fuselens_gating_forward
+        from kernels.models.fused_mlp import fuselens_forward, fuselens_gating_forward
     except ImportError as exc:
         raise VariantUnavailable(f"FuseLens kernels need triton: {exc}") from exc
     if name == "fuselens-gating":

@@ -1,6 +1,6 @@
 """Correctness of EVERY autotune config of the FuseLens GEMM kernels on this GPU, one config at a time.
 
-    python -m kernels.check_configs
+    python -m kernels.lab.check_configs
 
 The autotuner picks whichever config is fastest on the day, so a config that is wrong but never picked in one run
 could be picked in the next; the interpreter tests run one small tile only. This forces each config in turn (the
@@ -16,9 +16,11 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from kernels import dual_gemm, gemm_act, hopper_gemm
-from kernels.dual_gemm import dual_gemm_gated
-from kernels.gemm_act import gemm_bias_act
+from kernels.lab import sweep_kernels
+from kernels.ops import dual_gemm, gemm_act, hopper_gemm
+from kernels.ops.activations import epilogue_act_id
+from kernels.ops.dual_gemm import dual_gemm_gated
+from kernels.ops.gemm_act import gemm_bias_act
 
 # (M, K, N, dtype, activations): the HF shape with both activations, an odd large shape, a decode shape and fp16.
 CASES = [
@@ -60,7 +62,7 @@ def main() -> int:
     n_bad = 0
     kernels = [
         ("tma_gated", hopper_gemm._gated_tuned, "gated", "tma"),
-        ("tma_dual", hopper_gemm._dual_tuned, "gated", "tma2"),
+        ("tma_dual", sweep_kernels.dual_tuned, "gated", "tma2"),
         ("tma_single", hopper_gemm._single_tuned, "single", "tma"),
         ("pointer_dual", dual_gemm._dual_gemm_tuned, "gated", "pointer"),
         ("pointer_single", gemm_act._gemm_act_tuned, "single", "pointer"),
@@ -84,7 +86,9 @@ def main() -> int:
                     tuner.cache.clear()
                     for act in acts if kind == "gated" else ("gelu",):
                         try:
-                            if kind == "gated":
+                            if impl == "tma2":
+                                out = sweep_kernels.dual_gemm_2dot(x, wg, wu, epilogue_act_id(act, x.dtype))
+                            elif kind == "gated":
                                 out = dual_gemm_gated(x, wg, wu, act, impl=impl)
                             else:
                                 out = gemm_bias_act(x, wg, b, act, impl=impl)

@@ -3,7 +3,7 @@
 A Triton launch made straight from Python has no CPU op around it with `Input Dims`, so the analyzer could not
 attribute bytes or FLOPs to our kernels. Each op below is a dispatcher op: with `record_shapes=True` the trace holds
 a cpu_op named `fuselens::<op>` with the tensor arguments' dims and dtypes, and the kernel it launches links to it.
-The fuselens / fuselens-gating forwards (kernels.fused_mlp) call these.
+The fuselens / fuselens-gating forwards (kernels.models.fused_mlp) call these.
 
   fuselens::glu_gating(Tensor gate, Tensor up, str activation) -> Tensor
       act(gate) * up; gate, up [..., h]; launches fuselens_glu_gating_kernel
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import torch
 
-from kernels.dual_gemm import dual_gemm_gated
-from kernels.gating import fused_gating
-from kernels.gemm_act import gemm_bias_act as _gemm_bias_act
+from kernels.ops.dual_gemm import dual_gemm_gated
+from kernels.ops.gating import fused_gating
+from kernels.ops.gemm_act import gemm_bias_act as _gemm_bias_act
 
 # Registered with torch.library.Library (define + a CUDA and a CPU kernel), not @torch.library.custom_op: the latter
 # wraps every call in an autograd function and a torch._dynamo.disable frame, ~20 us of host time per call on the

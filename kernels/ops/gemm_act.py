@@ -16,23 +16,21 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._triton_util import autotune, check_device, interpreting
-from kernels.gating import TORCH_ACTS, _act_f32, epilogue_act_id
+from kernels.ops import hopper_gemm
+from kernels.ops.activations import TORCH_ACTS, act_f32, epilogue_act_id
+from kernels.ops.gemm_common import (
+    CONFIGS_SMALL_M,
+    INTERP_META,
+    check_gemm_inputs,
+    check_impl,
+    dot_flags,
+    grouped_tile,
+    prune_by_m,
+    ptr_config,
+)
+from kernels.ops.triton_util import autotune, interpreting
 
 EPILOGUE_ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "identity")
-
-
-@triton.jit
-def _grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
-    num_pid_m = tl.cdiv(M, BM)
-    num_pid_n = tl.cdiv(N, BN)
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
 
 
 @triton.jit
@@ -43,7 +41,7 @@ def fuselens_gemm_bias_act_ptr_kernel(
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
 ):  # fmt: skip
-    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP_M)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP_M)
     offs_m = pid_m * BM + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     # clamp instead of mask: rows past M re-read row (i % M), and the store below drops them
@@ -66,36 +64,18 @@ def fuselens_gemm_bias_act_ptr_kernel(
     if HAS_BIAS:
         bias = tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
         acc = acc + bias[None, :]
-    out = _act_f32(acc, ACT)
+    out = act_f32(acc, ACT)
     out_ptrs = out_ptr + offs_m[:, None].to(tl.int64) * stride_om + offs_n[None, :] * stride_on
     tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def _cfg(bm, bn, bk, stages, warps, group_m=8):
-    return triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m}, num_stages=stages, num_warps=warps)
-
-
-# Large M: Hopper tiles (128 x 256 or 128 x 128, BK 64, 3-4 stages, 8 warps). Small M (decode, M <= 64): the GEMM is
-# a read of W (K x N x elt bytes), so narrow BN for more programs in flight and a long BK per load.
+# Large M: Hopper tiles (128 x 256 or 128 x 128, BK 64, 3-4 stages, 8 warps); decode tiles: gemm_common.
 CONFIGS_LARGE_M = [
-    _cfg(128, 256, 64, 3, 8),
-    _cfg(128, 128, 64, 4, 8),
-    _cfg(128, 128, 64, 3, 4),
-    _cfg(64, 256, 64, 4, 8),
+    ptr_config(128, 256, 64, 3, 8),
+    ptr_config(128, 128, 64, 4, 8),
+    ptr_config(128, 128, 64, 3, 4),
+    ptr_config(64, 256, 64, 4, 8),
 ]
-CONFIGS_SMALL_M = [
-    _cfg(16, 64, 128, 4, 4, 1),
-    _cfg(16, 32, 256, 4, 4, 1),
-    _cfg(32, 64, 128, 4, 4, 1),
-    _cfg(64, 64, 128, 4, 4, 1),
-]
-
-
-def prune_by_m(configs, named_args, **kwargs):
-    """Keep the decode tiles for M <= 64 and the large tiles otherwise (halves the autotune time)."""
-    small = named_args["M"] <= 64
-    keep = [c for c in configs if (c.kwargs["BM"] <= 64 and c.kwargs["GROUP_M"] == 1) == small]
-    return keep or configs
 
 
 _gemm_act_tuned = autotune(
@@ -104,45 +84,13 @@ _gemm_act_tuned = autotune(
     prune_configs_by={"early_config_prune": prune_by_m},
 )(fuselens_gemm_bias_act_ptr_kernel)
 
-# Interpreter (CPU, CI): one small tile so odd shapes exercise every mask; tl.dot needs dims >= 16.
-_INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
-
-
-def dot_flags(dtype: torch.dtype) -> dict:
-    """PRECISION: "ieee" for fp32 so results match eager fp32 (no tf32). UPCAST: under the interpreter only, bf16
-    operands go to fp32 first (exact), because Triton 3.9's interpreter multiplies bf16 dot operands wrongly
-    (measured: relative error 4e9 on a plain 16 x 16 bf16 tl.dot, fp16 and fp32 fine)."""
-    upcast = interpreting() and dtype == torch.bfloat16
-    return {"PRECISION": "ieee" if dtype == torch.float32 or upcast else "tf32", "UPCAST": upcast}
-
-
-def check_gemm_inputs(name: str, x: torch.Tensor, *weights: torch.Tensor) -> None:
-    if x.dim() != 2:
-        raise ValueError(f"{name}: x must be 2-D [M, K], got shape {tuple(x.shape)}")
-    for w in weights:
-        if w.dim() != 2 or w.shape[1] != x.shape[1]:
-            raise ValueError(f"{name}: weight {tuple(w.shape)} does not match x {tuple(x.shape)} (need [N, K])")
-        if w.dtype != x.dtype:
-            raise ValueError(f"{name}: weight dtype {w.dtype} != x dtype {x.dtype}")
-    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-        raise ValueError(f"{name}: dtype must be fp32/fp16/bf16, got {x.dtype}")
-    check_device(x, *weights)
-
-
-IMPLS = ("auto", "tma", "pointer")
-
-
-def check_impl(name: str, impl: str) -> None:
-    if impl not in IMPLS:
-        raise ValueError(f"{name}: impl must be one of {IMPLS}, got {impl!r}")
-
 
 def gemm_bias_act(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, activation: str = "gelu", impl: str = "auto"
 ):
     """act(x @ weight^T + bias) in one kernel; x [M, K], weight [N, K] (nn.Linear layout), bias [N] or None.
 
-    impl: "auto" takes the persistent TMA kernel (kernels.hopper_gemm) where it applies, else the pointer kernel
+    impl: "auto" takes the persistent TMA kernel (kernels.ops.hopper_gemm) where it applies, else the pointer kernel
     here; "tma" / "pointer" force one (tests and the bench use them to cover and compare both)."""
     check_impl("gemm_bias_act", impl)
     if activation not in EPILOGUE_ACTIVATIONS:
@@ -160,16 +108,14 @@ def gemm_bias_act(
             return out.zero_()
         return out.copy_(TORCH_ACTS[activation](bias.float()).to(x.dtype).expand(M, N))
     if impl != "pointer":
-        from kernels import hopper_gemm
-
         if hopper_gemm.usable(x, weight):
-            return hopper_gemm.persistent_gemm(x, weight, None, bias, epilogue_act_id(activation, x.dtype), out=out)
+            return hopper_gemm.persistent_gemm(x, weight, bias, epilogue_act_id(activation, x.dtype), out=out)
         if impl == "tma":
             raise ValueError("gemm_bias_act: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
     args = (x, weight, bias if bias is not None else x, out, M, N, K, *x.stride(), *weight.stride(), *out.stride())
     flags = {"HAS_BIAS": bias is not None, "ACT": epilogue_act_id(activation, x.dtype), **dot_flags(x.dtype)}
     if interpreting():
-        meta = _INTERP_META
+        meta = INTERP_META
         grid = (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
         fuselens_gemm_bias_act_ptr_kernel[grid](*args, **flags, **meta)
     else:

@@ -1,11 +1,11 @@
 """Time EVERY autotune config of the FuseLens TMA GEMMs at the MLP shapes, one config forced at a time.
 
-    python -m kernels.sweep [--out FILE.md] [--n-iter 100]
+    python -m kernels.lab.sweep [--out FILE.md] [--n-iter 100]
 
 Why: the autotuner reports only its winner. Run 5 (docs/KERNELS.md) could not say why 128 x 256 tiles were never
 chosen for the plain MLP's GEMM + bias + GELU; a table of every config's time, next to the same config with the
 activation switched off and next to cuBLAS at the same shape, separates "slow main loop" from "slow epilogue" from
-"does not fit". Same timing as the bench (kernels.timing: CUDA events, L2 flushed by a read, launches queued
+"does not fit". Same timing as the bench (kernels.lab.timing: CUDA events, L2 flushed by a read, launches queued
 ahead); each row also carries its relative error against float64, so a fast wrong config cannot hide. Needs a
 CUDA GPU with sm_90+.
 """
@@ -21,9 +21,11 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels import hopper_gemm
-from kernels.gating import TORCH_ACTS, _act_f32, _tanh, act_id, epilogue_act_id
-from kernels.timing import median_us
+from kernels.lab import sweep_kernels
+from kernels.lab.sweep_kernels import LIBDEVICE_GELU, act_f32_with_libdevice
+from kernels.lab.timing import median_us
+from kernels.ops import hopper_gemm
+from kernels.ops.activations import TORCH_ACTS, act_id, epilogue_act_id, tanh_approx
 
 # (name, M, K, N, dtype, activation): the plain MLP's fc1 (GEMM + bias + GELU) and the HF GEGLU gate/up projection.
 SINGLE_CASES = [("plain fc1", 8192, 768, 3072, torch.bfloat16, "gelu")]
@@ -37,16 +39,18 @@ def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.double() - ref).norm() / ref.norm())
 
 
-def _forced(tuner, cfg, fn):
-    """Run fn with the autotuner holding cfg alone (its pre_hook still sets the TMA block shapes)."""
-    saved = list(tuner.configs)
-    tuner.configs = [cfg]
-    tuner.cache.clear()
+def _forced(tuners, cfg, fn):
+    """Run fn with each autotuner in `tuners` holding cfg alone (its pre_hook still sets the TMA block shapes)."""
+    saved = [list(t.configs) for t in tuners]
+    for t in tuners:
+        t.configs = [cfg]
+        t.cache.clear()
     try:
         return fn()
     finally:
-        tuner.configs = saved
-        tuner.cache.clear()
+        for t, configs in zip(tuners, saved, strict=True):
+            t.configs = configs
+            t.cache.clear()
 
 
 def _cfg_text(cfg) -> str:
@@ -59,14 +63,14 @@ def _time(fn, n_iter: int) -> float:
     return median_us(fn, n_iter=n_iter, warmup=5, flush_l2=True)["median_us"]
 
 
-def _config_rows(tuner, configs, runs: dict, ref, tflop: float, n_iter: int) -> list[str]:
+def _config_rows(tuners, configs, runs: dict, ref, tflop: float, n_iter: int) -> list[str]:
     """One row per config: the time of each callable in runs (the first is the real one: TFLOP/s, rel err)."""
     rows = []
     for cfg in configs:
         try:
             first, *others = runs.values()
-            err = _rel(_forced(tuner, cfg, first), ref)
-            times = [_forced(tuner, cfg, partial(_time, fn, n_iter)) for fn in runs.values()]
+            err = _rel(_forced(tuners, cfg, first), ref)
+            times = [_forced(tuners, cfg, partial(_time, fn, n_iter)) for fn in runs.values()]
             rest = " | ".join(f"{t:.1f}" for t in times[1:])
             rows.append(f"| {_cfg_text(cfg)} | {times[0]:.1f} | {tflop / times[0] * 1e6:.0f} | {rest} | {err:.1e} |")
         except Exception as exc:  # out of resources: the autotuner would skip it too
@@ -89,10 +93,10 @@ def sweep_single(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     lines.append(f"| cuBLAS F.linear (GEMM + bias) | {t:.1f} | {tflop / t * 1e6:.0f} | | | |")
     t = _time(lambda: F.gelu(F.linear(x, w, b)), n_iter)
     lines.append(f"| cuBLAS F.linear + F.gelu (eager) | {t:.1f} | {tflop / t * 1e6:.0f} | | | |")
-    runs = {
-        a: partial(hopper_gemm.persistent_gemm, x, w, None, b, act_id(a)) for a in (act, "identity", "gelu_libdevice")
-    }
-    return lines + _config_rows(hopper_gemm._single_tuned, hopper_gemm.SINGLE_CONFIGS, runs, ref, tflop, n_iter)
+    runs = {a: partial(hopper_gemm.persistent_gemm, x, w, b, act_id(a)) for a in (act, "identity")}
+    runs["libdevice"] = partial(sweep_kernels.libdevice_gemm_bias_act, x, w, b)
+    tuners = [hopper_gemm._single_tuned, sweep_kernels.libdevice_single_tuned]
+    return lines + _config_rows(tuners, hopper_gemm.SINGLE_CONFIGS, runs, ref, tflop, n_iter)
 
 
 def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
@@ -121,7 +125,7 @@ def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
         "8 none": partial(gated, act_id("identity"), rows=8),
         "1 none": partial(gated, act_id("identity"), rows=1),
     }
-    return lines + _config_rows(hopper_gemm._gated_tuned, hopper_gemm.GATED_CONFIGS, runs, ref, tflop, n_iter)
+    return lines + _config_rows([hopper_gemm._gated_tuned], hopper_gemm.GATED_CONFIGS, runs, ref, tflop, n_iter)
 
 
 @triton.jit
@@ -129,17 +133,21 @@ def _act_probe_kernel(x_ptr, out_ptr, n, ACT: tl.constexpr, BLOCK: tl.constexpr)
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n)
     if ACT == 7:  # noqa: SIM108 (a constexpr branch, so only one of the two is compiled)
-        y = _tanh(x)
+        y = tanh_approx(x)
     else:
-        y = _act_f32(x, ACT)
+        y = act_f32_with_libdevice(x, ACT)
     tl.store(out_ptr + offs, y, mask=offs < n)
 
 
 # activation name (the approximate forms compute the exact one's function) -> float64 reference
-_ACT_REFS = {"tanh": torch.tanh} | {
-    name: TORCH_ACTS[name.removesuffix("_approx")]
-    for name in ("gelu_tanh", "gelu_tanh_approx", "silu", "silu_approx", "gelu")
-}
+_ACT_REFS = (
+    {"tanh": torch.tanh}
+    | {
+        name: TORCH_ACTS[name.removesuffix("_approx")]
+        for name in ("gelu_tanh", "gelu_tanh_approx", "silu", "silu_approx", "gelu")
+    }
+    | {"gelu_libdevice": TORCH_ACTS["gelu"]}
+)
 
 
 def activation_accuracy() -> list[str]:
@@ -156,7 +164,7 @@ def activation_accuracy() -> list[str]:
     )
     lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, ref_fn in _ACT_REFS.items():
-        aid = 7 if name == "tanh" else act_id(name)
+        aid = {"tanh": 7, "gelu_libdevice": LIBDEVICE_GELU}.get(name) or act_id(name)
         out = torch.empty_like(x)
         _act_probe_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), ACT=aid, BLOCK=1024)
         ref = ref_fn(x.double())
@@ -174,12 +182,12 @@ def activation_accuracy() -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernels.sweep", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m kernels.lab.sweep", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="also write the tables to this Markdown file")
     ap.add_argument("--n-iter", type=int, default=100)
     args = ap.parse_args(argv)
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
-        print("error: kernels.sweep needs a CUDA GPU with sm_90+ (the TMA kernels)", file=sys.stderr)
+        print("error: kernels.lab.sweep needs a CUDA GPU with sm_90+ (the TMA kernels)", file=sys.stderr)
         return 3
     head = [f"# Per-config sweep: {torch.cuda.get_device_name()}, torch {torch.__version__}"]
     head[0] += f", triton {triton.__version__}"

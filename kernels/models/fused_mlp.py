@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels import ops
-from kernels.workloads import GatedMLP, PlainMLP
+from kernels.models import custom_ops as ops
+from kernels.models.workloads import GatedMLP, PlainMLP
 
 
 def fuselens_forward(model, x: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """Write sample_traces/manifest.json: the index of the bundled cases (one runner output folder per case).
 
-    python -m kernels.samples_index [sample_traces]
+    python -m kernels.lab.samples_index [sample_traces]
 
 Each case folder holds what `python -m kernels.profile` wrote (traces, manifest.json, *.ncu.json); this index lists
 them in display order, marks the one the dashboard opens on (default_case) and each case's baseline variant.
@@ -18,6 +18,11 @@ CASES = [
     ("plain_8192tok_bf16", "Plain MLP (Linear-GELU-Linear, bias), 8192 tokens, bf16", "eager"),
     ("plain_1tok_bf16", "Plain MLP, 1 token (decode), bf16", "eager"),
     ("geglu_train_bf16", "HF GEGLU MLP, one forward+backward training step, bf16", "eager"),
+    # recorded by `device_job.sh ncu-warm` (flushed + in-sequence ncu DRAM bytes); h200_: the same cases on an H200
+    ("plain_8192tok_h8192_bf16", "Plain MLP, 8192 tokens, h 8192 (a 134 MB intermediate, beyond L2), bf16", "eager"),
+    ("h200_hf_geglu_bf16", "HF GEGLU MLP, 64x128 tokens, d 768, h 3072, bf16, on an H200", "eager"),
+    ("h200_plain_8192tok_bf16", "Plain MLP, 8192 tokens, bf16, on an H200", "eager"),
+    ("h200_plain_8192tok_h8192_bf16", "Plain MLP, 8192 tokens, h 8192, bf16, on an H200", "eager"),
 ]
 
 

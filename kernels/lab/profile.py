@@ -1,0 +1,383 @@
+"""Profiling runner behind the dashboard's "Profile on this GPU": one trace per variant + manifest.json.
+
+    python -m kernels.profile --workload geglu --variants eager,compile,liger,fuselens \
+        --batch 64 --seq 128 --d-model 768 --hidden 3072 --dtype bf16 --out DIR [--measure-bytes] [--train]
+
+Writes into DIR (created if missing; nothing is written anywhere else):
+  <variant>.json.gz     torch.profiler Chrome trace (CPU + CUDA activities, record_shapes=True,
+                        schedule wait=1 warmup=1 active=3, so 3 ProfilerStep#N windows)
+  <variant>.ncu.json    with --measure-bytes: per-kernel DRAM bytes read/written by Nsight Compute (kernels.lab.ncu)
+  manifest.json         GPU, driver, torch, CUDA, triton, liger versions, git commit, shapes, dtype, and per variant:
+                        status (done/skipped/failed), message, trace file, median forward (or train step) time in us
+                        from CUDA events (100 iterations after warm-up, L2 not flushed, launches queued ahead so it is
+                        GPU time) and median_launch_bound_us (issued back to back: includes host launch overhead),
+                        ncu file. Rewritten after
+                        every variant, so an interrupted run still leaves a valid manifest of what finished.
+
+Progress: stdout carries ONLY progress lines, one JSON object per line, flushed at once:
+  {"event": "start" | "variant_start" | "variant_done" | "variant_skipped" | "variant_failed" | "done",
+   "variant": str | null, "done": int, "total": int, "message": str}
+`done` counts finished variants (done + skipped + failed) out of `total`. variant_done also carries
+"median_us" (float) and "trace" (file name). The last line is always a "done" event, also on the error exits
+below (its message is the error); human-readable diagnostics go to stderr.
+
+Exit codes: 0 all requested variants recorded or skipped (skipped = unavailable here, e.g. liger not installed,
+or fuselens with --train); 2 bad arguments (unknown workload/variant/dtype, sizes out of bounds, estimated memory
+too large for the GPU); 3 no CUDA GPU (or no torch); 4 some variants failed (e.g. CUDA out of memory: the others
+are still recorded). Argument values never reach a shell: subprocesses (ncu, nvidia-smi, git) get argument lists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+EXIT_OK, EXIT_BAD_ARGS, EXIT_NO_GPU, EXIT_VARIANT_FAILED = 0, 2, 3, 4
+MAX_TOKENS = 65536
+MAX_DIM = 32768
+MAX_BATCH = 65536
+MAX_SEQ = 65536
+# Largest run we accept before looking at the GPU: 24 GiB estimated (65536 tokens x 32768 hidden bf16 forward fits).
+MAX_EST_BYTES = 24 * 2**30
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+WORKLOADS = ("geglu", "swiglu", "plain")  # kept equal to kernels.models.workloads.WORKLOADS (checked in tests)
+N_TIMED = 100
+
+
+class BadArgs(Exception):
+    pass
+
+
+def emit(event: str, variant: str | None, done: int, total: int, message: str, **extra) -> None:
+    line = {"event": event, "variant": variant, "done": done, "total": total, "message": message, **extra}
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse's default prints the usage block)
+        raise BadArgs(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from kernels.models.variants import DEFAULT_VARIANTS
+
+    p = _Parser(prog="python -m kernels.profile", description=__doc__.split("\n\n")[0])
+    p.add_argument("--workload", default="geglu", help=f"one of {', '.join(WORKLOADS)}")
+    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help="comma-separated variant names")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--d-model", type=int, default=768)
+    p.add_argument("--hidden", type=int, default=3072)
+    p.add_argument("--dtype", default="bf16", help="bf16, fp16 or fp32")
+    p.add_argument("--out", required=False, help="output folder (created)")
+    p.add_argument("--measure-bytes", action="store_true", help="DRAM bytes per kernel with Nsight Compute")
+    p.add_argument("--train", action="store_true", help="record a forward+backward training step")
+    p.add_argument("--ncu-child", metavar="VARIANT", help=argparse.SUPPRESS)  # internal: steps under ncu
+    p.add_argument("--ncu-steps", type=int, default=1, help=argparse.SUPPRESS)  # internal: steps profiled in a row
+    return p
+
+
+def estimate_bytes(workload: str, tokens: int, d_model: int, hidden: int, dtype: str, train: bool) -> int:
+    """Rough peak GPU memory: weights + x, gate/up/h and y activations (x2 for grads and saved tensors when
+    training), plus 512 MB for the CUDA context's workspace, cuBLAS and the L2 flush buffer."""
+    elt = DTYPE_BYTES[dtype]
+    n_mats = 2 if workload == "plain" else 3
+    weights = n_mats * d_model * hidden
+    acts = tokens * (2 * d_model + (1 if workload == "plain" else 3) * hidden)
+    factor = 3 if train else 1
+    return elt * (weights + acts) * factor + 512 * 2**20
+
+
+def validate(ns: argparse.Namespace) -> list[str]:
+    """Check every argument; return the variant list. Raises BadArgs with a one-line reason."""
+    from kernels.models.variants import VARIANTS
+
+    if ns.workload not in WORKLOADS:
+        raise BadArgs(f"unknown workload {ns.workload!r}; choose one of {', '.join(WORKLOADS)}")
+    if ns.dtype not in DTYPE_BYTES:
+        raise BadArgs(f"unknown dtype {ns.dtype!r}; choose one of {', '.join(DTYPE_BYTES)}")
+    variants = [v.strip() for v in ns.variants.split(",") if v.strip()]
+    if not variants:
+        raise BadArgs("no variants given")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise BadArgs(f"unknown variant(s) {', '.join(map(repr, unknown))}; choose from {', '.join(VARIANTS)}")
+    if len(set(variants)) != len(variants):
+        raise BadArgs("a variant is listed twice")
+    for name, value, hi in (
+        ("--batch", ns.batch, MAX_BATCH),
+        ("--seq", ns.seq, MAX_SEQ),
+        ("--d-model", ns.d_model, MAX_DIM),
+        ("--hidden", ns.hidden, MAX_DIM),
+    ):
+        if not 1 <= value <= hi:
+            raise BadArgs(f"{name} must be between 1 and {hi}, got {value}")
+    tokens = ns.batch * ns.seq
+    if tokens > MAX_TOKENS:
+        raise BadArgs(f"batch x seq = {tokens} tokens exceeds the limit of {MAX_TOKENS}")
+    est = estimate_bytes(ns.workload, tokens, ns.d_model, ns.hidden, ns.dtype, ns.train)
+    if est > MAX_EST_BYTES:
+        raise BadArgs(
+            f"estimated GPU memory {est / 2**30:.1f} GiB exceeds the limit of {MAX_EST_BYTES / 2**30:.0f} GiB"
+        )
+    if ns.ncu_child is None:
+        if not ns.out:
+            raise BadArgs("--out DIR is required")
+        out = Path(ns.out)
+        if out.exists() and not out.is_dir():
+            raise BadArgs(f"--out {ns.out!r} exists and is not a folder")
+    return variants
+
+
+def _step_fn(fn, x, model, train: bool):
+    import torch
+
+    if train:
+
+        def step():
+            y = fn(x)
+            loss = y.float().square().mean()
+            loss.backward()
+            for p in model.parameters():
+                p.grad = None
+
+        return step
+
+    def fwd():
+        with torch.no_grad():
+            fn(x)
+
+    return fwd
+
+
+def _write_trace(prof, path: Path) -> None:
+    tmp = path.with_suffix("")  # <variant>.json
+    prof.export_chrome_trace(str(tmp))
+    with open(tmp, "rb") as src, gzip.open(path, "wb", compresslevel=9) as dst:
+        shutil.copyfileobj(src, dst)
+    tmp.unlink()
+
+
+def _record_variant(name, model, x, ns, out_dir: Path) -> dict:
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    from kernels.lab.timing import median_us
+    from kernels.models.variants import build
+
+    fn = build(name, model, train=ns.train)
+    step = _step_fn(fn, x, model, ns.train)
+    t0 = time.perf_counter()
+    for _ in range(3):  # compile / autotune / cuBLAS heuristics happen here, outside timing and tracing
+        step()
+    torch.cuda.synchronize()
+    warm_s = time.perf_counter() - t0
+    timing = median_us(step, n_iter=N_TIMED, warmup=5, flush_l2=False)
+    launched = median_us(step, n_iter=N_TIMED, warmup=0, flush_l2=False, queue_ahead=False)
+    trace_path = out_dir / f"{name}.json.gz"
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        record_shapes=True,
+        schedule=schedule(wait=1, warmup=1, active=3),
+        on_trace_ready=lambda p: _write_trace(p, trace_path),
+    ) as prof:
+        for _ in range(5):
+            step()
+            prof.step()
+    torch.cuda.synchronize()
+    return {
+        "trace": trace_path.name,
+        "median_us": round(timing["median_us"], 2),
+        "p10_us": round(timing["p10_us"], 2),
+        "p90_us": round(timing["p90_us"], 2),
+        "n_iter": timing["n_iter"],
+        "median_launch_bound_us": round(launched["median_us"], 2),
+        "l2_flushed": False,
+        "warmup_s": round(warm_s, 2),
+    }
+
+
+def _ncu_child(ns) -> int:
+    """Internal: warm up the variant, then --ncu-steps steps in a row inside cudaProfilerStart/Stop for ncu."""
+    import torch
+
+    from kernels.models.variants import build
+    from kernels.models.workloads import DTYPES, build_model, make_input
+
+    dtype = DTYPES[ns.dtype]
+    model = build_model(ns.workload, ns.d_model, ns.hidden, dtype, "cuda")
+    x = make_input(ns.batch, ns.seq, ns.d_model, dtype, "cuda")
+    step = _step_fn(build(ns.ncu_child, model, train=ns.train), x, model, ns.train)
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for _ in range(max(1, min(ns.ncu_steps, 10))):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    return EXIT_OK
+
+
+def _child_argv(ns, variant: str, steps: int = 1) -> list[str]:
+    argv = ["--ncu-child", variant, "--ncu-steps", str(steps), "--workload", ns.workload]
+    argv += ["--batch", str(ns.batch), "--seq", str(ns.seq)]
+    argv += ["--d-model", str(ns.d_model), "--hidden", str(ns.hidden), "--dtype", ns.dtype]
+    return argv + (["--train"] if ns.train else [])
+
+
+def _measure_bytes(ns, variant: str, out_dir: Path) -> dict:
+    from kernels.lab import ncu
+
+    exe = ncu.find_ncu()
+    if exe is None:
+        return {"ncu_error": "ncu (Nsight Compute) not found on PATH"}
+    csv_path = out_dir / f"{variant}.ncu.csv"
+    try:
+        kernels = ncu.measure(exe, _child_argv(ns, variant), csv_path)
+    except Exception as exc:  # ncu missing permissions, timeout, parse failure: the trace still stands
+        return {"ncu_error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+    doc = {"metrics": list(ncu.METRICS), "ncu_version": ncu.ncu_version(exe), "kernels": kernels}
+    entry = {
+        "ncu": f"{variant}.ncu.json",
+        "ncu_csv": csv_path.name,
+        "dram_bytes_read": sum(k.get("dram_bytes_read", 0) for k in kernels),
+        "dram_bytes_write": sum(k.get("dram_bytes_write", 0) for k in kernels),
+    }
+    # in sequence: each kernel sees the L2 its predecessors left (kernels.lab.ncu, "warm"); a failure keeps the rest
+    warm_csv = out_dir / f"{variant}.ncu-warm.csv"
+    try:
+        steps = ncu.WARM_STEPS
+        warm = ncu.measure(exe, _child_argv(ns, variant, steps), warm_csv, extra=ncu.WARM_FLAGS)
+        one, block = ncu.warm_summary(warm, steps)
+    except Exception as exc:
+        entry["ncu_warm_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    else:
+        import torch
+
+        block["l2_cache_bytes"] = block.get("l2_cache_bytes") or torch.cuda.get_device_properties(0).L2_cache_size
+        merged = ncu.merge_warm(kernels, one)
+        doc["kernels"] = merged
+        if merged is kernels:  # the flushed and warm steps launched different kernels: keep both lists
+            block["kernels"] = one
+        doc["warm"] = block
+        entry.update(
+            ncu_warm_csv=warm_csv.name,
+            warm_dram_bytes_read=block["step_dram_bytes_read"],
+            warm_dram_bytes_write=block["step_dram_bytes_write"],
+        )
+    (out_dir / f"{variant}.ncu.json").write_text(json.dumps(doc, indent=1))
+    return entry
+
+
+def run(argv: list[str] | None = None) -> int:
+    total = 0
+    try:
+        ns = build_parser().parse_args(argv)
+        variants = validate(ns)
+    except BadArgs as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        emit("done", None, 0, total, f"bad arguments: {exc}")
+        return EXIT_BAD_ARGS
+    total = len(variants)
+    if ns.ncu_child is None:
+        emit("start", None, 0, total, f"{ns.workload} {ns.batch}x{ns.seq} d={ns.d_model} h={ns.hidden} {ns.dtype}")
+    try:
+        import torch
+    except ImportError:
+        msg = "PyTorch is not installed; profiling needs torch with CUDA"
+        print(f"error: {msg}", file=sys.stderr)
+        emit("done", None, 0, total, msg)
+        return EXIT_NO_GPU
+    if not torch.cuda.is_available():
+        msg = "no CUDA GPU available (torch.cuda.is_available() is False); profiling needs an NVIDIA GPU"
+        print(f"error: {msg}", file=sys.stderr)
+        emit("done", None, 0, total, msg)
+        return EXIT_NO_GPU
+    if ns.ncu_child is not None:
+        return _ncu_child(ns)
+
+    from kernels.lab import envinfo
+    from kernels.models.variants import VariantUnavailable
+    from kernels.models.workloads import DTYPES, build_model, make_input
+
+    tokens = ns.batch * ns.seq
+    est = estimate_bytes(ns.workload, tokens, ns.d_model, ns.hidden, ns.dtype, ns.train)
+    free_b, total_b = torch.cuda.mem_get_info()
+    if est > 0.9 * total_b:
+        msg = f"estimated GPU memory {est / 2**30:.1f} GiB exceeds 90% of this GPU's {total_b / 2**30:.1f} GiB"
+        print(f"error: {msg}", file=sys.stderr)
+        emit("done", None, 0, total, f"bad arguments: {msg}")
+        return EXIT_BAD_ARGS
+
+    out_dir = Path(ns.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dtype = DTYPES[ns.dtype]
+    manifest = {
+        "schema": "fuselens.profile/1",
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **envinfo.environment(),
+        "workload": ns.workload,
+        "shapes": {"batch": ns.batch, "seq": ns.seq, "tokens": tokens, "d_model": ns.d_model, "hidden": ns.hidden},
+        "dtype": ns.dtype,
+        "train": ns.train,
+        "profiler": {"activities": ["CPU", "CUDA"], "record_shapes": True, "wait": 1, "warmup": 1, "active": 3},
+        "timing": (
+            f"median_us: CUDA events, median of {N_TIMED} steps after warm-up, L2 not flushed, launches queued ahead"
+            " (GPU time, host launch overhead hidden; kernels.lab.timing); median_launch_bound_us: the same steps issued"
+            " back to back from the host, so a host slower than the GPU shows (decode shapes)"
+        ),
+        "variants": [],
+    }
+    model = build_model(ns.workload, ns.d_model, ns.hidden, dtype, "cuda")
+    x = make_input(ns.batch, ns.seq, ns.d_model, dtype, "cuda")
+    n_failed = 0
+    for i, name in enumerate(variants):
+        emit("variant_start", name, i, total, f"recording {name}")
+        entry = {"name": name}
+        try:
+            entry.update(status="done", **_record_variant(name, model, x, ns, out_dir))
+            if ns.measure_bytes:
+                entry.update(_measure_bytes(ns, name, out_dir))
+            entry["message"] = f"median {entry['median_us']:.1f} us per {'training step' if ns.train else 'forward'}"
+            if "ncu_error" in entry:
+                entry["message"] += f"; bytes not measured: {entry['ncu_error']}"
+            emit(
+                "variant_done", name, i + 1, total, entry["message"], median_us=entry["median_us"], trace=entry["trace"]
+            )
+        except VariantUnavailable as exc:
+            entry.update(status="skipped", message=str(exc))
+            emit("variant_skipped", name, i + 1, total, str(exc))
+        except torch.cuda.OutOfMemoryError:
+            n_failed += 1
+            entry.update(status="failed", message=f"CUDA out of memory while recording {name}")
+            emit("variant_failed", name, i + 1, total, entry["message"])
+        except Exception as exc:  # one broken variant must not lose the others
+            n_failed += 1
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            entry.update(status="failed", message=f"{type(exc).__name__}: {first}"[:500])
+            emit("variant_failed", name, i + 1, total, entry["message"])
+        finally:
+            torch.cuda.synchronize() if torch.cuda.is_initialized() else None
+            torch.cuda.empty_cache()
+        manifest["variants"].append(entry)
+        (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    summary = ", ".join(f"{v['name']}: {v['status']}" for v in manifest["variants"])
+    emit("done", None, total, total, summary)
+    return EXIT_VARIANT_FAILED if n_failed else EXIT_OK
+
+
+def main() -> None:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

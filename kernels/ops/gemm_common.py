@@ -1,0 +1,80 @@
+"""What the FuseLens GEMM kernels share: the grouped tile order (a Triton function), the pointer kernels' decode tiles
+and their M-based pruning, dot precision flags, and input validation. No kernels here."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.ops.triton_util import check_device, interpreting
+
+
+@triton.jit
+def grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """Tile (pid_m, pid_n) of program/tile `pid` in grouped order: GROUP_M rows of tiles walk N together, so the
+    weight tiles a group needs stay in L2."""
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+def ptr_config(bm, bn, bk, stages, warps, group_m=8):
+    """A pointer-kernel config (no TMA block shapes to set)."""
+    return triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m}, num_stages=stages, num_warps=warps)
+
+
+# Small M (decode, M <= 64): the GEMM is a read of W (K x N x elt bytes), so narrow BN for more programs in flight and
+# a long BK per load. GROUP_M 1 marks them (prune_by_m).
+CONFIGS_SMALL_M = [
+    ptr_config(16, 64, 128, 4, 4, 1),
+    ptr_config(16, 32, 256, 4, 4, 1),
+    ptr_config(32, 64, 128, 4, 4, 1),
+    ptr_config(64, 64, 128, 4, 4, 1),
+]
+
+
+def prune_by_m(configs, named_args, **kwargs):
+    """Keep the decode tiles for M <= 64 and the large tiles otherwise (halves the autotune time)."""
+    small = named_args["M"] <= 64
+    keep = [c for c in configs if (c.kwargs["BM"] <= 64 and c.kwargs["GROUP_M"] == 1) == small]
+    return keep or configs
+
+
+# Interpreter (CPU, CI): one small tile so odd shapes exercise every mask; tl.dot needs dims >= 16.
+INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
+
+
+def dot_flags(dtype: torch.dtype) -> dict:
+    """PRECISION: "ieee" for fp32 so results match eager fp32 (no tf32). UPCAST: under the interpreter only, bf16
+    operands go to fp32 first (exact), because Triton 3.9's interpreter multiplies bf16 dot operands wrongly
+    (measured: relative error 4e9 on a plain 16 x 16 bf16 tl.dot, fp16 and fp32 fine)."""
+    upcast = interpreting() and dtype == torch.bfloat16
+    return {"PRECISION": "ieee" if dtype == torch.float32 or upcast else "tf32", "UPCAST": upcast}
+
+
+def check_gemm_inputs(name: str, x: torch.Tensor, *weights: torch.Tensor) -> None:
+    if x.dim() != 2:
+        raise ValueError(f"{name}: x must be 2-D [M, K], got shape {tuple(x.shape)}")
+    for w in weights:
+        if w.dim() != 2 or w.shape[1] != x.shape[1]:
+            raise ValueError(f"{name}: weight {tuple(w.shape)} does not match x {tuple(x.shape)} (need [N, K])")
+        if w.dtype != x.dtype:
+            raise ValueError(f"{name}: weight dtype {w.dtype} != x dtype {x.dtype}")
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise ValueError(f"{name}: dtype must be fp32/fp16/bf16, got {x.dtype}")
+    check_device(x, *weights)
+
+
+IMPLS = ("auto", "tma", "pointer")
+
+
+def check_impl(name: str, impl: str) -> None:
+    if impl not in IMPLS:
+        raise ValueError(f"{name}: impl must be one of {IMPLS}, got {impl!r}")
