@@ -38,7 +38,9 @@ import numpy as np
 import pandas as pd
 
 from analyzer.gpus import GpuSpec
-from analyzer.ops.dataflow import ITEMSIZE, Tensor, tensor_io
+from analyzer.ops import dtypes
+from analyzer.ops.dataflow import tensor_io
+from analyzer.ops.tensors import Tensor
 
 COLUMNS = ("dram_read_bytes", "dram_write_bytes", "dram_bytes", "l2_hit_bytes", "dram_basis")
 PASSES = 3  # steps simulated back to back; the last is reported (the first starts from a cache of clean bytes)
@@ -119,7 +121,7 @@ def _row_for(kind: str, name: str, op: str, dims, types, logical: float) -> _Row
         out = (_key(io.output), writes)
     elif writes > 0:
         dtype = next((t.dtype for t in io.inputs if t.dtype), None)
-        size = ITEMSIZE.get(dtype or "")
+        size = dtypes.itemsize(dtype)
         if size and writes % size == 0:  # custom / Inductor ops: an output of `bytes − inputs` in the inputs' dtype
             out = ((int(writes // size), dtype), writes)
     return _Row(True, reads=total_in, writes=writes, inputs=tuple(ins), output=out)

@@ -132,8 +132,8 @@ def fmt_bytes(n, missing: str = "unknown") -> str:
     a = abs(n)
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if a >= scale:
-            return _no_neg_zero(f"{n / scale:,.1f}") + f" {unit}"
-    return _no_neg_zero(f"{n:,.0f}") + " B"
+            return no_neg_zero(f"{n / scale:,.1f}") + f" {unit}"
+    return no_neg_zero(f"{n:,.0f}") + " B"
 
 
 def fmt_us(us, missing: str = "unknown") -> str:
@@ -142,15 +142,15 @@ def fmt_us(us, missing: str = "unknown") -> str:
         return missing
     us = float(us)
     if abs(us) >= 10_000:
-        return _no_neg_zero(f"{us / 1000:,.1f}") + " ms"
-    return _no_neg_zero(f"{us:,.1f}") + " µs"
+        return no_neg_zero(f"{us / 1000:,.1f}") + " ms"
+    return no_neg_zero(f"{us:,.1f}") + " µs"
 
 
 def fmt_num(x, spec: str = ",.1f", unit: str = "", missing: str = MISSING) -> str:
     """`x` formatted with `spec` (+ unit), `missing` for None/NaN/inf; never '-0.0'."""
     if not finite(x):
         return missing
-    return _no_neg_zero(format(float(x) if "d" not in spec else int(x), spec)) + unit
+    return no_neg_zero(format(float(x) if "d" not in spec else int(x), spec)) + unit
 
 
 def fmt_signed(x, spec: str = ",.1f", unit: str = "", missing: str = MISSING) -> str:
@@ -172,7 +172,8 @@ def _is_zero(s: str) -> bool:
     return not any(c in "123456789" for c in s)
 
 
-def _no_neg_zero(s: str) -> str:
+def no_neg_zero(s: str) -> str:
+    """'-0.0' → '0.0' (a formatted number that rounds to zero carries no sign)."""
     return s[1:] if s.startswith("-") and _is_zero(s) else s
 
 

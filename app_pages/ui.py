@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analyzer.figures import theme
-from analyzer.fmt import fmt_bytes, fmt_us  # noqa: F401  (pages format through ui.fmt_*: one rule, analyzer.fmt)
+from analyzer.fmt import MISSING, finite, fmt_bytes, fmt_us, no_neg_zero  # noqa: F401  (pages format through ui.fmt_*: one rule, analyzer.fmt)
 from app_pages import export, state
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&\"'])")
@@ -25,6 +25,16 @@ def esc(text: object, limit: int = 300) -> str:
     if len(t) > limit:
         t = t[: limit - 1] + "…"
     return _MD_SPECIAL.sub(r"\\\1", t)
+
+
+NONE = MISSING  # what a table cell shows for an unknown or not-recorded figure (the column's tooltip says why)
+
+
+def cell(value, spec: str = "{:,.1f}") -> str:
+    """A number as table text, or "—" when it is unknown (None/NaN/inf/not a number): never a raw "None" or "-0.0"."""
+    if not finite(value):
+        return NONE
+    return no_neg_zero(spec.format(float(value)))
 
 
 def show_messages() -> None:

@@ -19,7 +19,7 @@ REPORT_SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "m
 
 def run(args) -> int:
     from analyzer.diff import diff_runs
-    from analyzer.diff.facts import attach_manifest
+    from analyzer.diff.facts import attach_manifest, manifest_problem
     from analyzer.readers.load import load_trace
     from analyzer.summary import summarize
 
@@ -41,6 +41,9 @@ def run(args) -> int:
     summaries = []
     for p in paths:
         trace = load_trace(p)
+        problem = manifest_problem(p)
+        if problem:
+            raise DiffError(problem)
         attach_manifest(trace, p)
         summaries.append(summarize(trace))
     diff = diff_runs(summaries[0], summaries[1:], labels=labels)

@@ -656,7 +656,7 @@ def _group_row(g: Group, b_rows: list, c_rows: list) -> FusionRow:
     members = [b_rows[m] for m in g.members]
     ops: list[str] = []
     for m in members:
-        for o in sorted(m.op_ops or (m.name_ops | m.classify_ops)):
+        for o in sorted(m.op_ops or m.name_ops):
             if o not in ops:
                 ops.append(o)
     inter = []
