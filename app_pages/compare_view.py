@@ -92,6 +92,7 @@ def summary_table(d) -> pd.DataFrame:
                 "CUDA-event time (µs)": ui.cell(cand_ev),
                 "speed-up (CUDA events)": ui.cell(base_ev / cand_ev if base_ev and cand_ev else None, "{:.2f}×"),
                 "HBM bytes avoided/step (est.)": cd.hbm_bytes_avoided_per_step,
+                "DRAM bytes avoided/step (predicted)": cd.predicted_dram_bytes_saved_per_step,
                 "saved by fusion (µs)": cd.time_saved_us_per_step,
                 "fusion groups": h.get("n_fusions", 0),
                 "round trips left (est. bytes)": cd.run.remaining_bytes_per_step,
@@ -144,6 +145,17 @@ def headline(d, label: str | None = None) -> None:
         delta_color="off",
         delta_arrow="off",
         help="Replaced baseline kernels' time minus the fused kernels' time (fusion groups and swaps only).",
+    )
+    traffic = cd.traffic_avoided()  # logical vs predicted DRAM vs measured DRAM: one sentence for every surface
+    st.markdown(f"**{ui.esc(traffic['text'])}**")
+    st.caption(
+        "Logical: "
+        + ui.esc(traffic["basis"]["logical"])
+        + ". Predicted DRAM: "
+        + ui.esc(traffic["basis"]["predicted"])
+        + " (docs/COST_MODEL.md, 'DRAM model'). Measured: "
+        + (ui.esc(traffic["basis"]["measured"]) if traffic.get("measured_dram_bytes_per_step") is not None else "no")
+        + " in-sequence Nsight Compute counters with these runs."
     )
     if not cd.bytes_complete:
         st.caption("Some fused kernels lack recorded shapes: the bytes avoided are a lower bound.")

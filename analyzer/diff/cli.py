@@ -100,11 +100,9 @@ def text_lines(diff) -> list[str]:
                 f"  CUDA events (runner): {fmt_us(ev[0])}{_rng(eb, 'p10–p90')} → {fmt_us(ev[1])}{_rng(ec, 'p10–p90')}"
                 + (f" {calls['cuda_events']}" if calls.get("cuda_events") else "")
             )
-        lower = "" if cd.bytes_complete else " (at least)"
         out.append(
-            f"  HBM traffic avoided/step: {cd.hbm_bytes_avoided_per_step:,.0f} B = "
-            f"{fmt_bytes(cd.hbm_bytes_avoided_per_step)}{lower} (estimate) · time saved by fusions "
-            f"{fmt_us(cd.time_saved_us_per_step)}/step"
+            f"  {cd.traffic_avoided()['text']}; logical: {cd.hbm_bytes_avoided_per_step:,.0f} B, estimate · "
+            f"time saved by fusions {fmt_us(cd.time_saved_us_per_step)}/step"
         )
         for f in cd.fusions:
             inter = ", ".join(f"{i['matrix']} {i['dtype']} ×{1 + i['reads']}" for i in f.intermediates) or "none"

@@ -69,6 +69,8 @@ def manifest_entry_facts(doc: Mapping, entry: Mapping) -> dict:
         "timing": doc.get("timing"),
         "dram_bytes_read": side_number(entry.get("dram_bytes_read")),
         "dram_bytes_write": side_number(entry.get("dram_bytes_write")),
+        "warm_dram_bytes_read": side_number(entry.get("warm_dram_bytes_read")),
+        "warm_dram_bytes_write": side_number(entry.get("warm_dram_bytes_write")),
     }
     return {k: v for k, v in facts.items() if v is not None}
 
@@ -205,9 +207,12 @@ def diff_context(diff) -> dict:
     return ctx
 
 
-def measured_dram_bytes(facts: dict) -> float | None:
-    """DRAM bytes read + written in one step, measured by Nsight Compute when the runner recorded them."""
-    r, w = facts.get("dram_bytes_read"), facts.get("dram_bytes_write")
+def measured_dram_bytes(facts: dict, warm: bool = False) -> float | None:
+    """DRAM bytes read + written in one step, measured by Nsight Compute when the runner recorded them: flushed
+    (ncu's default cache flush before every kernel) or warm (`--cache-control none`, steps in a row: what the step
+    really moves, docs/KERNELS.md)."""
+    pre = "warm_" if warm else ""
+    r, w = facts.get(f"{pre}dram_bytes_read"), facts.get(f"{pre}dram_bytes_write")
     if isinstance(r, (int, float)) and isinstance(w, (int, float)):
         return float(r + w)
     return None
