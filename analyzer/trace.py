@@ -90,6 +90,8 @@ def build_trace(decoded, source: str) -> Trace:
     for col in ("category", "library", "ops"):
         values = cls[col].to_numpy(dtype=object)[codes] if len(gpu) else np.empty(0, dtype=object)
         gpu[col] = pd.Series(values, dtype=object, index=gpu.index)
+    if "op_name" in gpu:  # the launching op says what a shared kernel computes for it (classify.OP_RULES)
+        gpu["ops"] = classify.refine_by_op(gpu["ops"], gpu["op_name"])
     # memcpy/memset are known by their event category, whatever their name says
     for kind in ("memcpy", "memset"):
         gpu.loc[(gpu["kind"] == kind).to_numpy() & (gpu["category"] == "other").to_numpy(), "category"] = kind
