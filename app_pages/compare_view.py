@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzer.diff.facts import side_number
+from analyzer.fmt import safe_text, short_name
 from app_pages import state, ui
 
 
@@ -106,8 +107,7 @@ def summary_table(d) -> pd.DataFrame:
         factor = ui.cell(h.get("condition_factor"), "{:.3f}")
         cols[cd.label] = {
             "kernels/step": f"{cd.base.kernels_per_step} → {cd.run.kernels_per_step}",
-            "GPU time/step": ui.fmt_us(cd.run.gpu_time_us_per_step)
-            + (f" ({ui.signed(pct, '{:+.1f}%')})" if _finite(pct) else ""),
+            "GPU time/step": ui.fmt_us(cd.run.gpu_time_us_per_step) + (f" ({ui.fmt_pct(pct)})" if _finite(pct) else ""),
             "CUDA-event time": ui.cell(cand_ev, "{:,.1f} µs"),
             "speed-up (CUDA events)": ui.cell(base_ev / cand_ev if base_ev and cand_ev else None, "{:.2f}×"),
             "HBM bytes avoided/step (est.)": ui.fmt_bytes(cd.hbm_bytes_avoided_per_step),
@@ -136,7 +136,7 @@ def headline(d, label: str | None = None) -> None:
     m[0].metric(
         "Kernels per step",
         f"{b.kernels_per_step} → {c.kernels_per_step}",
-        delta=f"{ui.signed(c.kernels_per_step - b.kernels_per_step, '{:+d}')} kernels",
+        delta=f"{ui.signed(c.kernels_per_step - b.kernels_per_step, ',.0f')} kernels",
         delta_color="inverse" if c.kernels_per_step != b.kernels_per_step else "off",
         help="GPU kernels in the representative steady-state step (memcpy/memset not counted).",
     )
@@ -153,7 +153,7 @@ def headline(d, label: str | None = None) -> None:
     m[2].metric(
         "GPU time per step",
         ui.fmt_us(gpu_c),
-        delta=f"{h.get('gpu_time_change_pct', math.nan):+.1f}% vs {ui.fmt_us(gpu_b)}"
+        delta=f"{ui.fmt_pct(h.get('gpu_time_change_pct'))} vs {ui.fmt_us(gpu_b)}"
         if _finite(h.get("gpu_time_change_pct"))
         else None,
         delta_color="inverse",
@@ -190,7 +190,7 @@ def headline_markdown(d, label: str | None = None) -> str:
     b, c = cd.base, cd.run
     h = cd.headline()
     pct = h.get("gpu_time_change_pct")
-    change = f" ({ui.signed(pct, '{:+.1f}%')} vs {ui.fmt_us(b.gpu_time_us_per_step)})" if _finite(pct) else ""
+    change = f" ({ui.fmt_pct(pct)} vs {ui.fmt_us(b.gpu_time_us_per_step)})" if _finite(pct) else ""
     lines = [
         f"**{cd.label} vs {cd.base_label}** (per step, median over steady-state steps)",
         "",
@@ -202,7 +202,8 @@ def headline_markdown(d, label: str | None = None) -> str:
         f"({h.get('n_fusions', 0)} fusion group(s))",
     ]
     for f in cd.fusions:
-        lines.append(f"- Fusion: `{_short(f.fused_kernel, 80)}` ← {' + '.join(f.ops)} ({len(f.replaces)} kernels)")
+        name = short_name(f.fused_kernel, 80).replace("`", "'")
+        lines.append(f"- Fusion: `{name}` ← {' + '.join(f.ops)} ({len(f.replaces)} kernels)")
     return "\n".join(lines)
 
 
@@ -255,19 +256,14 @@ def candidates_table(d) -> None:
     ui.copy_markdown(df, "fl_copy_candidates", "every candidate side by side")
 
 
-def _short(name: str, n: int = 90) -> str:
-    s = " ".join(str(name).split())
-    return s if len(s) <= n else s[: n - 1] + "…"
-
-
 def fusion_card(f) -> None:
     """One fusion group as a card: fused kernel ← replaced kernels, the intermediates it keeps on chip, the gain."""
     with st.container(border=True):
         st.markdown(
-            f"**{ui.esc(_short(f.fused_kernel, 100))}** ← {len(f.replaces)} kernels ({ui.esc('+'.join(f.ops))})"
+            f"**{ui.esc(short_name(f.fused_kernel, 100))}** ← {len(f.replaces)} kernels ({ui.esc('+'.join(f.ops))})"
         )
         for name, op in zip(f.replaces, f.replaced_ops, strict=False):
-            st.caption(f"replaces {ui.esc(_short(name, 120))}" + (f" · {ui.esc(op)}" if op else ""))
+            st.caption(f"replaces {ui.esc(short_name(name, 120))}" + (f" · {ui.esc(op)}" if op else ""))
         c = st.columns(4)
         c[0].metric("per step", f"×{f.count_per_step}")
         c[1].metric(
@@ -283,7 +279,7 @@ def fusion_card(f) -> None:
             reads = int(i.get("reads") or 1)
             st.markdown(
                 f"- intermediate **{ui.esc(shape)} {ui.esc(i['dtype'])}**, {ui.fmt_bytes(i['bytes'])}: written by "
-                f"{ui.esc(_short(i.get('producer_op') or i.get('producer'), 60))}, read {reads}× → "
+                f"{ui.esc(short_name(i.get('producer_op') or i.get('producer'), 60))}, read {reads}× → "
                 f"{ui.fmt_bytes(i['round_trip_bytes'])} of HBM traffic no longer made"
             )
 
@@ -324,13 +320,11 @@ def fusion_groups(cd) -> None:
     if groups:
         with st.expander("Why each kernel was grouped (evidence)"):
             for f in groups:
-                st.text(f"{_short(f.fused_kernel, 120)}\n  " + "\n  ".join(_short(e, 240) for e in f.evidence))
+                st.text(f"{short_name(f.fused_kernel, 120)}\n  " + "\n  ".join(safe_text(e, 240) for e in f.evidence))
 
 
 def gemms_table(cd) -> pd.DataFrame:
     """Matched GEMMs as slide-width text: before → after in one cell per measure, short kernel names."""
-    from analyzer.diff.facts import short_name
-
     rows = []
     for g in cd.matched_gemms:
         same = g.get("same_kernel") or g.get("base_kernel") == g.get("candidate_kernel")
@@ -396,8 +390,6 @@ def _fix_short(text: str) -> str:
 
 
 def remaining_table(cd) -> pd.DataFrame:
-    from analyzer.diff.facts import short_name
-
     rows = []
     for r in cd.run.remaining:
         producer = r.get("producer_op") or short_name(r["producer"], 30)

@@ -7,16 +7,16 @@ names and labels come from files users upload. Escaping every Markdown/HTML char
 
 from __future__ import annotations
 
-import math
 import re
 
 import plotly.graph_objects as go
 import streamlit as st
 
+from analyzer import fmt as _fmt
 from analyzer.figures import theme
+from analyzer.fmt import MISSING, finite, fmt_pct, fmt_signed, no_neg_zero  # noqa: F401  (pages format through ui.fmt_*: one rule, analyzer.fmt)
 from app_pages import export, state
 
-NONE = "—"  # what a cell or figure shows when it is unknown or not recorded (the tooltip says why)
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&\"'])")
 
 
@@ -28,43 +28,34 @@ def esc(text: object, limit: int = 300) -> str:
     return _MD_SPECIAL.sub(r"\\\1", t)
 
 
-def fmt_us(us: float) -> str:
-    if us is None or not math.isfinite(us):
-        return NONE
-    if abs(us) >= 10_000:
-        return f"{us / 1000:,.2f} ms"
-    return f"{us:,.1f} µs"
-
-
-def fmt_bytes(b: float) -> str:
-    if b is None or not math.isfinite(b):
-        return NONE
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(b) >= div:
-            return f"{b / div:,.1f} {unit}"
-    return f"{b:,.0f} B"
+NONE = MISSING  # what a table cell shows for an unknown or not-recorded figure (the column's tooltip says why)
 
 
 def cell(value, spec: str = "{:,.1f}") -> str:
-    """A number as table text, or "—" when it is unknown (None/NaN/inf/not a number): never a raw "None"."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
+    """A number as table text, or "—" when it is unknown (None/NaN/inf/not a number): never a raw "None" or "-0.0"."""
+    if not finite(value):
         return NONE
-    return spec.format(v) if math.isfinite(v) else NONE
+    return no_neg_zero(spec.format(float(value)))
 
 
-def signed(value, spec: str = "{:+.1f}") -> str:
-    """A signed figure that never reads "-0.0" or "+0" as if something changed: zero (after rounding) has no sign."""
-    text = spec.format(value)
-    if text.lstrip("+-").strip("0.,%") == "" or text.lstrip("+-") in ("0", "0%"):
-        return text.lstrip("+-")
-    return text
+def fmt_us(us, missing: str = MISSING) -> str:
+    """analyzer.fmt.fmt_us, "—" when unknown (a page shows a dash where the CLI says "unknown")."""
+    return _fmt.fmt_us(us, missing)
 
 
-def signed_cell(value, spec: str = "{:+,.1f}") -> str:
+def fmt_bytes(n, missing: str = MISSING) -> str:
+    """analyzer.fmt.fmt_bytes, "—" when unknown."""
+    return _fmt.fmt_bytes(n, missing)
+
+
+def signed(value, spec: str = ",.1f", unit: str = "") -> str:
+    """A change with its sign, "0.0" (never "-0.0" / "+0") when it rounds to zero: analyzer.fmt.fmt_signed."""
+    return fmt_signed(value, spec, unit)
+
+
+def signed_cell(value, spec: str = ",.1f") -> str:
     """A signed table figure ("+1.2", "-0.5", "0.0"), "—" when unknown."""
-    return signed(float(value), spec) if cell(value) != NONE else NONE
+    return fmt_signed(value, spec)
 
 
 def markdown_table(df) -> str:
@@ -72,7 +63,7 @@ def markdown_table(df) -> str:
     in names are escaped so a kernel name cannot break the table."""
 
     def c(v) -> str:
-        t = NONE if v is None or (isinstance(v, float) and not math.isfinite(v)) else str(v)
+        t = NONE if v is None or (isinstance(v, float) and not finite(v)) else str(v)
         return " ".join(t.split()).replace("\\", "\\\\").replace("|", "\\|")
 
     head = "| " + " | ".join(c(x) for x in df.columns) + " |"
