@@ -211,8 +211,8 @@ def time_breakdown_figure(diff, label_: str | None = None) -> go.Figure:
         ("added<br>kernels", tb["added_kernels_us"]),
     ]
     # run labels wrapped onto up to 3 lines, never cut ('geglu_compile_bf16' stays whole, on screen and in the PNG)
-    x = [wrap(html.escape(cd.base_label, quote=False), 12)] + [s[0] for s in steps]
-    x += [wrap(html.escape(cd.label, quote=False), 12)]
+    x = [wrap(html.escape(cd.base_label, quote=False), 14)] + [s[0] for s in steps]
+    x += [wrap(html.escape(cd.label, quote=False), 14)]
     if x[-1] == x[0]:
         x[-1] += " "  # a category axis merges equal labels
     y = [tb["base_kernel_time_us"]] + [-v for _, v in steps] + [tb["candidate_kernel_time_us"]]
