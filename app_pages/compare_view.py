@@ -249,6 +249,7 @@ def candidates_table(d) -> None:
         df,
         hide_index=True,
         width="stretch",
+        height=ui.table_height(len(df)),
         column_config={first: st.column_config.TextColumn(pinned=True, help="; ".join(
             f"{k}: {v}" for k, v in SIDE_BY_SIDE_HELP.items()
         ))},

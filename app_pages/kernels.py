@@ -50,13 +50,15 @@ NUM_FORMATS = {
     "FLOPs/call (est.)": "{:.3e}", "GB/s (est.)": "{:,.0f}", "TFLOP/s (est.)": "{:,.1f}",
 }  # fmt: skip
 styled = shown.style.format({c: f for c, f in NUM_FORMATS.items() if c in shown}, na_rep=ui.NONE)
-pct = lambda h: st.column_config.ProgressColumn(format="%.0f%%", min_value=0, max_value=100, help=h)  # noqa: E731
+pct = lambda h: st.column_config.ProgressColumn(  # noqa: E731
+    format="%.0f%%", min_value=0, max_value=100, help=h, width="small"
+)
 num = lambda h=None: st.column_config.NumberColumn(help=h)  # noqa: E731
 st.dataframe(
     styled,
     hide_index=True,
     width="stretch",
-    height=min(640, 38 + 35 * max(len(view), 3)),
+    height=ui.table_height(max(len(view), 3)),
     column_order=order,
     column_config={
         "run": st.column_config.TextColumn(pinned=True, width="small"),

@@ -58,6 +58,12 @@ def signed_cell(value, spec: str = ",.1f") -> str:
     return fmt_signed(value, spec)
 
 
+def table_height(rows: int, cap: int = 640) -> int:
+    """Pixel height of an st.dataframe that shows all `rows` without a vertical scrollbar (35 px a row + header), up
+    to `cap`: Streamlit's default of ~10 rows hid the side-by-side table's last rows on a slide."""
+    return min(cap, 38 + 35 * max(rows, 1) + 2)
+
+
 def markdown_table(df) -> str:
     """A GitHub-flavoured Markdown table of a DataFrame's cells as shown (text), for design docs. Pipes and newlines
     in names are escaped so a kernel name cannot break the table."""

@@ -90,6 +90,6 @@ def test_overview_marks_runs_in_doubt(broken):
     s.goto(at, "overview")
     df = at.dataframe[0].value.set_index("run")
     assert df.loc["wrong_types", "data"] == "⚠ in doubt"
-    assert df.loc["truncated_half", "GPU time/step (µs)"] == "—"
-    assert df.loc["eager", "CUDA-event time (µs)"] == "—"  # "abc" in the manifest: left out, not a crash
+    assert df.loc["truncated_half", "GPU µs/step"] == "—"
+    assert df.loc["eager", "CUDA-event µs"] == "—"  # "abc" in the manifest: left out, not a crash
     assert df.loc["compile", "data"] == "ok"

@@ -146,6 +146,11 @@ def fit_layout(fig: go.Figure) -> go.Figure:
     fig.update_yaxes(automargin=True)
     if fig.layout.title and fig.layout.title.text:  # long y labels push a plot-anchored title off the right edge
         fig.update_layout(title=dict(xref="container", x=0.005, xanchor="left"))
+        # a title wrapped onto more lines (theme.wrap) needs the room above the plot, or its first line is cut
+        extra = fig.layout.title.text.count("<br>")
+        if extra:
+            top = fig.layout.margin.t if fig.layout.margin.t is not None else TEMPLATE.layout.margin.t
+            fig.update_layout(margin=dict(t=max(top or 100, 100 + 28 * extra)))
     leg = fig.layout.legend
     y = leg.y if leg.y is not None else (TEMPLATE.layout.legend.y or 1.0)
     if y < 0 and leg.yref != "container":
