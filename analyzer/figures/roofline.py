@@ -18,8 +18,8 @@ import plotly.graph_objects as go
 from analyzer.figures.timeline import CATEGORY_COLORS
 from analyzer.gpus import GpuSpec
 
-DODGE_DECADES = 0.06  # ±15 % in intensity per run: apart on screen, far below what would change a reading
-TEXT_POSITIONS = ("top center", "bottom center", "middle left", "middle right")
+DODGE_DECADES = 0.05  # ±15 % in intensity per run: apart on screen, far below what would change a reading
+MAX_GEMM_LABELS = 12  # more would cover the chart; the hover names every marker
 SYMBOLS = ("circle", "diamond", "square", "triangle-up", "x", "star", "cross", "pentagon")
 ROOF_DTYPES = ("fp8", "bf16", "fp16", "tf32", "fp32")
 # Kineto 'Input type' names (c10 scalar types) → roof keys. 'float' alone is fp32 ('c10::BFloat16' must not match it).
@@ -104,6 +104,7 @@ def roofline_figure(
         size = 9 + 26 * np.sqrt(pts["time_us_per_step"].fillna(0).clip(lower=0) / tmax)
         pts = pts.assign(_size=size, _hover=_hover(pts, bytes_column))
         n_runs = len(tables)
+        gemm_pts: list[tuple[float, float, str]] = []
         for i, (label, _) in enumerate(tables):
             p = pts[pts["run"] == label]
             if p.empty:
@@ -114,16 +115,17 @@ def roofline_figure(
             # nudged DODGE_DECADES apart in x, and the GEMMs carry the run's name, so they can be told apart.
             # The hover still gives the true intensity.
             shift = 10 ** (DODGE_DECADES * (i - (n_runs - 1) / 2))
-            is_gemm = (p["category"] == "gemm").to_numpy()
-            text = [html.escape(str(label)) if g else "" for g in is_gemm]
+            gemm_pts.extend(
+                (float(a) * shift, float(t), f"{html.escape(str(label))} · {u:,.0f} µs/step")
+                for a, t, u in p.loc[p["category"] == "gemm", ["ai", "tflops", "time_us_per_step"]].itertuples(
+                    index=False, name=None
+                )
+            )
             fig.add_trace(
                 go.Scatter(
                     x=p["ai"] * shift,
                     y=p["tflops"],
-                    mode="markers+text",
-                    text=text,
-                    textposition=TEXT_POSITIONS[i % len(TEXT_POSITIONS)],
-                    textfont=dict(size=11, color="#52606D"),
+                    mode="markers",
                     name=html.escape(str(label)),
                     legendgroup=group,
                     showlegend=False,
@@ -149,6 +151,23 @@ def roofline_figure(
                     legendgrouptitle_text="run" if i == 0 else None,
                     marker=dict(symbol=symbol, size=12, color="#CBD2D9", line=dict(color="#1F2933", width=1.2)),
                 )
+            )
+        # GEMM labels: stacked one above the other to the left of the cluster, each with an arrow to its marker, so
+        # coinciding GEMMs of several runs are named (the markers alone sat on one spot, unlabelled).
+        for k, (x, y, text) in enumerate(sorted(gemm_pts, key=lambda g: (-g[1], g[0]))[:MAX_GEMM_LABELS]):
+            fig.add_annotation(
+                x=float(np.log10(x)),
+                y=float(np.log10(y)),
+                text=text,
+                showarrow=True,
+                arrowhead=0,
+                arrowwidth=1,
+                arrowcolor="#9AA5B1",
+                ax=-150,
+                ay=10 + 20 * k,
+                xanchor="right",
+                font=dict(size=11, color="#52606D"),
+                bgcolor="rgba(255,255,255,0.8)",
             )
         for j, cat in enumerate(sorted(pts["category"].unique())):  # legend-only swatches for the colours
             fig.add_trace(
