@@ -227,7 +227,15 @@ def autotune_choices() -> dict:
         "tma_single": hopper_gemm._single_tuned,
         "tma_gated": hopper_gemm._gated_tuned,
     }
-    return {name: {str(k): str(v) for k, v in getattr(t, "cache", {}).items()} for name, t in tuners.items()}
+    from kernels.ops.launch import config_text
+
+    out = {}
+    for name, t in tuners.items():
+        text = config_text if hasattr(t, "timings") else str  # sweep_kernels' tuner is a triton.autotune
+        out[name] = {str(k): text(v) for k, v in t.cache.items()}
+        for k, times in getattr(t, "timings", {}).items():
+            out[name][f"{k} timings_us"] = {c: round(us, 2) for c, us in times.items()}
+    return out
 
 
 def _graphed(fn, x):
