@@ -112,7 +112,7 @@ def fuselens_gemm_bias_act_kernel(
             out_desc.store([off_m, off_n], out)
 
 
-def _scfg(bm, bn, bk, stages, warps, group_m=8, subtile=False):
+def single_config(bm, bn, bk, stages, warps, group_m=8, subtile=False):
     return triton.Config(
         {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m, "SUBTILE": subtile},
         num_stages=stages,
@@ -129,15 +129,15 @@ def _scfg(bm, bn, bk, stages, warps, group_m=8, subtile=False):
 # Two programs of one warpgroup per SM (so one's epilogue overlaps the other's wgmma) measured slower in run 9a
 # (126-155 us: two stages and 64-row tiles do not feed the tensor cores), so the grid stays one program per SM.
 SINGLE_CONFIGS = [
-    _scfg(128, 256, 64, 3, 8),  # 214 KB of shared memory
-    _scfg(128, 256, 64, 3, 8, subtile=True),  # 181 KB
-    _scfg(128, 256, 64, 4, 8, subtile=True),  # 230 KB (H100/H200 limit: 227 KiB = 232,448 B)
-    _scfg(128, 128, 64, 4, 8),  # run 4's pick on the H100 (~106 us with libdevice erf)
-    _scfg(256, 128, 64, 3, 8, subtile=True),
+    single_config(128, 256, 64, 3, 8),  # 214 KB of shared memory
+    single_config(128, 256, 64, 3, 8, subtile=True),  # 181 KB
+    single_config(128, 256, 64, 4, 8, subtile=True),  # 230 KB (H100/H200 limit: 227 KiB = 232,448 B)
+    single_config(128, 128, 64, 4, 8),  # run 4's pick on the H100 (~106 us with libdevice erf)
+    single_config(256, 128, 64, 3, 8, subtile=True),
 ]
 
 
-def _gcfg(bm, bn, bk, stages, warps, group_m=8):
+def gated_config(bm, bn, bk, stages, warps, group_m=8):
     return triton.Config(
         {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m},
         num_stages=stages,
@@ -147,9 +147,9 @@ def _gcfg(bm, bn, bk, stages, warps, group_m=8):
 
 # BN is the OUTPUT width; the weight tile is 2 BN rows. Per stage, bf16 128 x 128 x 64: X 16 KB + W 32 KB.
 GATED_CONFIGS = [
-    _gcfg(128, 128, 64, 3, 8),
-    _gcfg(128, 128, 64, 4, 8),  # run 3's pick on the H100 (118 us for 8192 x 768 -> 3072); 229 KB
-    _gcfg(128, 128, 64, 4, 8, group_m=16),
+    gated_config(128, 128, 64, 3, 8),
+    gated_config(128, 128, 64, 4, 8),  # run 3's pick on the H100 (118 us for 8192 x 768 -> 3072); 229 KB
+    gated_config(128, 128, 64, 4, 8, group_m=16),
     # Run 9b also timed 16 warps (100 registers, four warps per scheduler for the epilogue): 127 us, slower; the
     # gelu_tanh epilogue (12.7 us) is bound by the SM's 16 MUFU ops per clock, not by latency.
     # Run 9d: BK 128 with 2 stages 146 us, BK 32 with 7 stages 124 us: both slower than BK 64 with 4 stages.
