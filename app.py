@@ -19,7 +19,9 @@ if _HERE not in sys.path:
 
 from app_pages import nav, samples, sidebar  # noqa: E402
 
-st.set_page_config(page_title="FuseLens", page_icon=":material/join_inner:", layout="wide")
+# A local favicon: a :material/…: or emoji icon makes every browser fetch it from a font/CDN host (the app must
+# work fully offline and fetch nothing).
+st.set_page_config(page_title="FuseLens", page_icon=str(Path(_HERE) / "assets" / "favicon.png"), layout="wide")
 
 if "fl_started" not in st.session_state:
     # First run of a session: open on the Hugging Face GEGLU case, already compared (parsed once per server).

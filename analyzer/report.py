@@ -54,12 +54,18 @@ def fusions_csv(diff) -> str:
             "count_per_step",
             "intermediates",
             "bytes_avoided_per_step",
+            "predicted_dram_bytes_avoided_per_step",
             "base_time_us_per_step",
             "candidate_time_us_per_step",
             "time_saved_us_per_step",
+            "bytes_basis",
         ]
     )
     for cd in diff.candidates:
+        basis = (
+            "bytes_avoided_per_step: LOGICAL (intermediates written and read back, every byte); "
+            f"predicted_dram_bytes_avoided_per_step: replaced minus replacing kernels' {cd.base.dram_basis or 'unknown'}"
+        )
         for f in cd.fusions + cd.swaps + cd.kernel_choices:
             w.writerow(
                 [
@@ -71,9 +77,11 @@ def fusions_csv(diff) -> str:
                     f.count_per_step,
                     _text_cell("; ".join(_inter_text(i) for i in f.intermediates)),
                     _num_cell(f.bytes_avoided_per_step),
+                    _num_cell(f.dram_bytes_avoided_per_step),
                     _num_cell(f.base_time_us_per_step),
                     _num_cell(f.candidate_time_us_per_step),
                     _num_cell(f.time_saved_us_per_step),
+                    _text_cell(basis),
                 ]
             )
     return buf.getvalue()
@@ -172,9 +180,7 @@ def _card(diff, cd) -> tuple[str, list[str]]:
     lines = [
         *cd.lead_lines()[1:],
         f"kernels per step: {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]}",
-        f"HBM traffic avoided per step: {fmt_bytes(cd.hbm_bytes_avoided_per_step)}"
-        + ("" if cd.bytes_complete else " (at least)")
-        + f" ({cd.hbm_bytes_avoided_per_step:,.0f} B, estimate)",
+        f"{cd.traffic_avoided()['text']}; logical: {cd.hbm_bytes_avoided_per_step:,.0f} B, estimate",
         f"GPU time per step: {fmt_us(b.gpu_time_us_per_step)}{_rng(rb)} → {fmt_us(r.gpu_time_us_per_step)}{_rng(rc)}"
         + (f": {pct:+.1f}% {calls.get('gpu_time') or ''}".rstrip() if pct is not None else "")
         + (f"; normalised {norm:+.1f}% {calls.get('gpu_time_normalised') or ''}".rstrip() if norm is not None else ""),
@@ -186,7 +192,7 @@ def _card(diff, cd) -> tuple[str, list[str]]:
     if h.get("measured_dram_bytes_saved_per_step") is not None:
         mb, mc = h["measured_dram_bytes_per_step"]
         lines.append(
-            f"measured DRAM traffic (Nsight Compute, one step): {fmt_bytes(mb)} → {fmt_bytes(mc)} "
+            f"measured DRAM traffic (Nsight Compute, caches flushed before each kernel): {fmt_bytes(mb)} → {fmt_bytes(mc)} "
             f"({fmt_bytes(h['measured_dram_bytes_saved_per_step'])} less)"
         )
     ev = h.get("cuda_event_time_us_per_step") or [None, None]

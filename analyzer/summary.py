@@ -33,6 +33,8 @@ DRAM_NOTE = (
     "against the GPU's L2 size, write-back when evicted), on per_step.dram_step; dram_basis says what it rests on"
 )
 _MEMOP_KINDS = ("memcpy", "memset")
+# Loader warnings that put a run's figures in doubt (the file was cut, damaged, or held values of the wrong type).
+DOUBTFUL_LOAD = ("truncated", "corrupt", "unexpected types", "implausible", "checksum mismatch")
 
 
 @dataclass
@@ -40,11 +42,28 @@ class Summary:
     trace: Trace
     steps_used: list[int]  # steady-state steps the medians are taken over
     # medians over steps_used: {'kernels', 'memops', 'launches', 'gpu_time_us', 'gpu_busy_us', 'idle_us', 'span_us',
-    #  'launch_latency_us', 'bytes', 'ops_without_bytes',
+    #  'launch_latency_us', 'bytes', 'ops_without_bytes', 'ops_without_duration',
     #  'by_category': {category: {'count', 'time_us', 'bytes', 'ops_without_bytes'}}}
     per_step: dict
     kernels: pd.DataFrame  # KERNEL_SUMMARY contract
     warnings: list[str] = field(default_factory=list)  # summary-level remarks (steps dropped, unknown bytes …)
+
+    @property
+    def doubts(self) -> list[str]:
+        """Why this run's headline figures cannot be trusted, one short reason each (empty when nothing is known
+        to be wrong): shown beside the figures wherever they appear, not only in a collapsed loader note."""
+        out = []
+        ps = self.per_step or {}
+        n = ps.get("ops_without_duration")
+        if isinstance(n, (int, float)) and math.isfinite(n) and n > 0:
+            out.append(f"{n:g} GPU op(s) per step have no usable duration, so GPU time per step is unknown")
+        if not self.steps_used:
+            out.append("no profiler step holds a GPU op")
+        for w in self.trace.meta.warnings or []:
+            low = w.lower()
+            if any(k in low for k in DOUBTFUL_LOAD):
+                out.append(w)
+        return out
 
     @property
     def meta(self):
@@ -161,11 +180,16 @@ def _per_step(trace: Trace, g: pd.DataFrame, used: list[int]) -> dict:
     per["memops"] = pd.Series(~is_kernel, index=g.index).groupby(g["step"]).sum()
     corr = g.loc[is_kernel & (g["correlation"] >= 0).to_numpy(), ["step", "correlation"]]
     per["launches"] = corr.drop_duplicates().groupby("step").size()  # a graph replay is one launch, many kernels
-    per["gpu_time_us"] = by_step["dur_us"].sum()
+    # A step holding a GPU op of unknown duration (a value of the wrong type in the file, an implausible one set
+    # to unknown by the trace builder) has an unknown GPU time: summing the rest gave "1.6 µs, -99.3%" headlines.
+    no_dur = g["dur_us"].isna()
+    per["gpu_time_us"] = by_step["dur_us"].sum().where(~no_dur.groupby(g["step"]).any())
+    per["ops_without_duration"] = no_dur.groupby(g["step"]).sum()
     unknown = g["bytes"].isna()
     per["bytes"] = g["bytes"].groupby(g["step"]).sum().where(~unknown.groupby(g["step"]).any())
     per["ops_without_bytes"] = unknown.groupby(g["step"]).sum()
-    per = per.fillna({"kernels": 0, "memops": 0, "launches": 0, "gpu_time_us": 0.0, "ops_without_bytes": 0})
+    per = per.fillna({"kernels": 0, "memops": 0, "launches": 0, "ops_without_bytes": 0, "ops_without_duration": 0})
+    per.loc[per["kernels"] + per["memops"] == 0, "gpu_time_us"] = 0.0  # no op in the step: 0 µs is a fact
     for ours, theirs in (
         ("gpu_busy_us", "gpu_busy_us"),
         ("idle_us", "gpu_idle_us"),
@@ -174,7 +198,7 @@ def _per_step(trace: Trace, g: pd.DataFrame, used: list[int]) -> dict:
     ):
         per[ours] = steps[theirs].reindex(used).to_numpy(dtype=float) if len(used) else []
     out = {c: _median(per[c]) for c in per.columns}
-    for c in ("kernels", "memops", "launches", "ops_without_bytes"):
+    for c in ("kernels", "memops", "launches", "ops_without_bytes", "ops_without_duration"):
         out[c] = _whole(out[c])
     out["by_category"] = _by_category(g, used)
     return out
@@ -284,6 +308,9 @@ def summarize(trace: Trace) -> Summary:
     dram = predict_steady(trace, g, used)
     per_step.update(dram.totals())
     unknown = per_step.get("ops_without_bytes")
+    no_dur = per_step.get("ops_without_duration")
+    if isinstance(no_dur, (int, float)) and no_dur and math.isfinite(no_dur):
+        remarks.append(f"{no_dur:g} GPU ops per step have no usable duration: GPU time per step is unknown (null)")
     if isinstance(unknown, (int, float)) and unknown and math.isfinite(unknown):
         remarks.append(
             f"{unknown:g} GPU ops per step have no byte estimate (see their cost_basis): per-step byte totals "

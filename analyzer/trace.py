@@ -252,12 +252,23 @@ def _check_is_trace(decoded, source: str, meta: TraceMeta) -> None:
         meta.warnings.append("no GPU kernels, memcpy or memset in this trace (CPU-only profile?)")
 
 
+# No single GPU kernel or CPU op of a profiled step runs for a day; a longer recorded duration is damage (a `dur`
+# of 1e18 would otherwise turn into a 5e18 µs GPU time). Such durations are set to unknown and said so.
+MAX_OP_DUR_US = 86_400e6
+
+
 def _negative_durations(df: pd.DataFrame, meta: TraceMeta, what: str) -> None:
-    bad = (df["dur_us"] < 0).to_numpy()
-    if bad.any():
-        df.loc[bad, "dur_us"] = float("nan")
-        df.loc[bad, "end_us"] = float("nan")
-        meta.warnings.append(f"{int(bad.sum()):,} {what} with a negative duration: duration set to unknown")
+    dur = df["dur_us"].to_numpy(dtype=float, copy=True)
+    for bad, why in (
+        (dur < 0, "a negative duration"),
+        (dur > MAX_OP_DUR_US, f"an implausible duration (over {MAX_OP_DUR_US / 3.6e9:,.0f} h)"),
+    ):
+        if bad.any():
+            df.loc[bad, "dur_us"] = float("nan")
+            df.loc[bad, "end_us"] = float("nan")
+            meta.warnings.append(
+                f"{int(bad.sum()):,} {what} with {why}, e.g. {float(dur[bad][0]):.3g} µs: duration set to unknown"
+            )
 
 
 def _link_warnings(gpu: pd.DataFrame, meta: TraceMeta) -> None:

@@ -11,6 +11,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from analyzer.diff.facts import side_number
 from app_pages import state, ui
 
 
@@ -37,8 +38,19 @@ def _poll_pending() -> None:
 def current_diff(compact: bool = False):
     """The session's Diff, or None after saying inline why there is none yet (too big, computing, or an error).
 
-    Other pages stay usable meanwhile: the diff runs on a worker thread."""
+    Other pages stay usable meanwhile: the diff runs on a worker thread. Runs that cannot be compared (no GPU
+    kernel in their steps) cost one warning line each; the others are still compared."""
+    base, cands, lines = state.comparison()
+    for line in lines:
+        st.warning(ui.esc(line), icon=":material/warning:")
     d = state.diff()
+    if d is None and lines:
+        st.info(
+            f"{len(cands) + (base is not None)} of {len(state.runs())} loaded runs can be compared; the fusion diff "
+            "needs two (a baseline and a candidate).",
+            icon=":material/info:",
+        )
+        return None
     if isinstance(d, state.DiffDeferred):
         st.info(
             f"The steps hold up to {d.ops_per_step:,} GPU ops. The fusion diff aligns the runs' kernel sequences and "
@@ -66,22 +78,24 @@ def summary_table(d) -> pd.DataFrame:
     rows = []
     for cd in d.candidates:
         h = cd.headline()
-        base_ev = runs.get(cd.base_label).variant.get("median_us") if cd.base_label in runs else None
-        cand_ev = runs.get(cd.label).variant.get("median_us") if cd.label in runs else None
+        base_ev = side_number(runs[cd.base_label].variant.get("median_us")) if cd.base_label in runs else None
+        cand_ev = side_number(runs[cd.label].variant.get("median_us")) if cd.label in runs else None
         rows.append(
             {
                 "candidate": cd.label,
                 "conditions": h.get("comparability"),
-                "factor": h.get("condition_factor") if h.get("condition_factor") is not None else math.nan,
+                "factor": ui.cell(h.get("condition_factor"), "{:.3f}"),
                 "kernels/step": f"{cd.base.kernels_per_step} → {cd.run.kernels_per_step}",
                 "GPU time/step (µs)": cd.run.gpu_time_us_per_step,
                 "change": (h.get("gpu_time_change_pct") or math.nan) / 100.0,
-                "CUDA-event time (µs)": float(cand_ev) if cand_ev is not None else math.nan,
-                "speed-up (CUDA events)": (float(base_ev) / float(cand_ev)) if base_ev and cand_ev else math.nan,
+                "CUDA-event time (µs)": ui.cell(cand_ev),
+                "speed-up (CUDA events)": ui.cell(base_ev / cand_ev if base_ev and cand_ev else None, "{:.2f}×"),
                 "HBM bytes avoided/step (est.)": cd.hbm_bytes_avoided_per_step,
+                "DRAM bytes avoided/step (predicted)": cd.predicted_dram_bytes_saved_per_step,
                 "saved by fusion (µs)": cd.time_saved_us_per_step,
                 "fusion groups": h.get("n_fusions", 0),
                 "round trips left (est. bytes)": cd.run.remaining_bytes_per_step,
+                "data": "⚠ in doubt" if runs.get(cd.label) and runs[cd.label].summary.doubts else "ok",
             }
         )
     return pd.DataFrame(rows)
@@ -94,6 +108,7 @@ def headline(d, label: str | None = None) -> None:
     h = cd.headline()
     avoided = cd.hbm_bytes_avoided_per_step
     st.markdown(f"#### {ui.esc(cd.label)} vs {ui.esc(cd.base_label)}")
+    doubts(cd.base_label, cd.label)
     conditions_badge(cd)
     m = st.columns(4)
     m[0].metric(
@@ -130,10 +145,35 @@ def headline(d, label: str | None = None) -> None:
         delta_arrow="off",
         help="Replaced baseline kernels' time minus the fused kernels' time (fusion groups and swaps only).",
     )
+    traffic = cd.traffic_avoided()  # logical vs predicted DRAM vs measured DRAM: one sentence for every surface
+    st.markdown(f"**{ui.esc(traffic['text'])}**")
+    st.caption(
+        "Logical: "
+        + ui.esc(traffic["basis"]["logical"])
+        + ". Predicted DRAM: "
+        + ui.esc(traffic["basis"]["predicted"])
+        + " (docs/COST_MODEL.md, 'DRAM model'). Measured: "
+        + (ui.esc(traffic["basis"]["measured"]) if traffic.get("measured_dram_bytes_per_step") is not None else "no")
+        + " in-sequence Nsight Compute counters with these runs."
+    )
     if not cd.bytes_complete:
         st.caption("Some fused kernels lack recorded shapes: the bytes avoided are a lower bound.")
     if len(d.candidates) > 1:
         candidates_table(d)
+
+
+def doubts(*labels: str) -> None:
+    """A warning beside the figures of any shown run whose data is in doubt (summary.doubts): a damaged file's
+    "1.6 µs, -99.3%" must not stand alone in green."""
+    runs = _runs_by_label()
+    for lab in labels:
+        r = runs.get(lab)
+        reasons = r.summary.doubts if r is not None else []
+        if reasons:
+            st.warning(
+                f"**{ui.esc(lab)}: figures in doubt** — " + ui.esc("; ".join(reasons[:3]), 600),
+                icon=":material/warning:",
+            )
 
 
 _VERDICT_LOOK = {
@@ -170,13 +210,17 @@ def candidates_table(d) -> None:
             "round trips left (est. bytes)": st.column_config.NumberColumn(
                 format="localized", help="HBM round trips this run still makes that a fusion could remove"
             ),
-            "CUDA-event time (µs)": st.column_config.NumberColumn(
-                format="%.1f", help="runner's median over 100 timed steps, from its manifest"
+            "CUDA-event time (µs)": st.column_config.TextColumn(
+                help="The runner's median over 100 timed steps, from its manifest; — = not recorded (plain Kineto "
+                "traces carry no runner timing)"
             ),
-            "speed-up (CUDA events)": st.column_config.NumberColumn(format="%.2f×"),
-            "factor": st.column_config.NumberColumn(
-                format="%.3f",
-                help="candidate / baseline time of the kernels identical in both runs (1 = same GPU conditions)",
+            "speed-up (CUDA events)": st.column_config.TextColumn(
+                help="Baseline CUDA-event time / this run's; — = one of the two was not recorded"
+            ),
+            "data": st.column_config.TextColumn(help="⚠: this run's file was cut, damaged or held wrong types"),
+            "factor": st.column_config.TextColumn(
+                help="candidate / baseline time of the kernels identical in both runs (1 = same GPU conditions); "
+                "— = no such kernels to compare"
             ),
         },
     )
@@ -263,19 +307,31 @@ def gemms(cd) -> None:
         "problem", "count_per_step", "base_kernel", "candidate_kernel", "base_time_us_per_step",
         "candidate_time_us_per_step", "time_saved_us_per_step", "base_tflops", "candidate_tflops", "matched_by",
     ]  # fmt: skip
-    df = df[[c for c in keep if c in df]]
+    df = df[[c for c in keep if c in df]].copy()
+    from analyzer.diff.facts import short_name
+
+    for c in ("base_kernel", "candidate_kernel"):  # full names in the diff's JSON; the table must fit a slide
+        if c in df:
+            df[c] = df[c].map(lambda n: short_name(n, 40))
+    for c in ("base_tflops", "candidate_tflops"):
+        if c in df:
+            df[c] = df[c].map(lambda v: ui.cell(v, "{:,.0f}"))
+    tf_help = "Estimated GEMM FLOPs / measured time; — = no FLOP estimate (shapes not recorded) or no time"
     st.dataframe(
         df,
         hide_index=True,
         width="stretch",
         column_config={
             "problem": st.column_config.TextColumn("GEMM (M×N×K dtype)"),
+            "base_kernel": st.column_config.TextColumn("kernel before", width="medium"),
+            "candidate_kernel": st.column_config.TextColumn("kernel after", width="medium"),
+            "matched_by": st.column_config.TextColumn("matched by", width="small"),
             "count_per_step": st.column_config.NumberColumn("×/step"),
             "base_time_us_per_step": st.column_config.NumberColumn("before (µs)", format="%.1f"),
             "candidate_time_us_per_step": st.column_config.NumberColumn("after (µs)", format="%.1f"),
             "time_saved_us_per_step": st.column_config.NumberColumn("saved (µs)", format="%.1f"),
-            "base_tflops": st.column_config.NumberColumn("TFLOP/s before", format="%.0f"),
-            "candidate_tflops": st.column_config.NumberColumn("TFLOP/s after", format="%.0f"),
+            "base_tflops": st.column_config.TextColumn("TFLOP/s before", help=tf_help),
+            "candidate_tflops": st.column_config.TextColumn("TFLOP/s after", help=tf_help),
         },
     )
 

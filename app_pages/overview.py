@@ -6,6 +6,7 @@ import math
 
 import streamlit as st
 
+from analyzer.diff.facts import side_number
 from analyzer.figures.overview import category_figure
 from app_pages import nav, state, ui
 
@@ -24,6 +25,13 @@ facts += sorted({r.gpu_name for r in runs}) + sorted(
     {f"PyTorch {r.torch_version}" for r in runs if r.context.get("torch")}
 )
 st.caption(ui.esc(" · ".join(facts), 400))
+if runs and all(r.origin == "sample" for r in runs):
+    st.info(
+        "**Bundled demo data**: these are FuseLens's own H100 recordings (`sample_traces/`), not your runs. "
+        "To analyze yours, drop PyTorch profiler traces (`.json` / `.json.gz`) in the **Add PyTorch profiler "
+        "traces** uploader in the sidebar, or record them on the **Profile** page.",
+        icon=":material/science:",
+    )
 
 
 def _num(d: dict, k: str) -> float:
@@ -34,46 +42,58 @@ def _num(d: dict, k: str) -> float:
         return math.nan
 
 
+# GPU / PyTorch are in the caption above; as columns only when the runs differ (keeps the table inside 1280 px).
+show_gpu = len({r.gpu_name for r in runs}) > 1
+show_torch = len({r.torch_version for r in runs}) > 1
 rows = []
 for r in runs:
     ps = r.summary.per_step or {}
     steps = r.trace.steps
-    rows.append(
-        {
-            "run": r.label,
-            "kernels/step": _num(ps, "kernels"),
-            "GPU time/step (µs)": _num(ps, "gpu_time_us"),
-            "CUDA-event time (µs)": float(r.variant["median_us"])
-            if r.variant.get("median_us") is not None
-            else math.nan,
-            "idle/step (µs)": _num(ps, "idle_us"),
-            "launch latency (µs)": _num(ps, "launch_latency_us"),
-            "step span (µs)": _num(ps, "span_us"),
-            "steps": f"{len(r.summary.steps_used or [])} of {len(steps)}"
-            + (" (whole trace)" if not steps.empty and (steps["source"] == "whole trace").all() else ""),
-            "GPU": r.gpu_name,
-            "PyTorch": r.torch_version,
-            "role": "baseline" if r.key == base.key else "candidate",
-            "file": r.file_name,
-        }
-    )
+    row = {
+        "run": r.label,
+        "role": "baseline" if r.key == base.key else "candidate",
+        "kernels/step": ui.cell(_num(ps, "kernels"), "{:,.0f}"),
+        "GPU time/step (µs)": ui.cell(_num(ps, "gpu_time_us")),
+        "CUDA-event time (µs)": ui.cell(side_number(r.variant.get("median_us"))),
+        "idle/step (µs)": ui.cell(_num(ps, "idle_us")),
+        "launch latency (µs)": ui.cell(_num(ps, "launch_latency_us")),
+        "step span (µs)": ui.cell(_num(ps, "span_us")),
+        "steps": f"{len(r.summary.steps_used or [])} of {len(steps)}"
+        + (" (whole trace)" if not steps.empty and (steps["source"] == "whole trace").all() else ""),
+        "data": "⚠ in doubt" if r.summary.doubts else "ok",
+    }
+    if show_gpu:
+        row["GPU"] = r.gpu_name
+    if show_torch:
+        row["PyTorch"] = r.torch_version
+    row["file"] = r.file_name
+    rows.append(row)
+num = lambda h: st.column_config.TextColumn(help=h + " — = unknown or not recorded", width="small")  # noqa: E731
 st.dataframe(
     rows,
     hide_index=True,
     width="stretch",
     column_config={
-        "kernels/step": st.column_config.NumberColumn(format="%.0f", help="GPU ops per steady-state step (median)"),
-        "GPU time/step (µs)": st.column_config.NumberColumn(format="%.1f", help="sum of GPU op durations per step"),
-        "step span (µs)": st.column_config.NumberColumn(format="%.1f", help="first GPU op start → last GPU op end"),
-        "idle/step (µs)": st.column_config.NumberColumn(format="%.1f", help="gaps between GPU ops inside the step"),
-        "launch latency (µs)": st.column_config.NumberColumn(
-            format="%.1f", help="median time from the CPU's launch call to the kernel's start"
+        "run": st.column_config.TextColumn(pinned=True),
+        "role": st.column_config.TextColumn(width="small"),
+        "kernels/step": num("GPU ops per steady-state step (median)."),
+        "GPU time/step (µs)": num("Sum of GPU op durations per step (median over steady-state steps)."),
+        "step span (µs)": num("First GPU op start → last GPU op end."),
+        "idle/step (µs)": num("Gaps between GPU ops inside the step."),
+        "launch latency (µs)": num("Median time from the CPU's launch call to the kernel's start."),
+        "CUDA-event time (µs)": num(
+            "The runner's median of 100 timed steps (manifest); plain Kineto traces carry none."
         ),
-        "CUDA-event time (µs)": st.column_config.NumberColumn(
-            format="%.1f", help="the runner's median of 100 timed steps (manifest); blank for uploads"
+        "data": st.column_config.TextColumn(
+            width="small", help="⚠: the file was cut, damaged or held values of the wrong type (reasons below)"
         ),
+        "file": st.column_config.TextColumn(width="medium"),
     },
 )
+if any(r.summary.doubts for r in runs):
+    from app_pages import compare_view as _cv
+
+    _cv.doubts(*[r.label for r in runs if r.summary.doubts])
 
 # The headline of the comparison, so the page a session opens on already answers "what did fusion buy us".
 if len(runs) >= 2:

@@ -126,10 +126,18 @@ def load_set(sample: SampleSet, origin: str = "sample", variants: tuple[str, ...
         if bar is not None:
             bar.progress(i / n, text=f"Parsing {path.name} ({i + 1}/{n})")
         measured = None
+        variant, problems = state.clean_entry(variant, f"{folder.name}/manifest.json")
+        state._state()[state.K_ERRORS].extend(problems)
         if variant.get("ncu"):
+            ncu_name = Path(str(variant["ncu"])).name
             try:
-                measured = json.loads((folder / Path(str(variant["ncu"])).name).read_text())
-            except (OSError, ValueError):
+                measured = json.loads((folder / ncu_name).read_text())
+            except (OSError, ValueError, UnicodeDecodeError) as err:
+                state._state()[state.K_ERRORS].append(f"{ncu_name}: not readable ({type(err).__name__}); not attached")
+                measured = None
+            problem = state.ncu_problem(ncu_name, measured) if measured is not None else None
+            if problem:
+                state._state()[state.K_ERRORS].append(problem)
                 measured = None
         run = state.add_trace(
             path.name,

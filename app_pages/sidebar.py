@@ -28,9 +28,8 @@ def _ingest(files) -> None:
     if traces and all(r.origin == "sample" for r in state.runs()) and state.runs():
         # The bundled samples were a demo: a user's own traces replace them in the comparison (reload from the sidebar).
         state.remove_origin("sample")
-        state._state()[state.K_NOTES].append(
-            "Bundled samples set aside for your traces; reload them under Sample sets."
-        )
+        # A toast, not a page message: it is news once, and must not sit on every page (and screenshot) after.
+        st.toast("Bundled samples set aside for your traces; reload them under Sample sets.", icon=":material/info:")
     total = sum(len(d) for _, d in traces)
     with st.status(f"Parsing {len(traces)} trace(s), {ui.fmt_bytes(total)}…", expanded=True) as status:
         bar = st.progress(0.0)
@@ -50,7 +49,7 @@ def _ingest(files) -> None:
         bar.progress(1.0)
         for name, doc in side:
             if state.is_manifest(doc):
-                n = state.attach_manifest(doc)
+                n = state.attach_manifest(doc, name)
                 state._state()[state.K_NOTES].append(f"{name}: run context attached to {n} trace(s).")
             elif not state.attach_ncu(name, doc):
                 state._state()[state.K_ERRORS].append(

@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
@@ -277,7 +278,22 @@ def context_from_manifest(manifest: dict) -> dict:
     return {k: v for k, v in manifest.items() if k != "variants"}
 
 
-def attach_manifest(manifest: dict) -> int:
+def clean_entry(entry: dict, where: str = "manifest.json") -> tuple[dict, list[str]]:
+    """A manifest variant entry with its malformed figures (`"median_us": "abc"`) left out, and one line per
+    problem naming the file and the variant. A damaged side file costs its figures, never a page."""
+    from analyzer.diff.facts import ENTRY_NUMBERS, entry_problems
+
+    bad = entry_problems(entry)
+    if not bad:
+        return dict(entry), []
+    from analyzer.diff.facts import side_number
+
+    out = {k: v for k, v in entry.items() if k not in ENTRY_NUMBERS or side_number(v) is not None}
+    name = " ".join(str(entry.get("name", "?")).split())[:40]
+    return out, [f"{where}: variant {name}: {b}; left out" for b in bad]
+
+
+def attach_manifest(manifest: dict, name: str = "manifest.json") -> int:
     """Give loaded runs whose file matches a manifest variant's trace that manifest's context. Returns how many."""
     by_trace = {str(v.get("trace")): v for v in manifest.get("variants", []) if isinstance(v, dict)}
     n = 0
@@ -285,15 +301,31 @@ def attach_manifest(manifest: dict) -> int:
         v = by_trace.get(Path(r.file_name).name)
         if v is not None:
             r.context = context_from_manifest(manifest)
-            r.variant = dict(v)
+            r.variant, problems = clean_entry(v, name)
+            _state()[K_ERRORS].extend(problems)
             _apply_facts(r)
             n += 1
     _state()[K_DIFFS] = {}
     return n
 
 
+def ncu_problem(name: str, doc: object) -> str | None:
+    """One line naming an Nsight Compute side file and what is malformed in it, or None."""
+    from analyzer.diff.facts import ncu_problem as problem
+
+    why = problem(doc)
+    return f"{name}: {why}; measured bytes not attached" if why else None
+
+
 def attach_ncu(name: str, doc: dict) -> bool:
-    """Attach <variant>.ncu.json to the run recorded from <variant>.json.gz (same stem). True when one matched."""
+    """Attach <variant>.ncu.json to the run recorded from <variant>.json.gz (same stem). True when one matched.
+
+    A malformed file (a counter that is not a number) is refused with one error line; True then too (it was
+    recognised, its problem said)."""
+    problem = ncu_problem(name, doc)
+    if problem:
+        _state()[K_ERRORS].append(problem)
+        return True
     stem = Path(name).name[: -len(".ncu.json")] if name.endswith(".ncu.json") else None
     for r in _state()[K_RUNS].values():
         if stem and default_label(r.file_name) == stem or r.variant.get("ncu") == Path(name).name:
@@ -332,8 +364,63 @@ class DiffDeferred:
 
 def diff_size() -> int:
     """GPU ops in the largest steady-state step among the runs (what the alignment's cost grows with)."""
-    sizes = [float((r.summary.per_step or {}).get("kernels") or 0) for r in runs()]
+    sizes = []
+    for r in runs():
+        try:
+            k = float((r.summary.per_step or {}).get("kernels") or 0)
+        except (TypeError, ValueError):
+            k = 0.0
+        sizes.append(k if math.isfinite(k) else 0.0)  # a run with unknown counts costs nothing to align
     return int(max(sizes, default=0))
+
+
+def not_comparable(run: Run) -> str | None:
+    """Why `run` cannot take part in the fusion diff (no GPU kernel in the steps the diff would align), or None.
+
+    Checked before the diff, so one empty run (a truncated trace, a CPU-only profile) costs its own line and the
+    other runs are still compared. Cached on the run: its trace never changes."""
+    cached = getattr(run, "_not_comparable", False)
+    if cached is not False:
+        return cached
+    g = run.trace.gpu_ops
+    steps = [int(s) for s in (run.summary.steps_used or [])]
+    in_steps = g["step"].isin(steps) if steps else g["step"] >= 0
+    n = int(((g["kind"] == "kernel") & in_steps).sum()) if len(g) else 0
+    why = None
+    if n == 0:
+        recorded = len(run.trace.steps)
+        why = (
+            f"{run.label} ({run.file_name}) has no GPU kernel in its steady-state steps "
+            f"({recorded} profiler step(s) recorded; a truncated or CPU-only trace?): left out of the comparison"
+        )
+    object.__setattr__(run, "_not_comparable", why)
+    return why
+
+
+def comparison() -> tuple[Run | None, list[Run], list[str]]:
+    """(baseline, candidates, lines) of the diff that can be computed: runs without GPU kernels are left out, each
+    with one line saying so; when the chosen baseline is such a run, the first usable run stands in (said too)."""
+    base = baseline()
+    lines = []
+    usable = []
+    for r in runs():
+        why = not_comparable(r)
+        if why:
+            lines.append(why)
+        else:
+            usable.append(r)
+    if base is not None and not_comparable(base) and usable:
+        eager = [r for r in usable if r.label == "eager" or r.variant.get("name") == "eager"]
+        stand_in = (eager or usable)[0]
+        lines.append(
+            f"the baseline {base.label} cannot be compared; {stand_in.label} stands in as the baseline "
+            "(pick another one in the sidebar)"
+        )
+        base = stand_in
+    if base is not None and not_comparable(base):
+        base = None
+    cands = [r for r in usable if base is None or r.key != base.key]
+    return base, cands, lines
 
 
 def _compute(base: Run, cands: list[Run]):
@@ -354,8 +441,7 @@ def diff(*, compute: bool = True, force: bool = False):
     a Diff; a one-line error string; None (fewer than two runs, or not computed yet with compute=False);
     DiffPending (running on a worker thread); DiffDeferred (too big to start without `force`).
     """
-    base = baseline()
-    cands = candidates()
+    base, cands, _ = comparison()
     if base is None or not cands:
         return None
     memo_key = (base.key, base.label, tuple((r.key, r.label) for r in cands))

@@ -44,6 +44,18 @@ def fmt_bytes(b: float) -> str:
     return f"{b:,.0f} B"
 
 
+NONE = "—"  # what a table cell shows for an unknown or not-recorded figure (the column's tooltip says why)
+
+
+def cell(value, spec: str = "{:,.1f}") -> str:
+    """A number as table text, or "—" when it is unknown (None/NaN/inf/not a number): never a raw "None"."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return NONE
+    return spec.format(v) if math.isfinite(v) else NONE
+
+
 def show_messages() -> None:
     """Load errors (one line each, naming the file) and notices, inline at the top of the page, until dismissed."""
     errs, notes = state.errors(), state.notes()

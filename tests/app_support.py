@@ -87,3 +87,33 @@ def strings(obj) -> list[str]:
     if isinstance(obj, list):
         return [x for v in obj for x in strings(v)]
     return []
+
+
+def broken_set(folder: Path) -> dict[str, Path]:
+    """Damaged files derived from the bundled HF GEGLU recordings (real GPU traces, damaged the ways users' files
+    are): a trace cut at 30 % (gzip; 3 profiler steps, no GPU op), one whose kernel durations are strings, a runner manifest with
+    `"median_us": "abc"` and an eager.ncu.json with `"dram_bytes_read": "abc"`. Returns {role: path}."""
+    import gzip
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    raw = gzip.decompress((HF / "compile.json.gz").read_bytes())
+    out = {"truncated": folder / "truncated_half.json.gz"}
+    out["truncated"].write_bytes(gzip.compress(raw[: int(len(raw) * 0.3)]))  # 3 steps, no GPU op kept
+    doc = json.loads(raw)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel" and "dur" in e:
+            e["dur"] = "fast"  # a string where a number belongs
+    out["wrong_types"] = folder / "wrong_types.json"
+    out["wrong_types"].write_text(json.dumps(doc))
+    man = json.loads((HF / "manifest.json").read_text())
+    for v in man["variants"]:
+        if v.get("name") == "eager":
+            v["median_us"] = "abc"
+    out["manifest"] = folder / "manifest.json"
+    out["manifest"].write_text(json.dumps(man))
+    ncu = json.loads((HF / "eager.ncu.json").read_text())
+    ncu["kernels"][0]["dram_bytes_read"] = "abc"
+    out["ncu"] = folder / "eager.ncu.json"
+    out["ncu"].write_text(json.dumps(ncu))
+    return out

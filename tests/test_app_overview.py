@@ -18,19 +18,30 @@ def test_opens_on_the_hf_case_with_eager_as_baseline(at):
     assert s.labels(at) == ["eager", "compile", "liger", "fuselens"]
     assert at.session_state["fl_runs"][at.session_state["fl_baseline"]].label == "eager"
     assert not at.error, s.texts(at, "error")
+    # the first screen says what it shows and where the user's own traces go
+    demo = [t for t in s.texts(at, "info") if "Bundled demo data" in t]
+    assert demo and "H100" in demo[0] and "uploader in the sidebar" in demo[0]
+
+
+def _num(text: str) -> float:
+    return float(str(text).replace(",", ""))
 
 
 def test_per_run_table_has_gpu_torch_steps_kernels(at):
     df = at.dataframe[0].value.set_index("run")
     assert list(df.index) == ["eager", "compile", "liger", "fuselens"]
-    assert df.loc["eager", "kernels/step"] == 5  # 3 GEMMs + gelu + mul (the HF post's eager forward)
-    assert df.loc["compile", "kernels/step"] == 4  # gelu and mul fused into one Triton kernel
-    assert df.loc["eager", "GPU"] == "NVIDIA H100 80GB HBM3"
-    assert df.loc["eager", "PyTorch"].startswith("2.")  # from the runner's manifest
+    assert df.loc["eager", "kernels/step"] == "5"  # 3 GEMMs + gelu + mul (the HF post's eager forward)
+    assert df.loc["compile", "kernels/step"] == "4"  # gelu and mul fused into one Triton kernel
+    assert list(df["role"]) == ["baseline", "candidate", "candidate", "candidate"]
+    # one GPU and one PyTorch for every run: said once in the caption, not repeated in columns
+    assert "GPU" not in df.columns and "PyTorch" not in df.columns
+    cap = " ".join(s.texts(at, "caption"))
+    assert "NVIDIA H100 80GB HBM3" in cap and "PyTorch 2." in cap  # from the runner's manifest
     assert df.loc["eager", "steps"].startswith("2 of 3")  # 3 active profiler steps, first dropped as warm-up
     for col in ("GPU time/step (µs)", "idle/step (µs)", "launch latency (µs)"):
-        assert (df[col] > 0).all(), col
-    assert (df["CUDA-event time (µs)"] > 100).all()
+        assert all(_num(v) > 0 for v in df[col]), col
+    assert all(_num(v) > 100 for v in df["CUDA-event time (µs)"])
+    assert (df["data"] == "ok").all()
 
 
 def test_headline_is_already_the_fusion_diff(at):

@@ -19,7 +19,10 @@ def test_upload_two_real_traces_replaces_the_demo_and_compares_them():
     at = s.upload(s.app(), BERT, QWEN)
     assert s.labels(at) == ["h100_bert-small_eager", "h100_qwen1.5-0.5b_eager"]
     assert all(r.origin == "upload" for r in s.runs(at))
-    assert any("samples set aside" in t for t in s.texts(at, "info"))
+    # said once as a toast, not as a page message that stays on every page (and every screenshot)
+    assert any("samples set aside" in s.plain(t.value) for t in at.toast)
+    assert not any("samples set aside" in t for t in s.texts(at, "info"))
+    assert not any("Bundled demo data" in t for t in s.texts(at, "info"))
     assert not at.error
     # the uploader was emptied: its bytes are not kept once parsed
     assert at.sidebar.file_uploader[0].value in (None, [])

@@ -14,7 +14,7 @@ import pytest
 
 from analyzer.cost import estimate_costs
 from analyzer.gpus import lookup
-from analyzer.ops.cost_rules import DTYPE_BYTES, NOT_TENSOR_TYPES
+from analyzer.ops.dtypes import DTYPE_BYTES, NOT_TENSOR_TYPES
 from tests.conftest import DATA, SAMPLE_TRACES, TRACES, loaded_trace
 
 REF = DATA / "tracelens_reference"

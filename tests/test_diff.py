@@ -421,7 +421,7 @@ def test_gemm_epilogue_absorbs_the_pointwise_kernel():
 def test_record_function_ranges_are_evidence():
     """mi300 normalization trace: kernels launched under record_function('RMSNorm affine=True') carry that range."""
     from analyzer.diff.align import sequence
-    from analyzer.ops.dataflow import text_ops
+    from analyzer.ops.names import text_ops
 
     seq = sequence(summary_of(str(TRACES["mi300_norm"])), "norm")
     ranges = {r for ctx in seq.rows["context"] for r in ctx}

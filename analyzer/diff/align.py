@@ -22,17 +22,9 @@ import numpy as np
 import pandas as pd
 
 from analyzer.errors import DiffError
-from analyzer.ops.dataflow import (
-    TensorIO,
-    canonical_ops,
-    dims_text,
-    gemm_problem,
-    inductor_ops,
-    is_gemm_op,
-    is_inductor_name,
-    tensor_io,
-    text_ops,
-)
+from analyzer.ops import gemm, names
+from analyzer.ops.dataflow import TensorIO, tensor_io
+from analyzer.ops.tensors import dims_text
 
 # Ranges that wrap a whole step or a whole compiled graph say nothing about one kernel.
 _GENERIC_RANGE_PREFIXES = (
@@ -60,7 +52,6 @@ RECORD_FIELDS = (
     "io",
     "op_ops",
     "name_ops",
-    "classify_ops",
     "is_gemm",
     "context",
     "node",
@@ -118,7 +109,8 @@ def sequence(summary, label: str, step: int | None = None) -> RunSeq:
         steps = steps_used or sorted(int(s) for s in set(g["step"].tolist()) if s >= 0)
     g = g[g["step"].isin(steps)]
     if (g["kind"] == "kernel").sum() == 0:
-        raise DiffError(f"{src}: no GPU kernels in its steady-state steps {steps}; nothing to compare")
+        where = f"steps {', '.join(map(str, steps))}" if steps else "any profiler step"
+        raise DiffError(f"{src}: no GPU kernels in {where} (a truncated or CPU-only trace?); nothing to compare")
     notes: list[str] = []
     if g["device"].nunique() > 1:  # one trace per GPU is the Kineto norm; keep the busiest device
         dev = int(g.groupby("device")["dur_us"].sum().idxmax())
@@ -216,17 +208,17 @@ def _annotate(rows: pd.DataFrame, trace) -> None:
             hit = cache[k] = _row_facts(*k[:2], dims_col[i], types_col[i], *k[4:])
         facts.append(hit)
     rows["role"] = roles
-    for n, col in enumerate(("gemm", "io", "op_ops", "name_ops", "classify_ops", "is_gemm", "key", "dims")):
+    for n, col in enumerate(("gemm", "io", "op_ops", "name_ops", "is_gemm", "key", "dims")):
         rows[col] = [f[n] for f in facts]
     rows["context"] = _enclosing_ranges(rows, trace)
     rows["node"] = _autograd_nodes(rows, trace)
 
 
 def _row_facts(name, op, dims, types, role: str, ops, category, kind) -> tuple:
-    """(gemm, io, op_ops, name_ops, classify_ops, is_gemm, key, dims) of one GPU op (see _annotate); dims is
-    dims_text of its op's input shapes."""
+    """(gemm, io, op_ops, name_ops, is_gemm, key, dims) of one GPU op (see _annotate); dims is dims_text of its
+    op's input shapes. name_ops: the kernel name's ops as analyzer.ops.classify decoded them (the one decoder)."""
     op = op or ""
-    g = gemm_problem(op, dims, types) if role == "main" and (is_gemm_op(op) or is_inductor_name(op)) else None
+    g = gemm.gemm_problem(op, dims, types) if role == "main" else None
     io = tensor_io(op, dims, types) if op and role in ("main", "first", "last") else TensorIO((), None)
     if role == "first":
         io = TensorIO(io.inputs, None)
@@ -235,15 +227,14 @@ def _row_facts(name, op, dims, types, role: str, ops, category, kind) -> tuple:
     # ops from the launching op: an aten op's own name, or words of an autograd Function / custom op name
     if role in ("memop", "helper"):
         oo = frozenset()  # a memset under aten::mm does not compute an mm
-    elif is_inductor_name(op):
-        oo = inductor_ops(op)
+    elif names.is_inductor_name(op):
+        oo = names.inductor_ops(op)
     else:
-        oo = canonical_ops(op) if op.startswith("aten::") else text_ops(op)
-    no = inductor_ops(name) if is_inductor_name(name) else text_ops(name)
+        oo = names.canonical_ops(op) if op.startswith("aten::") else names.text_ops(op)
     if ops and role not in ("memop", "helper"):
-        co = frozenset().union(*(canonical_ops(o) for o in str(ops).split("+") if o))
+        no = frozenset().union(*(names.canonical_ops(o) for o in str(ops).split("+") if o))
     else:
-        co = frozenset()
+        no = frozenset()
     shapes = dims_text(dims)
     if g is not None:
         key = g.key
@@ -251,7 +242,7 @@ def _row_facts(name, op, dims, types, role: str, ops, category, kind) -> tuple:
         key = ("m", name, op)
     else:
         key = ("k", name, op, shapes)
-    return g, io, oo, no, co, g is not None or (category == "gemm" and kind == "kernel"), key, shapes
+    return g, io, oo, no, g is not None or (category == "gemm" and kind == "kernel"), key, shapes
 
 
 def _containing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray, innermost: bool):

@@ -20,7 +20,7 @@ REPORT_SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "m
 
 def run(args) -> int:
     from analyzer.diff import diff_runs
-    from analyzer.diff.facts import attach_manifest
+    from analyzer.diff.facts import attach_manifest, manifest_problem
     from analyzer.readers.load import load_trace
     from analyzer.summary import summarize
 
@@ -42,6 +42,9 @@ def run(args) -> int:
     summaries = []
     for p in paths:
         trace = load_trace(p)
+        problem = manifest_problem(p)
+        if problem:
+            raise DiffError(problem)
         attach_manifest(trace, p)
         summaries.append(summarize(trace))
     diff = diff_runs(summaries[0], summaries[1:], labels=labels)
@@ -98,11 +101,9 @@ def text_lines(diff) -> list[str]:
                 f"  CUDA events (runner): {fmt_us(ev[0])}{_rng(eb, 'p10–p90')} → {fmt_us(ev[1])}{_rng(ec, 'p10–p90')}"
                 + (f" {calls['cuda_events']}" if calls.get("cuda_events") else "")
             )
-        lower = "" if cd.bytes_complete else " (at least)"
         out.append(
-            f"  HBM traffic avoided/step: {cd.hbm_bytes_avoided_per_step:,.0f} B = "
-            f"{fmt_bytes(cd.hbm_bytes_avoided_per_step)}{lower} (estimate) · time saved by fusions "
-            f"{fmt_us(cd.time_saved_us_per_step)}/step"
+            f"  {cd.traffic_avoided()['text']}; logical: {cd.hbm_bytes_avoided_per_step:,.0f} B, estimate · "
+            f"time saved by fusions {fmt_us(cd.time_saved_us_per_step)}/step"
         )
         for f in cd.fusions:
             inter = ", ".join(f"{i['matrix']} {i['dtype']} ×{1 + i['reads']}" for i in f.intermediates) or "none"

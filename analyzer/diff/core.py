@@ -27,8 +27,9 @@ import pandas as pd
 from analyzer.diff import comparability as comp_
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.comparability import Comparability, spread_range
-from analyzer.diff.facts import fmt_us, measured_dram_bytes, run_facts, short_name, workload_text
+from analyzer.diff.facts import fmt_bytes, fmt_us, measured_dram_bytes, run_facts, short_name, workload_text
 from analyzer.diff.match import Group, RoundTrip, group_kernels, member_bytes, remaining_round_trips
+from analyzer.dram import predict_step
 from analyzer.errors import DiffError
 from analyzer.schema import CATEGORIES
 
@@ -75,6 +76,9 @@ class RunFacts:
     top_gemm: str | None = None  # the GEMM problem with the most time, e.g. 'M=8192 N=3072 K=768 bf16'
     dtype: str | None = None  # dtype of most GEMM/pointwise time
     notes: list[str] = field(default_factory=list)
+    # predicted DRAM traffic per step (analyzer.dram via the Summary): read + write, and what it rests on
+    dram_bytes_per_step: float = float("nan")
+    dram_basis: str = ""
     # per steady step (steps_used order): 'gpu_time_us', 'gpu_busy_us', 'idle_us', 'span_us' — the values the
     # medians above are taken over, for their spread
     step_values: dict = field(default_factory=dict)
@@ -89,8 +93,13 @@ class RunFacts:
 
     @property
     def measured_dram_bytes(self) -> float | None:
-        """Nsight Compute DRAM bytes read + written in one step (runner manifest), or None."""
+        """Nsight Compute DRAM bytes read + written in one step with its default cache flush (runner manifest)."""
         return measured_dram_bytes(self.facts)
+
+    @property
+    def measured_warm_dram_bytes(self) -> float | None:
+        """Nsight Compute DRAM bytes of one step in sequence (`--cache-control none`), or None."""
+        return measured_dram_bytes(self.facts, warm=True)
 
     @property
     def remaining_bytes_per_step(self) -> float:
@@ -117,6 +126,15 @@ class FusionRow:
     candidate_bytes_per_step: float  # base_bytes minus the round trips avoided (estimate)
     evidence: list[str]
     also_removed: list[str] = field(default_factory=list)  # memsets / helper kernels of the replaced op calls
+    # PREDICTED DRAM traffic (analyzer.dram, in sequence) of the replaced kernels and of the replacing kernel(s)
+    base_dram_bytes_per_step: float = float("nan")
+    candidate_dram_bytes_per_step: float = float("nan")
+
+    @property
+    def dram_bytes_avoided_per_step(self) -> float:
+        """Predicted DRAM traffic of the replaced kernels minus the replacing one's: the logical
+        bytes_avoided_per_step less what stayed in L2 anyway, plus write-backs that moved between kernels."""
+        return self.base_dram_bytes_per_step - self.candidate_dram_bytes_per_step
 
     @property
     def time_saved_us_per_step(self) -> float:
@@ -150,6 +168,9 @@ class FusionRow:
                 "candidate_bytes_per_step": self.candidate_bytes_per_step,
                 "base_gbps": self.base_gbps,
                 "candidate_gbps": self.candidate_gbps,
+                "base_dram_bytes_per_step": self.base_dram_bytes_per_step,
+                "candidate_dram_bytes_per_step": self.candidate_dram_bytes_per_step,
+                "dram_bytes_avoided_per_step": self.dram_bytes_avoided_per_step,
                 "evidence": self.evidence,
                 "also_removed": self.also_removed,
             }
@@ -211,6 +232,48 @@ class CandidateDiff:
     @property
     def bytes_complete(self) -> bool:
         return all(f.bytes_complete and _finite(f.bytes_avoided_per_step) for f in self.fusions)
+
+    @property
+    def predicted_dram_bytes_saved_per_step(self) -> float:
+        """Predicted DRAM traffic per step, baseline minus candidate (analyzer.dram on each run's steady step)."""
+        return self.base.dram_bytes_per_step - self.run.dram_bytes_per_step
+
+    @property
+    def measured_warm_dram_bytes_saved_per_step(self) -> float | None:
+        return _sub(self.base.measured_warm_dram_bytes, self.run.measured_warm_dram_bytes)
+
+    def traffic_avoided(self) -> dict:
+        """The bytes a fusion saves, three ways and named apart: logical (the intermediates' round trips, as if
+        none stayed on chip), predicted DRAM (the L2-aware model, step against step) and measured DRAM (Nsight
+        Compute in sequence, when the runner recorded it). `text` is the one sentence every surface shows."""
+        logical = self.hbm_bytes_avoided_per_step
+        dram = self.predicted_dram_bytes_saved_per_step
+        measured = self.measured_warm_dram_bytes_saved_per_step
+        parts = [f"{fmt_bytes(logical)} logical" + ("" if self.bytes_complete else " (at least)")]
+        if _finite(dram):
+            why = ""
+            if _finite(logical) and logical > 0 and dram < 0.97 * logical:
+                why = " (part of the intermediate stayed in L2 in the baseline)"
+            elif _finite(logical) and dram > 1.03 * logical:
+                why = " (the candidate also evicts less of what other kernels reuse)"
+            parts.append(f"≈{fmt_bytes(dram)} DRAM predicted{why}")
+        else:
+            parts.append("DRAM not predicted (" + (self.base.dram_basis or "unknown") + ")")
+        if measured is not None:
+            parts.append(f"{fmt_bytes(measured)} DRAM measured (Nsight Compute, in sequence)")
+        return _clean(
+            {
+                "logical_bytes_per_step": logical,
+                "predicted_dram_bytes_per_step": dram,
+                "measured_dram_bytes_per_step": measured,
+                "text": "HBM traffic avoided per step: " + ", ".join(parts),
+                "basis": {
+                    "logical": "intermediates written and read back between replaced kernels, every byte counted",
+                    "predicted": self.base.dram_basis or "unknown",
+                    "measured": "ncu --cache-control none over steady-state steps in a row (docs/KERNELS.md)",
+                },
+            }
+        )
 
     @property
     def time_saved_us_per_step(self) -> float:
@@ -310,8 +373,13 @@ class CandidateDiff:
                 "time_saved_normalised_us_per_step": self.time_saved_normalised_us_per_step,
                 "n_fusions": sum(f.count_per_step for f in self.fusions),
                 "remaining_round_trip_bytes_per_step": c.remaining_bytes_per_step,
+                "predicted_dram_bytes_per_step": [b.dram_bytes_per_step, c.dram_bytes_per_step],
+                "predicted_dram_bytes_saved_per_step": self.predicted_dram_bytes_saved_per_step,
+                "measured_warm_dram_bytes_per_step": [b.measured_warm_dram_bytes, c.measured_warm_dram_bytes],
+                "measured_warm_dram_bytes_saved_per_step": self.measured_warm_dram_bytes_saved_per_step,
                 "measured_dram_bytes_per_step": [b.measured_dram_bytes, c.measured_dram_bytes],
                 "measured_dram_bytes_saved_per_step": _sub(b.measured_dram_bytes, c.measured_dram_bytes),
+                "traffic_avoided": self.traffic_avoided(),
                 "cuda_event_time_us_per_step": [b.facts.get("median_us"), c.facts.get("median_us")],
                 "spread": self.spreads(),
             }
@@ -499,6 +567,7 @@ def _run_facts(summary, seq: RunSeq) -> RunFacts:
             by[g] = by.get(g, 0.0) + t
         top = max(by, key=by.get)
         top_gemm, dtype = top.label(), top.dtype
+    dram_total, dram_basis = _predict_dram(summary, seq)
     return RunFacts(
         label=seq.label,
         source=str(summary.trace.meta.source),
@@ -520,8 +589,22 @@ def _run_facts(summary, seq: RunSeq) -> RunFacts:
         top_gemm=top_gemm,
         dtype=dtype,
         notes=list(seq.notes),
+        dram_bytes_per_step=dram_total,
+        dram_basis=dram_basis,
         step_values=_step_values(summary),
     )
+
+
+def _predict_dram(summary, seq: RunSeq) -> tuple[float, str]:
+    """analyzer.dram on the representative step itself (its rows get dram_bytes): the step's predicted DRAM bytes
+    (NaN when a GPU op has none) and what they rest on. Same kernels, shapes and bytes as the Summary's DRAM step
+    give the same figures: the model reads no durations."""
+    pred = predict_step(seq.rows, summary.trace.gpu)
+    seq.rows["dram_bytes"] = pred["dram_bytes"].to_numpy()
+    d = pred["dram_bytes"]
+    total = float(d.sum()) if len(d) and d.notna().all() else float("nan")
+    basis = next((str(b).split("; ")[0] for b in pred["dram_basis"] if str(b).startswith("predicted")), "")
+    return total, basis or next(iter(pred["dram_basis"]), "unknown")
 
 
 def _step_values(summary) -> dict[str, list[float]]:
@@ -565,7 +648,9 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
     b_rows = bseq.records
     c_rows = cseq.records
 
-    groups = [_group_row(g, b_rows, c_rows) for g in res.groups]
+    b_dram = bseq.rows["dram_bytes"].to_numpy(dtype=float) if "dram_bytes" in bseq.rows else None
+    c_dram = cseq.rows["dram_bytes"].to_numpy(dtype=float) if "dram_bytes" in cseq.rows else None
+    groups = [_group_row(g, b_rows, c_rows, b_dram, c_dram) for g in res.groups]
     fusions = _aggregate([r for r in groups if r.kind == "fusion"])
     swaps = _aggregate([r for r in groups if r.kind == "swap"])
     choices = _aggregate([r for r in groups if r.kind == "kernel choice"])
@@ -657,12 +742,12 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
     )
 
 
-def _group_row(g: Group, b_rows: list, c_rows: list) -> FusionRow:
+def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -> FusionRow:
     fr = [c_rows[j] for j in g.fused]
     members = [b_rows[m] for m in g.members]
     ops: list[str] = []
     for m in members:
-        for o in sorted(m.op_ops or (m.name_ops | m.classify_ops)):
+        for o in sorted(m.op_ops or m.name_ops):
             if o not in ops:
                 ops.append(o)
     inter = []
@@ -704,6 +789,8 @@ def _group_row(g: Group, b_rows: list, c_rows: list) -> FusionRow:
         base_bytes_per_step=base_bytes,
         candidate_bytes_per_step=cand_bytes,
         evidence=[f"{_short(b_rows[m].name)}: {g.evidence.get(m, '')}" for m in g.members],
+        base_dram_bytes_per_step=float(b_dram[[*g.members, *g.side]].sum()) if b_dram is not None else float("nan"),
+        candidate_dram_bytes_per_step=float(c_dram[g.fused].sum()) if c_dram is not None else float("nan"),
     )
 
 
@@ -728,6 +815,8 @@ def _aggregate(rows: list[FusionRow]) -> list[FusionRow]:
             "candidate_time_us_per_step",
             "base_bytes_per_step",
             "candidate_bytes_per_step",
+            "base_dram_bytes_per_step",
+            "candidate_dram_bytes_per_step",
         ):
             setattr(a, attr, getattr(a, attr) + getattr(r, attr))
         a.bytes_complete = a.bytes_complete and r.bytes_complete
@@ -852,6 +941,9 @@ def _run_json(r: RunFacts) -> dict:
             "remaining_round_trip_bytes_per_step": r.remaining_bytes_per_step,
             "top_gemm": r.top_gemm,
             "measured_dram_bytes_per_step": r.measured_dram_bytes,
+            "measured_warm_dram_bytes_per_step": r.measured_warm_dram_bytes,
+            "predicted_dram_bytes_per_step": r.dram_bytes_per_step,
+            "predicted_dram_basis": r.dram_basis,
             "dtype": r.dtype,
             "notes": r.notes,
         }

@@ -7,6 +7,7 @@ Kineto traces carry no PyTorch version and no workload description, so without a
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -63,14 +64,81 @@ def manifest_entry_facts(doc: Mapping, entry: Mapping) -> dict:
         "shapes": dict(doc["shapes"]) if isinstance(doc.get("shapes"), Mapping) else None,
         "dtype": doc.get("dtype"),
         "train": doc.get("train"),
-        "median_us": entry.get("median_us"),
-        "p10_us": entry.get("p10_us"),
-        "p90_us": entry.get("p90_us"),
+        "median_us": side_number(entry.get("median_us")),
+        "p10_us": side_number(entry.get("p10_us")),
+        "p90_us": side_number(entry.get("p90_us")),
         "timing": doc.get("timing"),
-        "dram_bytes_read": entry.get("dram_bytes_read"),
-        "dram_bytes_write": entry.get("dram_bytes_write"),
+        "dram_bytes_read": side_number(entry.get("dram_bytes_read")),
+        "dram_bytes_write": side_number(entry.get("dram_bytes_write")),
+        "warm_dram_bytes_read": side_number(entry.get("warm_dram_bytes_read")),
+        "warm_dram_bytes_write": side_number(entry.get("warm_dram_bytes_write")),
     }
     return {k: v for k, v in facts.items() if v is not None}
+
+
+# Figures a runner manifest entry holds as numbers (kernels/profile.py writes them); anything else there is damage.
+ENTRY_NUMBERS = ("median_us", "p10_us", "p90_us", "median_launch_bound_us", "dram_bytes_read", "dram_bytes_write")
+
+
+def entry_problems(entry: Mapping) -> list[str]:
+    """What is malformed in one manifest variant entry: 'median_us is "abc", not a number' (empty when fine)."""
+    out = []
+    for k in ENTRY_NUMBERS:
+        v = entry.get(k) if isinstance(entry, Mapping) else None
+        if v is not None and side_number(v) is None:
+            out.append(f"{k} is {json.dumps(v)[:40]}, not a finite non-negative number")
+    return out
+
+
+def manifest_problem(trace_path: str | os.PathLike) -> str | None:
+    """One line naming the manifest.json beside `trace_path` and what is malformed in this trace's entry, or None
+    (no manifest, or a well-formed one). The CLI refuses such a folder (exit 2) rather than reporting around it."""
+    p = Path(trace_path)
+    m = p.parent / "manifest.json"
+    try:
+        if not m.is_file():
+            return None
+        if m.stat().st_size > MANIFEST_MAX_BYTES:
+            return f"{m}: {m.stat().st_size:,} bytes is too big for a runner manifest (limit {MANIFEST_MAX_BYTES:,})"
+        doc = json.loads(m.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        return f"{m}: not a readable runner manifest ({type(err).__name__}: {' '.join(str(err).split())[:120]})"
+    except OSError as err:
+        return f"{m}: cannot read it ({err.strerror or err})"
+    if not isinstance(doc, Mapping):
+        return None  # not a runner manifest at all: nothing of ours to trust or refuse
+    for v in doc.get("variants") or []:
+        if isinstance(v, Mapping) and v.get("trace") == p.name:
+            bad = entry_problems(v)
+            if bad:
+                return f"{m}: variant {json.dumps(str(v.get('name')))[:60]}: " + "; ".join(bad)
+    return None
+
+
+def ncu_problem(doc) -> str | None:
+    """What is malformed in a runner <variant>.ncu.json document ({'kernels': [{'kernel', 'dram_bytes_read',
+    'dram_bytes_write'}, …]}), or None. One bad counter makes the step's measured total unknowable, so the caller
+    refuses the whole file rather than summing around the hole."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("kernels"), list):
+        return "not a runner Nsight Compute file (no 'kernels' list)"
+    for i, k in enumerate(doc["kernels"]):
+        if not isinstance(k, Mapping):
+            return f"kernel entry {i} is not an object"
+        for f in ("dram_bytes_read", "dram_bytes_write"):
+            if f in k and side_number(k[f]) is None:
+                return f"kernel {i}: {f} is {json.dumps(k[f])[:40]}, not a finite non-negative number"
+    return None
+
+
+def side_number(value) -> float | None:
+    """A runner side-file figure (µs, bytes) as a float, or None when it is not a finite non-negative number.
+
+    Side files are hand-editable JSON: `"median_us": "abc"`, `true`, `-1` or `1e400` must mean "not recorded",
+    never a crash or an impossible figure further down."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) and v >= 0 else None
 
 
 def attach_manifest(trace, trace_path: str | os.PathLike) -> None:
@@ -160,9 +228,12 @@ def fmt_us(us: float | None) -> str:
     return f"{us:,.1f} µs"
 
 
-def measured_dram_bytes(facts: dict) -> float | None:
-    """DRAM bytes read + written in one step, measured by Nsight Compute when the runner recorded them."""
-    r, w = facts.get("dram_bytes_read"), facts.get("dram_bytes_write")
+def measured_dram_bytes(facts: dict, warm: bool = False) -> float | None:
+    """DRAM bytes read + written in one step, measured by Nsight Compute when the runner recorded them: flushed
+    (ncu's default cache flush before every kernel) or warm (`--cache-control none`, steps in a row: what the step
+    really moves, docs/KERNELS.md)."""
+    pre = "warm_" if warm else ""
+    r, w = facts.get(f"{pre}dram_bytes_read"), facts.get(f"{pre}dram_bytes_write")
     if isinstance(r, (int, float)) and isinstance(w, (int, float)):
         return float(r + w)
     return None

@@ -36,7 +36,8 @@ import numpy as np
 
 from analyzer.diff.align import Alignment, RunSeq
 from analyzer.diff.facts import short_name
-from analyzer.ops.dataflow import POINTWISE_OPS, Tensor, canonical_ops, text_ops
+from analyzer.ops.names import POINTWISE_OPS, canonical_ops, text_ops
+from analyzer.ops.tensors import Tensor
 
 _SIDE_ROLES = ("memop", "helper")
 # A replaced kernel sits within this many kernels of where its replacement lands on the base axis (HF GEGLU: 2;
@@ -90,12 +91,12 @@ def _base_ops(row) -> frozenset[str]:
     """A baseline kernel's ops: its aten op when known (precise), else words of its name and the classifier's ops."""
     if row.op_ops:
         return row.op_ops
-    return row.name_ops | row.classify_ops
+    return row.name_ops
 
 
 def _cand_sources(row) -> list[tuple[str, frozenset[str]]]:
     """(evidence label, ops) for a candidate kernel, strongest first."""
-    out = [("kernel name", row.name_ops | row.classify_ops)]
+    out = [("kernel name", row.name_ops)]
     if row.op_name:
         out.append((f"launching op {row.op_name}", row.op_ops))
     for rng in reversed(row.context):
@@ -406,7 +407,7 @@ def _claim_cap(row, base_names: frozenset[str]) -> int | None:
     if op.startswith("aten::"):
         return max(1, len(canonical_ops(op)))
     if _vendor(row):
-        return max(1, len(row.classify_ops | row.name_ops))
+        return max(1, len(row.name_ops))
     return None
 
 
@@ -424,12 +425,10 @@ def _epilogue_ops(c_row, b_gemm) -> frozenset[str]:
     addmm for an mm: add). A GEMM paired with its own twin absorbs nothing: on two ranks of one job, 4 of 6 spurious
     fusions were a matched GEMM "absorbing" the next GEMM its output fed, and a Tensile '…_Bias_…' kernel names an
     add whatever its call does."""
-    c_ops = c_row.name_ops | c_row.op_ops | c_row.classify_ops
+    c_ops = c_row.name_ops | c_row.op_ops
     if "mm" not in c_ops:
         return frozenset()
-    extra = (
-        (c_row.name_ops - b_gemm.name_ops) | (c_row.op_ops - b_gemm.op_ops) | (c_row.classify_ops - b_gemm.classify_ops)
-    )
+    extra = (c_row.name_ops - b_gemm.name_ops) | (c_row.op_ops - b_gemm.op_ops)
     return extra - {"mm"}
 
 
@@ -527,7 +526,7 @@ class RoundTrip:
 def _is_pointwise(row) -> bool:
     if row.category == "pointwise":
         return True
-    ops = row.op_ops or row.classify_ops
+    ops = row.op_ops or row.name_ops
     return bool(ops) and ops <= POINTWISE_OPS
 
 

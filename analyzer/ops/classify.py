@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from analyzer.ops import names
+
 # ---------------------------------------------------------------------------------------------------
 # The table. Each row: (regex searched anywhere in the name, category, library, ops rule).
 # ops rule: a literal ops string, or "@name" of a decoder in _DECODERS below.
@@ -99,241 +101,52 @@ OTHER_ALLOWLIST: tuple[tuple[str, str], ...] = (
 )
 
 # ---------------------------------------------------------------------------------------------------
-# ops decoders
+# ops decoders (names, words and epilogues come from analyzer.ops.names, the one decoder)
 # ---------------------------------------------------------------------------------------------------
-# aten op names that Inductor joins with '_' (so they must be re-assembled); everything else is one word.
-_MULTIWORD_OPS = frozenset(
-    [
-        "_unsafe_view",
-        "_reshape_alias",
-        "_to_copy",
-        "as_strided",
-        "view_as",
-        "lift_fresh",
-        "split_with_sizes",
-        "native_layer_norm",
-        "native_group_norm",
-        "native_batch_norm",
-        "layer_norm",
-        "group_norm",
-        "batch_norm",
-        "rms_norm",
-        "_softmax",
-        "_log_softmax",
-        "_softmax_backward_data",
-        "_log_softmax_backward_data",
-        "var_mean",
-        "bitwise_and",
-        "bitwise_or",
-        "bitwise_not",
-        "bitwise_xor",
-        "logical_and",
-        "logical_or",
-        "logical_not",
-        "index_put",
-        "index_select",
-        "index_add",
-        "scatter_add",
-        "scatter_reduce",
-        "masked_fill",
-        "constant_pad_nd",
-        "avg_pool2d",
-        "max_pool2d",
-        "max_pool2d_with_indices",
-        "embedding_dense_backward",
-        "threshold_backward",
-        "gelu_backward",
-        "silu_backward",
-        "sigmoid_backward",
-        "tanh_backward",
-        "native_layer_norm_backward",
-        "native_batch_norm_backward",
-        "convolution_backward",
-        "full_like",
-        "zeros_like",
-        "ones_like",
-        "empty_like",
-        "new_zeros",
-        "new_empty",
-        "new_ones",
-        "scalar_tensor",
-        "_scaled_mm",
-        "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_cudnn_attention",
-        "scaled_dot_product_attention",
-        "clamp_min",
-        "clamp_max",
-        "nan_to_num",
-        "where_self",
-        "_fused_rms_norm",
-    ]
-)
-# views, layout changes and casts that Inductor names but that compute nothing.
-_DROPPED_OPS = frozenset(
-    [
-        # an SDPA op in a pointwise/reduction kernel's name is the op its output feeds (Inductor names the layout
-        # copy it makes for cuDNN/flash inputs after that op): the kernel computes none of the attention
-        "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_cudnn_attention",
-        "scaled_dot_product_attention",
-        "view",
-        "_unsafe_view",
-        "reshape",
-        "_reshape_alias",
-        "as_strided",
-        "view_as",
-        "expand",
-        "permute",
-        "transpose",
-        "t",
-        "squeeze",
-        "unsqueeze",
-        "slice",
-        "select",
-        "clone",
-        "copy",
-        "copy_",
-        "_to_copy",
-        "alias",
-        "lift_fresh",
-        "detach",
-        "contiguous",
-        "split",
-        "split_with_sizes",
-        "unbind",
-        "narrow",
-        "flatten",
-        "unflatten",
-    ]
-)
-_GEMM_OPS = ("mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "convolution")
-_INDUCTOR_RE = re.compile(r"^triton_(poi|red|per|tem|for)_(?:fused_)?(.*?)(?:_\d+)?$")
-
-
-def _split_ops(text: str) -> list[str]:
-    """'_unsafe_view_gelu_mul' → ['_unsafe_view', 'gelu', 'mul'] (greedy longest known op name)."""
-    toks = text.split("_")
-    out: list[str] = []
-    i = 0
-    while i < len(toks):
-        for span in range(min(6, len(toks) - i), 0, -1):
-            cand = "_".join(toks[i : i + span])
-            if span == 1 or cand in _MULTIWORD_OPS:
-                break
-        if cand:
-            out.append(cand)
-        i += span
-    return out
+_GEMM_WORDS = ("mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "convolution")
 
 
 def _inductor(name: str) -> tuple[str, str]:
-    """Category and ops of an Inductor kernel from its name (ops in Inductor's order, views dropped)."""
-    m = _INDUCTOR_RE.match(name)
-    if not m:
+    """Category and ops of an Inductor kernel from its name (ops in Inductor's order, views and copies dropped)."""
+    dec = names.inductor(name)
+    if dec is None:
         return "other", ""
-    kind, body = m.groups()
-    words = _split_ops(body)
-    ops = [w for w in words if w not in _DROPPED_OPS]
-    if kind == "tem":
+    ops = list(dec.ops)
+    if dec.kind in ("tem", "mm", "bmm"):
         # a GEMM template with a fused prologue/epilogue: the GEMM first, then what rides on it
-        gemm = [w for w in ops if w in _GEMM_OPS] or ["mm"]
-        rest = [w for w in ops if w not in _GEMM_OPS]
-        return ("attention" if "flex_attention" in words else "gemm"), "+".join(dict.fromkeys(gemm + rest))
+        gemm = [w for w in ops if w in _GEMM_WORDS] or ["mm"]
+        rest = [w for w in ops if w not in _GEMM_WORDS]
+        return ("attention" if "flex_attention" in dec.words else "gemm"), "+".join(dict.fromkeys(gemm + rest))
     if not ops:
-        ops = ["copy"] if words else []
-    category = {"poi": "pointwise", "red": "reduction", "per": "reduction"}.get(kind, "other")
-    if category == "reduction" and _is_norm(ops):
+        ops = ["copy"] if dec.words else []
+    category = {"poi": "pointwise", "red": "reduction", "per": "reduction", "spl": "reduction"}.get(dec.kind, "other")
+    if category == "reduction" and names.is_norm(ops):
         category = "normalization"
-    return category, "+".join(dict.fromkeys(ops))
-
-
-def _is_norm(ops: list[str]) -> bool:
-    s = set(ops)
-    return bool(
-        s
-        & {
-            "native_layer_norm",
-            "native_group_norm",
-            "native_batch_norm",
-            "rms_norm",
-            "_fused_rms_norm",
-            "_softmax",
-            "_log_softmax",
-            "var_mean",
-        }
-        or {"mean", "rsqrt"} <= s
-    )
-
-
-# Words in user kernel names (Liger, FuseLens, vLLM, FBGEMM helpers) → ops. A word must stand alone
-# (bounded by '_', ':' or the ends), so 'linear' does not fire inside 'linearize'.
-_WORD_OPS: tuple[tuple[str, str], ...] = (
-    ("geglu", "gelu+mul"),
-    ("swiglu", "silu+mul"),
-    ("rms_?norm", "rms_norm"),
-    ("layer_?norm", "layer_norm"),
-    ("cross_entropy", "cross_entropy"),
-    ("softmax", "softmax"),
-    ("matmul|gemm|linear|mm", "mm"),
-    ("gelu", "gelu"),
-    ("silu", "silu"),
-    ("relu", "relu"),
-    ("mul", "mul"),
-    ("add", "add"),
-    ("bias", "bias"),
-    ("rope|rotary", "rope"),
-    ("quant|quantize|fp8\\w*|hfp8|qparam", "quantize"),
-    ("cache|to_dense|copy|recat_copy|page_indices", "copy"),
-    ("permute\\w*", "permute"),
-    ("bucketize\\w*", "bucketize"),
-    ("searchsorted", "searchsorted"),
-    ("offsets_range", "arange"),
-    ("bounds_check", "bounds_check"),
-    ("linearize_index|compute_cuda", "index"),
-)
-_WORD_RES = tuple((re.compile(rf"(?:^|[^a-z0-9])(?:{w})(?=$|[^a-z0-9])"), op) for w, op in _WORD_OPS)
+    return category, "+".join(ops)
 
 
 def _words(name: str) -> str:
-    base = name.removeprefix("void ").replace("(anonymous namespace)::", "")
-    base = re.split(r"[(<]", base, maxsplit=1)[0].lower()
-    ops: list[str] = []
-    for rx, op in _WORD_RES:
-        if rx.search(base) and op not in ops:
-            ops.append(op)
-    return "+".join(ops)
-
-
-_HAS_BACKWARD = frozenset(["gelu", "silu", "relu", "rms_norm", "layer_norm", "softmax", "rope", "cross_entropy"])
+    return "+".join(names.word_ops(name))
 
 
 def _tokens(name: str) -> tuple[str, str]:
     """User Triton kernels: category from the words (mm → gemm with the rest as epilogue)."""
-    ops = _words(name)
-    parts = ops.split("+") if ops else []
-    if re.search(r"(?:^|_)(?:backward|bwd)(?:_|$)", name.lower()):  # _geglu_tanh_backward_kernel → gelu_backward+mul
-        parts = [p + "_backward" if p in _HAS_BACKWARD else p for p in parts]
-        ops = "+".join(parts)
+    parts = list(names.word_ops(name))
+    if names.is_backward_text(name):  # _geglu_tanh_backward_kernel → gelu_backward+mul
+        parts = [p + "_backward" if p in names.HAS_BACKWARD else p for p in parts]
+    ops = "+".join(parts)
     if "mm" in parts:
         return "gemm", "+".join(["mm"] + [p for p in parts if p != "mm"])
-    if {"rms_norm", "layer_norm", "softmax", "rms_norm_backward", "layer_norm_backward", "softmax_backward"} & set(
-        parts
-    ):
+    norms = {"rms_norm", "layer_norm", "group_norm", "softmax"}
+    if (norms | {n + "_backward" for n in norms}) & set(parts):
         return "normalization", ops
     if {"cross_entropy", "cross_entropy_backward"} & set(parts):
         return "reduction", ops
     return "pointwise", ops
 
 
-_EPILOGUE_WORDS = ("bias", "relu", "gelu", "silu", "swiglu", "dgelu", "drelu", "bgrad")
-
-
 def _epilogue(name: str, base: str = "mm") -> str:
-    """cuBLAS/CUTLASS names spell their epilogue: ..._s16816gemm_relu_... → 'mm+relu'."""
-    words = set(re.split(r"[^a-z0-9]+", name.lower()))
-    return "+".join([base] + [w for w in _EPILOGUE_WORDS if w in words])
+    return names.epilogue_ops(name, base)
 
 
 def _gemv(name: str) -> str:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
 #   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | configs | record | record-hf |
-#                                          record-fuselens | check | gpu-tests | host | bench | bench-quick |
-#                                          bench-mlp | bench-gating | bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
+#                                          record-fuselens | record-layer | record-llama-layer | check | gpu-tests |
+#                                          host | bench | bench-quick | bench-mlp | bench-gating | bench-llm |
+#                                          bench-llm-dtypes | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
@@ -53,6 +54,21 @@ record_hf() {
 record_fuselens() {
   local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072)
   rec hf_geglu_bf16_fuselens 120 --workload geglu --variants fuselens-gating,fuselens "${HF[@]}" --dtype bf16 --measure-bytes
+}
+
+# A whole decoder layer (issue 14): transformers' GemmaDecoderLayer, Gemma-2B-like (hidden 2048, intermediate 16384,
+# 8 q heads, 1 KV head, head_dim 256), batch 1, seq 2048, bf16. ncu bytes (flushed + warm) for eager and sdpa only:
+# each compiled variant would compile again inside ncu's child. ~5 min on an H100 (two cold compiles, four ncu runs).
+record_layer() {
+  python3 -c "import transformers; print('transformers', transformers.__version__)" 2>&1 | tail -1
+  rec gemma_layer_bf16 "${LAYER_LIMIT_S:-480}" --workload gemma-layer --variants eager,sdpa,compile,compile-fuselens \
+    --dtype bf16 --measure-bytes eager,sdpa
+  python3 -c "import json,sys; m=json.load(open(sys.argv[1])); [print(v['name'], v['status'], v.get('median_us'), v.get('attention_backend'), v.get('dram_bytes_read'), v.get('message','')[:120]) for v in m['variants']]" \
+    "$R/sample_traces/gemma_layer_bf16/manifest.json" 2>&1 | tail -6
+}
+
+record_llama_layer() {  # Llama-style (SwiGLU, 16 q heads, 4 KV heads, head_dim 128): ~2 min, no ncu
+  rec llama_layer_bf16 "${LAYER_LIMIT_S:-240}" --workload llama-layer --variants eager,sdpa,compile,compile-fuselens --dtype bf16
 }
 
 # Flushed + in-sequence ("warm") Nsight Compute DRAM bytes per kernel (kernels/lab/ncu.py) with the traces they belong to,
@@ -139,6 +155,7 @@ bench() {
 for step in "$@"; do
   case $step in
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-fuselens) record_fuselens ;; check) check ;;
+    record-layer) record_layer ;; record-llama-layer) record_llama_layer ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;;
     bench-llm) bench --shapes llm ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;

@@ -21,6 +21,14 @@ from dataclasses import dataclass
 
 VARIANTS = ("eager", "compile", "compile-max-autotune", "liger", "fuselens-gating", "fuselens", "fuselens-graph")
 DEFAULT_VARIANTS = ("eager", "compile", "liger", "fuselens")
+# Decoder-layer workloads (kernels.models.layer): the attention implementation is part of the variant
+#   eager             attn_implementation="eager" (matmul, + causal mask, fp32 softmax, cast, matmul)
+#   sdpa              attn_implementation="sdpa", is_causal (flash / cuDNN / memory-efficient: PyTorch picks)
+#   compile           torch.compile of the sdpa layer
+#   compile-fuselens  the sdpa layer with its MLP through the FuseLens dual-GEMM op, then torch.compile
+#   fuselens          the sdpa layer with the FuseLens MLP, not compiled
+LAYER_VARIANTS = ("eager", "sdpa", "compile", "compile-max-autotune", "compile-fuselens", "fuselens")
+DEFAULT_LAYER_VARIANTS = ("eager", "sdpa", "compile", "compile-fuselens")
 
 
 class VariantUnavailable(Exception):
@@ -49,6 +57,10 @@ INFO = {
         False,
     ),
     "fuselens-graph": VariantInfo("fuselens-graph", "fuselens captured in a CUDA graph and replayed", False),
+    "sdpa": VariantInfo("sdpa", "decoder layer with attn_implementation='sdpa' (flash / cuDNN / efficient)", True),
+    "compile-fuselens": VariantInfo(
+        "compile-fuselens", "torch.compile of the sdpa decoder layer with its MLP through the FuseLens dual GEMM", False
+    ),
 }
 
 
@@ -72,8 +84,13 @@ def build(name: str, model, train: bool = False) -> Callable:
     """A callable x -> y for variant `name` over `model`."""
     import torch
 
+    from kernels.models.layer import LayerWorkload
     from kernels.models.workloads import GatedMLP
 
+    if isinstance(model, LayerWorkload):
+        return _build_layer(name, model, train)
+    if name in LAYER_VARIANTS and name not in VARIANTS:
+        raise VariantUnavailable(f"{name} applies to the decoder-layer workloads (gemma-layer, llama-layer) only")
     if name not in VARIANTS:
         raise ValueError(f"unknown variant {name!r}; expected one of {VARIANTS}")
     info = INFO[name]
@@ -109,3 +126,30 @@ def build(name: str, model, train: bool = False) -> Callable:
             raise VariantUnavailable("fuselens-graph replays a CUDA graph and needs a CUDA GPU")
         return GraphReplay(lambda x: fuselens_forward(model, x))
     return lambda x: fuselens_forward(model, x)
+
+
+def _build_layer(name: str, model, train: bool) -> Callable:
+    """Layer variants: each runs its own copy of the layer (same weights) under its attention implementation."""
+    import torch
+
+    if name not in LAYER_VARIANTS:
+        raise VariantUnavailable(f"{name} is an MLP variant; decoder layers take {', '.join(LAYER_VARIANTS)}")
+    if train and not INFO[name].trains:
+        raise VariantUnavailable(f"{name} is forward-only (inference kernels, no backward); use eager, sdpa or compile")
+    layer = model.variant_copy("eager" if name == "eager" else "sdpa")
+    if name in ("eager", "sdpa"):
+        return layer
+    if name in ("fuselens", "compile-fuselens"):
+        if torch.version.hip is not None:
+            raise VariantUnavailable("FuseLens kernels are written for NVIDIA GPUs and this torch is a ROCm build")
+        try:
+            from kernels.models.layer import fuselens_mlp_forward
+
+            mlp = layer.layer.mlp
+            mlp.forward = fuselens_mlp_forward(mlp, layer.activation)
+        except ImportError as exc:
+            raise VariantUnavailable(f"FuseLens kernels need triton: {exc}") from exc
+        return layer if name == "fuselens" else torch.compile(layer)
+    if name == "compile-max-autotune":
+        return torch.compile(layer, mode="max-autotune")
+    return torch.compile(layer)

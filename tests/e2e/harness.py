@@ -37,8 +37,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(app: Path = ROOT / "app.py", *, env: dict | None = None, timeout_s: float = 90.0):
-    """`streamlit run app.py` headless on 127.0.0.1:<free port>; yields the base URL; stops its process group."""
+def streamlit_server(
+    app: Path = ROOT / "app.py", *, env: dict | None = None, timeout_s: float = 90.0, use_config_watcher: bool = False
+):
+    """`streamlit run app.py` headless on 127.0.0.1:<free port>; yields the base URL; stops its process group.
+
+    Everything else (Host allow-list, file watcher, …) comes from the project's .streamlit/config.toml, as for a
+    user; `use_config_watcher` only drops the harness's own `--server.fileWatcherType none` to prove the config's."""
     port = free_port()
     argv = [
         sys.executable, "-m", "streamlit", "run", str(app),
@@ -46,8 +51,9 @@ def streamlit_server(app: Path = ROOT / "app.py", *, env: dict | None = None, ti
         "--server.address", "127.0.0.1",
         "--server.port", str(port),
         "--browser.gatherUsageStats", "false",
-        "--server.fileWatcherType", "none",
     ]  # fmt: skip
+    if not use_config_watcher:
+        argv += ["--server.fileWatcherType", "none"]
     log = open(os.environ.get("FUSELENS_E2E_LOG") or os.devnull, "w")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(
         argv, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

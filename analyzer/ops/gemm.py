@@ -1,0 +1,157 @@
+"""The one GEMM-problem reader: (batch, M, N, K, dtype) and the operand tensors of the GEMM an op runs.
+
+aten::mm [[M,K],[K,N](,out)]; addmm [bias,[M,K],[K,N]]; bmm [[B,M,K],[B,K,N]]; baddbmm/addbmm [bias,[B,M,K],
+[B,K,N]]; linear [[…,K],[N,K](,bias)] (weight given as [N, K]); matmul [[…,M,K],[K,N]] or batched; mv/addmv;
+_scaled_mm (a, b, scale_a, scale_b, bias?, scale_result?); _int_mm. Inductor GEMM templates
+(`triton_tem_fused_…`, `triton_mm_…`, `triton_bmm_…`) record their buffers as the template reads them, in an
+order and layout of Inductor's choosing: an input of any rank ([64,128,3072] is M=8192 rows of K=3072), a weight
+as [K, N] or [N, K], the output buffer; `_template` picks the reading that an output argument confirms.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from analyzer.ops import names
+from analyzer.ops.tensors import Tensor, broadcast, tensors
+
+GEMM_OPS = names.GEMM_OPS
+_WITH_BIAS = frozenset(["addmm", "_addmm_activation", "baddbmm", "addbmm", "addmv"])
+
+
+@dataclass(frozen=True)
+class Gemm:
+    m: int
+    n: int
+    k: int
+    dtype: str | None  # A's dtype (short name)
+    batch: int = 1
+    a: Tensor | None = field(default=None, compare=False)
+    b: Tensor | None = field(default=None, compare=False)
+    bias: Tensor | None = field(default=None, compare=False)
+    out: Tensor | None = field(default=None, compare=False)  # an output buffer passed as an argument
+    extra: tuple[Tensor, ...] = field(default=(), compare=False)  # other tensors it reads (_scaled_mm's scales)
+    batch_out: int | None = field(default=None, compare=False)  # addbmm sums the batch into one [M, N]
+    how: str = field(default="", compare=False)  # how the problem was read ('[M,K]·[N,K] weight', …)
+
+    @property
+    def key(self) -> tuple:
+        return ("gemm", self.batch, self.m, self.n, self.k, self.dtype)
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.m * self.n * self.k
+
+    @property
+    def out_batch(self) -> int:
+        return self.batch if self.batch_out is None else self.batch_out
+
+    def label(self) -> str:
+        b = f"{self.batch}× " if self.batch != 1 else ""
+        return f"{b}M={self.m} N={self.n} K={self.k} {self.dtype or '?'}"
+
+    def dims(self) -> str:
+        return (f"B={self.batch} " if self.batch > 1 else "") + f"M={self.m} N={self.n} K={self.k}"
+
+
+def is_template(name: str | None) -> bool:
+    """An Inductor GEMM template kernel (its launching cpu_op carries the kernel's own name and buffers)."""
+    dec = names.inductor(name)
+    return dec is not None and (dec.kind in ("mm", "bmm") or (dec.kind == "tem" and "flex_attention" not in dec.words))
+
+
+def read(op_name: str | None, ts: list[Tensor]) -> Gemm | str:
+    """The GEMM an op runs, from its tensor arguments; a one-line reason when it cannot be read."""
+    base = names.op_base(op_name).rstrip("_")
+    if is_template(op_name):
+        return _template(ts)
+    if base not in GEMM_OPS:
+        return f"{op_name} is not a GEMM op"
+    if base in _WITH_BIAS:
+        if len(ts) < 3:
+            return f"{op_name} without 3 tensor inputs"
+        return _shapes(base, op_name, ts[1], ts[2], bias=ts[0])
+    if base == "linear":
+        if len(ts) < 2:
+            return "aten::linear without input and weight"
+        x, w = ts[0], ts[1]
+        if len(w.shape) != 2 or not x.shape or x.shape[-1] != w.shape[1]:
+            return f"aten::linear input {x.text()} and weight {w.text()} are not […,K] and [N,K]"
+        bias = ts[2] if len(ts) > 2 else None
+        m = math.prod(x.shape[:-1])
+        return Gemm(m, w.shape[0], w.shape[1], x.dtype, 1, x, w, bias, how="[…,K]·[N,K] weight")
+    if len(ts) < 2:
+        return f"{op_name} without two tensor inputs"
+    if base == "_scaled_mm":
+        # (a, b, scale_a, scale_b, bias?, scale_result?): scales are fp32; a bf16/fp16 bias fixes the out dtype
+        out = next((x for x in ts[4:] if x.dtype in ("bf16", "fp16")), None)
+        return _shapes(base, op_name, ts[0], ts[1], out=out, extra=tuple(ts[2:]))
+    out = ts[2] if len(ts) > 2 else None  # mm(a, b, out=c): Inductor's extern_kernels.mm passes the output
+    return _shapes(base, op_name, ts[0], ts[1], out=out)
+
+
+def _shapes(base, op_name, a: Tensor, b: Tensor, bias=None, out=None, extra=()) -> Gemm | str:
+    sa, sb = a.shape, b.shape
+    if len(sa) == 2 and len(sb) == 2:
+        batch, m, k, n, kb = 1, sa[0], sa[1], sb[1], sb[0]
+    elif len(sa) == 2 and len(sb) == 1:  # matrix-vector
+        batch, m, k, n, kb = 1, sa[0], sa[1], 1, sb[0]
+    elif len(sa) >= 3 and len(sb) == 2:  # matmul folds leading dims into M
+        batch, m, k, n, kb = 1, math.prod(sa[:-1]), sa[-1], sb[1], sb[0]
+    elif len(sa) >= 3 and len(sb) >= 3:
+        try:
+            bshape = broadcast(sa[:-2], sb[:-2])
+        except ValueError:
+            return f"{op_name} batch dims {sa[:-2]} and {sb[:-2]} do not broadcast"
+        batch, m, k, n, kb = math.prod(bshape), sa[-2], sa[-1], sb[-1], sb[-2]
+    else:
+        return f"{op_name} with input ranks {len(sa)} and {len(sb)}"
+    if k != kb:
+        return f"{op_name} inputs {a.text()} and {b.text()} do not share K"
+    batch_out = 1 if base == "addbmm" else None
+    return Gemm(m, n, k, a.dtype, batch, a, b, bias, out, tuple(extra), batch_out, "[M,K]·[K,N]")
+
+
+def _template(ts: list[Tensor]) -> Gemm | str:
+    """Inductor GEMM template: find A (any rank: rows = leading dims, K = last dim) and B ([K,N], or a weight [N,K];
+    batched: [B,K,N]) among the buffers. Readings an output buffer confirms (an argument of M×N elements that is
+    neither operand) come first, then A before B in argument order."""
+    best: tuple | None = None
+    for i, a in enumerate(ts):
+        if not a.shape or len(a.shape) < 2:
+            continue
+        for j, b in enumerate(ts):
+            if j == i or len(b.shape) < 2:
+                continue
+            for reading in _readings(a, b):
+                batch, m, n, k, how = reading
+                rest = [t for x, t in enumerate(ts) if x not in (i, j)]
+                out = next((t for t in rest if t.numel == batch * m * n), None)
+                score = (out is not None, a.dtype == b.dtype, -i, -j, how == "[M,K]·[K,N]")
+                if best is None or score > best[0]:
+                    best = (score, Gemm(m, n, k, a.dtype, batch, a, b, None, out, how=how))
+    if best is None:
+        return "GEMM template: no [M,K]·[K,N] or [M,K]·[N,K] pair among its tensor args"
+    return best[1]
+
+
+def _readings(a: Tensor, b: Tensor):
+    """(batch, M, N, K, how) for A·B with these shapes."""
+    k = a.shape[-1]
+    if len(b.shape) == 2:
+        m = math.prod(a.shape[:-1])
+        if b.shape[0] == k:
+            yield 1, m, b.shape[1], k, "[M,K]·[K,N]"
+        if b.shape[1] == k and b.shape[0] != k:
+            yield 1, m, b.shape[0], k, "[M,K]·[N,K] weight"
+    elif len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] == b.shape[0] and b.shape[1] == k:
+        yield a.shape[0], a.shape[1], b.shape[2], k, "[B,M,K]·[B,K,N]"
+
+
+def gemm_problem(op_name: str | None, dims, types, strides=None) -> Gemm | None:
+    """The GEMM of an op from its recorded shapes, or None when it runs none we can read."""
+    if not (names.is_gemm_op(op_name) or is_template(op_name)):
+        return None
+    g = read(op_name, tensors(dims, types, strides))
+    return g if isinstance(g, Gemm) else None

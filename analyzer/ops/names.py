@@ -1,0 +1,329 @@
+"""The one kernel-name and op-name decoder: Inductor kernel names, aten op names, free-text library names.
+
+- Inductor names its kernels `triton_<kind>_fused_<aten ops>_<n>`, kind one of poi (pointwise), red / per
+  (reduction, persistent reduction), tem (GEMM template), for (foreach), spl (split scan), mm / bmm (template
+  GEMMs named by their op). `inductor(name)` splits the op list, re-assembling multi-word aten names.
+- `canonical_ops('aten::addmm')` → {'mm', 'add'}: the op set one aten op computes (views compute nothing).
+- `word_ops(text)` reads op words out of free text: Liger / FuseLens / vLLM kernel names, autograd Functions
+  (`LigerGELUMulFunction`), record_function ranges. cuBLAS/CUTLASS/nvjet epilogues: `epilogue_ops`.
+
+analyzer.ops.classify, analyzer.ops.cost_rules, analyzer.ops.dataflow and analyzer.diff read op knowledge from here.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import NamedTuple
+
+
+def _words(text: str) -> list[str]:
+    """A word list written as text (one screen instead of one line per name)."""
+    return text.split()
+
+
+# ------------------------------------------------------------------------------------------- aten op names
+# Compute nothing, launch no kernel: dropped from every op set.
+VIEW_OPS = frozenset(
+    _words("""_unsafe_view view reshape t permute transpose expand expand_as squeeze unsqueeze as_strided alias detach
+    slice select split split_with_sizes unbind unflatten flatten narrow view_as _reshape_alias numpy_t lift_fresh
+    """)
+)
+# Copies (and casts): they move data but compute nothing. An Inductor kernel made only of them is a 'copy'.
+COPY_OPS = frozenset(["clone", "copy", "copy_", "_to_copy", "contiguous", "to"])
+# aten name → canonical ops. Missing names map to themselves.
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "addmm": ("mm", "add"),
+    "_addmm_activation": ("mm", "add"),
+    "baddbmm": ("mm", "add"),
+    "addbmm": ("mm", "add"),
+    "bmm": ("mm",),
+    "matmul": ("mm",),
+    "linear": ("mm",),
+    "_scaled_mm": ("mm",),
+    "_int_mm": ("mm",),
+    "clone": ("copy",),
+    "contiguous": ("copy",),
+    "_to_copy": ("copy",),
+    "to": ("copy",),
+    "copy": ("copy",),
+    "native_layer_norm": ("layer_norm",),
+    "native_layer_norm_backward": ("layer_norm_backward",),
+    "native_group_norm": ("group_norm",),
+    "native_group_norm_backward": ("group_norm_backward",),
+    "_fused_rms_norm": ("rms_norm",),
+    "_fused_rms_norm_backward": ("rms_norm_backward",),
+    "_softmax": ("softmax",),
+    "_log_softmax": ("log_softmax",),
+    "_softmax_backward_data": ("softmax_backward",),
+    "_log_softmax_backward_data": ("log_softmax_backward",),
+    "native_dropout": ("dropout",),
+    "native_dropout_backward": ("dropout_backward",),
+    "_native_batch_norm_legit": ("batch_norm",),
+    "_native_batch_norm_legit_functional": ("batch_norm",),
+    "_native_batch_norm_legit_no_training": ("batch_norm",),
+    "native_batch_norm": ("batch_norm",),
+    "cudnn_batch_norm": ("batch_norm",),
+    "native_batch_norm_backward": ("batch_norm_backward",),
+    "cudnn_batch_norm_backward": ("batch_norm_backward",),
+    "cudnn_convolution": ("convolution",),
+    "_convolution": ("convolution",),
+    "conv2d": ("convolution",),
+    "conv1d": ("convolution",),
+    "conv": ("convolution",),
+    "conv_dgrad": ("convolution_backward",),
+    "conv_wgrad": ("convolution_backward",),
+    "conv_backward": ("convolution_backward",),
+    "rsub": ("sub",),
+    "true_divide": ("div",),
+    "multiply": ("mul",),
+    "fill": ("fill",),
+    "zero": ("fill",),
+    "zeros": ("fill",),
+    "zeros_like": ("fill",),
+    "ones_like": ("fill",),
+    "full": ("fill",),
+    "full_like": ("fill",),
+    "new_zeros": ("fill",),
+    # words the classifier uses for FuseLens kernels ('_gemm_act_kernel' → mm+bias+act)
+    "bias": ("add",),
+    "act": ("gelu", "silu", "relu", "sigmoid", "tanh"),  # 'an activation': any of them
+}
+# GEMM ops by base name (no namespace, no trailing '_'): the one list every module reads
+GEMM_OPS = frozenset(
+    ["mm", "addmm", "_addmm_activation", "bmm", "baddbmm", "addbmm", "matmul", "linear", "_scaled_mm", "_int_mm", "mv",
+     "addmv"]
+)  # fmt: skip
+# Ops whose output has the broadcast shape of their tensor inputs (what we need to follow a tensor between kernels).
+POINTWISE_OPS = frozenset(
+    _words("""add sub mul div neg abs exp exp2 log log1p expm1 sqrt rsqrt pow reciprocal sigmoid tanh relu gelu silu mish
+    hardswish hardsigmoid hardtanh leaky_relu elu softplus erf sin cos where masked_fill clamp clamp_min clamp_max
+    maximum minimum lerp addcmul addcdiv gelu_backward silu_backward sigmoid_backward tanh_backward
+    threshold_backward hardswish_backward fill copy dropout dropout_backward eq ne lt le gt ge logical_not
+    logical_and logical_or bitwise_and bitwise_or bitwise_not sign round floor ceil trunc square fmod remainder
+    """)
+)
+# Ops that compute from tensor data (not generators like full/arange, not copies or indexing)
+DATA_OPS = frozenset(POINTWISE_OPS - {"where", "masked_fill", "fill", "copy", "dropout", "dropout_backward"})
+# Output shape = first tensor input's (normalisations, softmax): follows the activation through the op.
+SAME_AS_FIRST_OPS = frozenset(
+    _words("""layer_norm rms_norm batch_norm group_norm softmax log_softmax layer_norm_backward rms_norm_backward
+    group_norm_backward softmax_backward log_softmax_backward cumsum""")
+)
+COMPARISON_OPS = frozenset(
+    _words("eq ne lt le gt ge logical_and logical_or logical_not logical_xor isnan isinf isfinite isin")
+)
+NORM_OPS = frozenset(
+    _words("""native_layer_norm native_group_norm native_batch_norm rms_norm _fused_rms_norm _softmax _log_softmax
+    var_mean layer_norm group_norm batch_norm""")
+)
+
+_NS = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::")
+
+
+def op_base(op_name: str | None) -> str:
+    """'aten::addmm_.out' → 'addmm_': the op name without namespace and overload."""
+    return _NS.sub("", (op_name or "").strip()).split(".")[0]
+
+
+def is_gemm_op(op_name: str | None) -> bool:
+    return op_base(op_name).rstrip("_") in GEMM_OPS
+
+
+def canonical_ops(op_name: str | None) -> frozenset[str]:
+    """'aten::mul_' → {'mul'}; 'aten::addmm' → {'mm', 'add'}; 'aten::view' → {} (views launch nothing)."""
+    base = op_base(op_name)
+    if not base or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", base):
+        return frozenset()
+    if base.endswith("_") and not base.startswith("_"):
+        base = base[:-1]  # in place: mul_ computes what mul does
+    if base.endswith("_") and base.startswith("_") and base.count("_") > 1:
+        base = base[:-1]  # _foreach_add_ → _foreach_add
+    if base in VIEW_OPS:
+        return frozenset()
+    return frozenset(_ALIASES.get(base, (base,)))
+
+
+# ------------------------------------------------------------------------------------ Inductor kernel names
+INDUCTOR_KINDS = ("poi", "red", "per", "tem", "for", "spl", "mm", "bmm")
+_INDUCTOR = re.compile(r"^triton_(poi|red|per|tem|for|spl|mm|bmm)_(?:fused_)?(.*?)(?:_\d+)*$")
+# SDPA ops Inductor names in a pointwise/reduction kernel that prepares their input (RoPE + layout copy for
+# cuDNN/flash inputs, named after the op its output feeds): the kernel computes none of the attention
+ATTENTION_WORDS = (
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "scaled_dot_product_attention",
+)
+# aten op names Inductor joins with '_' (so they must be re-assembled); everything else is one word.
+_MULTIWORD = sorted(
+    _words("""_unsafe_view _unsafe_index _unsafe_index_put _reshape_alias _to_copy as_strided as_strided_scatter view_as
+    lift_fresh split_with_sizes native_layer_norm native_group_norm native_batch_norm layer_norm group_norm
+    batch_norm rms_norm _fused_rms_norm _softmax _log_softmax _softmax_backward_data _log_softmax_backward_data
+    _native_batch_norm_legit_functional _native_batch_norm_legit_no_training _native_batch_norm_legit
+    native_batch_norm_backward native_layer_norm_backward native_group_norm_backward native_dropout
+    native_dropout_backward var_mean bitwise_and bitwise_or bitwise_not bitwise_xor logical_and logical_or
+    logical_not index_put index_select index_add scatter_add scatter_reduce select_scatter slice_scatter
+    masked_fill constant_pad_nd avg_pool2d avg_pool2d_backward max_pool2d max_pool2d_with_indices
+    max_pool2d_with_indices_backward embedding_dense_backward nll_loss_forward nll_loss_backward threshold_backward
+    gelu_backward silu_backward sigmoid_backward tanh_backward hardswish_backward convolution_backward full_like
+    zeros_like ones_like empty_like new_zeros new_empty new_ones scalar_tensor _scaled_mm _addmm_activation
+    clamp_min clamp_max nan_to_num where_self leaky_relu""")
+    + list(ATTENTION_WORDS),
+    key=len,
+    reverse=True,
+)
+
+
+class InductorName(NamedTuple):
+    kind: str  # poi, red, per, tem, for, spl, mm, bmm
+    words: tuple[str, ...]  # aten op names as the kernel name lists them, views included, Inductor's order
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """The listed ops that compute something (views and copies dropped), in the name's order, each once."""
+        dropped = (
+            VIEW_OPS | COPY_OPS | (frozenset(ATTENTION_WORDS) if self.kind in ("poi", "red", "per") else frozenset())
+        )
+        return tuple(dict.fromkeys(w for w in self.words if w not in dropped))
+
+
+@lru_cache(maxsize=8192)
+def inductor(name: str | None) -> InductorName | None:
+    """'triton_poi_fused__unsafe_view_gelu_mul_0' → InductorName('poi', ('_unsafe_view', 'gelu', 'mul'));
+    None for any name Inductor did not write."""
+    m = _INDUCTOR.match(name or "")
+    if not m:
+        return None
+    kind, rest = m.groups()
+    words: list[str] = []
+    while rest:
+        hit = next((w for w in _MULTIWORD if rest.startswith(w) and (len(rest) == len(w) or rest[len(w)] == "_")), None)
+        if hit is not None:
+            words.append(hit)
+            rest = rest[len(hit) :]
+        elif rest.startswith("_"):
+            rest = rest[1:]  # the '_' between two names
+        else:
+            word, _, rest = rest.partition("_")
+            words.append(word)
+    return InductorName(kind, tuple(words))
+
+
+def is_inductor_name(name: str | None) -> bool:
+    return inductor(name) is not None
+
+
+@lru_cache(maxsize=8192)
+def inductor_ops(name: str | None) -> frozenset[str]:
+    """Canonical ops an Inductor kernel name lists: 'triton_poi_fused__unsafe_view_gelu_mul_0' → {'gelu', 'mul'};
+    'triton_tem_fused_addmm_gelu_0' → {'mm', 'add', 'gelu'}. Empty for any other name."""
+    dec = inductor(name)
+    if dec is None:
+        return frozenset()
+    ops: set[str] = {"mm"} if dec.kind in ("mm", "bmm") else set()
+    for w in dec.words:
+        if dec.kind in ("poi", "red", "per") and w in ATTENTION_WORDS:
+            continue
+        ops |= canonical_ops(w)
+    return frozenset(ops)
+
+
+def is_norm(ops) -> bool:
+    """Do these (Inductor) ops make a normalization: layer/group/batch/RMS norm, softmax, or mean + rsqrt (RMSNorm)?"""
+    s = set(ops)
+    return bool(s & NORM_OPS or {"mean", "rsqrt"} <= s)
+
+
+# ----------------------------------------------------------------------------------------------- free text
+# Words in free text (user kernel names, autograd Functions, ranges) → ops, first listed first. A word must stand
+# alone (bounded by '_' or the ends once CamelCase is split), so 'linear' does not fire inside 'linearize'.
+# fmt: off
+WORD_OPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("geglu", ("gelu", "mul")), ("swiglu", ("silu", "mul")), ("reglu", ("relu", "mul")),
+    ("rms_?norm", ("rms_norm",)), ("layer_?norm", ("layer_norm",)), ("group_?norm", ("group_norm",)),
+    ("cross_entropy", ("cross_entropy",)), ("softmax", ("softmax",)),
+    ("addmm", ("mm", "add")), ("matmul|gemm|linear|mm|bmm", ("mm",)),
+    ("gelu", ("gelu",)), ("silu|swish", ("silu",)), ("relu", ("relu",)), ("sigmoid", ("sigmoid",)),
+    ("tanh", ("tanh",)), ("mul", ("mul",)), ("add|residual", ("add",)), ("bias", ("bias",)),
+    ("dropout", ("dropout",)), ("rope|rotary", ("rope",)), ("quant|quantize|fp8\\w*|hfp8|qparam", ("quantize",)),
+    ("cache|to_dense|copy|recat_copy|page_indices", ("copy",)), ("permute\\w*", ("permute",)),
+    ("bucketize\\w*", ("bucketize",)), ("searchsorted", ("searchsorted",)), ("offsets_range", ("arange",)),
+    ("bounds_check", ("bounds_check",)), ("linearize_index|compute_cuda", ("index",)),
+)
+# fmt: on
+_WORD_RES = tuple((re.compile(rf"(?:^|_)(?:{w})(?=$|_)"), ops) for w, ops in WORD_OPS)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+# activations (and norms) whose backward is an op of its own: a backward kernel computes 'gelu_backward'
+HAS_BACKWARD = frozenset(
+    ["gelu", "silu", "relu", "sigmoid", "tanh", "rms_norm", "layer_norm", "group_norm", "softmax", "rope",
+     "cross_entropy", "dropout"]
+)  # fmt: skip
+
+
+def _text_words(text: str) -> str:
+    """'void (anonymous namespace)::LigerGELUMulFunction<…>(…)' → 'liger_gelu_mul_function': the function name
+    before any template or argument list, CamelCase split, lower case, one '_' between words. Template arguments
+    never decide what a kernel computes (a `cutlass::bfloat16_t` argument does not make a kernel CUTLASS's)."""
+    base = text.removeprefix("void ").replace("(anonymous namespace)::", "")
+    base = re.split(r"[(<]", base, maxsplit=1)[0]
+    base = re.sub(r"(ge(?:g)?lu)_tanh", r"\1", _CAMEL.sub("_", base), flags=re.IGNORECASE)  # tanh-approximate GELU
+    return "_".join(w for w in re.split(r"[^A-Za-z0-9]+", base.lower()) if w)
+
+
+@lru_cache(maxsize=8192)
+def word_ops(text: str | None) -> tuple[str, ...]:
+    """Ops named by words in free text, in WORD_OPS order, each once: '_geglu_tanh_forward_kernel' → (gelu, mul)."""
+    if not text:
+        return ()
+    words = _text_words(text)
+    ops: list[str] = []
+    for rx, found in _WORD_RES:
+        if rx.search(words):
+            ops.extend(o for o in found if o not in ops)
+    return tuple(ops)
+
+
+def is_backward_text(text: str | None) -> bool:
+    return bool(re.search(r"(?:^|_)(?:backward|bwd)(?:_|$)", _text_words(text or "")))
+
+
+@lru_cache(maxsize=8192)
+def text_ops(text: str | None) -> frozenset[str]:
+    """Canonical ops named by free text: 'LigerGELUMulFunction' → {'gelu', 'mul'}; a backward text adds the
+    activations' backward ops ('LigerGELUMulFunctionBackward' → {'gelu', 'mul', 'gelu_backward'})."""
+    found = word_ops(text)
+    ops: set[str] = set()
+    for o in found:
+        ops |= canonical_ops(o)
+    if is_backward_text(text):
+        ops |= {f"{o}_backward" for o in found if o in HAS_BACKWARD}
+    return frozenset(ops)
+
+
+# ---------------------------------------------------------------------------- library kernel names (epilogues)
+# cuBLAS / cuBLASLt (nvjet) / CUTLASS / cuDNN names spell their epilogue as a word of the name.
+EPILOGUE_WORDS = ("bias", "relu", "gelu", "silu", "swiglu", "dgelu", "drelu", "bgrad")
+
+
+def epilogue_ops(name: str, base: str = "mm") -> str:
+    """'cutlass_80_tensorop_bf16_s16816gemm_relu_…' → 'mm+relu'; 'nvjet_…_bz_bias_TNN' → 'mm+bias'."""
+    words = set(re.split(r"[^a-z0-9]+", function_name(name).lower()))
+    return "+".join([base] + [w for w in EPILOGUE_WORDS if w in words])
+
+
+def function_name(name: str) -> str:
+    """The kernel's own name without its template arguments and parameter list (which name types, not work):
+    'void cutlass::Kernel2<cutlass_80_…_relu_…>(…)' keeps the CUTLASS kernel in its first template argument, so
+    only the argument list goes, and the template arguments of namespaces that only carry types
+    ('moe::dev::finalize::finalizeKernelVecLoad<…cutlass::bfloat16_t…>') go too."""
+    base = name.removeprefix("void ")
+    head, sep, _ = base.partition("(")
+    if "<" not in head:
+        return head
+    fn, _, targs = head.partition("<")
+    # a generic launcher (cutlass::Kernel<X>, cutlass_cudnn::Kernel<X>, at::native::…_kernel<…>) names its work in
+    # the first template argument; any other function's template arguments are types and tile sizes
+    if re.search(r"(?:^|::)Kernel2?$|::device_kernel$", fn):
+        return fn + "<" + targs
+    return fn
