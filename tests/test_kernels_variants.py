@@ -186,3 +186,33 @@ def test_bench_verdicts_on_the_committed_h100_results():
     assert verdict("gating gelu_tanh bf16: fuselens 46.8 us < liger") is True
     rendered = bench.to_markdown(res)
     assert "- TIE: gating gelu_tanh fp16" in rendered and "- MISSED: gating gelu_tanh fp32" in rendered
+
+
+def test_shape_sweep_verdicts_and_merge():
+    """The shape sweep's verdict (kernels/lab/shapes.py) against the fastest peer is three-way: a lead within the
+    larger pass-to-pass spread is a TIE. Rows merge into an existing results file by id, other sections stay."""
+    from kernels.lab import bench, shapes
+
+    def v(us, p0, p1):
+        return {"us": us, "us_passes": [p0, p1], "spread_us": abs(p0 - p1)}
+
+    row = {"id": "r", "what": "x", "workload": "geglu", "dtype": "bf16", "tokens": 77, "d_model": 1001}
+    row |= {"hidden": 3000, "floor_us": 2.0}
+    row["variants"] = {"eager": v(60.0, 59.0, 61.0), "compile": v(50.0, 49.9, 50.1), "liger": {"skipped": "no"}}
+    row["variants"]["fuselens"] = v(50.3, 50.2, 50.4) | {"path": "aten", "rel_err": 1e-3}
+    shapes.judge(row)
+    assert (row["fastest_peer"], row["verdict"]) == ("compile", "LOSS")  # 0.3 us behind, spread 0.2
+    row["variants"]["fuselens"] = v(50.1, 50.0, 50.2) | {"path": "aten"}
+    shapes.judge(row)
+    assert row["verdict"] == "TIE" and abs(row["x_floor"] - 25.05) < 1e-9
+    row["variants"]["fuselens"] = v(40.0, 40.0, 40.0) | {"path": "dual_gemm"}
+    shapes.judge(row)
+    assert row["verdict"] == "WIN" and row["x_compile"] == 0.8
+    md = "\n".join(shapes.to_markdown([row], {"bf16": 790.0}))
+    assert "| **40.0** | dual_gemm | 0.80 | 0.80 (compile) | 20.00 |" in md and "| WIN |" in md
+    old = {"gating": [1], "mlp": [2], "shapes": [{"id": "a"}, {"id": "r", "old": True}], "shape_ceilings_tflops": {}}
+    new = {"shapes": [row], "shape_ceilings_tflops": {"bf16": 790.0}, "env": {"git_commit": "c"}, "created_utc": "t"}
+    merged = bench.merge_results(old, new)
+    assert merged["gating"] == [1] and merged["mlp"] == [2]
+    assert [r["id"] for r in merged["shapes"]] == ["a", "r"] and "old" not in merged["shapes"][1]
+    assert merged["runs"][-1]["commit"] == "c"

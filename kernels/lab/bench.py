@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.lab import envinfo
-from kernels.lab.timing import median_us
+from kernels.lab.timing import graphed, median_us
 from kernels.models.variants import VariantUnavailable, build, liger_gating_fn
 from kernels.models.workloads import DTYPES, build_model, make_input, mlp_flops
 
@@ -239,19 +239,6 @@ def autotune_choices() -> dict:
     return out
 
 
-def _graphed(fn, x):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s), torch.no_grad():
-        for _ in range(3):
-            fn(x)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g), torch.no_grad():
-        fn(x)
-    return g.replay
-
-
 def bench_mlp(workload, dname, tokens, variants, n_iter, tflops, graphs=False) -> list[dict]:
     dt = DTYPES[dname]
     d, hdim = HF["d_model"], HF["hidden"]
@@ -280,7 +267,7 @@ def bench_mlp(workload, dname, tokens, variants, n_iter, tflops, graphs=False) -
                         lambda fn=fn: fn(x), n_iter=n_iter, flush_l2=True, queue_ahead=False
                     )["median_us"]
                 try:
-                    rep = _graphed(fn, x)
+                    rep = graphed(fn, x)
                     row["graph_us"] = median_us(rep, n_iter=n_iter, flush_l2=True)["median_us"]
                 except Exception as exc:
                     row["graph_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"

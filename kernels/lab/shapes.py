@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from kernels.lab.timing import median_us
+from kernels.lab.timing import graphed, median_us
 from kernels.models import dispatch
 from kernels.models.variants import VariantUnavailable, build
 from kernels.models.workloads import DTYPES, build_model, make_input, mlp_flops
@@ -79,19 +79,6 @@ def _rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
     if not torch.isfinite(y).all():
         return float("nan")
     return float((y - ref).norm() / ref.norm())
-
-
-def _graphed(fn, x):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s), torch.no_grad():
-        for _ in range(3):
-            fn(x)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g), torch.no_grad():
-        fn(x)
-    return g.replay
 
 
 def verdict(ours: dict, peer: dict) -> str:
@@ -151,7 +138,7 @@ def bench_row(row: tuple, ceilings: dict) -> dict:
                     "median_us"
                 ]
                 try:
-                    v["graph_us"] = median_us(_graphed(fn, x), n_iter=n, flush_l2=True)["median_us"]
+                    v["graph_us"] = median_us(graphed(fn, x), n_iter=n, flush_l2=True)["median_us"]
                 except Exception as exc:  # torch.compile's own graphs or a capture-unsafe path
                     v["graph_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
     judge(out)
