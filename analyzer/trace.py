@@ -109,8 +109,12 @@ def build_trace(decoded, source: str) -> Trace:
     span = _span(gpu, cpu, launches, ann)
     step_df, step_cat = steps.step_tables(gpu, windows, source_kind, span)
     if source_kind != "whole trace" and len(gpu) and (gpu["step"] < 0).any():
-        out = int((gpu["step"] < 0).sum())
-        meta.warnings.append(f"{out:,} of {len(gpu):,} GPU ops fall outside every ProfilerStep window (step -1)")
+        outside = (gpu["step"] < 0).to_numpy()
+        queued = int((outside & ~np.isfinite(gpu["launch_ts_us"].to_numpy())).sum())
+        meta.warnings.append(
+            f"{int(outside.sum()):,} of {len(gpu):,} GPU ops fall outside every ProfilerStep window (step -1)"
+            + (f"; {queued:,} of them have no launch in the trace (queued before profiling began)" if queued else "")
+        )
 
     return Trace(
         meta=meta,
