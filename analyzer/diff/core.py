@@ -27,7 +27,7 @@ import pandas as pd
 from analyzer.diff import comparability as comp_
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.comparability import Comparability, spread_range
-from analyzer.diff.facts import fmt_us, measured_dram_bytes, run_facts, short_name, workload_text
+from analyzer.diff.facts import conditions_text, fmt_us, measured_dram_bytes, run_facts, short_name, workload_text
 from analyzer.diff.match import Group, RoundTrip, group_kernels, member_bytes, remaining_round_trips
 from analyzer.errors import DiffError
 from analyzer.schema import CATEGORIES
@@ -269,6 +269,12 @@ class CandidateDiff:
         cond = f"conditions: {verdict.upper() if verdict == 'skewed' else verdict} — " + (
             comp.reason if comp is not None else "no control group"
         )
+        rec = [conditions_text(r.facts.get("conditions")) for r in (self.base, self.run)]
+        if rec[0] or rec[1]:
+            cond += (
+                f"; runner's record while profiled: {self.base_label} {rec[0] or 'not recorded'}, "
+                f"{self.label} {rec[1] or 'not recorded'}"
+            )
         raw = self.changed_kernels_saved_us_per_step
         norm = self.changed_kernels_saved_normalised_us_per_step
         rng = sp.get("changed_kernels_saved_us_per_step")
@@ -327,7 +333,13 @@ class CandidateDiff:
         out["unmatched"] = _clean({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
         out["time_breakdown"] = _clean(self.time_breakdown)
         out["remaining"] = _clean(self.run.remaining)
-        out["comparability"] = _clean(self.comparability.to_json()) if self.comparability is not None else None
+        comp = self.comparability.to_json() if self.comparability is not None else None
+        if comp is not None:  # what the runner sampled while each run's steps ran (manifest), beside the factor
+            comp["recorded_conditions"] = {
+                "base": self.base.facts.get("conditions"),
+                "candidate": self.run.facts.get("conditions"),
+            }
+        out["comparability"] = _clean(comp)
         out["notes"] = self.notes
         return out
 
