@@ -116,6 +116,12 @@ def _row_for(kind: str, name: str, op: str, dims, types, logical: float) -> _Row
         ins = [(k, b * logical / total_in) for k, b in ins]
         total_in = logical
     writes = max(logical - total_in, 0.0)
+    why = ""
+    if writes == 0 and op.startswith("triton_poi_") and len(ins) >= 2 and len({_key(t) for t in io.inputs}) == 1:
+        # Inductor stored its result over one of its same-sized args (in_out_ptr): the cost model counts the args
+        # once (a lower bound, docs/COST_MODEL.md); the cache sees that buffer written as well
+        writes = ins[0][1]
+        why = "Inductor in/out buffer: one same-sized arg taken as written too"
     out = None
     if io.output is not None and io.output.dtype and writes > 0:
         out = (_key(io.output), writes)
@@ -124,7 +130,7 @@ def _row_for(kind: str, name: str, op: str, dims, types, logical: float) -> _Row
         size = dtypes.itemsize(dtype)
         if size and writes % size == 0:  # custom / Inductor ops: an output of `bytes − inputs` in the inputs' dtype
             out = ((int(writes // size), dtype), writes)
-    return _Row(True, reads=total_in, writes=writes, inputs=tuple(ins), output=out)
+    return _Row(True, reads=total_in, writes=writes, inputs=tuple(ins), output=out, why=why)
 
 
 def _rows(step_ops: pd.DataFrame) -> list[_Row]:

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzer.diff.facts import side_number
+from analyzer.fmt import safe_text, short_name
 from app_pages import state, ui
 
 
@@ -91,6 +92,7 @@ def summary_table(d) -> pd.DataFrame:
                 "CUDA-event time (µs)": ui.cell(cand_ev),
                 "speed-up (CUDA events)": ui.cell(base_ev / cand_ev if base_ev and cand_ev else None, "{:.2f}×"),
                 "HBM bytes avoided/step (est.)": cd.hbm_bytes_avoided_per_step,
+                "DRAM bytes avoided/step (predicted)": cd.predicted_dram_bytes_saved_per_step,
                 "saved by fusion (µs)": cd.time_saved_us_per_step,
                 "fusion groups": h.get("n_fusions", 0),
                 "round trips left (est. bytes)": cd.run.remaining_bytes_per_step,
@@ -143,6 +145,17 @@ def headline(d, label: str | None = None) -> None:
         delta_color="off",
         delta_arrow="off",
         help="Replaced baseline kernels' time minus the fused kernels' time (fusion groups and swaps only).",
+    )
+    traffic = cd.traffic_avoided()  # logical vs predicted DRAM vs measured DRAM: one sentence for every surface
+    st.markdown(f"**{ui.esc(traffic['text'])}**")
+    st.caption(
+        "Logical: "
+        + ui.esc(traffic["basis"]["logical"])
+        + ". Predicted DRAM: "
+        + ui.esc(traffic["basis"]["predicted"])
+        + " (docs/COST_MODEL.md, 'DRAM model'). Measured: "
+        + (ui.esc(traffic["basis"]["measured"]) if traffic.get("measured_dram_bytes_per_step") is not None else "no")
+        + " in-sequence Nsight Compute counters with these runs."
     )
     if not cd.bytes_complete:
         st.caption("Some fused kernels lack recorded shapes: the bytes avoided are a lower bound.")
@@ -214,19 +227,14 @@ def candidates_table(d) -> None:
     )
 
 
-def _short(name: str, n: int = 90) -> str:
-    s = " ".join(str(name).split())
-    return s if len(s) <= n else s[: n - 1] + "…"
-
-
 def fusion_card(f) -> None:
     """One fusion group as a card: fused kernel ← replaced kernels, the intermediates it keeps on chip, the gain."""
     with st.container(border=True):
         st.markdown(
-            f"**{ui.esc(_short(f.fused_kernel, 100))}** ← {len(f.replaces)} kernels ({ui.esc('+'.join(f.ops))})"
+            f"**{ui.esc(short_name(f.fused_kernel, 100))}** ← {len(f.replaces)} kernels ({ui.esc('+'.join(f.ops))})"
         )
         for name, op in zip(f.replaces, f.replaced_ops, strict=False):
-            st.caption(f"replaces {ui.esc(_short(name, 120))}" + (f" · {ui.esc(op)}" if op else ""))
+            st.caption(f"replaces {ui.esc(short_name(name, 120))}" + (f" · {ui.esc(op)}" if op else ""))
         c = st.columns(4)
         c[0].metric("per step", f"×{f.count_per_step}")
         c[1].metric(
@@ -242,7 +250,7 @@ def fusion_card(f) -> None:
             reads = int(i.get("reads") or 1)
             st.markdown(
                 f"- intermediate **{ui.esc(shape)} {ui.esc(i['dtype'])}**, {ui.fmt_bytes(i['bytes'])}: written by "
-                f"{ui.esc(_short(i.get('producer_op') or i.get('producer'), 60))}, read {reads}× → "
+                f"{ui.esc(short_name(i.get('producer_op') or i.get('producer'), 60))}, read {reads}× → "
                 f"{ui.fmt_bytes(i['round_trip_bytes'])} of HBM traffic no longer made"
             )
 
@@ -283,7 +291,7 @@ def fusion_groups(cd) -> None:
     if groups:
         with st.expander("Why each kernel was grouped (evidence)"):
             for f in groups:
-                st.text(f"{_short(f.fused_kernel, 120)}\n  " + "\n  ".join(_short(e, 240) for e in f.evidence))
+                st.text(f"{short_name(f.fused_kernel, 120)}\n  " + "\n  ".join(safe_text(e, 240) for e in f.evidence))
 
 
 def gemms(cd) -> None:
@@ -296,7 +304,7 @@ def gemms(cd) -> None:
         "candidate_time_us_per_step", "time_saved_us_per_step", "base_tflops", "candidate_tflops", "matched_by",
     ]  # fmt: skip
     df = df[[c for c in keep if c in df]].copy()
-    from analyzer.diff.facts import short_name
+    from analyzer.fmt import short_name
 
     for c in ("base_kernel", "candidate_kernel"):  # full names in the diff's JSON; the table must fit a slide
         if c in df:

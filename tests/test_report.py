@@ -95,7 +95,7 @@ def test_markdown_report(hf4):
     md = report_markdown(hf4)
     assert md.startswith("# FuseLens fusion diff: compile, liger, fuselens vs eager")
     assert "- kernels per step: 5 → 4" in md
-    assert "HBM traffic avoided per step: 100.7 MB (100,663,296 B, estimate)" in md
+    assert "HBM traffic avoided per step: 100.7 MB logical, ≈" in md and "logical: 100,663,296 B, estimate" in md
     assert "```text" in md  # per-category bars as text
     # every table row has as many cells as its header (escaped pipes do not split cells)
     lines = md.splitlines()

@@ -18,7 +18,6 @@ measured kernel durations (median over steady steps).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,9 +26,11 @@ import pandas as pd
 from analyzer.diff import comparability as comp_
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.comparability import Comparability, spread_range
-from analyzer.diff.facts import conditions_text, fmt_us, measured_dram_bytes, run_facts, short_name, workload_text
+from analyzer.diff.facts import conditions_text, measured_dram_bytes, run_facts, workload_text
 from analyzer.diff.match import Group, RoundTrip, group_kernels, member_bytes, remaining_round_trips
+from analyzer.dram import predict_step
 from analyzer.errors import DiffError
+from analyzer.fmt import clean_json, file_label, finite, fmt_bytes, fmt_us, safe_text, short_name, unique_label
 from analyzer.schema import CATEGORIES
 
 # A difference below 0.5% of the baseline's kernel time per step is a tie whatever the step ranges say: two runs'
@@ -79,6 +80,9 @@ class RunFacts:
     top_gemm: str | None = None  # the GEMM problem with the most time, e.g. 'M=8192 N=3072 K=768 bf16'
     dtype: str | None = None  # dtype of most GEMM/pointwise time
     notes: list[str] = field(default_factory=list)
+    # predicted DRAM traffic per step (analyzer.dram via the Summary): read + write, and what it rests on
+    dram_bytes_per_step: float = float("nan")
+    dram_basis: str = ""
     # per steady step (steps_used order): 'gpu_time_us', 'gpu_busy_us', 'idle_us', 'span_us' — the values the
     # medians above are taken over, for their spread
     step_values: dict = field(default_factory=dict)
@@ -93,12 +97,17 @@ class RunFacts:
 
     @property
     def measured_dram_bytes(self) -> float | None:
-        """Nsight Compute DRAM bytes read + written in one step (runner manifest), or None."""
+        """Nsight Compute DRAM bytes read + written in one step with its default cache flush (runner manifest)."""
         return measured_dram_bytes(self.facts)
 
     @property
+    def measured_warm_dram_bytes(self) -> float | None:
+        """Nsight Compute DRAM bytes of one step in sequence (`--cache-control none`), or None."""
+        return measured_dram_bytes(self.facts, warm=True)
+
+    @property
     def remaining_bytes_per_step(self) -> float:
-        return float(sum(r["round_trip_bytes"] for r in self.remaining if _finite(r["round_trip_bytes"])))
+        return float(sum(r["round_trip_bytes"] for r in self.remaining if finite(r["round_trip_bytes"])))
 
 
 @dataclass
@@ -121,6 +130,15 @@ class FusionRow:
     candidate_bytes_per_step: float  # base_bytes minus the round trips avoided (estimate)
     evidence: list[str]
     also_removed: list[str] = field(default_factory=list)  # memsets / helper kernels of the replaced op calls
+    # PREDICTED DRAM traffic (analyzer.dram, in sequence) of the replaced kernels and of the replacing kernel(s)
+    base_dram_bytes_per_step: float = float("nan")
+    candidate_dram_bytes_per_step: float = float("nan")
+
+    @property
+    def dram_bytes_avoided_per_step(self) -> float:
+        """Predicted DRAM traffic of the replaced kernels minus the replacing one's: the logical
+        bytes_avoided_per_step less what stayed in L2 anyway, plus write-backs that moved between kernels."""
+        return self.base_dram_bytes_per_step - self.candidate_dram_bytes_per_step
 
     @property
     def time_saved_us_per_step(self) -> float:
@@ -135,7 +153,7 @@ class FusionRow:
         return _gbps(self.candidate_bytes_per_step, self.candidate_time_us_per_step)
 
     def to_json(self) -> dict:
-        return _clean(
+        return clean_json(
             {
                 "kind": self.kind,
                 "fused_kernel": self.fused_kernel,
@@ -154,6 +172,9 @@ class FusionRow:
                 "candidate_bytes_per_step": self.candidate_bytes_per_step,
                 "base_gbps": self.base_gbps,
                 "candidate_gbps": self.candidate_gbps,
+                "base_dram_bytes_per_step": self.base_dram_bytes_per_step,
+                "candidate_dram_bytes_per_step": self.candidate_dram_bytes_per_step,
+                "dram_bytes_avoided_per_step": self.dram_bytes_avoided_per_step,
                 "evidence": self.evidence,
                 "also_removed": self.also_removed,
             }
@@ -228,11 +249,53 @@ class CandidateDiff:
 
     @property
     def hbm_bytes_avoided_per_step(self) -> float:
-        return float(sum(f.bytes_avoided_per_step for f in self.fusions if _finite(f.bytes_avoided_per_step)))
+        return float(sum(f.bytes_avoided_per_step for f in self.fusions if finite(f.bytes_avoided_per_step)))
 
     @property
     def bytes_complete(self) -> bool:
-        return all(f.bytes_complete and _finite(f.bytes_avoided_per_step) for f in self.fusions)
+        return all(f.bytes_complete and finite(f.bytes_avoided_per_step) for f in self.fusions)
+
+    @property
+    def predicted_dram_bytes_saved_per_step(self) -> float:
+        """Predicted DRAM traffic per step, baseline minus candidate (analyzer.dram on each run's steady step)."""
+        return self.base.dram_bytes_per_step - self.run.dram_bytes_per_step
+
+    @property
+    def measured_warm_dram_bytes_saved_per_step(self) -> float | None:
+        return _sub(self.base.measured_warm_dram_bytes, self.run.measured_warm_dram_bytes)
+
+    def traffic_avoided(self) -> dict:
+        """The bytes a fusion saves, three ways and named apart: logical (the intermediates' round trips, as if
+        none stayed on chip), predicted DRAM (the L2-aware model, step against step) and measured DRAM (Nsight
+        Compute in sequence, when the runner recorded it). `text` is the one sentence every surface shows."""
+        logical = self.hbm_bytes_avoided_per_step
+        dram = self.predicted_dram_bytes_saved_per_step
+        measured = self.measured_warm_dram_bytes_saved_per_step
+        parts = [f"{fmt_bytes(logical)} logical" + ("" if self.bytes_complete else " (at least)")]
+        if finite(dram):
+            why = ""
+            if finite(logical) and logical > 0 and dram < 0.97 * logical:
+                why = " (part of the intermediate stayed in L2 in the baseline)"
+            elif finite(logical) and dram > 1.03 * logical:
+                why = " (the candidate also evicts less of what other kernels reuse)"
+            parts.append(f"≈{fmt_bytes(dram)} DRAM predicted{why}")
+        else:
+            parts.append("DRAM not predicted (" + (self.base.dram_basis or "unknown") + ")")
+        if measured is not None:
+            parts.append(f"{fmt_bytes(measured)} DRAM measured (Nsight Compute, in sequence)")
+        return clean_json(
+            {
+                "logical_bytes_per_step": logical,
+                "predicted_dram_bytes_per_step": dram,
+                "measured_dram_bytes_per_step": measured,
+                "text": "HBM traffic avoided per step: " + ", ".join(parts),
+                "basis": {
+                    "logical": "intermediates written and read back between replaced kernels, every byte counted",
+                    "predicted": self.base.dram_basis or "unknown",
+                    "measured": "ncu --cache-control none over steady-state steps in a row (docs/KERNELS.md)",
+                },
+            }
+        )
 
     @property
     def time_saved_us_per_step(self) -> float:
@@ -253,7 +316,7 @@ class CandidateDiff:
         runs do not overlap, else 'tie' (the difference is within the step-to-step spread)."""
         b, c, sr = self.base, self.run, self.step_ranges
         eff = self.normalised.get("effective_factor")
-        floor = RESOLUTION * b.kernel_time_us if _finite(b.kernel_time_us) else 0.0
+        floor = RESOLUTION * b.kernel_time_us if finite(b.kernel_time_us) else 0.0
         out: dict = {"steps": [len(b.steps_used), len(c.steps_used)]}
         calls: dict = {}
         for key, name in (("gpu_time_us", "gpu_time_us_per_step"), ("idle_us", "idle_us_per_step")):
@@ -320,7 +383,7 @@ class CandidateDiff:
         b, c = self.base, self.run
         f = self.factor
         comp = self.comparability
-        return _clean(
+        return clean_json(
             {
                 # what the changed kernels saved leads: drift of the GPU's conditions cannot flip it once normalised
                 "changed_kernels_saved_us_per_step": self.changed_kernels_saved_us_per_step,
@@ -344,8 +407,13 @@ class CandidateDiff:
                 "time_saved_normalised_us_per_step": self.time_saved_normalised_us_per_step,
                 "n_fusions": sum(f.count_per_step for f in self.fusions),
                 "remaining_round_trip_bytes_per_step": c.remaining_bytes_per_step,
+                "predicted_dram_bytes_per_step": [b.dram_bytes_per_step, c.dram_bytes_per_step],
+                "predicted_dram_bytes_saved_per_step": self.predicted_dram_bytes_saved_per_step,
+                "measured_warm_dram_bytes_per_step": [b.measured_warm_dram_bytes, c.measured_warm_dram_bytes],
+                "measured_warm_dram_bytes_saved_per_step": self.measured_warm_dram_bytes_saved_per_step,
                 "measured_dram_bytes_per_step": [b.measured_dram_bytes, c.measured_dram_bytes],
                 "measured_dram_bytes_saved_per_step": _sub(b.measured_dram_bytes, c.measured_dram_bytes),
+                "traffic_avoided": self.traffic_avoided(),
                 "cuda_event_time_us_per_step": [b.facts.get("median_us"), c.facts.get("median_us")],
                 "spread": self.spreads(),
             }
@@ -356,18 +424,18 @@ class CandidateDiff:
         out["fusions"] = [f.to_json() for f in self.fusions]
         out["swaps"] = [f.to_json() for f in self.swaps]
         out["kernel_choices"] = [f.to_json() for f in self.kernel_choices]
-        out["matched_gemms"] = _clean(self.matched_gemms)
-        out["matched_other"] = _clean(self.matched_other)
-        out["unmatched"] = _clean({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
-        out["time_breakdown"] = _clean(self.time_breakdown)
-        out["remaining"] = _clean(self.run.remaining)
+        out["matched_gemms"] = clean_json(self.matched_gemms)
+        out["matched_other"] = clean_json(self.matched_other)
+        out["unmatched"] = clean_json({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
+        out["time_breakdown"] = clean_json(self.time_breakdown)
+        out["remaining"] = clean_json(self.run.remaining)
         comp = self.comparability.to_json() if self.comparability is not None else None
         if comp is not None:  # what the runner sampled while each run's steps ran (manifest), beside the factor
             comp["recorded_conditions"] = {
                 "base": self.base.facts.get("conditions"),
                 "candidate": self.run.facts.get("conditions"),
             }
-        out["comparability"] = _clean(comp)
+        out["comparability"] = clean_json(comp)
         out["notes"] = self.notes
         return out
 
@@ -495,7 +563,7 @@ def diff_runs(base, candidates: list, labels: list[str] | None = None, steps: li
 def _labels(summaries: list, labels: list[str] | None) -> list[str]:
     n = len(summaries)
     if labels is not None:
-        labels = [str(x).strip() for x in labels]
+        labels = [safe_text(x) for x in labels]
         if len(labels) != n:
             raise DiffError(f"diff: {len(labels)} labels given for {n} runs (baseline first, then each candidate)")
         if any(not x for x in labels):
@@ -506,14 +574,8 @@ def _labels(summaries: list, labels: list[str] | None) -> list[str]:
     out: list[str] = []
     for s in summaries:
         facts = run_facts(s.trace.meta)
-        name = re.sub(
-            r"(\.pt)?(\.trace)?\.json(\.gz)?$", "", str(s.trace.meta.source).replace("\\", "/").split("/")[-1]
-        )
-        name = facts.get("variant") or name or "run"
-        cand, k = name, 2
-        while cand in out:
-            cand, k = f"{name} #{k}", k + 1
-        out.append(cand)
+        name = safe_text(facts.get("variant")) or file_label(str(s.trace.meta.source)) or "run"
+        out.append(unique_label(name, out))
     return out
 
 
@@ -539,6 +601,7 @@ def _run_facts(summary, seq: RunSeq) -> RunFacts:
             by[g] = by.get(g, 0.0) + t
         top = max(by, key=by.get)
         top_gemm, dtype = top.label(), top.dtype
+    dram_total, dram_basis = _predict_dram(summary, seq)
     return RunFacts(
         label=seq.label,
         source=str(summary.trace.meta.source),
@@ -560,8 +623,22 @@ def _run_facts(summary, seq: RunSeq) -> RunFacts:
         top_gemm=top_gemm,
         dtype=dtype,
         notes=list(seq.notes),
+        dram_bytes_per_step=dram_total,
+        dram_basis=dram_basis,
         step_values=_step_values(summary),
     )
+
+
+def _predict_dram(summary, seq: RunSeq) -> tuple[float, str]:
+    """analyzer.dram on the representative step itself (its rows get dram_bytes): the step's predicted DRAM bytes
+    (NaN when a GPU op has none) and what they rest on. Same kernels, shapes and bytes as the Summary's DRAM step
+    give the same figures: the model reads no durations."""
+    pred = predict_step(seq.rows, summary.trace.gpu)
+    seq.rows["dram_bytes"] = pred["dram_bytes"].to_numpy()
+    d = pred["dram_bytes"]
+    total = float(d.sum()) if len(d) and d.notna().all() else float("nan")
+    basis = next((str(b).split("; ")[0] for b in pred["dram_basis"] if str(b).startswith("predicted")), "")
+    return total, basis or next(iter(pred["dram_basis"]), "unknown")
 
 
 def _step_values(summary) -> dict[str, list[float]]:
@@ -605,7 +682,9 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
     b_rows = bseq.records
     c_rows = cseq.records
 
-    groups = [_group_row(g, b_rows, c_rows) for g in res.groups]
+    b_dram = bseq.rows["dram_bytes"].to_numpy(dtype=float) if "dram_bytes" in bseq.rows else None
+    c_dram = cseq.rows["dram_bytes"].to_numpy(dtype=float) if "dram_bytes" in cseq.rows else None
+    groups = [_group_row(g, b_rows, c_rows, b_dram, c_dram) for g in res.groups]
     fusions = _aggregate([r for r in groups if r.kind == "fusion"])
     swaps = _aggregate([r for r in groups if r.kind == "swap"])
     choices = _aggregate([r for r in groups if r.kind == "kernel choice"])
@@ -711,7 +790,7 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
     )
 
 
-def _group_row(g: Group, b_rows: list, c_rows: list) -> FusionRow:
+def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -> FusionRow:
     fr = [c_rows[j] for j in g.fused]
     members = [b_rows[m] for m in g.members]
     ops: list[str] = []
@@ -740,7 +819,7 @@ def _group_row(g: Group, b_rows: list, c_rows: list) -> FusionRow:
     if g.kind == "kernel choice":
         cand_bytes = sum(member_bytes(r) for r in fr)
     else:
-        cand_bytes = base_bytes - avoided if _finite(avoided) else float("nan")
+        cand_bytes = base_bytes - avoided if finite(avoided) else float("nan")
     return FusionRow(
         kind=g.kind,
         fused_kernel=" + ".join(str(r.name) for r in fr),
@@ -757,7 +836,9 @@ def _group_row(g: Group, b_rows: list, c_rows: list) -> FusionRow:
         candidate_time_us_per_step=sum(float(r.dur_us) for r in fr),
         base_bytes_per_step=base_bytes,
         candidate_bytes_per_step=cand_bytes,
-        evidence=[f"{_short(b_rows[m].name)}: {g.evidence.get(m, '')}" for m in g.members],
+        evidence=[f"{short_name(b_rows[m].name)}: {g.evidence.get(m, '')}" for m in g.members],
+        base_dram_bytes_per_step=float(b_dram[[*g.members, *g.side]].sum()) if b_dram is not None else float("nan"),
+        candidate_dram_bytes_per_step=float(c_dram[g.fused].sum()) if c_dram is not None else float("nan"),
     )
 
 
@@ -782,10 +863,12 @@ def _aggregate(rows: list[FusionRow]) -> list[FusionRow]:
             "candidate_time_us_per_step",
             "base_bytes_per_step",
             "candidate_bytes_per_step",
+            "base_dram_bytes_per_step",
+            "candidate_dram_bytes_per_step",
         ):
             setattr(a, attr, getattr(a, attr) + getattr(r, attr))
         a.bytes_complete = a.bytes_complete and r.bytes_complete
-    return sorted(out.values(), key=lambda r: -(r.bytes_avoided_per_step if _finite(r.bytes_avoided_per_step) else -1))
+    return sorted(out.values(), key=lambda r: -(r.bytes_avoided_per_step if finite(r.bytes_avoided_per_step) else -1))
 
 
 def _gemm_table(pairs: list) -> list[dict]:
@@ -879,11 +962,11 @@ def _aggregate_round_trips(items: list[dict]) -> list[dict]:
         else:
             a["count_per_step"] += 1
             a["round_trip_bytes"] += it["round_trip_bytes"]
-    return sorted(out.values(), key=lambda a: -(a["round_trip_bytes"] if _finite(a["round_trip_bytes"]) else 0))
+    return sorted(out.values(), key=lambda a: -(a["round_trip_bytes"] if finite(a["round_trip_bytes"]) else 0))
 
 
 def _run_json(r: RunFacts) -> dict:
-    return _clean(
+    return clean_json(
         {
             "label": r.label,
             "source": r.source,
@@ -906,6 +989,9 @@ def _run_json(r: RunFacts) -> dict:
             "remaining_round_trip_bytes_per_step": r.remaining_bytes_per_step,
             "top_gemm": r.top_gemm,
             "measured_dram_bytes_per_step": r.measured_dram_bytes,
+            "measured_warm_dram_bytes_per_step": r.measured_warm_dram_bytes,
+            "predicted_dram_bytes_per_step": r.dram_bytes_per_step,
+            "predicted_dram_basis": r.dram_basis,
             "dtype": r.dtype,
             "notes": r.notes,
         }
@@ -920,15 +1006,8 @@ def _ordered_categories(runs: list[RunFacts]) -> list[str]:
     return [c for c in CATEGORIES if c in seen] + sorted(seen - set(CATEGORIES))
 
 
-def _finite(x) -> bool:
-    try:
-        return math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
 def _gbps(nbytes: float, us: float) -> float:
-    if not _finite(nbytes) or not _finite(us) or us <= 0:
+    if not finite(nbytes) or not finite(us) or us <= 0:
         return math.nan
     return nbytes / (us * 1e3)  # bytes per µs / 1e3 = 1e9 bytes per second
 
@@ -937,7 +1016,7 @@ def _range_or_none(values) -> list[float] | None:
     if values is None or len(values) == 0:
         return None
     lo, hi = spread_range(values)
-    return [lo, hi] if _finite(lo) and _finite(hi) else None
+    return [lo, hi] if finite(lo) and finite(hi) else None
 
 
 def _div(x, f: float | None):
@@ -946,7 +1025,7 @@ def _div(x, f: float | None):
         return None
     if isinstance(x, (list, tuple)):
         return [v / f for v in x]
-    return x / f if _finite(x) else None
+    return x / f if finite(x) else None
 
 
 def _saved_range(rb, rc) -> list[float] | None:
@@ -971,7 +1050,7 @@ def _call(saved, floor_us: float = 0.0) -> str | None:
 
 
 def _saved_text(us: float) -> str:
-    return f"saved {fmt_us(us)}" if not _finite(us) or us >= 0 else f"cost {fmt_us(-us)} more"
+    return f"saved {fmt_us(us)}" if not finite(us) or us >= 0 else f"cost {fmt_us(-us)} more"
 
 
 def _range_text(r) -> str:
@@ -988,7 +1067,7 @@ def _call_text(call: str | None) -> str:
 
 def _event_range(facts: dict) -> list[float] | None:
     lo, hi = facts.get("p10_us"), facts.get("p90_us")
-    return [float(lo), float(hi)] if _finite(lo) and _finite(hi) else None
+    return [float(lo), float(hi)] if finite(lo) and finite(hi) else None
 
 
 def _sub(a: float | None, b: float | None) -> float | None:
@@ -996,31 +1075,6 @@ def _sub(a: float | None, b: float | None) -> float | None:
 
 
 def _pct(new: float, old: float) -> float:
-    if not _finite(new) or not _finite(old) or old == 0:
+    if not finite(new) or not finite(old) or old == 0:
         return math.nan
     return 100.0 * (new - old) / old
-
-
-def _short(name: str, n: int = 60) -> str:
-    return short_name(name, n)
-
-
-def _clean(x):
-    """JSON-safe: NaN/inf -> None, tuples -> lists, numpy scalars -> Python."""
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, bool) or x is None or isinstance(x, str):
-        return x
-    if isinstance(x, int):
-        return x
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if not math.isfinite(f):
-        return None
-    if hasattr(x, "item"):
-        x = x.item()
-    return x if isinstance(x, int) else f

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analyzer.diff.align import Alignment, RunSeq
-from analyzer.diff.facts import short_name
+from analyzer.fmt import short_name
 from analyzer.ops.names import POINTWISE_OPS, canonical_ops, text_ops
 from analyzer.ops.tensors import Tensor
 
@@ -226,7 +226,7 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
                     if best is None or key < best[0]:
                         best = (key, j, m)
             if best is not None:
-                take(i, best[1], f"data flow: its tensor passes to/from {_short(b_rows[best[2]].name)}")
+                take(i, best[1], f"data flow: its tensor passes to/from {short_name(b_rows[best[2]].name, 48)}")
                 new.append(i)
         near = {x for i in new for x in range(i - FLOW_LOOKBACK, i + FLOW_LOOKBACK + 1)}
         todo = sorted(x for x in near & left_b_set if x not in claim)
@@ -502,10 +502,6 @@ def _intermediates(g: Group, b_rows: list) -> None:
     )
     # one kernel replaced by one kernel: no tensor passes between replaced kernels, 0 bytes avoided by the rule
     g.bytes_complete = len(g.members) == 1 or (bool(known) and all(not math.isnan(i.nbytes) for i in g.intermediates))
-
-
-def _short(name: str, n: int = 48) -> str:
-    return short_name(name, n)
 
 
 # --- what is left: round trips a run still makes --------------------------------------------------------------------

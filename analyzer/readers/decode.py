@@ -386,11 +386,10 @@ def split_document(buf) -> tuple[str, dict, Raw]:
 
 
 def _first_byte(buf) -> int:
-    head = bytes(memoryview(buf)[:4096])
-    if head.startswith(b"\xef\xbb\xbf"):  # UTF-8 BOM
-        head = head[3:]
-    head = head.lstrip(_WS)
-    return head[0] if head else -1
+    view = memoryview(buf)
+    pos = 3 if bytes(view[:3]) == b"\xef\xbb\xbf" else 0  # UTF-8 BOM
+    pos = skip_ws(view, pos, len(view))
+    return view[pos] if pos < len(view) else -1
 
 
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{(?=\s*\")")
@@ -416,12 +415,35 @@ def _events_span(events: Raw, buf):
     else:
         view = memoryview(buf)
     end = off + len(events) - 1  # the closing ']'
-    pos = off + 1
-    while pos < end and view[pos] in _WS:
-        pos += 1
-    while end > pos and view[end - 1] in _WS:
-        end -= 1
+    pos = skip_ws(view, off + 1, end)
+    end = skip_ws_back(view, pos, end)
     return view, buf, pos, end
+
+
+_WS_BLOCK = 1 << 20
+
+
+def skip_ws(view, pos: int, end: int) -> int:
+    """First index in [pos, end) that is not JSON whitespace (end if none), at memory speed: a 1 MiB block that
+    is all whitespace is passed by one C ``translate`` (0.4 s per GiB; ``lstrip`` with four characters takes
+    6 ns a byte, a Python loop took 6.6 s for 20 MB of padding); only the block holding the answer is stripped."""
+    while pos < end:
+        block = bytes(view[pos : min(end, pos + _WS_BLOCK)])
+        if block.translate(None, _WS):
+            return pos + len(block) - len(block.lstrip(_WS))
+        pos += len(block)
+    return end
+
+
+def skip_ws_back(view, start: int, end: int) -> int:
+    """Index just after the last non-whitespace byte in [start, end) (start if none), 1 MiB blocks from the end."""
+    while end > start:
+        lo = max(start, end - _WS_BLOCK)
+        block = bytes(view[lo:end])
+        if block.translate(None, _WS):
+            return lo + len(block.rstrip(_WS))
+        end = lo
+    return start
 
 
 def _batches(view, buf, pos: int, end: int, chunk_bytes: int):

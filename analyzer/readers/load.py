@@ -1,6 +1,6 @@
 """Bytes in: paths and uploads, gzip with a cap, JSON repair, truncation recovery → ``Trace``.
 
-``load_trace(src, name=None, *, max_decompressed_bytes=None)``
+``load_trace(src, name=None, *, max_decompressed_bytes=None, max_gzip_ratio=None)``
 
 * ``src``: a path (``str`` / ``os.PathLike``) or the raw bytes of an upload (then ``name`` names it in messages).
   Gzip is detected by its magic bytes (1f 8b), never by the file name.
@@ -9,6 +9,10 @@
   ``max_decompressed_bytes``, else env ``FUSELENS_MAX_DECOMPRESSED_BYTES``, else 8 GiB (a 2 GB trace on a
   24 GiB machine peaks near 4 GB RSS; 8 GiB of JSON would not fit in memory on such a machine anyway).
   The same cap bounds an uncompressed file or upload.
+* Bomb and padding guard (``GzipGuard``): past 256 MiB of output, a gzip inflating more than 100:1 (argument
+  ``max_gzip_ratio``, else env ``FUSELENS_MAX_GZIP_RATIO``; 0 = off) or holding ≥ 95% whitespace/NUL is
+  refused while it inflates, so a 4 MB file of 4 GiB of spaces is answered after 256 MiB, not 4 GiB.
+  The gzip trailer's size field is never used to allocate.
 * Repairs (only tried after the fast decode has failed, so a clean trace pays nothing):
   - truncated JSON (a killed run leaves the array unclosed; a cut gzip stream): keep every complete event,
     drop the partial tail, say how many bytes were dropped in ``trace.meta.warnings``;
@@ -25,6 +29,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import struct
@@ -32,14 +37,17 @@ import zlib
 from pathlib import Path
 
 import msgspec
+import numpy as np
 from msgspec import Raw
 
 from analyzer.errors import TraceError
-from analyzer.readers.decode import ShapeError, decode_events, split_document
+from analyzer.readers.decode import ShapeError, decode_events, skip_ws, split_document
 from analyzer.trace import Trace, build_trace
 
 ENV_MAX_DECOMPRESSED = "FUSELENS_MAX_DECOMPRESSED_BYTES"
 DEFAULT_MAX_DECOMPRESSED_BYTES = 8 * 1024**3
+ENV_MAX_GZIP_RATIO = "FUSELENS_MAX_GZIP_RATIO"
+DEFAULT_MAX_GZIP_RATIO = 100.0
 _CHUNK = 1 << 20  # 1 MiB of output per inflate step: the overshoot past the cap is at most this
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -60,17 +68,22 @@ def decompression_cap(override: int | None = None) -> int:
 
 
 def load_trace(
-    src: str | os.PathLike | bytes, name: str | None = None, *, max_decompressed_bytes: int | None = None
+    src: str | os.PathLike | bytes,
+    name: str | None = None,
+    *,
+    max_decompressed_bytes: int | None = None,
+    max_gzip_ratio: float | None = None,
 ) -> Trace:
     """Read a Kineto trace (path or upload bytes, plain or gzip) into a ``Trace``. Raises ``TraceError``."""
     cap = decompression_cap(max_decompressed_bytes)
     if isinstance(src, (bytes, bytearray, memoryview)):
         source = name or "upload"
-        data, warnings = read_bytes(bytes(src) if isinstance(src, memoryview) else src, source, cap)
+        guard = GzipGuard(source, max_gzip_ratio)
+        data, warnings = read_bytes(bytes(src) if isinstance(src, memoryview) else src, source, cap, guard)
     else:
         path = Path(src)
         source = name or path.name
-        data, warnings = read_path(path, source, cap)
+        data, warnings = read_path(path, source, cap, GzipGuard(source, max_gzip_ratio))
     damaged = any("checksum" in w or "corrupt" in w for w in warnings)
     form, header, events, more = parse_document(data, source, damaged)
     warnings += more
@@ -88,17 +101,13 @@ def load_trace(
 
 
 # ---------------------------------------------------------------------------------------------------- bytes
-def read_path(path: Path, source: str, cap: int) -> tuple[bytearray | bytes, list[str]]:
+def read_path(path: Path, source: str, cap: int, guard: GzipGuard | None = None) -> tuple[bytearray | bytes, list[str]]:
     try:
         with open(path, "rb") as f:
             head = f.read(2)
             f.seek(0)
             if head == _GZIP_MAGIC:
-                size = os.fstat(f.fileno()).st_size
-                f.seek(max(0, size - 4))
-                hint = _size_hint(f.read(4), size, cap)
-                f.seek(0)
-                return _gunzip(f, source, cap, hint)
+                return _gunzip(f, source, cap, guard)
             size = os.fstat(f.fileno()).st_size
             if size > cap:
                 raise TraceError(
@@ -117,33 +126,36 @@ def read_path(path: Path, source: str, cap: int) -> tuple[bytearray | bytes, lis
         raise TraceError(source, "permission denied") from None
 
 
-def read_bytes(data: bytes | bytearray, source: str, cap: int) -> tuple[bytes | bytearray, list[str]]:
+def read_bytes(
+    data: bytes | bytearray, source: str, cap: int, guard: GzipGuard | None = None
+) -> tuple[bytes | bytearray, list[str]]:
     if data[:2] == _GZIP_MAGIC:
         import io
 
-        return _gunzip(io.BytesIO(data), source, cap, _size_hint(bytes(data[-4:]), len(data), cap))
+        return _gunzip(io.BytesIO(data), source, cap, guard)
     if len(data) > cap:
         raise TraceError(source, f"upload is {len(data):,} bytes, over the {cap:,}-byte limit ({ENV_MAX_DECOMPRESSED})")
     return data, []
 
 
-def _gunzip(f, source: str, cap: int, size_hint: int = 0) -> tuple[bytearray, list[str]]:
-    """Inflate a (possibly multi-member) gzip stream in bounded steps.
+def _gunzip(f, source: str, cap: int, guard: GzipGuard | None = None) -> tuple[bytearray, list[str]]:
+    """Inflate a (possibly multi-member) gzip stream in bounded steps, under the cap and the bomb guard.
 
     Raw deflate with our own header/trailer handling (not wbits=31): zlib would raise on a bad CRC and throw
     away the last chunk of output; here a bad CRC or a cut stream keeps everything that inflated, with a warning.
-    size_hint: expected output size (from the gzip trailer) to fill one preallocated buffer: growing a bytearray
-    to 1 GB reallocates, and a moving realloc briefly holds 2 copies (peak 2.07 GB instead of ~1.1 for a 1 GB
-    trace).
+    The output grows by appending (glibc moves a big buffer with mremap, no copy: 1 GiB in 1 MiB steps peaks at
+    1.0 GiB); the trailer's size field is only compared, never used to allocate (a 4 MB file may claim 4 GiB).
     """
-    out = _Output(size_hint)
+    f = _Counted(f)
+    guard = guard or GzipGuard(source)
+    out = bytearray()
     warnings: list[str] = []
     buf = f.read(_CHUNK)
     members = 0
     while True:
         buf = _read_more(f, buf, 1 << 16)  # a gzip header (with file name/comment) fits in 64 KiB
         if members and not buf.strip(b"\x00"):
-            return out.result(), warnings  # end of file (zero padding allowed)
+            return out, warnings  # end of file (zero padding allowed)
         h = _gzip_header_len(buf)
         if h is None or h < 0:
             if members == 0:
@@ -152,7 +164,7 @@ def _gunzip(f, source: str, cap: int, size_hint: int = 0) -> tuple[bytearray, li
                 )
                 raise TraceError(source, problem)
             warnings.append(f"ignored {len(buf):,}+ bytes of trailing data after the gzip stream")
-            return out.result(), warnings
+            return out, warnings
         buf = buf[h:]
         d = zlib.decompressobj(wbits=-15)
         crc = size = 0
@@ -160,31 +172,32 @@ def _gunzip(f, source: str, cap: int, size_hint: int = 0) -> tuple[bytearray, li
             if not buf:
                 buf = f.read(_CHUNK)
                 if not buf:
-                    if not out.n:
+                    if not out:
                         raise TraceError(source, "gzip stream is cut before any data")
-                    warnings.append(f"gzip stream is truncated: kept the {out.n:,} bytes that inflated")
-                    return out.result(), warnings
+                    warnings.append(f"gzip stream is truncated: kept the {len(out):,} bytes that inflated")
+                    return out, warnings
             try:
                 chunk = d.decompress(buf, _CHUNK)
             except zlib.error as err:
-                if not out.n:
+                if not out:
                     raise TraceError(source, f"not a valid gzip stream ({err})") from None
-                warnings.append(f"gzip data corrupt after {out.n:,} bytes ({err}); kept what inflated")
-                return out.result(), warnings
+                warnings.append(f"gzip data corrupt after {len(out):,} bytes ({err}); kept what inflated")
+                return out, warnings
             crc = zlib.crc32(chunk, crc)
             size += len(chunk)
-            out.add(chunk)
-            if out.n > cap:
+            out += chunk
+            if len(out) > cap:
                 raise TraceError(
                     source,
                     f"decompresses to more than {cap:,} bytes (the limit; raise it with {ENV_MAX_DECOMPRESSED} or"
                     " max_decompressed_bytes)",
                 )
             buf = d.unused_data if d.eof else d.unconsumed_tail
+            guard.add(chunk, len(out), f.n - len(buf))
         buf = _read_more(f, buf, 8)
         if len(buf) < 8:
             warnings.append("gzip stream is truncated (its 8-byte trailer is missing); the data inflated completely")
-            return out.result(), warnings
+            return out, warnings
         crc_file, size_file = struct.unpack("<II", buf[:8])
         if crc_file != crc or size_file != size & 0xFFFFFFFF:
             warnings.append("gzip checksum mismatch: the data inflated but may be corrupt")
@@ -192,30 +205,89 @@ def _gunzip(f, source: str, cap: int, size_hint: int = 0) -> tuple[bytearray, li
         members += 1
 
 
-class _Output:
-    """A bytearray filled in place up to a size hint, growing past it only if the hint was low."""
+class _Counted:
+    """A binary file that counts the bytes read from it (compressed input consumed, for the ratio)."""
 
-    def __init__(self, hint: int):
-        self.buf = bytearray(hint)
-        self.n = 0
+    def __init__(self, f):
+        self.f, self.n = f, 0
 
-    def add(self, chunk: bytes) -> None:
-        k = len(chunk)
-        self.buf[self.n : self.n + k] = chunk  # past the end, slice assignment grows the buffer
-        self.n += k
-
-    def result(self) -> bytearray:
-        del self.buf[self.n :]
-        return self.buf
+    def read(self, size: int) -> bytes:
+        data = self.f.read(size)
+        self.n += len(data)
+        return data
 
 
-def _size_hint(tail: bytes, compressed: int, cap: int) -> int:
-    """Uncompressed size from the gzip trailer (ISIZE, mod 2^32), if believable: deflate expands by at most
-    ~1032:1, so a claim above that (or above the cap) is ignored rather than preallocated."""
-    if len(tail) < 4:
-        return 0
-    isize = struct.unpack("<I", tail[-4:])[0]
-    return isize if compressed <= isize <= min(cap, 1032 * compressed) else 0
+class GzipGuard:
+    """Refuses a gzip that is a bomb or padding, while it inflates (so the answer costs ~FLOOR bytes, not the
+    whole inflation).
+
+    Checked at every WINDOW of output once FLOOR bytes have inflated, over the output so far AND over the last
+    WINDOW alone (a real head followed by gigabytes of spaces is caught at the first check past the floor):
+    * ratio: inflated / compressed bytes above ``max_ratio`` (default 100). Kineto JSON compresses 8–20:1
+      (the 2 M-kernel dense trace of bench/make_dense_trace.py: 13:1); runs of whitespace or a repeated byte
+      deflate ~1,000:1.
+    * padding: ≥ PADDING_SHARE of the bytes are whitespace, control characters or NUL (≤ 0x20). A real trace,
+      even pretty-printed with deep indentation, holds names and numbers; a 4:1 mix of random whitespace
+      would pass the ratio rule but not this one.
+    ``max_ratio`` ≤ 0 or ∞ turns both checks off. Counting padding costs ~0.2 s per GiB (numpy), inflating
+    ~3–4 s per GiB.
+    """
+
+    FLOOR = 256 << 20
+    WINDOW = 64 << 20
+    PADDING_SHARE = 0.95
+
+    def __init__(self, source: str, max_ratio: float | None = None):
+        self.source = source
+        self.max_ratio = gzip_ratio_limit(max_ratio)
+        self.on = 0 < self.max_ratio < math.inf
+        self.pad = 0  # padding bytes so far
+        self.mark = (0, 0, 0)  # (output, input, padding) at the last window boundary
+        self.next_check = self.WINDOW
+
+    def add(self, chunk: bytes, n_out: int, n_in: int) -> None:
+        if not self.on:
+            return
+        self.pad += int(np.count_nonzero(np.frombuffer(chunk, np.uint8) <= 0x20))
+        if n_out < self.next_check:
+            return
+        self.next_check = n_out + self.WINDOW
+        w_out, w_in, w_pad = n_out - self.mark[0], n_in - self.mark[1], self.pad - self.mark[2]
+        self.mark = (n_out, n_in, self.pad)
+        if n_out < self.FLOOR:
+            return
+        spans = ((n_out, n_in, self.pad, "first"), (w_out, w_in, w_pad, "last"))
+        for out, inp, _, what in spans:
+            ratio = out / max(inp, 1)
+            if ratio > self.max_ratio:
+                raise TraceError(
+                    self.source,
+                    f"refused as a decompression bomb: the {what} {out:,} bytes inflated from {inp:,} ({ratio:,.0f}:1,"
+                    f" over the {self.max_ratio:g}:1 limit; Kineto JSON compresses 8–20:1; {_GUARD_OVERRIDE})",
+                )
+        for out, inp, pad, what in spans:
+            if pad >= self.PADDING_SHARE * out:
+                raise TraceError(
+                    self.source,
+                    f"refused as padding: {pad / out:.0%} of the {what} {out:,} bytes inflated from {inp:,}"
+                    f" ({out / max(inp, 1):,.0f}:1) are whitespace/NUL, not trace data ({_GUARD_OVERRIDE})",
+                )
+
+
+_GUARD_OVERRIDE = f"to load it anyway set {ENV_MAX_GZIP_RATIO} or max_gzip_ratio higher, or 0 for no check"
+
+
+def gzip_ratio_limit(override: float | None = None) -> float:
+    """The bomb guard's ratio limit: argument, else $FUSELENS_MAX_GZIP_RATIO, else 100. ≤ 0: no guard."""
+    if override is not None:
+        return float(override)
+    env = os.environ.get(ENV_MAX_GZIP_RATIO, "").strip()
+    if env:
+        try:
+            return float(env)
+        except ValueError:
+            raise TraceError(ENV_MAX_GZIP_RATIO, f"not a ratio: {env!r}") from None
+    return DEFAULT_MAX_GZIP_RATIO
 
 
 def _read_more(f, buf: bytes, need: int) -> bytes:
@@ -257,7 +329,7 @@ def parse_document(
 
     damaged: the bytes are known to be corrupt (gzip CRC mismatch / broken deflate): a syntax error is then
     treated as the end of the good data, like a truncation, instead of an error."""
-    if not data or not bytes(data[:4096]).strip():
+    if skip_ws(memoryview(data), 0, len(data)) == len(data):
         raise TraceError(source, "empty file")
     if bytes(data[:3]) == _BOM:
         data = memoryview(data)[3:]  # Windows editors prepend a UTF-8 byte-order mark; JSON parsers reject it
@@ -360,7 +432,7 @@ def _fix_syntax(buf) -> tuple[bytes, list[str]]:
 def _recover_truncated(buf, source: str, warnings: list[str]):
     """Keep every complete event of a cut-off file: close the events array after the last complete event."""
     b = bytes(buf) if not isinstance(buf, bytes) else buf
-    first = b.lstrip()[:1]
+    first = b[skip_ws(memoryview(b), 0, len(b)) :][:1]
     closers = [b"]"] if first == b"[" else [b"]}", b"}"]
     n = len(b)
     tried = 0

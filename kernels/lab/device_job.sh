@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
-#   bash kernels/lab/device_job.sh STEP...      STEP: facts | sweep | configs | record | record-hf | record-fuselens |
-#                                           record-skew | check |
+#   bash kernels/lab/device_job.sh STEP...      STEP: facts | sweep | configs | record | record-hf | record-fuselens | record-layer | record-llama-layer | record-templates | record-skew | check |
 #                                           bench | bench-quick | bench-mlp | bench-gating | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
@@ -76,6 +75,29 @@ record_fuselens() {
   rec hf_geglu_bf16_fuselens 120 --workload geglu --variants fuselens-gating,fuselens "${HF[@]}" --dtype bf16 --measure-bytes
 }
 
+# A whole decoder layer (issue 14): transformers' GemmaDecoderLayer, Gemma-2B-like (hidden 2048, intermediate 16384,
+# 8 q heads, 1 KV head, head_dim 256), batch 1, seq 2048, bf16. ncu bytes (flushed + warm) for eager and sdpa only:
+# each compiled variant would compile again inside ncu's child. ~5 min on an H100 (two cold compiles, four ncu runs).
+record_layer() {
+  python3 -c "import transformers; print('transformers', transformers.__version__)" 2>&1 | tail -1
+  rec gemma_layer_bf16 "${LAYER_LIMIT_S:-480}" --workload gemma-layer --variants eager,sdpa,compile,compile-fuselens \
+    --dtype bf16 --measure-bytes eager,sdpa
+  python3 -c "import json,sys; m=json.load(open(sys.argv[1])); [print(v['name'], v['status'], v.get('median_us'), v.get('attention_backend'), v.get('dram_bytes_read'), v.get('message','')[:120]) for v in m['variants']]" \
+    "$R/sample_traces/gemma_layer_bf16/manifest.json" 2>&1 | tail -6
+}
+
+# Inductor GEMM templates with shapes (issue 12 bugs 1 and 5): every GEMM a `triton_tem_fused_…` kernel, no CUDA
+# graphs, forward and training; ~3 min on an H100 (max-autotune benchmarks each GEMM's template configs).
+record_templates() {
+  local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072)
+  rec hf_geglu_templates_bf16 "${TEMPLATES_LIMIT_S:-200}" --workload geglu --variants eager,compile,compile-triton-gemm "${HF[@]}" --dtype bf16
+  rec geglu_train_templates_bf16 "${TEMPLATES_LIMIT_S:-200}" --workload geglu --variants eager,compile-triton-gemm "${HF[@]}" --dtype bf16 --train
+}
+
+record_llama_layer() {  # Llama-style (SwiGLU, 16 q heads, 4 KV heads, head_dim 128): ~2 min, no ncu
+  rec llama_layer_bf16 "${LAYER_LIMIT_S:-240}" --workload llama-layer --variants eager,sdpa,compile,compile-fuselens --dtype bf16
+}
+
 # Flushed + in-sequence ("warm") Nsight Compute DRAM bytes per kernel (kernels/lab/ncu.py) with the traces they belong to,
 # for the DRAM model (analyzer/dram.py). Case folders get an "h200_" prefix on an H200 so both cards' sets can sit side
 # by side in sample_traces/. plain h=8192: an 8192x8192 bf16 intermediate (134 MB) that no L2 holds.
@@ -139,6 +161,7 @@ bench() {
 for step in "$@"; do
   case $step in
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-fuselens) record_fuselens ;; check) check ;;
+    record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
     record-skew) record_skew ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;

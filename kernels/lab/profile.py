@@ -2,6 +2,12 @@
 
     python -m kernels.profile --workload geglu --variants eager,compile,liger,fuselens \
         --batch 64 --seq 128 --d-model 768 --hidden 3072 --dtype bf16 --out DIR [--measure-bytes] [--train]
+    python -m kernels.profile --workload gemma-layer --variants eager,sdpa,compile,compile-fuselens \
+        --out DIR [--measure-bytes eager,sdpa]      (a whole HF decoder layer: kernels.models.layer)
+
+Sizes default per workload: MLPs batch 64, seq 128, d-model 768, hidden 3072; decoder layers (LAYER_DEFAULTS)
+batch 1, seq 2048, d-model = the layer's hidden size, hidden = its MLP intermediate size, --heads / --kv-heads /
+--head-dim. --measure-bytes alone measures every variant; with a list, those variants only.
 
 The variants take turns (--rounds, default 8): every variant is built and warmed up first, then each round times
 and profiles a few steps of every variant in a rotating order, so GPU clock/power/temperature drift over the session
@@ -42,6 +48,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -57,6 +64,15 @@ MAX_SEQ = 65536
 MAX_EST_BYTES = 24 * 2**30
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 WORKLOADS = ("geglu", "swiglu", "plain")  # kept equal to kernels.models.workloads.WORKLOADS (checked in tests)
+MLP_DEFAULTS = {"batch": 64, "seq": 128, "d_model": 768, "hidden": 3072}
+# Decoder layers (kernels.models.layer, which needs torch: these copies let arguments be checked without it; a test
+# keeps them equal to layer.DEFAULT_SHAPES). d_model = hidden size, hidden = MLP intermediate size.
+LAYER_DEFAULTS = {
+    "gemma-layer": {"batch": 1, "seq": 2048, "d_model": 2048, "hidden": 16384, "heads": 8, "kv_heads": 1, "head_dim": 256},
+    "llama-layer": {"batch": 1, "seq": 2048, "d_model": 2048, "hidden": 8192, "heads": 16, "kv_heads": 4, "head_dim": 128},
+}  # fmt: skip
+LAYER_WORKLOADS = tuple(LAYER_DEFAULTS)
+MAX_HEADS, MAX_HEAD_DIM = 256, 512
 N_TIMED = 100
 # Variants take turns: ROUNDS rounds of STEPS_PER_TURN profiled steps each, so every variant's trace holds 16 steps
 # spread over the whole session (15 steady after the analyzer drops the first). Why 16: the median of 15 steps moves
@@ -87,15 +103,27 @@ def build_parser() -> argparse.ArgumentParser:
     from kernels.models.variants import DEFAULT_VARIANTS
 
     p = _Parser(prog="python -m kernels.profile", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workload", default="geglu", help=f"one of {', '.join(WORKLOADS)}")
-    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help="comma-separated variant names")
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--d-model", type=int, default=768)
-    p.add_argument("--hidden", type=int, default=3072)
+    p.add_argument("--workload", default="geglu", help=f"one of {', '.join(WORKLOADS + LAYER_WORKLOADS)}")
+    p.add_argument(
+        "--variants", default=None, help=f"comma-separated variant names (MLP: {','.join(DEFAULT_VARIANTS)})"
+    )
+    p.add_argument("--batch", type=int, default=None)
+    p.add_argument("--seq", type=int, default=None)
+    p.add_argument("--d-model", type=int, default=None, help="model width (a layer's hidden size)")
+    p.add_argument("--hidden", type=int, default=None, help="MLP hidden (a layer's intermediate size)")
+    p.add_argument("--heads", type=int, default=None, help="decoder layers: query heads")
+    p.add_argument("--kv-heads", type=int, default=None, help="decoder layers: key/value heads (GQA / MQA)")
+    p.add_argument("--head-dim", type=int, default=None, help="decoder layers: head dim")
     p.add_argument("--dtype", default="bf16", help="bf16, fp16 or fp32")
     p.add_argument("--out", required=False, help="output folder (created)")
-    p.add_argument("--measure-bytes", action="store_true", help="DRAM bytes per kernel with Nsight Compute")
+    p.add_argument(
+        "--measure-bytes",
+        nargs="?",
+        const="all",
+        default=None,
+        metavar="VARIANTS",
+        help="DRAM bytes per kernel with Nsight Compute (all variants, or a comma-separated list)",
+    )
     p.add_argument("--train", action="store_true", help="record a forward+backward training step")
     p.add_argument(
         "--rounds", type=int, default=ROUNDS, help=f"rounds in which every variant takes a turn (default {ROUNDS})"
@@ -121,10 +149,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def estimate_bytes(workload: str, tokens: int, d_model: int, hidden: int, dtype: str, train: bool) -> int:
+def _fill_defaults(ns: argparse.Namespace) -> None:
+    """Sizes left out take the workload's defaults (MLP_DEFAULTS or LAYER_DEFAULTS)."""
+    defaults = LAYER_DEFAULTS.get(ns.workload, MLP_DEFAULTS)
+    for key in ("batch", "seq", "d_model", "hidden", "heads", "kv_heads", "head_dim"):
+        if getattr(ns, key, None) is None:
+            setattr(ns, key, defaults.get(key))
+
+
+def estimate_bytes(workload: str, tokens: int, d_model: int, hidden: int, dtype: str, train: bool, ns=None) -> int:
     """Rough peak GPU memory: weights + x, gate/up/h and y activations (x2 for grads and saved tensors when
-    training), plus 512 MB for the CUDA context's workspace, cuBLAS and the L2 flush buffer."""
+    training), plus 512 MB for the CUDA context's workspace, cuBLAS and the L2 flush buffer. A decoder layer adds
+    its q/k/v/o weights and eager attention's [B, H, S, S] scores (bf16 scores ×3, fp32 softmax, bf16 probs)."""
     elt = DTYPE_BYTES[dtype]
+    if workload in LAYER_WORKLOADS:
+        qkv = (2 * ns.heads + 2 * ns.kv_heads) * ns.head_dim
+        weights = d_model * qkv + 3 * d_model * hidden
+        acts = tokens * (6 * d_model + 3 * hidden + 3 * qkv)
+        scores = ns.batch * ns.heads * ns.seq * ns.seq * (4 * elt + 4) + ns.seq * ns.seq * elt
+        return (elt * (weights + acts) + scores) * (3 if train else 1) + 512 * 2**20
     n_mats = 2 if workload == "plain" else 3
     weights = n_mats * d_model * hidden
     acts = tokens * (2 * d_model + (1 if workload == "plain" else 3) * hidden)
@@ -134,12 +177,18 @@ def estimate_bytes(workload: str, tokens: int, d_model: int, hidden: int, dtype:
 
 def validate(ns: argparse.Namespace) -> list[str]:
     """Check every argument; return the variant list. Raises BadArgs with a one-line reason."""
-    from kernels.models.variants import VARIANTS
+    from kernels.models.variants import DEFAULT_LAYER_VARIANTS, DEFAULT_VARIANTS, LAYER_VARIANTS, VARIANTS
 
-    if ns.workload not in WORKLOADS:
-        raise BadArgs(f"unknown workload {ns.workload!r}; choose one of {', '.join(WORKLOADS)}")
+    if ns.workload not in WORKLOADS + LAYER_WORKLOADS:
+        raise BadArgs(f"unknown workload {ns.workload!r}; choose one of {', '.join(WORKLOADS + LAYER_WORKLOADS)}")
     if ns.dtype not in DTYPE_BYTES:
         raise BadArgs(f"unknown dtype {ns.dtype!r}; choose one of {', '.join(DTYPE_BYTES)}")
+    layer = ns.workload in LAYER_WORKLOADS
+    _fill_defaults(ns)
+    if ns.variants is None:
+        ns.variants = ",".join(DEFAULT_LAYER_VARIANTS if layer else DEFAULT_VARIANTS)
+    if layer:
+        VARIANTS = LAYER_VARIANTS  # noqa: N806 (the registry for this workload)
     variants = [v.strip() for v in ns.variants.split(",") if v.strip()]
     if not variants:
         raise BadArgs("no variants given")
@@ -161,10 +210,24 @@ def validate(ns: argparse.Namespace) -> list[str]:
             raise BadArgs(f"{name} must be between 1 and {hi}, got {value}")
     if ns.lock_clocks is not None and not 0 <= ns.lock_clocks <= 5000:
         raise BadArgs(f"--lock-clocks must be a clock in MHz up to 5000, got {ns.lock_clocks}")
+    if layer:
+        for name, value, hi in (("--heads", ns.heads, MAX_HEADS), ("--kv-heads", ns.kv_heads, MAX_HEADS),
+                                ("--head-dim", ns.head_dim, MAX_HEAD_DIM)):  # fmt: skip
+            if not 1 <= value <= hi:
+                raise BadArgs(f"{name} must be between 1 and {hi}, got {value}")
+        if ns.heads % ns.kv_heads:
+            raise BadArgs(f"--heads {ns.heads} is not a multiple of --kv-heads {ns.kv_heads}")
+        if ns.head_dim % 2:
+            raise BadArgs(f"--head-dim must be even (rotary embeddings rotate pairs), got {ns.head_dim}")
+    if ns.measure_bytes not in (None, "all"):
+        wanted = [v.strip() for v in ns.measure_bytes.split(",") if v.strip()]
+        stray = [v for v in wanted if v not in variants]
+        if not wanted or stray:
+            raise BadArgs(f"--measure-bytes names variant(s) not recorded in this run: {', '.join(map(repr, stray))}")
     tokens = ns.batch * ns.seq
     if tokens > MAX_TOKENS:
         raise BadArgs(f"batch x seq = {tokens} tokens exceeds the limit of {MAX_TOKENS}")
-    est = estimate_bytes(ns.workload, tokens, ns.d_model, ns.hidden, ns.dtype, ns.train)
+    est = estimate_bytes(ns.workload, tokens, ns.d_model, ns.hidden, ns.dtype, ns.train, ns)
     if est > MAX_EST_BYTES:
         raise BadArgs(
             f"estimated GPU memory {est / 2**30:.1f} GiB exceeds the limit of {MAX_EST_BYTES / 2**30:.0f} GiB"
@@ -182,12 +245,14 @@ def _step_fn(fn, x, model, train: bool):
     import torch
 
     if train:
+        # a decoder-layer variant runs its own copy of the weights (kernels.models.layer.variant_copy)
+        params = list(fn.parameters()) if hasattr(fn, "parameters") else list(model.parameters())
 
         def step():
             y = fn(x)
             loss = y.float().square().mean()
             loss.backward()
-            for p in model.parameters():
+            for p in params:
                 p.grad = None
 
         return step
@@ -318,16 +383,48 @@ def _pooled(times: list) -> dict:
     return {"median_us": statistics.median(t), "p10_us": q[0], "p90_us": q[-1], "n_iter": len(t)}
 
 
+_ATTENTION_OP = re.compile(
+    rb'"name": ?"aten::_(?:scaled_dot_product_)?(flash|efficient|cudnn)_attention(?:_forward)?(_for_cpu)?"'
+)
+_ATTENTION_MATH = re.compile(rb'"name": ?"aten::_scaled_dot_product_attention_math"')
+_ATTENTION_KERNEL = re.compile(rb'"cat": ?"kernel", ?"name": ?"([^"]*(?:flash|fmha|sdpa|FlashAttn|attention)[^"]*)"')
+
+
+def attention_facts(trace_path: Path) -> dict:
+    """Which SDPA backend ran, from the trace just written: the aten op PyTorch dispatched to
+    (_scaled_dot_product_flash_attention / _efficient_ / _cudnn_ / _math) and the attention kernels' names.
+    'none' for eager attention (matmul + softmax: no SDPA op)."""
+    with gzip.open(trace_path, "rb") as f:
+        text = f.read()
+    found = sorted({(m.group(1) + (m.group(2) or b"")).decode() for m in _ATTENTION_OP.finditer(text)})
+    if _ATTENTION_MATH.search(text):
+        found.append("math")
+    kernels = sorted({m.group(1).decode(errors="replace")[:160] for m in _ATTENTION_KERNEL.finditer(text)})
+    return {"attention_backend": "+".join(found) or "none", "attention_kernels": kernels[:4]}
+
+
+def make_workload(ns, device: str = "cuda"):
+    """(module, input) for ns.workload: an MLP (kernels.models.workloads) or a decoder layer (kernels.models.layer)."""
+    from kernels.models.workloads import DTYPES, build_model, make_input
+
+    dtype = DTYPES[ns.dtype]
+    if ns.workload in LAYER_WORKLOADS:
+        from kernels.models.layer import LayerShape, build_layer
+
+        shape = LayerShape(ns.d_model, ns.hidden, ns.heads, ns.kv_heads, ns.head_dim)
+        model = build_layer(ns.workload, dtype, device, batch=ns.batch, seq=ns.seq, shape=shape)
+    else:
+        model = build_model(ns.workload, ns.d_model, ns.hidden, dtype, device)
+    return model, make_input(ns.batch, ns.seq, ns.d_model, dtype, device)
+
+
 def _ncu_child(ns) -> int:
     """Internal: warm up the variant, then --ncu-steps steps in a row inside cudaProfilerStart/Stop for ncu."""
     import torch
 
     from kernels.models.variants import build
-    from kernels.models.workloads import DTYPES, build_model, make_input
 
-    dtype = DTYPES[ns.dtype]
-    model = build_model(ns.workload, ns.d_model, ns.hidden, dtype, "cuda")
-    x = make_input(ns.batch, ns.seq, ns.d_model, dtype, "cuda")
+    model, x = make_workload(ns)
     step = _step_fn(build(ns.ncu_child, model, train=ns.train), x, model, ns.train)
     for _ in range(3):
         step()
@@ -344,6 +441,8 @@ def _child_argv(ns, variant: str, steps: int = 1) -> list[str]:
     argv = ["--ncu-child", variant, "--ncu-steps", str(steps), "--workload", ns.workload]
     argv += ["--batch", str(ns.batch), "--seq", str(ns.seq)]
     argv += ["--d-model", str(ns.d_model), "--hidden", str(ns.hidden), "--dtype", ns.dtype]
+    if ns.workload in LAYER_WORKLOADS:
+        argv += ["--heads", str(ns.heads), "--kv-heads", str(ns.kv_heads), "--head-dim", str(ns.head_dim)]
     return argv + (["--train"] if ns.train else [])
 
 
@@ -420,10 +519,9 @@ def run(argv: list[str] | None = None) -> int:
 
     from kernels.lab import conditions, envinfo
     from kernels.models.variants import VariantUnavailable
-    from kernels.models.workloads import DTYPES, build_model, make_input
 
     tokens = ns.batch * ns.seq
-    est = estimate_bytes(ns.workload, tokens, ns.d_model, ns.hidden, ns.dtype, ns.train)
+    est = estimate_bytes(ns.workload, tokens, ns.d_model, ns.hidden, ns.dtype, ns.train, ns)
     free_b, total_b = torch.cuda.mem_get_info()
     if est > 0.9 * total_b:
         msg = f"estimated GPU memory {est / 2**30:.1f} GiB exceeds 90% of this GPU's {total_b / 2**30:.1f} GiB"
@@ -433,13 +531,15 @@ def run(argv: list[str] | None = None) -> int:
 
     out_dir = Path(ns.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    dtype = DTYPES[ns.dtype]
+    shapes = {"batch": ns.batch, "seq": ns.seq, "tokens": tokens, "d_model": ns.d_model, "hidden": ns.hidden}
+    if ns.workload in LAYER_WORKLOADS:
+        shapes.update(heads=ns.heads, kv_heads=ns.kv_heads, head_dim=ns.head_dim, intermediate=ns.hidden)
     manifest = {
         "schema": "fuselens.profile/1",
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **envinfo.environment(),
         "workload": ns.workload,
-        "shapes": {"batch": ns.batch, "seq": ns.seq, "tokens": tokens, "d_model": ns.d_model, "hidden": ns.hidden},
+        "shapes": shapes,
         "dtype": ns.dtype,
         "train": ns.train,
         "profiler": {
@@ -459,8 +559,17 @@ def run(argv: list[str] | None = None) -> int:
         ),
         "variants": [],
     }
-    model = build_model(ns.workload, ns.d_model, ns.hidden, dtype, "cuda")
-    x = make_input(ns.batch, ns.seq, ns.d_model, dtype, "cuda")
+    if ns.workload in LAYER_WORKLOADS:
+        import transformers
+
+        manifest["transformers"] = transformers.__version__
+        manifest["layer"] = (
+            f"transformers {ns.workload.split('-')[0].title()}DecoderLayer, random weights (seed 0), RoPE from the"
+            " model's rotary embedding and the causal mask built once outside the profiled steps; eager: additive"
+            " mask [B,1,S,S]; sdpa/compile: no mask tensor, is_causal"
+        )
+    model, x = make_workload(ns)
+    measure = set(variants) if ns.measure_bytes == "all" else set((ns.measure_bytes or "").split(","))
     entries = {name: {"name": name} for name in variants}
     finished = 0
 
@@ -516,6 +625,8 @@ def run(argv: list[str] | None = None) -> int:
             entry = entries[lv.name]
             trace_name = f"{lv.name}.json.gz"
             _gzip_json(traces[lv.name], out_dir / trace_name)
+            if getattr(model, "is_decoder_layer", False):
+                entry.update(attention_facts(out_dir / trace_name))
             t, launched = _pooled(lv.times_us), _pooled(lv.launch_us)
             entry.update(
                 status="done",
@@ -529,7 +640,7 @@ def run(argv: list[str] | None = None) -> int:
                 warmup_s=round(lv.warm_s, 2),
                 conditions={"profiled": profiled.get(lv.name), "timed": timed.get(lv.name)},
             )
-            if ns.measure_bytes:
+            if lv.name in measure:
                 entry.update(_measure_bytes(ns, lv.name, out_dir))
             entry["message"] = f"median {entry['median_us']:.1f} us per {'training step' if ns.train else 'forward'}"
             clk = (entry["conditions"]["profiled"] or {}).get("sm_clock_mhz")

@@ -89,6 +89,8 @@ def causal_mask(batch: int, seq: int, dtype: torch.dtype, device) -> torch.Tenso
 class LayerWorkload(nn.Module):
     """One HF decoder layer with its per-forward inputs (RoPE cos/sin, causal mask) precomputed."""
 
+    is_decoder_layer = True  # the runner records which attention backend ran for these
+
     def __init__(self, workload: str, shape: LayerShape, batch: int, seq: int, attn: str = "sdpa"):
         super().__init__()
         layer_cls, rope_cls = _layer_classes(workload)
@@ -171,7 +173,7 @@ def _init_weights(model: LayerWorkload) -> None:
 def fuselens_mlp_forward(mlp, activation: str):
     """A forward for the layer's MLP (GemmaMLP / LlamaMLP: gate_proj, up_proj, down_proj, no bias) through the
     FuseLens dual-GEMM op: act(x W_gateᵀ)·(x W_upᵀ) in one kernel, then cuBLAS down_proj."""
-    from kernels import ops
+    from kernels.models import custom_ops as ops
 
     def forward(x: torch.Tensor) -> torch.Tensor:
         x2d = x.reshape(-1, x.shape[-1])
