@@ -23,8 +23,10 @@ Writes into DIR (created if missing; nothing is written anywhere else):
                         status (done/skipped/failed), message, trace file, median forward (or train step) time in us
                         from CUDA events (100 iterations after warm-up, L2 not flushed, launches queued ahead so it is
                         GPU time) and median_launch_bound_us (issued back to back: includes host launch overhead),
-                        ncu file, conditions {profiled, timed}: SM clock (MHz), power (W), temperature (°C)
-                        median/min/max while its steps ran; top level "conditions": the sampler, the GPU's
+                        ncu file; for fuselens / fuselens-graph / fuselens-gating: fuselens_path (dual_gemm, gemm_act,
+                        gating or aten: kernels.models.dispatch), fuselens_fused (False where fusion measured slower
+                        and the variant fell back) and fuselens_probe_us; conditions {profiled, timed}: SM clock
+                        (MHz), power (W), temperature (°C) median/min/max while its steps ran; top level "conditions": the sampler, the GPU's
                         clock/power limits, --lock-clocks. Rewritten after every variant, so an interrupted run
                         still leaves a valid manifest of what finished.
 
@@ -279,6 +281,7 @@ class _Live:
     times_us: list = field(default_factory=list)  # CUDA-event time of every timed step, pooled over the rounds
     launch_us: list = field(default_factory=list)  # the same steps issued back to back from the host
     error: str | None = None  # set when a round failed: the variant leaves the rotation
+    path: dict = field(default_factory=dict)  # which FuseLens path its warm-up chose (_fuselens_path)
 
 
 def _warm(name, model, x, ns) -> _Live:
@@ -291,7 +294,8 @@ def _warm(name, model, x, ns) -> _Live:
     for _ in range(3):  # compile / autotune / cuBLAS heuristics happen here, outside timing and tracing
         step()
     torch.cuda.synchronize()
-    return _Live(name, step, time.perf_counter() - t0)
+    warm_s = time.perf_counter() - t0
+    return _Live(name, step, warm_s, path=_fuselens_path(name, model, x))
 
 
 def _fail(lv: _Live, exc: BaseException) -> None:
@@ -381,6 +385,21 @@ def _pooled(times: list) -> dict:
     t = sorted(times)
     q = statistics.quantiles(t, n=10) if len(t) >= 10 else [t[0]] * 9
     return {"median_us": statistics.median(t), "p10_us": q[0], "p90_us": q[-1], "n_iter": len(t)}
+
+
+def _fuselens_path(name: str, model, x) -> dict:
+    """Which FuseLens path ran (kernels.models.dispatch): {} for the other variants. fuselens_fused is False when
+    the measurement chose cuBLAS + gating or ATen: at this size fusion did not pay."""
+    if name == "fuselens-gating":
+        return {"fuselens_path": "gating", "fuselens_fused": False}
+    if name not in ("fuselens", "fuselens-graph") or getattr(model, "is_decoder_layer", False):
+        return {}  # a decoder layer's fuselens variant calls the dual-GEMM op directly (kernels.models.layer)
+    from kernels.models.dispatch import decision_for
+
+    d = decision_for(model, x)
+    if d is None:  # no decision recorded (it cannot happen after the warm-up); say so rather than guess
+        return {"fuselens_path": "unknown", "fuselens_fused": None}
+    return {"fuselens_path": d["path"], "fuselens_fused": d["fused"], "fuselens_probe_us": d["probe_us"]}
 
 
 _ATTENTION_OP = re.compile(
@@ -639,6 +658,7 @@ def run(argv: list[str] | None = None) -> int:
                 l2_flushed=False,
                 warmup_s=round(lv.warm_s, 2),
                 conditions={"profiled": profiled.get(lv.name), "timed": timed.get(lv.name)},
+                **lv.path,
             )
             if lv.name in measure:
                 entry.update(_measure_bytes(ns, lv.name, out_dir))
@@ -646,6 +666,10 @@ def run(argv: list[str] | None = None) -> int:
             clk = (entry["conditions"]["profiled"] or {}).get("sm_clock_mhz")
             if clk:
                 entry["message"] += f"; SM clock {clk['median']:.0f} MHz while profiled"
+            if "fuselens_path" in entry:
+                entry["message"] += f"; path {entry['fuselens_path']}"
+                if entry["fuselens_fused"] is False and lv.name != "fuselens-gating":
+                    entry["message"] += " (fusion measured slower at this size: fell back)"
             if "ncu_error" in entry:
                 entry["message"] += f"; bytes not measured: {entry['ncu_error']}"
             finished += 1
