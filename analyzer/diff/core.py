@@ -123,7 +123,7 @@ class FusionRow:
     base_time_us_per_step: float
     candidate_time_us_per_step: float
     base_bytes_per_step: float  # estimated traffic of the replaced kernels
-    candidate_bytes_per_step: float  # base_bytes minus the round trips avoided (estimate)
+    candidate_bytes_per_step: float  # the fused kernel's own estimate (analyzer.cost, as in summary)
     evidence: list[str]
     also_removed: list[str] = field(default_factory=list)  # memsets / helper kernels of the replaced op calls
     # PREDICTED DRAM traffic (analyzer.dram, in sequence) of the replaced kernels and of the replacing kernel(s)
@@ -764,10 +764,7 @@ def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -
         )
     base_bytes = sum(member_bytes(m) for m in members)
     avoided = g.bytes_avoided if g.bytes_complete or g.intermediates else float("nan")
-    if g.kind == "kernel choice":
-        cand_bytes = sum(member_bytes(r) for r in fr)
-    else:
-        cand_bytes = base_bytes - avoided if finite(avoided) else float("nan")
+    cand_bytes = sum(member_bytes(r) for r in fr)  # the fused kernel's own estimate: what summary shows for it
     return FusionRow(
         kind=g.kind,
         fused_kernel=" + ".join(str(r.name) for r in fr),

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
-#   bash kernels/lab/device_job.sh STEP...      STEP: facts | sweep | configs | record | record-hf | record-fuselens | record-layer | record-llama-layer | record-templates | check |
-#                                           bench | bench-quick | bench-mlp | bench-gating | ncu-warm | ncu-warm-hf |
+#   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | configs | record | record-hf |
+#                                          record-fuselens | record-layer | record-llama-layer | record-templates |
+#                                          check | gpu-tests | host | bench | bench-quick | bench-mlp | bench-gating |
+#                                          bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
@@ -117,6 +119,27 @@ check() {
   grep -E "^FAILED|^ERROR|AssertionError|Error:" "$R/logs/check.txt" | sort | uniq | head -20
 }
 
+gpu_tests() {  # launcher fast path vs first call, two models in one process, dispatch + trace label, graph variant
+  echo "== GPU tests: tests/test_kernels_gpu.py"
+  timeout "$(left "${GPU_TESTS_LIMIT_S:-240}")" python3 -m pytest -v -s -rfE -p no:cacheprovider tests/test_kernels_gpu.py \
+    >"$R/logs/gpu_tests.txt" 2>&1
+  echo "gpu-tests rc=$?: $(grep -c PASSED "$R/logs/gpu_tests.txt") passed"
+  grep -E "^FAILED|^ERROR|AssertionError|^\{\('" "$R/logs/gpu_tests.txt" | head -20
+}
+
+host() {  # host time per op call, fast path vs JITFunction.run
+  echo "== host overhead"
+  timeout "$(left 120)" python3 scripts/host_overhead.py --n 1000 --top 15 --json "$R/bench/host_overhead.json" \
+    >"$R/logs/host_overhead.txt" 2>&1
+  echo "host rc=$?"; sed -n '1,20p' "$R/logs/host_overhead.txt"
+}
+
+sweep_llm() {
+  echo "== per-config sweep at the LLM shapes"
+  timeout "$(left 240)" python3 -m kernels.lab.sweep --cases llm --out "$R/bench/sweep_llm.md" >"$R/logs/sweep_llm.txt" 2>&1
+  echo "sweep-llm rc=$?"; grep -E "^\||^###" "$R/logs/sweep_llm.txt"; grep -E "Error|error" "$R/logs/sweep_llm.txt" | head -5
+}
+
 sweep() {
   echo "== per-config sweep"
   timeout "$(left 240)" python3 -m kernels.lab.sweep --out "$R/bench/sweep.md" >"$R/logs/sweep.txt" 2>&1
@@ -133,7 +156,7 @@ configs() {
 bench() {
   local lim; lim=$(left 540)
   echo "== bench $* (limit ${lim}s)"
-  timeout "$lim" python3 -m kernels.bench --out-dir "$R/bench" "$@" 2>"$R/logs/bench.err" | tee "$R/logs/bench.md" | grep -E "^\||^- " | head -80
+  timeout "$lim" python3 -m kernels.bench --out-dir "$R/bench" "$@" 2>>"$R/logs/bench.err" | tee -a "$R/logs/bench.md" | grep -E "^\||^- " | head -80
   grep -E "FAILED|Error" "$R/logs/bench.err" | head -5
 }
 
@@ -142,6 +165,8 @@ for step in "$@"; do
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-fuselens) record_fuselens ;; check) check ;;
     record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
+    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;;
+    bench-llm) bench --shapes llm ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;
   esac

@@ -17,7 +17,9 @@ Writes into DIR (created if missing; nothing is written anywhere else):
                         status (done/skipped/failed), message, trace file, median forward (or train step) time in us
                         from CUDA events (100 iterations after warm-up, L2 not flushed, launches queued ahead so it is
                         GPU time) and median_launch_bound_us (issued back to back: includes host launch overhead),
-                        ncu file. Rewritten after
+                        ncu file; for fuselens / fuselens-graph / fuselens-gating: fuselens_path (dual_gemm, gemm_act,
+                        gating or aten: kernels.models.dispatch), fuselens_fused (False where fusion measured slower
+                        and the variant fell back) and fuselens_probe_us. Rewritten after
                         every variant, so an interrupted run still leaves a valid manifest of what finished.
 
 Progress: stdout carries ONLY progress lines, one JSON object per line, flushed at once:
@@ -244,6 +246,7 @@ def _record_variant(name, model, x, ns, out_dir: Path) -> dict:
         step()
     torch.cuda.synchronize()
     warm_s = time.perf_counter() - t0
+    path = _fuselens_path(name, model, x)
     timing = median_us(step, n_iter=N_TIMED, warmup=5, flush_l2=False)
     launched = median_us(step, n_iter=N_TIMED, warmup=0, flush_l2=False, queue_ahead=False)
     trace_path = out_dir / f"{name}.json.gz"
@@ -268,7 +271,23 @@ def _record_variant(name, model, x, ns, out_dir: Path) -> dict:
         "median_launch_bound_us": round(launched["median_us"], 2),
         "l2_flushed": False,
         "warmup_s": round(warm_s, 2),
+        **path,
     }
+
+
+def _fuselens_path(name: str, model, x) -> dict:
+    """Which FuseLens path ran (kernels.models.dispatch): {} for the other variants. fuselens_fused is False when
+    the measurement chose cuBLAS + gating or ATen: at this size fusion did not pay."""
+    if name == "fuselens-gating":
+        return {"fuselens_path": "gating", "fuselens_fused": False}
+    if name not in ("fuselens", "fuselens-graph") or getattr(model, "is_decoder_layer", False):
+        return {}  # a decoder layer's fuselens variant calls the dual-GEMM op directly (kernels.models.layer)
+    from kernels.models.dispatch import decision_for
+
+    d = decision_for(model, x)
+    if d is None:  # no decision recorded (it cannot happen after the warm-up); say so rather than guess
+        return {"fuselens_path": "unknown", "fuselens_fused": None}
+    return {"fuselens_path": d["path"], "fuselens_fused": d["fused"], "fuselens_probe_us": d["probe_us"]}
 
 
 _ATTENTION_OP = re.compile(
@@ -458,6 +477,10 @@ def run(argv: list[str] | None = None) -> int:
             if name in measure:
                 entry.update(_measure_bytes(ns, name, out_dir))
             entry["message"] = f"median {entry['median_us']:.1f} us per {'training step' if ns.train else 'forward'}"
+            if "fuselens_path" in entry:
+                entry["message"] += f"; path {entry['fuselens_path']}"
+                if entry["fuselens_fused"] is False and name != "fuselens-gating":
+                    entry["message"] += " (fusion measured slower at this size: fell back)"
             if "ncu_error" in entry:
                 entry["message"] += f"; bytes not measured: {entry['ncu_error']}"
             emit(

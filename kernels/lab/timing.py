@@ -68,3 +68,20 @@ def median_us(
         "l2_flushed": flush if flush_l2 else False,
         "queued_ahead": queue_ahead,
     }
+
+
+def graphed(fn, x):
+    """fn(x) captured once in a CUDA graph (after three warm-up calls on a side stream); returns the replay callable.
+    What a launch-bound forward costs without the host: the bench's "CUDA graph µs" columns."""
+    import torch
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s), torch.no_grad():
+        for _ in range(3):
+            fn(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g), torch.no_grad():
+        fn(x)
+    return g.replay
