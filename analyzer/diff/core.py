@@ -281,9 +281,11 @@ class CandidateDiff:
         if finite(dram):
             why = ""
             if finite(logical) and logical > 0 and dram < 0.97 * logical:
-                why = " (part of the intermediate stayed in L2 in the baseline)"
-            elif finite(logical) and dram > 1.03 * logical:
-                why = " (the candidate also evicts less of what other kernels reuse)"
+                why = " (part of what the fusion avoids stayed in L2 in the baseline anyway)"
+            elif finite(logical) and logical > 0 and dram > 1.03 * logical:
+                why = " (the candidate also finds more of its inputs still in L2)"
+            elif finite(logical) and logical > 0:
+                why = " (streamed in order, the baseline's intermediates left L2 before they were read back)"
             parts.append(f"≈{fmt_bytes(dram)} DRAM predicted{why}")
         else:
             parts.append("DRAM not predicted (" + (self.base.dram_basis or "unknown") + ")")
