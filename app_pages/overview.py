@@ -6,7 +6,7 @@ import math
 
 import streamlit as st
 
-from analyzer.diff.facts import side_number
+from analyzer.diff.facts import conditions_text, recorded_conditions, side_number
 from analyzer.figures.overview import category_figure
 from app_pages import nav, state, ui
 
@@ -45,6 +45,7 @@ def _num(d: dict, k: str) -> float:
 # GPU / PyTorch are in the caption above; as columns only when the runs differ (keeps the table inside 1280 px).
 show_gpu = len({r.gpu_name for r in runs}) > 1
 show_torch = len({r.torch_version for r in runs}) > 1
+show_conditions = any(conditions_text(recorded_conditions(r.variant)) for r in runs)
 rows = []
 for r in runs:
     ps = r.summary.per_step or {}
@@ -62,6 +63,8 @@ for r in runs:
         + (" (whole trace)" if not steps.empty and (steps["source"] == "whole trace").all() else ""),
         "data": "⚠ in doubt" if r.summary.doubts else "ok",
     }
+    if show_conditions:  # a column only when the runner recorded clocks for some run (keeps the table in the page)
+        row["GPU conditions"] = conditions_text(recorded_conditions(r.variant)) or ui.NONE
     if show_gpu:
         row["GPU"] = r.gpu_name
     if show_torch:
@@ -83,6 +86,11 @@ st.dataframe(
         "launch µs": num("Launch latency: median time from the CPU's launch call to the kernel's start (µs)."),
         "CUDA-event µs": num(
             "CUDA-event time: the runner's median of 100 timed steps (manifest), µs; plain Kineto traces carry none."
+        ),
+        "GPU conditions": st.column_config.TextColumn(
+            width="medium",
+            help="SM clock (range), power and temperature the runner sampled while this run's steps were profiled "
+            "(manifest); — = not recorded (plain Kineto traces, older runner manifests).",
         ),
         "data": st.column_config.TextColumn(
             width="small", help="⚠: the file was cut, damaged or held values of the wrong type (reasons below)"
