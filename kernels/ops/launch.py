@@ -39,14 +39,26 @@ def ptr_spec(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0
 
 
-def _launch_hooks():
-    """Triton's launch enter/exit hooks (set by profilers such as proton): with one set, launches take the full path."""
-    try:
-        from triton import knobs
+try:  # Triton >= 3.4: launch enter/exit hooks (set by profilers such as proton) live in knobs.runtime
+    from triton import knobs as _knobs
 
-        return knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
-    except (ImportError, AttributeError):
-        return None, None
+    _RUNTIME = _knobs.runtime
+except (ImportError, AttributeError):
+    _RUNTIME = None
+
+
+def _hook_active(hook) -> bool:
+    # Triton 3.6 keeps each hook as a HookChain (never None; active when it holds calls), 3.4-3.5 as a callable or None
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return True if calls is None else bool(calls)
+
+
+def _hooks_set() -> bool:
+    """With a launch hook set, launches take Triton's own path, which calls it. (Triton 3.6's own path also builds a
+    launch-metadata dict and calls the empty hook chains on every launch, hooks or not; the fast path does neither.)"""
+    return _RUNTIME is None or _hook_active(_RUNTIME.launch_enter_hook) or _hook_active(_RUNTIME.launch_exit_hook)
 
 
 class Tuned:
@@ -91,8 +103,7 @@ class Tuned:
         hit = self._launchers.get((key, spec)) if FAST_LAUNCH else None
         if hit is not None and self.cache.get(key) is hit[0]:
             cfg, compiled, tail = hit
-            enter, leave = _launch_hooks()
-            if enter is None and leave is None:
+            if not _hooks_set():
                 g = grid_fn(cfg)
                 compiled.run(
                     g[0],
