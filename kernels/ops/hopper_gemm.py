@@ -25,7 +25,7 @@ import triton.language as tl
 
 from kernels.ops.activations import act_f32
 from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
-from kernels.ops.launch import Tuned, int_spec, ptr_spec
+from kernels.ops.launch import Tuned
 from kernels.ops.triton_util import interpreting
 
 try:
@@ -288,7 +288,7 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
     wgu = cached_interleaved(w_gate, w_up, rows)
     if out is None:
         out = torch.empty((M, N), device=x.device, dtype=x.dtype)
-    dev = x.device.index or 0
+    dev = x.get_device()
     n_sms = _sms(dev)
     consts = {
         "ACT": act_id,
@@ -304,9 +304,10 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
         out_desc = TensorDescriptor(out, out.shape, out.stride(), [bm, bn])
         return (x_desc, weight_desc(wgu, (2 * bn, bk)), out_desc, M, N, K)
 
+    dt = x.dtype
     _gated_tuned.launch(
-        (dev, x.dtype, act_id, rows, m_bucket(M), N, K),
-        (int_spec(M), int_spec(N), int_spec(K)),
+        (dev, dt, act_id, rows, M, N, K),
+        lambda: (dev, dt, act_id, rows, m_bucket(M), N, K),
         args,
         lambda cfg: consts,
         lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
@@ -322,7 +323,7 @@ def launch_single(x, w, bias, act_id, out, tuned=None):
     of the same kernel with the same signature, for the sweep)."""
     M, K = x.shape
     N = w.shape[0]
-    dev = x.device.index or 0
+    dev = x.get_device()
     n_sms = _sms(dev)
     consts = {
         "HAS_BIAS": bias is not None,
@@ -339,9 +340,11 @@ def launch_single(x, w, bias, act_id, out, tuned=None):
         out_desc = TensorDescriptor(out, out.shape, out.stride(), [bm, bn // 2 if cfg.kwargs["SUBTILE"] else bn])
         return (x_desc, weight_desc(w, (bn, bk)), out_desc, b, M, N, K)
 
+    dt = x.dtype
+    has_bias = bias is not None
     (tuned or _single_tuned).launch(
-        (dev, x.dtype, bias is not None, act_id, m_bucket(M), N, K),
-        (int_spec(M), int_spec(N), int_spec(K), ptr_spec(b)),
+        (dev, dt, has_bias, act_id, M, N, K, b.data_ptr() & 15),
+        lambda: (dev, dt, has_bias, act_id, m_bucket(M), N, K),
         args,
         lambda cfg: consts,
         lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),

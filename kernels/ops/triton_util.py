@@ -7,20 +7,20 @@ import os
 
 # Read once: Triton itself fixes interpreter mode when it decorates the kernels at import, and the wrappers ask on
 # every call (an os.environ lookup each time was ~0.3 us of host time per question).
-_INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def interpreting() -> bool:
     """True when Triton runs kernels on the CPU (TRITON_INTERPRET=1, how CI tests them)."""
-    return _INTERPRETING
+    return INTERPRETING
 
 
 def check_device(*tensors) -> None:
     """Kernels run on CUDA tensors, or on CPU tensors only under the interpreter; say so in one line otherwise."""
-    if _INTERPRETING:
+    if INTERPRETING:
         return
     for t in tensors:
-        if t is not None and t.device.type == "cpu":
+        if t is not None and not t.is_cuda:
             raise ValueError("FuseLens Triton kernels need CUDA tensors (or TRITON_INTERPRET=1 for CPU tensors)")
 
 
