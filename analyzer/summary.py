@@ -31,7 +31,8 @@ ESTIMATES_NOTE = (
 DRAM_NOTE = (
     "bytes_per_call is LOGICAL (every tensor read and written once, as if none stayed in cache); "
     "dram_bytes_per_call is PREDICTED DRAM traffic in sequence (analyzer.dram: reuse of earlier kernels' tensors "
-    "against the GPU's L2 size, write-back when evicted), on per_step.dram_step; dram_basis says what it rests on"
+    "against the GPU's L2 size in launch order, outputs written back by their kernel), on per_step.dram_step; "
+    "dram_basis says what it rests on"
 )
 _MEMOP_KINDS = ("memcpy", "memset")
 # Loader warnings that put a run's figures in doubt (the file was cut, damaged, or held values of the wrong type).
@@ -275,12 +276,17 @@ def _kernel_table(trace: Trace, g: pd.DataFrame, used: list[int], dram: pd.DataF
     ]
     # predicted DRAM bytes: the model runs on one steady step (analyzer.dram), so calls of a key outside that step
     # have none; a key's calls in it can differ (what the cache holds depends on the neighbours): their median
-    d = dram if dram is not None else pd.DataFrame(columns=["dram_bytes", "dram_basis"])
-    tab["dram_bytes_per_call"] = d["dram_bytes"].reindex(g.index).groupby(k, sort=True).median().to_numpy()
-    basis = d["dram_basis"].reindex(g.index).groupby(k, sort=True).first()
-    tab["dram_basis"] = (
-        basis.reindex(range(len(tab))).fillna("unknown: not in the step the DRAM model ran on").to_numpy()
-    )
+    dram_per_call = np.full(len(tab), np.nan)
+    dram_basis = np.full(len(tab), "unknown: not in the step the DRAM model ran on", dtype=object)
+    if dram is not None and len(dram):
+        at = g.index.get_indexer(dram.index)  # the model's step is a subset of g
+        codes = k.to_numpy()[at]
+        per = pd.Series(dram["dram_bytes"].to_numpy(dtype=float)).groupby(codes).median()
+        dram_per_call[per.index.to_numpy()] = per.to_numpy()
+        first = pd.Series(np.arange(len(at))).groupby(codes).first()
+        dram_basis[first.index.to_numpy()] = dram["dram_basis"].to_numpy(dtype=object)[first.to_numpy()]
+    tab["dram_bytes_per_call"] = dram_per_call
+    tab["dram_basis"] = pd.Series(dram_basis, dtype=object)
     tab = tab.sort_values(["time_us_per_step", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return schema.conform(tab, "kernel_summary")
 
