@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from analyzer.cost import hbm_flags
 from analyzer.diff import comparability as comp_
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.comparability import Comparability, spread_range
@@ -133,6 +134,9 @@ class FusionRow:
     # PREDICTED DRAM traffic (analyzer.dram, in sequence) of the replaced kernels and of the replacing kernel(s)
     base_dram_bytes_per_step: float = float("nan")
     candidate_dram_bytes_per_step: float = float("nan")
+    # plain-words warnings about the figures (analyzer.cost.hbm_flags: a rate above the run's HBM peak)
+    base_flags: list[str] = field(default_factory=list)
+    candidate_flags: list[str] = field(default_factory=list)
 
     @property
     def dram_bytes_avoided_per_step(self) -> float:
@@ -172,6 +176,8 @@ class FusionRow:
                 "candidate_bytes_per_step": self.candidate_bytes_per_step,
                 "base_gbps": self.base_gbps,
                 "candidate_gbps": self.candidate_gbps,
+                "base_flags": self.base_flags,
+                "candidate_flags": self.candidate_flags,
                 "base_dram_bytes_per_step": self.base_dram_bytes_per_step,
                 "candidate_dram_bytes_per_step": self.candidate_dram_bytes_per_step,
                 "dram_bytes_avoided_per_step": self.dram_bytes_avoided_per_step,
@@ -559,6 +565,8 @@ def diff_runs(base, candidates: list, labels: list[str] | None = None, steps: li
     runs = [_run_facts(s, q) for s, q in zip(summaries, seqs, strict=True)]
     notes = _cross_run_notes(runs)
     cds = [_candidate_diff(seqs[0], runs[0], seqs[i], runs[i]) for i in range(1, n)]
+    for i, cd in enumerate(cds, start=1):
+        _flag_rates(cd, summaries[0].trace.gpu, summaries[i].trace.gpu)
     return Diff(base=runs[0], runs=runs, candidates=cds, notes=notes)
 
 
@@ -675,6 +683,13 @@ def _cross_run_notes(runs: list[RunFacts]) -> list[str]:
     if len(shapes) > 1:
         notes.append("runs were recorded with different shapes; kernels will not line up one to one")
     return notes
+
+
+def _flag_rates(cd: CandidateDiff, base_gpu, cand_gpu) -> None:
+    """Every fusion / swap / kernel-choice row's GB/s gets the same HBM flags as the summary's kernel rows."""
+    for r in (*cd.fusions, *cd.swaps, *cd.kernel_choices):
+        r.base_flags = hbm_flags([r.base_gbps], base_gpu.hbm_gbps if base_gpu else None)[0]
+        r.candidate_flags = hbm_flags([r.candidate_gbps], cand_gpu.hbm_gbps if cand_gpu else None)[0]
 
 
 def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) -> CandidateDiff:
