@@ -103,11 +103,13 @@ def text_lines(diff) -> list[str]:
             )
             + f" · idle {fmt_us(b.idle_us_per_step)} → {fmt_us(r.idle_us_per_step)}"
         )
+        busy_call = " ".join(x for x in (fmt_pct(h.get("gpu_busy_change_pct")), calls.get("gpu_busy")) if x)
+        span_call = " ".join(x for x in (fmt_pct(h.get("span_change_pct")), calls.get("span")) if x)
         out.append(
             f"  GPU busy/step {fmt_us_spread(b.gpu_busy_us_per_step, b.step_range('gpu_busy_us'))} → "
-            f"{fmt_us_spread(r.gpu_busy_us_per_step, r.step_range('gpu_busy_us'))} ({fmt_pct(h.get('gpu_busy_change_pct'))})"
+            f"{fmt_us_spread(r.gpu_busy_us_per_step, r.step_range('gpu_busy_us'))} ({busy_call})"
             f" · step span {fmt_us_spread(b.span_us_per_step, b.step_range('span_us'))} → "
-            f"{fmt_us_spread(r.span_us_per_step, r.step_range('span_us'))} ({fmt_pct(h.get('span_change_pct'))})"
+            f"{fmt_us_spread(r.span_us_per_step, r.step_range('span_us'))} ({span_call})"
             f" · idle {fmt_us_spread(b.idle_us_per_step, b.step_range('idle_us'))} → "
             f"{fmt_us_spread(r.idle_us_per_step, r.step_range('idle_us'))}"
         )
