@@ -227,20 +227,28 @@ def _functor(name: str) -> str:
     return ""
 
 
-def _index(name: str) -> str:
+# substring of the lower-cased name → op, first match wins (indexing kernels; reductions, scans, sorts, pooling)
+_INDEX_WORDS = (
+    ("index_put", "index_put"), ("index_copy", "index_copy"), ("embedding", "embedding"), ("scatter", "scatter"),
+    ("gather", "gather"), ("indexfunc", "index_add"), ("page_indices", "copy"),
+)  # fmt: skip
+_REDUCE_WORDS = (
+    ("radixsort", "sort"), ("scan", "scan"), ("cumsum", "scan"), ("compact", "scan"), ("reducebykey", "reduce_by_key"),
+    ("max_pool", "max_pool"), ("avg_pool", "avg_pool"), ("average_pool", "avg_pool"), ("routing", "moe_routing"),
+    ("finalize", "moe_finalize"), ("meanops", "mean"), ("welford", "var_mean"), ("normtwo", "norm"),
+    ("maxops", "max"), ("minops", "min"), ("argmax", "argmax"), ("and_kernel", "all"), ("or_kernel", "any"),
+    ("sum_functor", "sum"), ("prod", "prod"),
+)  # fmt: skip
+
+
+def _first_word(name: str, table: tuple[tuple[str, str], ...], default: str) -> str:
     low = name.lower()
-    for word, op in (
-        ("index_put", "index_put"),
-        ("index_copy", "index_copy"),
-        ("embedding", "embedding"),
-        ("scatter", "scatter"),
-        ("gather", "gather"),
-        ("indexfunc", "index_add"),
-        ("page_indices", "copy"),
-    ):
-        if word in low:
-            return op + ("_add" if op == "scatter" and "reduceadd" in low else "")
-    return "index"
+    return next((op for word, op in table if word in low), default)
+
+
+def _index(name: str) -> str:
+    op = _first_word(name, _INDEX_WORDS, "index")
+    return op + ("_add" if op == "scatter" and "reduceadd" in name.lower() else "")
 
 
 def _norm(name: str) -> str:
@@ -260,32 +268,7 @@ def _norm(name: str) -> str:
 
 
 def _reduce(name: str) -> str:
-    low = name.lower()
-    for word, op in (
-        ("radixsort", "sort"),
-        ("scan", "scan"),
-        ("cumsum", "scan"),
-        ("compact", "scan"),
-        ("reducebykey", "reduce_by_key"),
-        ("max_pool", "max_pool"),
-        ("avg_pool", "avg_pool"),
-        ("average_pool", "avg_pool"),
-        ("routing", "moe_routing"),
-        ("finalize", "moe_finalize"),
-        ("meanops", "mean"),
-        ("welford", "var_mean"),
-        ("normtwo", "norm"),
-        ("maxops", "max"),
-        ("minops", "min"),
-        ("argmax", "argmax"),
-        ("and_kernel", "all"),
-        ("or_kernel", "any"),
-        ("sum_functor", "sum"),
-        ("prod", "prod"),
-    ):
-        if word in low:
-            return op
-    return "reduce"
+    return _first_word(name, _REDUCE_WORDS, "reduce")
 
 
 def _library(name: str) -> str:
