@@ -155,6 +155,16 @@ host() {  # host time per op call, fast path vs JITFunction.run
   echo "host rc=$?"; sed -n '1,20p' "$R/logs/host_overhead.txt"
 }
 
+two_models() {  # the issue-16 scenario with every variant (compile-max-autotune included), both orders
+  echo "== two models in one process"
+  for order in geglu,swiglu swiglu,geglu; do
+    timeout "$(left 200)" python3 scripts/two_models.py --order "$order" --json "$R/bench/two_models_${order/,/_}.json" \
+      >>"$R/logs/two_models.txt" 2>&1
+    echo "two-models $order rc=$?"
+  done
+  grep -E "^[12] " "$R/logs/two_models.txt"
+}
+
 sweep_llm() {
   echo "== per-config sweep at the LLM shapes"
   timeout "$(left 240)" python3 -m kernels.lab.sweep --cases llm --out "$R/bench/sweep_llm.md" >"$R/logs/sweep_llm.txt" 2>&1
@@ -187,7 +197,7 @@ for step in "$@"; do
     record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
     record-skew) record_skew ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
-    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;;
+    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; two-models) two_models ;;
     bench-llm) bench --shapes llm ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;
