@@ -2,7 +2,7 @@
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
 #   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | configs | record | record-hf |
 #                                          record-fuselens | record-layer | record-llama-layer | record-templates |
-#                                          record-skew | check | gpu-tests | host | bench | bench-quick | bench-mlp |
+#                                          record-skew | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
