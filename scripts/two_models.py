@@ -1,6 +1,6 @@
 """Two MLP models of one shape in one process, every variant of each, timed three ways: the issue-16 scenario.
 
-    python scripts/two_models.py [--order geglu,swiglu] [--variants eager,compile,...] [--json FILE]
+    python scripts/two_models.py [--order geglu,swiglu] [--variants eager,compile,...] [--json FILE] [--root DIR]
 
 Issue 16 measured a GEGLU model and then a SwiGLU model of the HF shape in one process: the second model's
 fuselens forward took 336 µs (164 in a fresh process), fuselens-gating 327 (225), whichever model came second.
@@ -8,8 +8,8 @@ This rebuilds that run: every variant of the first model is built, warmed up and
 second. Each forward is timed as triton.testing.do_bench times it (median, L2 zeroed before each call: host-bound
 when the host is slower than the GPU), as the bench does (kernels.lab.timing: GPU time, launches queued ahead),
 and by host time per call (no synchronisation in the loop). tests/test_kernels_gpu.py holds the result to a bound;
-this script prints the whole table, including the variants that test leaves out (compile-max-autotune). Needs a
-CUDA GPU.
+this script prints the whole table, and with --root it runs another checkout's kernels/ (the code before the fix:
+`git archive 83c02fe kernels | tar -x -C DIR`, whose package layout it also reads). Needs a CUDA GPU.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 def _host_us(fn, n: int = 300) -> float:
@@ -41,15 +40,22 @@ def _host_us(fn, n: int = 300) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--order", default="geglu,swiglu")
-    ap.add_argument("--variants", default="eager,compile,compile-max-autotune,liger,fuselens-gating,fuselens")
+    ap.add_argument("--variants", default="eager,compile,liger,fuselens-gating,fuselens")
     ap.add_argument("--json", help="also write the table to this JSON file")
+    ap.add_argument("--root", default=str(ROOT), help="the checkout whose kernels/ package runs (default: this one)")
     ns = ap.parse_args()
+    sys.path.insert(0, ns.root)
     import torch
     import triton.testing
 
-    from kernels.lab.timing import median_us
-    from kernels.models.variants import VariantUnavailable, build
-    from kernels.models.workloads import build_model, make_input
+    try:
+        from kernels.lab.timing import median_us
+        from kernels.models.variants import VariantUnavailable, build
+        from kernels.models.workloads import build_model, make_input
+    except ImportError:  # the flat layout of kernels/ before the ops / models / lab split
+        from kernels.timing import median_us
+        from kernels.variants import VariantUnavailable, build
+        from kernels.workloads import build_model, make_input
 
     if not torch.cuda.is_available():
         print("error: needs a CUDA GPU", file=sys.stderr)
@@ -90,7 +96,8 @@ def main() -> int:
                 flush=True,
             )
     if ns.json:
-        Path(ns.json).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+        out = {"gpu": torch.cuda.get_device_name(), "root": ns.root, "rows": rows}
+        Path(ns.json).write_text(json.dumps(out, indent=1))
     return 0
 
 

@@ -155,14 +155,19 @@ host() {  # host time per op call, fast path vs JITFunction.run
   echo "host rc=$?"; sed -n '1,20p' "$R/logs/host_overhead.txt"
 }
 
-two_models() {  # the issue-16 scenario with every variant (compile-max-autotune included), both orders
+two_models() {  # the issue-16 scenario, this code and the code before the fix (83c02fe's kernels/), one process each
   echo "== two models in one process"
-  for order in geglu,swiglu swiglu,geglu; do
-    timeout "$(left 200)" python3 scripts/two_models.py --order "$order" --json "$R/bench/two_models_${order/,/_}.json" \
-      >>"$R/logs/two_models.txt" 2>&1
-    echo "two-models $order rc=$?"
-  done
-  grep -E "^[12] " "$R/logs/two_models.txt"
+  timeout "$(left 150)" python3 scripts/two_models.py --order geglu,swiglu --json "$R/bench/two_models_new.json" \
+    >"$R/logs/two_models_new.txt" 2>&1
+  echo "two-models (this code) rc=$?"; grep -E "^[12] " "$R/logs/two_models_new.txt"
+  rm -rf /tmp/fuselens_old && mkdir -p /tmp/fuselens_old
+  if git archive 83c02fe kernels | tar -x -C /tmp/fuselens_old 2>"$R/logs/two_models_old.txt"; then
+    timeout "$(left 150)" python3 scripts/two_models.py --order geglu,swiglu --root /tmp/fuselens_old \
+      --json "$R/bench/two_models_old.json" >>"$R/logs/two_models_old.txt" 2>&1
+    echo "two-models (83c02fe) rc=$?"; grep -E "^[12] " "$R/logs/two_models_old.txt"
+  else
+    echo "two-models (83c02fe): git archive failed (no history on this machine?)"; tail -2 "$R/logs/two_models_old.txt"
+  fi
 }
 
 sweep_llm() {
