@@ -33,7 +33,6 @@ import math
 import operator
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Union
 
 import msgspec
@@ -41,6 +40,8 @@ import numpy as np
 import orjson
 import pandas as pd
 from msgspec import Raw
+
+from analyzer.schema import RawTrace
 
 NAN = math.nan
 # 32 MiB of JSON per batch (~130k events): per-batch Python overhead is noise (a 1 GB trace is ~30 batches), and
@@ -203,22 +204,8 @@ _RAW_LIST = msgspec.json.Decoder(list[Raw])
 
 
 # ---------------------------------------------------------------------------------------------------- result
-@dataclass
-class Decoded:
-    """Columns of the events we use, one dict of equal-length arrays/lists per group (see trace.build_trace)."""
-
-    header: dict  # top-level keys (ObjectForm fields that were present), traceEvents excluded
-    form: str  # 'object' or 'array'
-    n_events: int
-    trace_start_raw: float  # smallest ts of any non-metadata event, in the file's units (µs); NaN if none
-    gpu: dict[str, Any]
-    cpu: dict[str, Any]
-    launches: dict[str, Any]
-    annotations: dict[str, Any]
-    categories: dict[str, int]  # event count per cat (for "is this a PyTorch trace?" messages)
-    process_labels: list[str]  # process_name metadata values
-    legacy: bool  # Capitalised legacy categories seen
-    warnings: list[str] = field(default_factory=list)
+# The decoder's result is the raw-table contract (analyzer.schema: RAW_TABLES, RawTrace), which build_trace reads.
+Decoded = RawTrace
 
 
 # ---------------------------------------------------------------------------------------------------- coercion
