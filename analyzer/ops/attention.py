@@ -187,3 +187,7 @@ def attention_bytes(att: Attention, args: list, itemsize) -> tuple[float, str]:
 def backward_flops(att: Attention) -> float:
     """2.5 × the forward (five matmuls to the forward's two: the FlashAttention-2 paper's count), causal halved."""
     return 2.5 * att.forward_flops
+
+
+def is_attention_op(op: str) -> bool:
+    return op in ATTENTION_OPS

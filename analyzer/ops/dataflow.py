@@ -31,13 +31,39 @@ def _tensors(dims, types) -> list[Tensor]:
     return [t for t in read_tensors(dims, types) if t is not None and t.shape]
 
 
-def tensor_io(op_name: str, dims, types) -> TensorIO:
+# Reductions over `dim` with `keepdim` (Concrete Inputs positions 1 and 2: mean.dim(self, dim, keepdim, dtype),
+# sum.dim_IntList, amax, amin): their output shape follows from those arguments when the trace records them.
+_DIM_REDUCTIONS = frozenset(["mean", "sum", "amax", "amin"])
+_HALF_TO_FLOAT = frozenset(["_softmax", "_log_softmax"])  # (self, dim, half_to_float): True writes fp32
+
+
+def _reduced(t: Tensor, concrete) -> Tensor | None:
+    """The output of a dim reduction of t from its Concrete Inputs ('[-1]', 'True'), or None when not recorded."""
+    if not isinstance(concrete, (list, tuple)) or len(concrete) < 3:
+        return None
+    dims_text, keep = concrete[1], concrete[2]
+    if not isinstance(dims_text, str) or keep not in ("True", "False"):
+        return None
+    try:
+        dims = [int(x) for x in dims_text.strip("[] ").split(",") if x.strip()]
+    except ValueError:
+        return None
+    nd = len(t.shape)
+    axes = {d % nd for d in dims} if nd and all(-nd <= d < nd for d in dims) else None
+    if not dims or axes is None:
+        return None  # an empty dim list reduces everything; an out-of-range dim is not what we think it is
+    shape = tuple(1 if i in axes else n for i, n in enumerate(t.shape) if keep == "True" or i not in axes)
+    return Tensor(shape, t.dtype)
+
+
+def tensor_io(op_name: str, dims, types, concrete=None) -> TensorIO:
     """Inputs and output of the op that launched a kernel, from its recorded shapes.
 
     GEMMs write [M, N] (batched: [B, M, N]; linear/matmul keep the leading dims; a template its output buffer);
     pointwise ops write the broadcast shape of their inputs in the promoted dtype; norms/softmax write their first
-    input's shape; copy_ writes its destination (first argument) and reads the source. Anything else: output None
-    (unknown, never guessed).
+    input's shape (fp32 when a 16-bit _softmax runs with half_to_float); copy_ writes its destination (first
+    argument) and reads the source; mean/sum/amax/amin over `dim` write the reduced shape when Concrete Inputs
+    (`concrete`) record dim and keepdim. Anything else: output None (unknown, never guessed).
     """
     ts = _tensors(dims, types)
     base = names.op_base(op_name)
@@ -70,8 +96,12 @@ def tensor_io(op_name: str, dims, types) -> TensorIO:
         # of this backward region (gelu_backward(grad, self) reads the forward gate output as `self`)
         out = ts[1] if len(ts) > 1 else ts[0]
         return TensorIO(tuple(ts), Tensor(out.shape, dtypes.promote(dts)), fresh=(ts[0],))
+    if base in _HALF_TO_FLOAT and isinstance(concrete, (list, tuple)) and len(concrete) > 2 and concrete[2] == "True":
+        return TensorIO(tuple(ts), Tensor(ts[0].shape, "fp32"))
     if ops and ops <= names.SAME_AS_FIRST_OPS:
         return TensorIO(tuple(ts), ts[0])
+    if base in _DIM_REDUCTIONS:
+        return TensorIO(tuple(ts), _reduced(ts[0], concrete))
     if ops and ops <= names.POINTWISE_OPS:
         if inplace:
             return TensorIO(tuple(ts), ts[0])
