@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from analyzer.ops import names
 from analyzer.ops.tensors import Tensor
 
 CHAIN_SPAN = 16  # kernels from the QKᵀ GEMM to the PV GEMM (eager HF: 5; with dropout, masked_fill, casts: < 10)
@@ -65,6 +66,11 @@ def _same(a: Tensor | None, b: Tensor | None) -> bool:
     return a is not None and b is not None and a.numel == b.numel and (a.dtype == b.dtype or None in (a.dtype, b.dtype))
 
 
+def _batched(row) -> bool:
+    """A batched GEMM (bmm, baddbmm, a matmul of 3-D+ tensors): attention's per-head products."""
+    return row.gemm.batch > 1 or names.op_base(row.op_name or "") in ("bmm", "baddbmm")
+
+
 def attention_chains(rows: list, left: list[int]) -> list[Chain]:
     """Eager attention chains among the left-over baseline kernels `left` (increasing positions)."""
     left_set = set(left)
@@ -73,7 +79,7 @@ def attention_chains(rows: list, left: list[int]) -> list[Chain]:
     used: set[int] = set()
     for qk in gemms:
         g1 = rows[qk].gemm
-        if qk in used or g1.batch < 1:
+        if qk in used or not _batched(rows[qk]):
             continue
         pv = next(
             (
@@ -81,6 +87,7 @@ def attention_chains(rows: list, left: list[int]) -> list[Chain]:
                 for p in gemms
                 if qk < p <= qk + CHAIN_SPAN
                 and p not in used
+                and _batched(rows[p])
                 and rows[p].gemm.batch == g1.batch
                 and rows[p].gemm.m == g1.m
                 and rows[p].gemm.k == g1.n
@@ -113,8 +120,8 @@ def _build(rows: list, left: set[int], qk: int, pv: int) -> Chain | None:
         if (out is not None and out.numel == score) or any(t.numel == score for t in r.io.inputs):
             scores.append(i)
             evidence[i] = f"works on the {shapes} scores between the QKᵀ and PV GEMMs"
-    if not scores:
-        return None  # two batched GEMMs with nothing on scores between them: not an attention
+    if not any("softmax" in (rows[i].op_ops | rows[i].name_ops) for i in scores):
+        return None  # two GEMMs with no softmax over the scores between them (an MLP's up and down GEMM): no attention
     chained = [qk, *scores, pv]
     edges = _score_edges(rows, chained, score)
     members = set(chained)

@@ -28,7 +28,14 @@ from analyzer.diff import comparability as comp_
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.comparability import Comparability, spread_range
 from analyzer.diff.facts import fmt_bytes, fmt_us, measured_dram_bytes, run_facts, short_name, workload_text
-from analyzer.diff.match import Group, RoundTrip, group_kernels, member_bytes, remaining_round_trips
+from analyzer.diff.match import (
+    ROUND_TRIP_FIXES,
+    Group,
+    RoundTrip,
+    group_kernels,
+    member_bytes,
+    remaining_round_trips,
+)
 from analyzer.dram import predict_step
 from analyzer.errors import DiffError
 from analyzer.schema import CATEGORIES
@@ -558,7 +565,9 @@ def _run_facts(summary, seq: RunSeq) -> RunFacts:
     by_cat = {}
     for cat, v in (per.get("by_category") or {}).items():
         by_cat[str(cat)] = {"count": _num(v, "count"), "time_us": _num(v, "time_us")}
-    remaining = _aggregate_round_trips([_round_trip_json(seq, r) for r in remaining_round_trips(seq)])
+    gpu = getattr(summary.trace, "gpu", None)
+    gbps = getattr(gpu, "hbm_gbps", None)
+    remaining = _aggregate_round_trips([_round_trip_json(seq, r, gbps) for r in remaining_round_trips(seq)])
     top_gemm, dtype = None, None
     gem = [(float(t), g) for t, g in zip(seq.rows["dur_us"], seq.rows["gemm"], strict=True) if g is not None]
     if gem:
@@ -882,7 +891,9 @@ def _kernel_list(rows: list) -> list[dict]:
     return sorted(agg.values(), key=lambda a: -a["time_us_per_step"])
 
 
-def _round_trip_json(seq: RunSeq, rt: RoundTrip) -> dict:
+def _round_trip_json(seq: RunSeq, rt: RoundTrip, hbm_gbps: float | None = None) -> dict:
+    """One round trip; time_at_roof_us: its bytes at the GPU's peak HBM bandwidth, the least time it costs (what a
+    fusion removing it would save at most, if the kernels around it are memory-bound)."""
     rows = seq.records
     t = rt.tensor
     return {
@@ -895,11 +906,8 @@ def _round_trip_json(seq: RunSeq, rt: RoundTrip) -> dict:
         "dtype": t.dtype,
         "bytes": t.nbytes,
         "round_trip_bytes": rt.bytes,
-        "would_avoid": (
-            "a GEMM-epilogue fusion (GEMM + the pointwise work in one kernel) would keep this tensor on chip"
-            if rt.kind == "GEMM epilogue"
-            else "fusing the two pointwise kernels would keep this tensor on chip"
-        ),
+        "time_at_roof_us": rt.bytes / (hbm_gbps * 1e3) if hbm_gbps else float("nan"),
+        "would_avoid": ROUND_TRIP_FIXES[rt.kind],
     }
 
 
@@ -914,7 +922,15 @@ def _aggregate_round_trips(items: list[dict]) -> list[dict]:
         else:
             a["count_per_step"] += 1
             a["round_trip_bytes"] += it["round_trip_bytes"]
-    return sorted(out.values(), key=lambda a: -(a["round_trip_bytes"] if _finite(a["round_trip_bytes"]) else 0))
+            a["time_at_roof_us"] += it["time_at_roof_us"]
+    # ranked by time at the bandwidth roof (the same order as bytes on one GPU; unknown bytes last)
+    return sorted(
+        out.values(),
+        key=lambda a: (
+            -(a["time_at_roof_us"] if _finite(a["time_at_roof_us"]) else 0),
+            -(a["round_trip_bytes"] if _finite(a["round_trip_bytes"]) else 0),
+        ),
+    )
 
 
 def _run_json(r: RunFacts) -> dict:

@@ -588,40 +588,86 @@ class RoundTrip:
     producer: int
     consumers: list[int]
     tensor: Tensor
-    kind: str  # 'GEMM epilogue' | 'pointwise chain'
+    kind: str  # 'attention scores' | 'GEMM epilogue' | 'GEMM prologue' | 'pointwise chain'
 
     @property
     def bytes(self) -> float:
         return self.tensor.nbytes * (1 + len(self.consumers))
 
 
+# what would keep each kind of round trip on chip (shown beside it)
+ROUND_TRIP_FIXES = {
+    "attention scores": "an attention kernel (SDPA: flash / cuDNN / memory-efficient) computes QKᵀ, mask, softmax and PV "
+    "in one pass and never writes the scores",
+    "GEMM epilogue": "a GEMM-epilogue fusion (GEMM + the pointwise work in one kernel) would keep this tensor on chip",
+    "GEMM prologue": "fusing this kernel into the GEMM that reads its output (a prologue: e.g. RMSNorm into the QKV "
+    "projections) would keep this tensor on chip",
+    "pointwise chain": "fusing the two kernels would keep this tensor on chip",
+}
+PROLOGUE_LOOKBACK = 3  # a norm's output is read by the GEMM(s) right after it (q, k, v projections: 1-3 kernels)
+
+
 def _is_pointwise(row) -> bool:
-    if row.category == "pointwise":
+    if row.category in ("pointwise", "normalization"):
         return True
     ops = row.op_ops or row.name_ops
     return bool(ops) and ops <= POINTWISE_OPS
 
 
+def _is_cast(row) -> bool:
+    ops = row.op_ops or row.name_ops
+    return bool(ops) and ops <= {"copy"} and not row.is_gemm
+
+
 def remaining_round_trips(seq: RunSeq) -> list[RoundTrip]:
-    """Tensors a run writes to HBM and reads straight back in a pointwise kernel: a GEMM output read by a pointwise
-    kernel (a GEMM-epilogue fusion would keep it on chip) or a pointwise output read by another pointwise kernel.
-    Found by shape and order (flow_edges, FLOW_LOOKBACK); producers whose output we cannot tell (an Inductor or user
-    kernel) are not counted, so this is a lower bound."""
+    """Tensors a run writes to HBM and reads straight back, by what would remove the round trip:
+    - attention scores: inside an eager attention chain (QKᵀ GEMM … PV GEMM, analyzer.diff.attention);
+    - GEMM epilogue: a GEMM output read by a pointwise / norm kernel;
+    - pointwise chain: a pointwise / norm output read by another;
+    - GEMM prologue: a normalization's output (or the cast that ends it) read by the GEMM(s) right after it. An
+      Inductor/user norm kernel does not say which of its tensor args it wrote: the arg with the GEMM input's size
+      and dtype is taken for its output (a norm writes its normalized input).
+    Found by shape and order (flow_edges, FLOW_LOOKBACK); other producers whose output we cannot tell (Inductor or
+    user kernels) are not counted, so this is a lower bound."""
     rows = seq.records
     order = list(range(len(rows)))
-    consumers = {i for i in order if _is_pointwise(rows[i]) and rows[i].io.inputs}
-    if not consumers:
-        return []
+    chain_of = {m: ch for ch in attention_chains(rows, order) for m in ch.members}
+    consumers = {i for i in order if (_is_pointwise(rows[i]) or i in chain_of) and rows[i].io.inputs}
     by_p: dict[int, RoundTrip] = {}
-    for p, cpos, t in flow_edges(rows, order, lookback=FLOW_LOOKBACK, consumers=consumers):
+    for p, cpos, t in flow_edges(rows, order, lookback=FLOW_LOOKBACK, consumers=consumers) if consumers else []:
         pr = rows[p]
-        if pr.is_gemm:
+        if p in chain_of and chain_of[p] is chain_of.get(cpos):
+            kind = "attention scores"
+        elif pr.is_gemm:
+            if rows[cpos].is_gemm:
+                continue
             kind = "GEMM epilogue"
         elif _is_pointwise(pr):
             kind = "pointwise chain"
         else:
             continue
         by_p.setdefault(p, RoundTrip(p, [], t, kind)).consumers.append(cpos)
+    for c in order:  # GEMM prologues
+        r = rows[c]
+        if not r.is_gemm or r.gemm is None or c in chain_of:
+            continue
+        a = r.io.inputs[0] if r.io.inputs else None
+        for p in range(c - 1, max(-1, c - PROLOGUE_LOOKBACK - 1), -1):
+            pr = rows[p]
+            if pr.is_gemm and pr.kind == "kernel" and p != c:
+                if pr.io.inputs and a is not None and _same_tensor(pr.io.inputs[0], a):
+                    continue  # a sibling projection reading the same input (q, k, v): look past it
+                break
+            out = pr.io.output if (pr.category == "normalization" or _is_cast(pr)) else None
+            if out is None and pr.category == "normalization":
+                out = next((t for t in pr.io.inputs if a is not None and _same_tensor(t, a)), None)
+            if a is not None and out is not None and _same_tensor(out, a) and p not in chain_of:
+                rt = by_p.get(p)
+                if rt is None:
+                    rt = by_p[p] = RoundTrip(p, [], out, "GEMM prologue")
+                if rt.kind == "GEMM prologue":
+                    rt.consumers.append(c)
+                break
     return [by_p[p] for p in sorted(by_p)]
 
 
