@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from analyzer.errors import FuseLensError
+from analyzer.fmt import safe_text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return run(args)
     except FuseLensError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {safe_text(err)}", file=sys.stderr)
         return 2
     except MemoryError:
         print(

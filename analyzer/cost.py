@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from analyzer.codes import object_codes
+from analyzer.fmt import short_name
 from analyzer.gpus import GpuSpec
 from analyzer.ops.cost_rules import Estimate, estimate_kernel, is_helper
 
@@ -139,9 +140,9 @@ def _one_estimate_per_call(k: pd.DataFrame, est: dict[str, np.ndarray]) -> dict[
     drop = ~is_main & has_est[pos]  # secondary kernels that got the op-level figure too
     for p, m, cnt in zip(pos[drop], main[drop], n[drop], strict=True):
         why = (
-            f"the call's estimate is on {_short(names[m])}"
+            f"the call's estimate is on {short_name(names[m], 48)}"
             if has_est[m]
-            else f"its main kernel {_short(names[m])} has no estimate, so neither has the call"
+            else f"its main kernel {short_name(names[m], 48)} has no estimate, so neither has the call"
         )
         basis[p] = f"unknown: one of {cnt} kernels of a single {op_names[p]} call; {why}"
     rows = pos[drop]
@@ -152,11 +153,6 @@ def _one_estimate_per_call(k: pd.DataFrame, est: dict[str, np.ndarray]) -> dict[
     out["peak_key"][rows] = None
     out["is_estimate"][rows] = False
     return out
-
-
-def _short(name: str, width: int = 48) -> str:
-    name = str(name).removeprefix("void ")
-    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def _memop_estimates(m: pd.DataFrame) -> dict[str, np.ndarray]:

@@ -24,7 +24,8 @@ import time
 
 from analyzer.cells import spreadsheet_safe
 from analyzer.diff import BYTES_RULE, ESTIMATES
-from analyzer.diff.facts import diff_context, fmt_bytes, fmt_us, short_name, workload_parts
+from analyzer.diff.facts import diff_context, workload_parts
+from analyzer.fmt import finite, fmt_bytes, fmt_num, fmt_pct, fmt_us, safe_text, short_name
 
 # A report is a list of blocks rendered twice: ("h1"|"h2"|"h3"|"p"|"note", text), ("cards", [(title, [lines])]),
 # ("table", headers, rows), ("figure", fig) — HTML only, ("bars", rows) — Markdown only, ("list", [items]).
@@ -88,8 +89,9 @@ def fusions_csv(diff) -> str:
 
 
 def _text_cell(s) -> str:
-    """A text cell on one line (whitespace runs flattened to one space) that a spreadsheet will not evaluate."""
-    return spreadsheet_safe(" ".join(str(s).split()) if s is not None else "")
+    """A text cell on one line (`fmt.safe_text`: no escape sequence, control or bidi override) that a spreadsheet
+    will not evaluate."""
+    return spreadsheet_safe(safe_text(s))
 
 
 def _num_cell(x) -> str:
@@ -182,8 +184,12 @@ def _card(diff, cd) -> tuple[str, list[str]]:
         f"kernels per step: {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]}",
         f"{cd.traffic_avoided()['text']}; logical: {cd.hbm_bytes_avoided_per_step:,.0f} B, estimate",
         f"GPU time per step: {fmt_us(b.gpu_time_us_per_step)}{_rng(rb)} → {fmt_us(r.gpu_time_us_per_step)}{_rng(rc)}"
-        + (f": {pct:+.1f}% {calls.get('gpu_time') or ''}".rstrip() if pct is not None else "")
-        + (f"; normalised {norm:+.1f}% {calls.get('gpu_time_normalised') or ''}".rstrip() if norm is not None else ""),
+        + (f": {fmt_pct(pct)} {calls.get('gpu_time') or ''}".rstrip() if pct is not None else "")
+        + (
+            f"; normalised {fmt_pct(norm)} {calls.get('gpu_time_normalised') or ''}".rstrip()
+            if norm is not None
+            else ""
+        ),
         f"kernel time of the replaced vs replacing kernels: {_saved(cd.time_saved_us_per_step)} per step",
     ]
     n = sum(f.count_per_step for f in cd.fusions)
@@ -204,7 +210,7 @@ def _card(diff, cd) -> tuple[str, list[str]]:
         )
     epi = [x for x in r.remaining if x["kind"] == "GEMM epilogue"]
     if epi:
-        tot = sum(x["round_trip_bytes"] for x in epi if _finite(x["round_trip_bytes"]))
+        tot = sum(x["round_trip_bytes"] for x in epi if finite(x["round_trip_bytes"]))
         first = epi[0]
         lines.append(
             f"still on the table: a GEMM-epilogue fusion would avoid {fmt_bytes(tot)} per step more "
@@ -312,7 +318,7 @@ def _category_table(diff) -> tuple:
         row = [r.label]
         for c in order:
             v = r.by_category.get(c)
-            row.append(f"{fmt_us(v['time_us'])} ({_n(v['count'], 0)})" if v else "—")
+            row.append(f"{fmt_us(v['time_us'])} ({fmt_num(v['count'], ',.0f', missing='unknown')})" if v else "—")
         row.append(fmt_us(r.idle_us_per_step))
         rows.append(row)
     return ("table", headers, rows)
@@ -324,13 +330,13 @@ def _category_bars(diff) -> list[tuple[str, str, str]]:
     order = list(dict.fromkeys(cats["category"].tolist()))
     letters = {c: (c[0].upper() if c != "memset" else "S") for c in order}
     totals = [r.gpu_time_us_per_step for r in diff.runs]
-    top = max([t for t in totals if _finite(t)] or [1.0]) or 1.0
+    top = max([t for t in totals if finite(t)] or [1.0]) or 1.0
     rows = []
     for r in diff.runs:
         bar = ""
         for c in order:
             v = r.by_category.get(c)
-            if v and _finite(v["time_us"]):
+            if v and finite(v["time_us"]):
                 bar += letters[c] * int(round(40 * v["time_us"] / top))
         rows.append((r.label, bar, fmt_us(r.gpu_time_us_per_step)))
     legend = ", ".join(f"{letters[c]} = {c}" for c in order)
@@ -364,7 +370,7 @@ def _candidate_blocks(diff, cd, html_figures: bool) -> list[tuple]:
                     f"{fmt_bytes(f.bytes_avoided_per_step)}" + ("" if f.bytes_complete else " (at least)"),
                     f"{fmt_us(f.base_time_us_per_step)} → {fmt_us(f.candidate_time_us_per_step)} "
                     f"({_saved(f.time_saved_us_per_step)})",
-                    f"{_n(f.base_gbps, 0)} → {_n(f.candidate_gbps, 0)}",
+                    f"{fmt_num(f.base_gbps, ',.0f', missing='unknown')} → {fmt_num(f.candidate_gbps, ',.0f', missing='unknown')}",
                     "\n".join(f.evidence),
                 ]
             )
@@ -438,7 +444,7 @@ def _candidate_blocks(diff, cd, html_figures: bool) -> list[tuple]:
                 _names([g["base_kernel"]], [g["base_op"]]),
                 _names([g["candidate_kernel"]], [g["candidate_op"]]),
                 f"{fmt_us(g['base_time_us_per_step'])} → {fmt_us(g['candidate_time_us_per_step'])}",
-                f"{_n(g['base_tflops'], 1)} → {_n(g['candidate_tflops'], 1)}",
+                f"{fmt_num(g['base_tflops'], ',.1f', missing='unknown')} → {fmt_num(g['candidate_tflops'], ',.1f', missing='unknown')}",
             ]
             for g in cd.matched_gemms
         ]
@@ -543,21 +549,12 @@ def _measured_notes(diff) -> list[str]:
     return ["No hardware counters were recorded for these runs: every byte figure is an estimate."]
 
 
-def _saved(us: float) -> str:
-    return f"{fmt_us(us)} saved" if not _finite(us) or us >= 0 else f"{fmt_us(-us)} slower"
-
-
 def _n(x, digits: int) -> str:
-    if not _finite(x):
-        return "unknown"
-    return f"{float(x):,.{digits}f}"
+    return fmt_num(x, f",.{digits}f", missing="unknown")
 
 
-def _finite(x) -> bool:
-    try:
-        return math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
+def _saved(us: float) -> str:
+    return f"{fmt_us(us)} saved" if not finite(us) or us >= 0 else f"{fmt_us(-us)} slower"
 
 
 # --- HTML ---------------------------------------------------------------------------------------------------------
@@ -583,7 +580,7 @@ th{background:#F5F7FA}td{word-break:break-word;max-width:520px}
 
 
 def _esc(s) -> str:
-    return html.escape(str(s), quote=True)
+    return html.escape(safe_text(s), quote=True)
 
 
 def _cell_html(c) -> str:
@@ -654,8 +651,9 @@ _MD_SPECIAL = set("\\`*_{}[]#!|~")
 
 def md_escape(s) -> str:
     """Text that renders as itself in Markdown (CommonMark/GFM): HTML inert (&lt; &gt; &amp;), emphasis, code, link,
-    table and heading characters backslash-escaped, line breaks flattened."""
-    s = " ".join(str(s).split())
+    table and heading characters backslash-escaped, on one line with no escape sequence, control or bidi override
+    (`fmt.safe_text`)."""
+    s = safe_text(s)
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)
 
@@ -695,10 +693,10 @@ def _render_md(blocks: list[tuple]) -> str:
             out.append("")
         elif kind == "bars":
             out.append("```text")
-            width = max((len(r[0]) for r in blk[1]), default=0)
+            width = max((len(safe_text(r[0])) for r in blk[1]), default=0)
             for run, bar, total in blk[1]:
                 # nothing renders in a code block, but a label could hold ``` and close it; no raw < > either
-                safe = " ".join(run.split()).replace("`", "'").replace("<", "‹").replace(">", "›")
+                safe = safe_text(run).replace("`", "'").replace("<", "‹").replace(">", "›")
                 line = f"{safe:<{width}}  {bar}  {total}".rstrip()
                 out.append(line)
             out += ["```", ""]

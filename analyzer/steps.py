@@ -5,7 +5,9 @@
   number seen on several threads/streams becomes one window (earliest start, latest end).
 * A GPU op belongs to the step whose window contains its LAUNCH time (the CPU side: a kernel often runs after
   its step's CPU range has closed, e.g. ~15 ms later in the Qwen H100 trace). A GPU op without a launch uses
-  its own start. With GPU windows, the GPU start is used (GPU windows are in GPU time).
+  its own start against GPU windows when the trace has them (they are in GPU time); else the launched ops
+  around it on its stream decide (never its GPU time against a CPU window: warm-up work still draining from
+  the GPU queue would land in the first profiled step).
 * No step markers → one step 0, source 'whole trace', spanning everything.
 * Per step (STEPS): kernels, GPU span, busy = union of GPU op intervals (overlapping streams counted once),
   idle = span − busy, median launch latency. Per (step, category) (STEP_CATEGORIES): count, time, bytes.
@@ -49,11 +51,11 @@ def windows_source(cpu_windows: pd.DataFrame, gpu_windows: pd.DataFrame) -> tupl
 
 
 def assign_steps(gpu_ops: pd.DataFrame, cpu_windows: pd.DataFrame, gpu_windows: pd.DataFrame) -> np.ndarray:
-    """Step number of each GPU op (-1 outside every window). Vectorised: a few searchsorted calls.
+    """Step number of each GPU op (-1 outside every window). Vectorised: a few searchsorted calls and one sort.
 
-    With a launch: its CPU time against the CPU windows. Without one (its launch fell before the profiler's
-    CPU window, e.g. 436 of 1,465 kernels in the Qwen H100 trace): its own GPU time against the GPU windows
-    when the trace has them, else against the CPU windows.
+    With a launch: its CPU time against the CPU windows. Without one (its launch fell outside the recorded CPU
+    range, e.g. 436 of 1,465 kernels in the Qwen H100 trace): its own GPU time against the GPU windows when the
+    trace has them, else by stream order (`_orphan_steps`).
     """
     n = len(gpu_ops)
     windows, source = windows_source(cpu_windows, gpu_windows)
@@ -65,8 +67,37 @@ def assign_steps(gpu_ops: pd.DataFrame, cpu_windows: pd.DataFrame, gpu_windows: 
     launch = gpu_ops["launch_ts_us"].to_numpy()
     has_launch = np.isfinite(launch)
     out = _inside(cpu_windows, np.where(has_launch, launch, ts))
-    if len(gpu_windows) and (~has_launch).any():
-        out[~has_launch] = _inside(gpu_windows, ts[~has_launch])
+    orphan = ~has_launch
+    if orphan.any():
+        if len(gpu_windows):
+            out[orphan] = _inside(gpu_windows, ts[orphan])
+        elif has_launch.any():
+            out[orphan] = _orphan_steps(gpu_ops, out, has_launch)[orphan]
+    return out
+
+
+def _orphan_steps(gpu_ops: pd.DataFrame, step: np.ndarray, has_launch: np.ndarray) -> np.ndarray:
+    """Steps for GPU ops without a launch event, from the launched ops around them on their own stream.
+
+    A stream runs its work in launch order. An op that starts before every launched op of its stream was queued
+    before the profiler recorded any launch: leftover warm-up work (a compile trace's warm-up GEMM, GELU and
+    memset still running when the first profiled step began; 872 ops of HTA's CUDA-graph rank-0 trace, 614 of
+    its trace_diff 'test' trace), so it belongs to no step (-1), whatever CPU window its GPU time falls in. An op
+    between two launched ops of the same step on its stream belongs to that step. Anything else (between two
+    steps, or after a stream's last launched op) has no evidence: -1.
+    """
+    n = len(gpu_ops)
+    key = gpu_ops["device"].to_numpy().astype(np.int64) * (1 << 32) + gpu_ops["stream"].to_numpy().astype(np.int64)
+    order = np.lexsort((np.arange(n), gpu_ops["ts_us"].to_numpy(), key))
+    k = key[order]
+    known = np.where(has_launch[order] & (step[order] >= 0), step[order], np.nan)
+    frame = pd.DataFrame({"k": k, "s": known})
+    grouped = frame.groupby("k")["s"]
+    before, after = grouped.ffill().to_numpy(), grouped.bfill().to_numpy()
+    same = np.isfinite(before) & (before == after)
+    sorted_out = np.where(same, np.nan_to_num(before, nan=-1), -1).astype(np.int64)
+    out = np.empty(n, dtype=np.int64)
+    out[order] = sorted_out
     return out
 
 

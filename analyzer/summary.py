@@ -20,6 +20,7 @@ import pandas as pd
 from analyzer import schema
 from analyzer.codes import object_codes
 from analyzer.dram import predict_steady
+from analyzer.fmt import clean_json
 from analyzer.trace import Trace
 
 STEP_POLICY = "first step dropped as warm-up when a trace has 3 or more steps; steps with no GPU op are skipped"
@@ -121,22 +122,6 @@ class Summary:
             "warnings": list(meta.warnings) + list(self.warnings),
         }
         return clean_json(out)
-
-
-def clean_json(value):
-    """Plain JSON types only: numpy scalars → Python, NaN/inf → None (recursively)."""
-    if isinstance(value, dict):
-        return {str(k): clean_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [clean_json(v) for v in value]
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        f = float(value)
-        return f if math.isfinite(f) else None
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
 
 
 def steady_steps(steps: pd.DataFrame) -> tuple[list[int], list[str]]:

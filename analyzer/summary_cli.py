@@ -5,11 +5,9 @@ TraceError propagates to analyzer.cli.main, which prints one line and exits 2.
 
 from __future__ import annotations
 
-import math
 import sys
 
-import orjson
-
+from analyzer.fmt import MISSING, fmt_bytes, fmt_num, json_text, safe_block, safe_text, short_name
 from analyzer.summary import ESTIMATES_NOTE, Summary, summarize
 
 TOP_KERNELS = 15
@@ -20,25 +18,10 @@ def run(args) -> int:
 
     summary = summarize(load_trace(args.trace))
     if args.json:
-        sys.stdout.write(orjson.dumps(summary.to_json()).decode() + "\n")
+        sys.stdout.write(json_text(summary.to_json()) + "\n")
     else:
-        sys.stdout.write(render_text(summary) + "\n")
+        sys.stdout.write(safe_block(render_text(summary)) + "\n")
     return 0
-
-
-def _num(v, fmt: str = ",.1f", unit: str = "") -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    return f"{v:{fmt}}{unit}"
-
-
-def _bytes(v) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:,.1f} {unit}"
-    return f"{v:,.0f} B"
 
 
 def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
@@ -52,15 +35,10 @@ def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[s
     return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
-def _short(name: str, width: int = 70) -> str:
-    name = name.removeprefix("void ")
-    return name if len(name) <= width else name[: width - 1] + "…"
-
-
 def render_text(s: Summary) -> str:
     j = s.to_json()
     p = j["per_step"]
-    out = [f"FuseLens summary: {j['source']}"]
+    out = [f"FuseLens summary: {safe_text(j['source'])}"]
     gpu = j["gpu"] or "unknown GPU"
     if j["gpu_peaks"]:
         pk = j["gpu_peaks"]
@@ -73,18 +51,18 @@ def render_text(s: Summary) -> str:
     out.append("")
     out.append(
         f"Per step: {p['kernels']} kernels, {p['memops']} memcpy/memset, {p['launches']} launches | "
-        f"GPU time {_num(p['gpu_time_us'])} µs, busy {_num(p['gpu_busy_us'])} µs, idle {_num(p['idle_us'])} µs, "
-        f"span {_num(p['span_us'])} µs | launch→start {_num(p['launch_latency_us'])} µs | "
-        f"HBM bytes (est.) {_bytes(p['bytes'])}"
+        f"GPU time {fmt_num(p['gpu_time_us'])} µs, busy {fmt_num(p['gpu_busy_us'])} µs, idle {fmt_num(p['idle_us'])} µs, "
+        f"span {fmt_num(p['span_us'])} µs | launch→start {fmt_num(p['launch_latency_us'])} µs | "
+        f"HBM bytes (est.) {fmt_bytes(p['bytes'], MISSING)}"
     )
     total = p["gpu_time_us"] or 0.0
     rows = [
         [
             cat,
-            _num(v["count"], "g"),
-            _num(v["time_us"]),
-            _num(100.0 * v["time_us"] / total if total and v["time_us"] is not None else None, ".0f", "%"),
-            _bytes(v["bytes"]),
+            fmt_num(v["count"], "g"),
+            fmt_num(v["time_us"]),
+            fmt_num(100.0 * v["time_us"] / total if total and v["time_us"] is not None else None, ".0f", "%"),
+            fmt_bytes(v["bytes"], MISSING),
         ]
         for cat, v in sorted(p["by_category"].items(), key=lambda kv: -(kv[1]["time_us"] or 0.0))
     ]
@@ -93,17 +71,17 @@ def render_text(s: Summary) -> str:
     out.append(f"Top kernels by time per step ({min(TOP_KERNELS, len(j['kernels']))} of {len(j['kernels'])}):")
     rows = [
         [
-            _num(k["time_us_per_step"]),
-            _num(k["count_per_step"], "g"),
-            _num(k["dur_us_median"]),
+            fmt_num(k["time_us_per_step"]),
+            fmt_num(k["count_per_step"], "g"),
+            fmt_num(k["dur_us_median"]),
             k["category"],
-            "+".join(k["ops"]) or "-",
-            _bytes(k["bytes_per_call"]),
-            _num(k["achieved_gbps"], ",.0f"),
-            _num(k["pct_peak_bw"], ".0f", "%"),
-            _num(k["achieved_tflops"], ",.1f"),
-            _num(k["pct_peak_flops"], ".0f", "%"),
-            _short(k["name"]),
+            "+".join(k["ops"]) or MISSING,
+            fmt_bytes(k["bytes_per_call"], MISSING),
+            fmt_num(k["achieved_gbps"], ",.0f"),
+            fmt_num(k["pct_peak_bw"], ".0f", "%"),
+            fmt_num(k["achieved_tflops"], ",.1f"),
+            fmt_num(k["pct_peak_flops"], ".0f", "%"),
+            short_name(k["name"], 70),
         ]
         for k in j["kernels"][:TOP_KERNELS]
     ]
@@ -122,7 +100,7 @@ def render_text(s: Summary) -> str:
     ]
     out += ["  " + x for x in _table(headers, rows, {0, 1, 2, 5, 6, 7, 8, 9})]
     out.append("")
-    out.append(f"Note: {ESTIMATES_NOTE} ('-' in this table); --json prints each kernel's cost_basis.")
+    out.append(f"Note: {ESTIMATES_NOTE} ('—' in this table); --json prints each kernel's cost_basis.")
     for w in j["warnings"]:
-        out.append(f"warning: {w}")
+        out.append(f"warning: {safe_text(w)}")
     return "\n".join(out)

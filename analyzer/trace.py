@@ -90,6 +90,8 @@ def build_trace(decoded, source: str) -> Trace:
     for col in ("category", "library", "ops"):
         values = cls[col].to_numpy(dtype=object)[codes] if len(gpu) else np.empty(0, dtype=object)
         gpu[col] = pd.Series(values, dtype=object, index=gpu.index)
+    if "op_name" in gpu:  # the launching op says what a shared kernel computes for it (classify.OP_RULES)
+        gpu["ops"] = classify.refine_by_op(gpu["ops"], gpu["op_name"])
     # memcpy/memset are known by their event category, whatever their name says
     for kind in ("memcpy", "memset"):
         gpu.loc[(gpu["kind"] == kind).to_numpy() & (gpu["category"] == "other").to_numpy(), "category"] = kind
@@ -107,8 +109,12 @@ def build_trace(decoded, source: str) -> Trace:
     span = _span(gpu, cpu, launches, ann)
     step_df, step_cat = steps.step_tables(gpu, windows, source_kind, span)
     if source_kind != "whole trace" and len(gpu) and (gpu["step"] < 0).any():
-        out = int((gpu["step"] < 0).sum())
-        meta.warnings.append(f"{out:,} of {len(gpu):,} GPU ops fall outside every ProfilerStep window (step -1)")
+        outside = (gpu["step"] < 0).to_numpy()
+        queued = int((outside & ~np.isfinite(gpu["launch_ts_us"].to_numpy())).sum())
+        meta.warnings.append(
+            f"{int(outside.sum()):,} of {len(gpu):,} GPU ops fall outside every ProfilerStep window (step -1)"
+            + (f"; {queued:,} of them have no launch in the trace (queued before profiling began)" if queued else "")
+        )
 
     return Trace(
         meta=meta,

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzer.diff.facts import side_number
+from analyzer.fmt import safe_text, short_name
 from app_pages import state, ui
 
 
@@ -226,19 +227,14 @@ def candidates_table(d) -> None:
     )
 
 
-def _short(name: str, n: int = 90) -> str:
-    s = " ".join(str(name).split())
-    return s if len(s) <= n else s[: n - 1] + "…"
-
-
 def fusion_card(f) -> None:
     """One fusion group as a card: fused kernel ← replaced kernels, the intermediates it keeps on chip, the gain."""
     with st.container(border=True):
         st.markdown(
-            f"**{ui.esc(_short(f.fused_kernel, 100))}** ← {len(f.replaces)} kernels ({ui.esc('+'.join(f.ops))})"
+            f"**{ui.esc(short_name(f.fused_kernel, 100))}** ← {len(f.replaces)} kernels ({ui.esc('+'.join(f.ops))})"
         )
         for name, op in zip(f.replaces, f.replaced_ops, strict=False):
-            st.caption(f"replaces {ui.esc(_short(name, 120))}" + (f" · {ui.esc(op)}" if op else ""))
+            st.caption(f"replaces {ui.esc(short_name(name, 120))}" + (f" · {ui.esc(op)}" if op else ""))
         c = st.columns(4)
         c[0].metric("per step", f"×{f.count_per_step}")
         c[1].metric(
@@ -254,7 +250,7 @@ def fusion_card(f) -> None:
             reads = int(i.get("reads") or 1)
             st.markdown(
                 f"- intermediate **{ui.esc(shape)} {ui.esc(i['dtype'])}**, {ui.fmt_bytes(i['bytes'])}: written by "
-                f"{ui.esc(_short(i.get('producer_op') or i.get('producer'), 60))}, read {reads}× → "
+                f"{ui.esc(short_name(i.get('producer_op') or i.get('producer'), 60))}, read {reads}× → "
                 f"{ui.fmt_bytes(i['round_trip_bytes'])} of HBM traffic no longer made"
             )
 
@@ -295,7 +291,7 @@ def fusion_groups(cd) -> None:
     if groups:
         with st.expander("Why each kernel was grouped (evidence)"):
             for f in groups:
-                st.text(f"{_short(f.fused_kernel, 120)}\n  " + "\n  ".join(_short(e, 240) for e in f.evidence))
+                st.text(f"{short_name(f.fused_kernel, 120)}\n  " + "\n  ".join(safe_text(e, 240) for e in f.evidence))
 
 
 def gemms(cd) -> None:
@@ -308,7 +304,7 @@ def gemms(cd) -> None:
         "candidate_time_us_per_step", "time_saved_us_per_step", "base_tflops", "candidate_tflops", "matched_by",
     ]  # fmt: skip
     df = df[[c for c in keep if c in df]].copy()
-    from analyzer.diff.facts import short_name
+    from analyzer.fmt import short_name
 
     for c in ("base_kernel", "candidate_kernel"):  # full names in the diff's JSON; the table must fit a slide
         if c in df:

@@ -19,7 +19,15 @@ chosen = st.multiselect(
     "Runs", [r.label for r in runs], default=[r.label for r in runs], help="Each run gets its own marker symbol."
 )
 sel = [r for r in runs if r.label in chosen]
-fig = roofline_figure([(r.label, r.summary.kernels) for r in sel], gpu)
+by = st.radio(
+    "Bytes",
+    ["logical", "predicted DRAM"],
+    horizontal=True,
+    help="Logical: every tensor read and written once (the cost model). Predicted DRAM: what reaches HBM in sequence, "
+    "with L2 reuse of earlier kernels' tensors and write-back when evicted (docs/COST_MODEL.md, 'DRAM model').",
+)
+column = "bytes_per_call" if by == "logical" else "dram_bytes_per_call"
+fig = roofline_figure([(r.label, r.summary.kernels) for r in sel], gpu, bytes_column=column)
 meta = fig.layout.meta or {}
 notes = [f"{meta.get('points', 0):,} kernels plotted; marker area ∝ time per step; colour = category"]
 if meta.get("zero_flops"):
@@ -37,5 +45,10 @@ ui.chart(
     "fuselens-roofline",
     "Roofline: achieved TFLOP/s vs arithmetic intensity (estimates)",
     key="fl_roofline_chart",
-    caption=" · ".join(notes) + ". FLOPs and bytes are estimates from shapes and dtypes.",
+    caption=" · ".join(notes)
+    + (
+        ". FLOPs and bytes are estimates from shapes and dtypes."
+        if column == "bytes_per_call"
+        else ". FLOPs are estimates; bytes are PREDICTED DRAM traffic (L2-aware model on one steady step)."
+    ),
 )

@@ -26,6 +26,7 @@ from pathlib import Path
 import streamlit as st
 
 from analyzer.errors import FuseLensError
+from analyzer.fmt import file_label, safe_text, unique_label
 
 log = logging.getLogger("fuselens.app")
 
@@ -127,22 +128,6 @@ def clear_messages() -> None:
     ss[K_NOTES] = []
 
 
-def _unique_label(label: str, taken: set[str]) -> str:
-    label = " ".join(label.split())[:40] or "run"
-    out, i = label, 2
-    while out in taken:
-        out, i = f"{label} ({i})", i + 1
-    return out
-
-
-def default_label(file_name: str) -> str:
-    base = Path(file_name).name
-    for suffix in (".gz", ".json", ".trace", ".pt"):
-        if base.lower().endswith(suffix):
-            base = base[: -len(suffix)]
-    return base or file_name
-
-
 def add_trace(
     name: str,
     data: bytes,
@@ -182,7 +167,7 @@ def add_trace(
     run = Run(
         key=key,
         file_name=name,
-        label=_unique_label(label or default_label(name), taken),
+        label=unique_label(safe_text(label, 40) or file_label(name) or "run", taken),
         origin=origin,
         summary=summary,
         size_bytes=len(data),
@@ -224,7 +209,7 @@ def relabel(key: str, label: str) -> None:
     if run is None:
         return
     taken = {r.label for r in ss[K_RUNS].values() if r.key != key}
-    run.label = _unique_label(label or default_label(run.file_name), taken)
+    run.label = unique_label(safe_text(label, 40) or file_label(run.file_name) or "run", taken)
 
 
 def prefer_baseline(names: tuple[str, ...] = ("eager",)) -> None:
@@ -328,7 +313,7 @@ def attach_ncu(name: str, doc: dict) -> bool:
         return True
     stem = Path(name).name[: -len(".ncu.json")] if name.endswith(".ncu.json") else None
     for r in _state()[K_RUNS].values():
-        if stem and default_label(r.file_name) == stem or r.variant.get("ncu") == Path(name).name:
+        if stem and file_label(r.file_name) == stem or r.variant.get("ncu") == Path(name).name:
             r.measured = doc
             return True
     return False

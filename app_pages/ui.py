@@ -7,13 +7,13 @@ names and labels come from files users upload. Escaping every Markdown/HTML char
 
 from __future__ import annotations
 
-import math
 import re
 
 import plotly.graph_objects as go
 import streamlit as st
 
 from analyzer.figures import theme
+from analyzer.fmt import MISSING, finite, fmt_bytes, fmt_us, no_neg_zero  # noqa: F401  (pages format through ui.fmt_*: one rule, analyzer.fmt)
 from app_pages import export, state
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&\"'])")
@@ -27,33 +27,14 @@ def esc(text: object, limit: int = 300) -> str:
     return _MD_SPECIAL.sub(r"\\\1", t)
 
 
-def fmt_us(us: float) -> str:
-    if us is None or not math.isfinite(us):
-        return "–"
-    if abs(us) >= 10_000:
-        return f"{us / 1000:,.2f} ms"
-    return f"{us:,.1f} µs"
-
-
-def fmt_bytes(b: float) -> str:
-    if b is None or not math.isfinite(b):
-        return "–"
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(b) >= div:
-            return f"{b / div:,.1f} {unit}"
-    return f"{b:,.0f} B"
-
-
-NONE = "—"  # what a table cell shows for an unknown or not-recorded figure (the column's tooltip says why)
+NONE = MISSING  # what a table cell shows for an unknown or not-recorded figure (the column's tooltip says why)
 
 
 def cell(value, spec: str = "{:,.1f}") -> str:
-    """A number as table text, or "—" when it is unknown (None/NaN/inf/not a number): never a raw "None"."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
+    """A number as table text, or "—" when it is unknown (None/NaN/inf/not a number): never a raw "None" or "-0.0"."""
+    if not finite(value):
         return NONE
-    return spec.format(v) if math.isfinite(v) else NONE
+    return no_neg_zero(spec.format(float(value)))
 
 
 def show_messages() -> None:

@@ -196,3 +196,45 @@ def test_table_is_small_data():
     for regex, category, _lib, _ops in RULES:
         re.compile(regex)
         assert category in CATEGORIES or category.startswith("@")
+
+
+def test_template_arguments_never_pick_the_library():
+    """Bug 4 (issue #12): vLLM's MoE finalize on B200 carries `cutlass::bfloat16_t` in its template arguments; it is
+    a gather/reduce of the expert outputs, not a CUTLASS GEMM. A generic launcher's argument still counts."""
+    t = loaded_trace(TRACES["b200_vllm"])
+    k = t.kernels
+    fin = k[k["name"].str.contains("finalizeKernelVecLoad", regex=False)]
+    assert len(fin) > 0 and "cutlass::bfloat16_t" in fin["name"].iloc[0]
+    assert set(zip(fin["category"], fin["library"], fin["ops"], strict=True)) == {
+        ("reduction", "TensorRT-LLM", "moe_finalize")
+    }
+    assert (k[k["library"] == "CUTLASS"]["category"] == "gemm").all()
+    # CUTLASS names its kernel in the launcher's template argument: that argument decides (epilogue included)
+    relu = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>(x::Params)"
+    assert classify_one(relu) == ("gemm", "CUTLASS", "mm+relu")
+
+
+def test_group_norm_kernels_are_group_norm():
+    """Issue #12 bug 5: ATen's group norm runs kernels named like layer norm's (RowwiseMomentsCUDAKernel,
+    ComputeFusedParamsCUDAKernel, GammaBetaBackwardCUDAKernel1…); the launching op decides. RMS norm backward
+    runs cuComputeGradGammaBeta. TraceLens's MI300 normalization trace runs all three."""
+    k = loaded_trace(TRACES["mi300_norm"]).kernels
+    by_op = k.groupby("op_name")["ops"].agg(set).to_dict()
+    assert by_op["aten::native_group_norm"] == {"group_norm"}
+    assert by_op["aten::native_group_norm_backward"] == {"group_norm_backward"}
+    assert by_op["aten::_fused_rms_norm_backward"] == {"rms_norm_backward"}
+    assert by_op["aten::native_layer_norm_backward"] == {"layer_norm_backward"}
+    assert (k[k["op_name"].str.contains("_norm")]["category"] == "normalization").all()
+
+
+def test_cudnn_backward_kernels_are_dgrad_and_wgrad():
+    """Issue #12 bug 5: cuDNN runs forward-named kernels (volta_scudnn_…_stridedB, winogradForward…, volta_sgemm)
+    for a convolution's data and weight gradients; the launching op says which (legacy ResNet-50 trace)."""
+    k = loaded_trace(TRACES["legacy_resnet"]).kernels
+    conv = k[k["op_name"].str.contains("convolution") & (k["category"] == "gemm") & (k["ops"] != "conv_setup")]
+    ops = conv.groupby("op_name")["ops"].agg(set).to_dict()
+    assert ops["aten::cudnn_convolution_backward_weight"] == {"conv_wgrad"}
+    assert ops["aten::cudnn_convolution_backward_input"] == {"conv_dgrad"}
+    assert {o.split("+")[0] for o in ops["aten::cudnn_convolution"]} == {"conv"}  # conv, conv+relu
+    # the name alone cannot say (volta_scudnn_128x64_stridedB_splitK_… runs for weight grads here)
+    assert classify_one("volta_scudnn_128x128_stridedB_splitK_medium_nn_v1")[2] == "conv"

@@ -334,7 +334,7 @@ def test_run_without_kernels_is_a_diff_error_naming_the_file():
 def test_default_labels_are_unique_file_names():
     s = summary_of(str(TRACES["h100_bert"]))
     d = diff_runs(s, [s])
-    assert d.labels == ["h100_bert-small_eager", "h100_bert-small_eager #2"]
+    assert d.labels == ["h100_bert-small_eager", "h100_bert-small_eager (2)"]
 
 
 def test_json_is_strict_and_has_the_issue_keys():

@@ -345,7 +345,9 @@ def test_kernels_csv_neutralises_every_formula_start():
     name: each cell is quoted, verbatim; negative numbers stay numbers, also in a column of Python objects."""
     import pandas as pd
 
+    from analyzer.cells import spreadsheet_safe
     from analyzer.figures import kernels_table as kt
+    from analyzer.fmt import safe_text
 
     real = runs(False)[0].kernels
     n = len(FORMULA_CELLS)
@@ -359,14 +361,16 @@ def test_kernels_csv_neutralises_every_formula_start():
     view = kt.kernels_view([(label, kernels.iloc[[i]]) for i, label in enumerate(FORMULA_CELLS)])
     rows = list(csv.DictReader(io.StringIO(kt.csv_bytes(view).decode("utf-8-sig"))))
     assert len(rows) == len(FORMULA_CELLS)
-    assert sorted(r["kernel"] for r in rows) == sorted("'" + t for t in FORMULA_CELLS)
-    assert sorted(r["op"] for r in rows) == sorted("'" + t for t in FORMULA_CELLS)
-    assert sorted(r["run"] for r in rows) == sorted("'" + t for t in FORMULA_CELLS)
+    # cells go through fmt.safe_text first (one line, no control character), then spreadsheet_safe
+    want = sorted(spreadsheet_safe(safe_text(t)) for t in FORMULA_CELLS)
+    assert sorted(r["kernel"] for r in rows) == want
+    assert sorted(r["op"] for r in rows) == want
+    assert sorted(r["run"] for r in rows) == want
     for r in rows:
         assert r["GB/s (est.)"] == "-3.5"
         assert r["bytes/call (est.)"] in ("-2.25", "")
     assert {r["bytes/call (est.)"] for r in rows} == {"-2.25", ""}
-    assert "[1]\r=cmd|' /C calc'!A0" in {r["shapes"] for r in rows}  # one quoted cell, not a new row
+    assert "[1] =cmd|' /C calc'!A0" in {r["shapes"] for r in rows}  # the CR is a space: one cell, never a new row
     assert _assert_csv_inert(kt.csv_bytes(view).decode("utf-8-sig")) > 0
 
 
@@ -406,4 +410,4 @@ def test_ranks_text_output_keeps_hostile_file_names_on_one_line(tmp_path):
     shutil.copy(ROOT / "tests/data/ranks/hta_trace_filter/sampled_rank-0.json.gz", d / hostile)
     text = render_text(analyze_ranks(d, workers=1).to_json())
     assert "\x1b" not in text and not any(line.startswith("FAKE") for line in text.splitlines())
-    assert "rank0?[2J FAKE rank 9 OK.json.gz" in text
+    assert "rank0 FAKE rank 9 OK.json.gz" in text  # the escape sequence gone whole (fmt.safe_text), not only ESC

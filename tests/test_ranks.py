@@ -219,7 +219,7 @@ def report():
 
 
 def test_real_set_per_rank_summaries_match_single_trace_summaries(report):
-    from analyzer.ranks.worker import jsonable
+    from analyzer.fmt import clean_json
     from analyzer.readers.load import load_trace
     from analyzer.summary import summarize
 
@@ -229,7 +229,7 @@ def test_real_set_per_rank_summaries_match_single_trace_summaries(report):
     assert s["world_size"] == 128 and any("2 of 128 ranks" in n for n in s["notes"])
     for e in s["ranks"]:
         summary = summarize(load_trace(SET / e["file"]))
-        assert e["per_step"] == jsonable(
+        assert e["per_step"] == clean_json(
             summary.per_step
         )  # what the pool returned is the summary, not an approximation
         assert e["steps_used"] == [int(x) for x in summary.steps_used]

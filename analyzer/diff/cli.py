@@ -8,12 +8,11 @@ exits 2.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from analyzer.diff.facts import fmt_bytes, fmt_us
 from analyzer.errors import DiffError
+from analyzer.fmt import fmt_bytes, fmt_pct, fmt_us, json_text, safe_block, safe_text, short_name
 
 REPORT_SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
@@ -59,11 +58,11 @@ def run(args) -> int:
             raise DiffError(f"{report}: cannot write the report: {err.strerror or err}") from None
 
     if getattr(args, "json", False):
-        print(json.dumps(diff.to_json(), ensure_ascii=False, allow_nan=False))
+        print(json_text(diff.to_json()))
     else:
-        print("\n".join(text_lines(diff)))
+        print(safe_block("\n".join(text_lines(diff))))
         if report:
-            print(f"report: {os.fspath(report)}")
+            print(f"report: {safe_text(os.fspath(report))}")
     return 0
 
 
@@ -75,7 +74,7 @@ def text_lines(diff) -> list[str]:
         r = cd.run
         h = cd.headline()
         pct = h.get("gpu_time_change_pct")
-        change = f": {pct:+.1f}%" if pct is not None else ""
+        change = f": {fmt_pct(pct)}" if pct is not None else ""
         out.append("")
         out.append(f"{cd.label} vs {cd.base_label}: {r.source}")
         out += [f"  {line}" for line in cd.lead_lines()]
@@ -88,7 +87,7 @@ def text_lines(diff) -> list[str]:
             f"{fmt_us(b.gpu_time_us_per_step)}{_rng(rb)} → {fmt_us(r.gpu_time_us_per_step)}{_rng(rc)}{change}"
             + (f" {calls['gpu_time']}" if calls.get("gpu_time") else "")
             + (
-                f", normalised {norm:+.1f}% {calls.get('gpu_time_normalised') or ''}".rstrip()
+                f", normalised {fmt_pct(norm)} {calls.get('gpu_time_normalised') or ''}".rstrip()
                 if norm is not None
                 else ""
             )
@@ -108,13 +107,13 @@ def text_lines(diff) -> list[str]:
         for f in cd.fusions:
             inter = ", ".join(f"{i['matrix']} {i['dtype']} ×{1 + i['reads']}" for i in f.intermediates) or "none"
             out.append(
-                f"  fusion{' ×' + str(f.count_per_step) if f.count_per_step > 1 else ''}: {_short(f.fused_kernel)} ← "
+                f"  fusion{' ×' + str(f.count_per_step) if f.count_per_step > 1 else ''}: {short_name(f.fused_kernel)} ← "
                 f"{' + '.join(f.ops) or '?'} ({len(f.replaces)} kernels) · intermediates {inter} · "
                 f"{fmt_bytes(f.bytes_avoided_per_step)} avoided · {fmt_us(f.base_time_us_per_step)} → "
                 f"{fmt_us(f.candidate_time_us_per_step)}"
             )
         for f in cd.swaps:
-            out.append(f"  swap: {_short(f.fused_kernel)} ← {_short(f.replaces[0])} ({'+'.join(f.ops) or '?'})")
+            out.append(f"  swap: {short_name(f.fused_kernel)} ← {short_name(f.replaces[0])} ({'+'.join(f.ops) or '?'})")
         if cd.kernel_choices:
             out.append(f"  kernel choices (same op and shapes, other kernels): {len(cd.kernel_choices)}")
         n_ub = sum(k["count_per_step"] for k in cd.unmatched_base)
@@ -134,8 +133,3 @@ def _rng(r, what: str = "") -> str:
     if not r:
         return ""
     return f" ({what + ' ' if what else ''}{r[0]:,.1f}–{r[1]:,.1f})"
-
-
-def _short(s: str, n: int = 56) -> str:
-    s = " ".join(str(s).split())
-    return s if len(s) <= n else s[: n - 1] + "…"

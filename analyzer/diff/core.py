@@ -18,7 +18,6 @@ measured kernel durations (median over steady steps).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,7 +26,7 @@ import pandas as pd
 from analyzer.diff import comparability as comp_
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.comparability import Comparability, spread_range
-from analyzer.diff.facts import fmt_bytes, fmt_us, measured_dram_bytes, run_facts, short_name, workload_text
+from analyzer.diff.facts import measured_dram_bytes, run_facts, workload_text
 from analyzer.diff.match import (
     ROUND_TRIP_FIXES,
     Group,
@@ -38,6 +37,7 @@ from analyzer.diff.match import (
 )
 from analyzer.dram import predict_step
 from analyzer.errors import DiffError
+from analyzer.fmt import clean_json, file_label, finite, fmt_bytes, fmt_us, safe_text, short_name, unique_label
 from analyzer.schema import CATEGORIES
 
 BYTES_RULE = (
@@ -110,7 +110,7 @@ class RunFacts:
 
     @property
     def remaining_bytes_per_step(self) -> float:
-        return float(sum(r["round_trip_bytes"] for r in self.remaining if _finite(r["round_trip_bytes"])))
+        return float(sum(r["round_trip_bytes"] for r in self.remaining if finite(r["round_trip_bytes"])))
 
 
 @dataclass
@@ -156,7 +156,7 @@ class FusionRow:
         return _gbps(self.candidate_bytes_per_step, self.candidate_time_us_per_step)
 
     def to_json(self) -> dict:
-        return _clean(
+        return clean_json(
             {
                 "kind": self.kind,
                 "fused_kernel": self.fused_kernel,
@@ -234,11 +234,11 @@ class CandidateDiff:
 
     @property
     def hbm_bytes_avoided_per_step(self) -> float:
-        return float(sum(f.bytes_avoided_per_step for f in self.fusions if _finite(f.bytes_avoided_per_step)))
+        return float(sum(f.bytes_avoided_per_step for f in self.fusions if finite(f.bytes_avoided_per_step)))
 
     @property
     def bytes_complete(self) -> bool:
-        return all(f.bytes_complete and _finite(f.bytes_avoided_per_step) for f in self.fusions)
+        return all(f.bytes_complete and finite(f.bytes_avoided_per_step) for f in self.fusions)
 
     @property
     def predicted_dram_bytes_saved_per_step(self) -> float:
@@ -257,18 +257,18 @@ class CandidateDiff:
         dram = self.predicted_dram_bytes_saved_per_step
         measured = self.measured_warm_dram_bytes_saved_per_step
         parts = [f"{fmt_bytes(logical)} logical" + ("" if self.bytes_complete else " (at least)")]
-        if _finite(dram):
+        if finite(dram):
             why = ""
-            if _finite(logical) and logical > 0 and dram < 0.97 * logical:
+            if finite(logical) and logical > 0 and dram < 0.97 * logical:
                 why = " (part of the intermediate stayed in L2 in the baseline)"
-            elif _finite(logical) and dram > 1.03 * logical:
+            elif finite(logical) and dram > 1.03 * logical:
                 why = " (the candidate also evicts less of what other kernels reuse)"
             parts.append(f"≈{fmt_bytes(dram)} DRAM predicted{why}")
         else:
             parts.append("DRAM not predicted (" + (self.base.dram_basis or "unknown") + ")")
         if measured is not None:
             parts.append(f"{fmt_bytes(measured)} DRAM measured (Nsight Compute, in sequence)")
-        return _clean(
+        return clean_json(
             {
                 "logical_bytes_per_step": logical,
                 "predicted_dram_bytes_per_step": dram,
@@ -359,7 +359,7 @@ class CandidateDiff:
         b, c = self.base, self.run
         f = self.factor
         comp = self.comparability
-        return _clean(
+        return clean_json(
             {
                 # what the changed kernels saved leads: drift of the GPU's conditions cannot flip it once normalised
                 "changed_kernels_saved_us_per_step": self.changed_kernels_saved_us_per_step,
@@ -397,12 +397,12 @@ class CandidateDiff:
         out["fusions"] = [f.to_json() for f in self.fusions]
         out["swaps"] = [f.to_json() for f in self.swaps]
         out["kernel_choices"] = [f.to_json() for f in self.kernel_choices]
-        out["matched_gemms"] = _clean(self.matched_gemms)
-        out["matched_other"] = _clean(self.matched_other)
-        out["unmatched"] = _clean({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
-        out["time_breakdown"] = _clean(self.time_breakdown)
-        out["remaining"] = _clean(self.run.remaining)
-        out["comparability"] = _clean(self.comparability.to_json()) if self.comparability is not None else None
+        out["matched_gemms"] = clean_json(self.matched_gemms)
+        out["matched_other"] = clean_json(self.matched_other)
+        out["unmatched"] = clean_json({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
+        out["time_breakdown"] = clean_json(self.time_breakdown)
+        out["remaining"] = clean_json(self.run.remaining)
+        out["comparability"] = clean_json(self.comparability.to_json()) if self.comparability is not None else None
         out["notes"] = self.notes
         return out
 
@@ -530,7 +530,7 @@ def diff_runs(base, candidates: list, labels: list[str] | None = None, steps: li
 def _labels(summaries: list, labels: list[str] | None) -> list[str]:
     n = len(summaries)
     if labels is not None:
-        labels = [str(x).strip() for x in labels]
+        labels = [safe_text(x) for x in labels]
         if len(labels) != n:
             raise DiffError(f"diff: {len(labels)} labels given for {n} runs (baseline first, then each candidate)")
         if any(not x for x in labels):
@@ -541,14 +541,8 @@ def _labels(summaries: list, labels: list[str] | None) -> list[str]:
     out: list[str] = []
     for s in summaries:
         facts = run_facts(s.trace.meta)
-        name = re.sub(
-            r"(\.pt)?(\.trace)?\.json(\.gz)?$", "", str(s.trace.meta.source).replace("\\", "/").split("/")[-1]
-        )
-        name = facts.get("variant") or name or "run"
-        cand, k = name, 2
-        while cand in out:
-            cand, k = f"{name} #{k}", k + 1
-        out.append(cand)
+        name = safe_text(facts.get("variant")) or file_label(str(s.trace.meta.source)) or "run"
+        out.append(unique_label(name, out))
     return out
 
 
@@ -780,7 +774,7 @@ def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -
     if g.kind == "kernel choice":
         cand_bytes = sum(member_bytes(r) for r in fr)
     else:
-        cand_bytes = base_bytes - avoided if _finite(avoided) else float("nan")
+        cand_bytes = base_bytes - avoided if finite(avoided) else float("nan")
     return FusionRow(
         kind=g.kind,
         fused_kernel=" + ".join(str(r.name) for r in fr),
@@ -797,7 +791,7 @@ def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -
         candidate_time_us_per_step=sum(float(r.dur_us) for r in fr),
         base_bytes_per_step=base_bytes,
         candidate_bytes_per_step=cand_bytes,
-        evidence=[f"{_short(b_rows[m].name)}: {g.evidence.get(m, '')}" for m in g.members],
+        evidence=[f"{short_name(b_rows[m].name)}: {g.evidence.get(m, '')}" for m in g.members],
         base_dram_bytes_per_step=float(b_dram[[*g.members, *g.side]].sum()) if b_dram is not None else float("nan"),
         candidate_dram_bytes_per_step=float(c_dram[g.fused].sum()) if c_dram is not None else float("nan"),
     )
@@ -829,7 +823,7 @@ def _aggregate(rows: list[FusionRow]) -> list[FusionRow]:
         ):
             setattr(a, attr, getattr(a, attr) + getattr(r, attr))
         a.bytes_complete = a.bytes_complete and r.bytes_complete
-    return sorted(out.values(), key=lambda r: -(r.bytes_avoided_per_step if _finite(r.bytes_avoided_per_step) else -1))
+    return sorted(out.values(), key=lambda r: -(r.bytes_avoided_per_step if finite(r.bytes_avoided_per_step) else -1))
 
 
 def _gemm_table(pairs: list) -> list[dict]:
@@ -927,14 +921,14 @@ def _aggregate_round_trips(items: list[dict]) -> list[dict]:
     return sorted(
         out.values(),
         key=lambda a: (
-            -(a["time_at_roof_us"] if _finite(a["time_at_roof_us"]) else 0),
-            -(a["round_trip_bytes"] if _finite(a["round_trip_bytes"]) else 0),
+            -(a["time_at_roof_us"] if finite(a["time_at_roof_us"]) else 0),
+            -(a["round_trip_bytes"] if finite(a["round_trip_bytes"]) else 0),
         ),
     )
 
 
 def _run_json(r: RunFacts) -> dict:
-    return _clean(
+    return clean_json(
         {
             "label": r.label,
             "source": r.source,
@@ -974,15 +968,8 @@ def _ordered_categories(runs: list[RunFacts]) -> list[str]:
     return [c for c in CATEGORIES if c in seen] + sorted(seen - set(CATEGORIES))
 
 
-def _finite(x) -> bool:
-    try:
-        return math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
 def _gbps(nbytes: float, us: float) -> float:
-    if not _finite(nbytes) or not _finite(us) or us <= 0:
+    if not finite(nbytes) or not finite(us) or us <= 0:
         return math.nan
     return nbytes / (us * 1e3)  # bytes per µs / 1e3 = 1e9 bytes per second
 
@@ -991,7 +978,7 @@ def _range_or_none(values) -> list[float] | None:
     if values is None or len(values) == 0:
         return None
     lo, hi = spread_range(values)
-    return [lo, hi] if _finite(lo) and _finite(hi) else None
+    return [lo, hi] if finite(lo) and finite(hi) else None
 
 
 def _div(x, f: float | None):
@@ -1000,7 +987,7 @@ def _div(x, f: float | None):
         return None
     if isinstance(x, (list, tuple)):
         return [v / f for v in x]
-    return x / f if _finite(x) else None
+    return x / f if finite(x) else None
 
 
 def _saved_range(rb, rc) -> list[float] | None:
@@ -1022,7 +1009,7 @@ def _call(saved) -> str | None:
 
 
 def _saved_text(us: float) -> str:
-    return f"saved {fmt_us(us)}" if not _finite(us) or us >= 0 else f"cost {fmt_us(-us)} more"
+    return f"saved {fmt_us(us)}" if not finite(us) or us >= 0 else f"cost {fmt_us(-us)} more"
 
 
 def _range_text(r) -> str:
@@ -1039,7 +1026,7 @@ def _call_text(call: str | None) -> str:
 
 def _event_range(facts: dict) -> list[float] | None:
     lo, hi = facts.get("p10_us"), facts.get("p90_us")
-    return [float(lo), float(hi)] if _finite(lo) and _finite(hi) else None
+    return [float(lo), float(hi)] if finite(lo) and finite(hi) else None
 
 
 def _sub(a: float | None, b: float | None) -> float | None:
@@ -1047,31 +1034,6 @@ def _sub(a: float | None, b: float | None) -> float | None:
 
 
 def _pct(new: float, old: float) -> float:
-    if not _finite(new) or not _finite(old) or old == 0:
+    if not finite(new) or not finite(old) or old == 0:
         return math.nan
     return 100.0 * (new - old) / old
-
-
-def _short(name: str, n: int = 60) -> str:
-    return short_name(name, n)
-
-
-def _clean(x):
-    """JSON-safe: NaN/inf -> None, tuples -> lists, numpy scalars -> Python."""
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, bool) or x is None or isinstance(x, str):
-        return x
-    if isinstance(x, int):
-        return x
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if not math.isfinite(f):
-        return None
-    if hasattr(x, "item"):
-        x = x.item()
-    return x if isinstance(x, int) else f

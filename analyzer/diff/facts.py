@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -208,26 +207,6 @@ def diff_context(diff) -> dict:
     return ctx
 
 
-def fmt_bytes(n: float | None) -> str:
-    """Decimal units, as HBM bandwidth is quoted: 100,663,296 -> '100.7 MB'."""
-    if n is None or n != n:
-        return "unknown"
-    a = abs(n)
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if a >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def fmt_us(us: float | None) -> str:
-    """'254.3 µs'; '12.3 ms' from 10 ms up; 'unknown' for None/NaN."""
-    if us is None or us != us:
-        return "unknown"
-    if abs(us) >= 10_000:
-        return f"{us / 1000:,.1f} ms"
-    return f"{us:,.1f} µs"
-
-
 def measured_dram_bytes(facts: dict, warm: bool = False) -> float | None:
     """DRAM bytes read + written in one step, measured by Nsight Compute when the runner recorded them: flushed
     (ncu's default cache flush before every kernel) or warm (`--cache-control none`, steps in a row: what the step
@@ -237,25 +216,3 @@ def measured_dram_bytes(facts: dict, warm: bool = False) -> float | None:
     if isinstance(r, (int, float)) and isinstance(w, (int, float)):
         return float(r + w)
     return None
-
-
-_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
-
-
-def short_name(name: str, max_chars: int = 60) -> str:
-    """A kernel name short enough for a table or an axis: C++ template arguments and parameter lists collapsed
-    ('void at::native::vectorized_elementwise_kernel<4, …>(int, …)' -> 'at::native::vectorized_elementwise_kernel<…>').
-    Not escaped: the caller escapes for its output format."""
-    s = " ".join(str(name).split())
-    if s.startswith("void "):
-        s = s[5:]
-    if len(s) <= max_chars:
-        return s  # short already: shown whole
-    for _ in range(8):  # nested templates: innermost first
-        t = _TEMPLATE_ARGS.sub("\x00", s)
-        if t == s:
-            break
-        s = t
-    s = s.replace("\x00", "<…>")
-    s = re.sub(r"(?<=[\w>])\(.*\)$", "", s) or s  # a C++ parameter list, not 'Memset (Device)'
-    return s if len(s) <= max_chars else s[: max_chars - 1] + "…"

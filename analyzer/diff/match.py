@@ -36,7 +36,7 @@ import numpy as np
 
 from analyzer.diff.align import Alignment, RunSeq
 from analyzer.diff.attention import attention_chains, moves_scores
-from analyzer.diff.facts import short_name
+from analyzer.fmt import short_name
 from analyzer.ops.names import POINTWISE_OPS, canonical_ops, text_ops
 from analyzer.ops.tensors import Tensor
 
@@ -296,7 +296,7 @@ def _claim_by_data_flow(st: _Claims) -> None:
                     if best is None or key < best[0]:
                         best = (key, j, m)
             if best is not None:
-                st.take(i, best[1], f"data flow: its tensor passes to/from {_short(b_rows[best[2]].name)}")
+                st.take(i, best[1], f"data flow: its tensor passes to/from {short_name(b_rows[best[2]].name, 48)}")
                 new.append(i)
         near = {x for i in new for x in range(i - FLOW_LOOKBACK, i + FLOW_LOOKBACK + 1)}
         todo = sorted(x for x in near & left_b_set if x not in st.claim)
@@ -574,10 +574,6 @@ def _intermediates(g: Group, b_rows: list) -> None:
     )
     # one kernel replaced by one kernel: no tensor passes between replaced kernels, 0 bytes avoided by the rule
     g.bytes_complete = len(g.members) == 1 or (bool(known) and all(not math.isnan(i.nbytes) for i in g.intermediates))
-
-
-def _short(name: str, n: int = 48) -> str:
-    return short_name(name, n)
 
 
 # --- what is left: round trips a run still makes --------------------------------------------------------------------

@@ -8,11 +8,10 @@ apostrophe; numbers stay numbers).
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
 from analyzer.cells import spreadsheet_safe
+from analyzer.fmt import base_name, safe_text
 
 # Display order: where the time goes and how close to the roofs first, then what the kernel is. Units in names, like the schema; "(est.)" marks the estimates (bytes, FLOPs and what rests on them).
 COLUMNS = {
@@ -92,11 +91,9 @@ def filter_view(
     return df[mask]
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
 def csv_bytes(df: pd.DataFrame, *, rename: bool = True) -> bytes:
-    """UTF-8 CSV (with BOM, so Excel reads µ correctly) of `df`, formula injection neutralised, controls dropped.
+    """UTF-8 CSV (with BOM, so Excel reads µ correctly) of `df`, formula injection neutralised, every text cell
+    through `fmt.safe_text` (escape sequences, control characters and bidi overrides dropped).
 
     Rows end in CRLF (RFC 4180): with pandas' default "\n" a cell holding a bare CR is written unquoted, and a
     spreadsheet that breaks the row there would see what follows the CR (say `=1+1`) as a new, un-neutralised cell.
@@ -104,21 +101,10 @@ def csv_bytes(df: pd.DataFrame, *, rename: bool = True) -> bytes:
     out = df.copy()
     for c in out.columns:
         if out[c].dtype == object or pd.api.types.is_string_dtype(out[c]):
-            out[c] = out[c].map(lambda v: spreadsheet_safe(_CONTROL.sub("", v)) if isinstance(v, str) else v)
+            out[c] = out[c].map(lambda v: spreadsheet_safe(safe_text(v)) if isinstance(v, str) else v)
     if rename:
         out = out.rename(columns=COLUMNS)
     return out.to_csv(index=False, lineterminator="\r\n").encode("utf-8-sig")
-
-
-def base_name(name: str) -> str:
-    """'void at::native::foo<4, bar>(int, …)' → 'at::native::foo': how ncu and Kineto names can still be matched."""
-    s = str(name).strip()
-    s = s[5:] if s.startswith("void ") else s
-    for stop in ("<", "("):
-        i = s.find(stop)
-        if i > 0:
-            s = s[:i]
-    return s.strip()
 
 
 def measured_bytes(step_kernels: pd.DataFrame, ncu: dict) -> tuple[pd.DataFrame, dict]:

@@ -29,11 +29,18 @@ _DTYPE_RX = {
 }
 
 
-def roofline_points(tables: list[tuple[str, pd.DataFrame]]) -> tuple[pd.DataFrame, dict]:
-    """Plottable kernels of every run (KERNEL_SUMMARY rows + run, ai, tflops) and counts of what was left out."""
+# x-axis byte figures: logical (every tensor once) or predicted DRAM traffic in sequence (analyzer.dram)
+BYTES = {"bytes_per_call": "HBM byte (logical estimate)", "dram_bytes_per_call": "DRAM byte (predicted, L2-aware)"}
+
+
+def roofline_points(
+    tables: list[tuple[str, pd.DataFrame]], bytes_column: str = "bytes_per_call"
+) -> tuple[pd.DataFrame, dict]:
+    """Plottable kernels of every run (KERNEL_SUMMARY rows + run, ai, tflops) and counts of what was left out.
+    bytes_column: the byte figure intensity divides by (BYTES)."""
     parts, skipped = [], {"no_estimate": 0, "zero_flops": 0}
     for label, k in tables:
-        f, b, t = k["flops_per_call"], k["bytes_per_call"], k["achieved_tflops"]
+        f, b, t = k["flops_per_call"], k[bytes_column], k["achieved_tflops"]
         ok = f.gt(0) & b.gt(0) & t.gt(0) & np.isfinite(f) & np.isfinite(b) & np.isfinite(t)
         skipped["zero_flops"] += int((f == 0).sum())
         skipped["no_estimate"] += int((~ok & (f != 0)).sum())
@@ -43,7 +50,8 @@ def roofline_points(tables: list[tuple[str, pd.DataFrame]]) -> tuple[pd.DataFram
     return pts, skipped
 
 
-def _hover(p: pd.DataFrame) -> list[str]:
+def _hover(p: pd.DataFrame, bytes_column: str = "bytes_per_call") -> list[str]:
+    per = "FLOP/byte (est.)" if bytes_column == "bytes_per_call" else "FLOP/DRAM byte (predicted)"
     out = []
     for run, name, op, shapes, ai, tf, gbps, pbw, pfl, t in p[
         [
@@ -64,7 +72,7 @@ def _hover(p: pd.DataFrame) -> list[str]:
         lines = [f"<b>{html.escape(nm)}</b>", f"run {html.escape(str(run))}"]
         if op:
             lines.append(f"op {html.escape(str(op))} {html.escape(str(shapes))[:140]}")
-        lines.append(f"{ai:,.1f} FLOP/byte (est.) · {tf:,.1f} TFLOP/s · {gbps:,.0f} GB/s")
+        lines.append(f"{ai:,.1f} {per} · {tf:,.1f} TFLOP/s · {gbps:,.0f} GB/s")
         peaks = [f"{v:,.0f}% of peak {what}" for v, what in ((pfl, "FLOP/s"), (pbw, "BW")) if np.isfinite(v)]
         if peaks:
             lines.append(" · ".join(peaks))
@@ -80,18 +88,19 @@ def roofline_figure(
     title: str = "",
     dtypes: tuple[str, ...] | None = None,
     template: str | None = None,
+    bytes_column: str = "bytes_per_call",
 ) -> go.Figure:
     """The roofline of `tables` (label, Summary.kernels) on `gpu` (no roofs when None: unknown GPU).
 
     `dtypes` picks the flat roofs to draw (default: the ones GpuSpec knows among bf16/fp16/fp32/tf32/fp8 that the
     kernels' dtypes use, else bf16 and fp32). Marker: symbol per run, colour per category, area ∝ time per step.
     """
-    pts, skipped = roofline_points(tables)
+    pts, skipped = roofline_points(tables, bytes_column)
     fig = go.Figure()
     if not pts.empty:
         tmax = float(pts["time_us_per_step"].max()) or 1.0
         size = 9 + 26 * np.sqrt(pts["time_us_per_step"].fillna(0).clip(lower=0) / tmax)
-        pts = pts.assign(_size=size, _hover=_hover(pts))
+        pts = pts.assign(_size=size, _hover=_hover(pts, bytes_column))
         for i, (label, _) in enumerate(tables):
             p = pts[pts["run"] == label]
             if p.empty:
@@ -190,7 +199,7 @@ def roofline_figure(
             )
     fig.update_xaxes(
         type="log",
-        title_text="arithmetic intensity, FLOP per HBM byte (estimate)",
+        title_text=f"arithmetic intensity, FLOP per {BYTES.get(bytes_column, bytes_column)}",
         range=[np.log10(x_lo), np.log10(x_hi)],
     )
     fig.update_yaxes(type="log", title_text="achieved TFLOP/s (estimated FLOPs / measured time)")

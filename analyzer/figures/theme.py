@@ -16,7 +16,7 @@ import html
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from analyzer.diff.facts import fmt_bytes, fmt_us, short_name  # noqa: F401  (re-exported: charts read like the report)
+from analyzer.fmt import fmt_bytes, fmt_us, short_name  # noqa: F401  (re-exported: charts read like the report)
 
 FONT = "Inter, Helvetica Neue, Helvetica, Arial, sans-serif"
 INK = "#1F2933"  # text: near-black, softer than #000 on a projector

@@ -19,8 +19,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyzer.figures.kernels_table import base_name
 from analyzer.figures.theme import CATEGORY_COLORS as _THEME_COLORS
+from analyzer.fmt import base_name, fmt_bytes, safe_text
 
 # The theme's category colours (same category, same colour in every FuseLens chart) plus one for CPU-op lanes.
 CATEGORY_COLORS = {**_THEME_COLORS, "cpu op": "#9AA5B1"}
@@ -68,15 +68,6 @@ def step_view(
     return StepView(label=label, step=int(step), gpu=gpu, cpu=cpu, origin_us=origin)
 
 
-def _fmt_bytes(b: float) -> str:
-    if not np.isfinite(b):
-        return "unknown"
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(b) >= div:
-            return f"{b / div:,.1f} {unit}"
-    return f"{b:,.0f} B"
-
-
 def _esc(s: object, n: int = NAME_CHARS) -> str:
     """Names come from files users upload: escape them so Plotly's HTML-subset labels stay inert."""
     t = "" if s is None else str(s)
@@ -105,7 +96,7 @@ def short_label(name: str, ops: str = "") -> str:
     """What fits inside a bar: the decoded ops ('gelu+mul'), else the kernel's base name without namespaces/templates."""
     if ops:
         return ops
-    s = base_name(name).rsplit("::", 1)[-1]
+    s = safe_text(base_name(name)).rsplit("::", 1)[-1]
     return s if len(s) <= 28 else s[:27] + "…"
 
 
@@ -135,7 +126,7 @@ def _kernel_hover(df: pd.DataFrame) -> list[str]:
         lines.append(f"duration {dur:,.1f} µs · start +{s:,.1f} µs")
         bw = f" · {gbps:,.0f} GB/s achieved" if np.isfinite(gbps) else ""
         if np.isfinite(nbytes):
-            lines.append(f"bytes {_fmt_bytes(nbytes)} (estimate){bw}")
+            lines.append(f"bytes {fmt_bytes(nbytes)} (estimate){bw}")
         lines.append(f"{_esc(cat, 30)}" + (f" · {_esc(lib, 30)}" if lib else "") + f" · stream {stream}")
         out.append("<br>".join(lines))
     return out

@@ -328,11 +328,12 @@ _COMPILED = tuple((re.compile(p), c, lib, ops) for p, c, lib, ops in RULES)
 
 def classify_one(name: str) -> tuple[str, str, str]:
     """(category, library, ops) of one kernel name. First matching row wins; no match → ('other', '', '')."""
+    head = names.function_name(name)  # template arguments name types, not work: they never pick the row
     for rx, category, library, ops_rule in _COMPILED:
-        if not rx.search(name):
+        if not rx.search(head):
             continue
         if library == "@lib":
-            library = _library(name)
+            library = _library(head)
         if ops_rule == "@inductor":
             cat, ops = _inductor(name)
             return (cat if category == "@inductor" else category), library, ops
@@ -341,7 +342,45 @@ def classify_one(name: str) -> tuple[str, str, str]:
             return (cat if category == "@tokens" else category), library, ops
         ops = _DECODERS[ops_rule](name) if ops_rule.startswith("@") else ops_rule
         return category, library, ops
-    return "other", _library(name), ""
+    return "other", _library(head), ""
+
+
+# The launching op says what a shared kernel computes for it: ATen's group norm runs kernels named like layer norm's
+# (RowwiseMomentsCUDAKernel, ComputeFusedParamsCUDAKernel, GammaBetaBackwardCUDAKernel1), RMS norm backward runs
+# layer norm's cuComputeGradGammaBeta, and cuDNN runs forward-named kernels (volta_scudnn_…, winogradForward…,
+# volta_sgemm_…) for the data and weight gradients of a convolution. Rows: (launching op regex, the kernel's ops
+# regex, ops). First match wins; a kernel whose ops match no row keeps its name's answer.
+# fmt: off
+OP_RULES: tuple[tuple[str, str, str], ...] = (
+    (r"^aten::(?:cudnn_|miopen_|mkldnn_)?convolution_backward_weight$", r"^(?:conv|mm)(?:\+|$)", "conv_wgrad"),
+    (r"^aten::(?:cudnn_|miopen_|mkldnn_)?convolution_backward_input$", r"^(?:conv|mm)(?:\+|$)", "conv_dgrad"),
+    (r"^aten::(?:cudnn_|miopen_)?convolution_backward$", r"^(?:conv|mm)(?:\+|$)", "conv_backward"),
+    (r"^aten::(?:cudnn_|miopen_|_)?convolution$|^aten::conv\dd$", r"^mm$", "conv"),
+    (r"^aten::native_group_norm_backward$", r"^(?:layer|rms|batch)_norm", "group_norm_backward"),
+    (r"^aten::native_group_norm$", r"^(?:layer|rms|batch)_norm", "group_norm"),
+    (r"^aten::_fused_rms_norm_backward$", r"^(?:layer|group|batch)_norm", "rms_norm_backward"),
+    (r"^aten::(?:_fused_)?rms_norm$", r"^(?:layer|group|batch)_norm", "rms_norm"),
+    (r"^aten::native_layer_norm_backward$", r"^(?:rms|group|batch)_norm", "layer_norm_backward"),
+)
+# fmt: on
+_OP_COMPILED = tuple((re.compile(o), re.compile(k), ops) for o, k, ops in OP_RULES)
+
+
+def refine_one(ops: str, op_name: str) -> str:
+    """The ops of a kernel given its launching op (OP_RULES); the name's answer when no row applies."""
+    for op_rx, ops_rx, new in _OP_COMPILED:
+        if op_rx.search(op_name) and ops_rx.search(ops):
+            return new
+    return ops
+
+
+def refine_by_op(ops: pd.Series, op_names: pd.Series) -> pd.Series:
+    """refine_one over every row, worked out once per distinct (ops, op) pair. Same index as ops."""
+    key = ops.astype(object).fillna("") + "\x1f" + op_names.astype(object).fillna("")
+    codes, uniques = pd.factorize(key, sort=False)
+    answers = [refine_one(*u.split("\x1f", 1)) for u in uniques]
+    return pd.Series(pd.Series(answers, dtype=object).to_numpy()[codes] if len(ops) else [], index=ops.index,
+                     dtype=object)  # fmt: skip
 
 
 def classify_names(names: pd.Series) -> pd.DataFrame:

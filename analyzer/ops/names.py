@@ -312,18 +312,37 @@ def epilogue_ops(name: str, base: str = "mm") -> str:
     return "+".join([base] + [w for w in EPILOGUE_WORDS if w in words])
 
 
+# Templates whose arguments name the work (a generic launcher instantiated with the kernel or functor that runs):
+# CUTLASS's Kernel<cutlass_80_…_relu_…>, cuDNN's cutlass_cudnn::Kernel<…wgrad…>, ATen's elementwise / reduce /
+# multi-tensor launchers <…, GeluCUDAKernelImpl …>. Any other template's arguments are types and tile sizes.
+_LAUNCHER = re.compile(
+    r"(?:^|::)(?:Kernel2?|device_kernel|\w*elementwise\w*|gpu_kernel_impl\w*|reduce_kernel|multi_tensor_apply_kernel)$"
+)
+_IDENT_END = re.compile(r"[A-Za-z_][A-Za-z0-9_:]*$")
+
+
+@lru_cache(maxsize=8192)
 def function_name(name: str) -> str:
-    """The kernel's own name without its template arguments and parameter list (which name types, not work):
-    'void cutlass::Kernel2<cutlass_80_…_relu_…>(…)' keeps the CUTLASS kernel in its first template argument, so
-    only the argument list goes, and the template arguments of namespaces that only carry types
-    ('moe::dev::finalize::finalizeKernelVecLoad<…cutlass::bfloat16_t…>') go too."""
-    base = name.removeprefix("void ")
-    head, sep, _ = base.partition("(")
-    if "<" not in head:
-        return head
-    fn, _, targs = head.partition("<")
-    # a generic launcher (cutlass::Kernel<X>, cutlass_cudnn::Kernel<X>, at::native::…_kernel<…>) names its work in
-    # the first template argument; any other function's template arguments are types and tile sizes
-    if re.search(r"(?:^|::)Kernel2?$|::device_kernel$", fn):
-        return fn + "<" + targs
-    return fn
+    """The kernel name with the arguments of non-launcher templates emptied: template arguments name types, not
+    work ('moe::dev::finalize::finalizeKernelVecLoad<KernelParams<cutlass::bfloat16_t, …>>' is no CUTLASS
+    kernel), except in a generic launcher whose argument is the kernel that runs ('cutlass::Kernel2<cutlass_80_…>')."""
+    name = name.replace("(anonymous namespace)::", "")
+    out: list[str] = []
+    i, n = 0, len(name)
+    while i < n:
+        ch = name[i]
+        if ch != "<":
+            out.append(ch)
+            i += 1
+            continue
+        depth, j = 1, i + 1
+        while j < n and depth:
+            depth += {"<": 1, ">": -1}.get(name[j], 0)
+            j += 1
+        ident = _IDENT_END.search("".join(out[-80:]))
+        if ident and _LAUNCHER.search(ident.group(0)):
+            out.append(name[i:j])
+        else:
+            out.append("<>")
+        i = j
+    return "".join(out)

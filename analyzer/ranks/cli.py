@@ -15,6 +15,7 @@ import sys
 
 import orjson
 
+from analyzer.fmt import fmt_bytes, fmt_num, fmt_pct, json_text, safe_text
 from analyzer.ranks import analyze_ranks
 
 
@@ -56,14 +57,14 @@ def run(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
     doc = report.to_json()
     if args.json:
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(json_text(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + "\n")
     else:
         print(render_text(doc))
     for f in report.failed():
-        print(f"error: {_t(f['error'])}", file=sys.stderr)
+        print(f"error: {safe_text(f['error'])}", file=sys.stderr)
     for d in report.diffs:
         if "error" in d:
-            print(f"error: diff of rank {d['rank']}: {_t(d['error'])}", file=sys.stderr)
+            print(f"error: diff of rank {d['rank']}: {safe_text(d['error'])}", file=sys.stderr)
     if any(f.get("internal") for f in report.failed()):
         return 1  # an analyzer bug hit some rank: the others are printed, but this is not a trace problem
     return 2 if report.failed() or any("error" in d for d in report.diffs) else 0
@@ -73,17 +74,8 @@ def _progress(done: int, total: int) -> None:
     print(f"\ranalysed {done}/{total} rank traces", end="", file=sys.stderr, flush=True)
 
 
-def _t(s) -> str:
-    """Trace-derived text on one terminal line: a file name may hold line breaks or escape sequences."""
-    return "".join(c if c.isprintable() else "?" for c in " ".join(str(s).split()))
-
-
 def _ms(us) -> str:
-    return "—" if us is None else f"{us / 1000:.3f}"
-
-
-def _mb(b) -> str:
-    return "—" if b is None else f"{b / 1e6:,.1f} MB"
+    return fmt_num(None if us is None else us / 1000, ".3f")
 
 
 def _x(ratio) -> str:
@@ -94,8 +86,8 @@ def render_text(doc: dict) -> str:
     out: list[str] = []
     for s in doc["sets"]:
         n_ok, n_bad = len(s["ranks"]), len(s["failed"])
-        out.append(f"rank set {_t(s['label'])}: {n_ok} ranks analysed, {n_bad} failed")
-        out += [f"  note: {_t(n)}" for n in s["notes"]]
+        out.append(f"rank set {safe_text(s['label'])}: {n_ok} ranks analysed, {n_bad} failed")
+        out += [f"  note: {safe_text(n)}" for n in s["notes"]]
         out.append("  medians over steady-state steps, ms per step")
         head = f"  {'rank':>5} {'steps':>5} {'GPU':>9} {'compute':>9} {'comm':>9} {'exposed':>9} {'copies':>9} {'idle':>9}  file"
         out.append(head)
@@ -109,7 +101,7 @@ def render_text(doc: dict) -> str:
             out.append(
                 f"  {e['rank']:>5} {len(e['steps_used']):>5} "
                 + " ".join(f"{c:>9}" for c in cells)
-                + f"  {_t(e['file'])}"
+                + f"  {safe_text(e['file'])}"
             )
         sp = s["spread"]
         if sp.get("slowest_rank"):
@@ -131,23 +123,25 @@ def render_text(doc: dict) -> str:
                         f"    {c:<14} {_ms(st['min'])} / {_ms(st['median'])} / {_ms(st['max'])}  rank {st['max_rank']}"
                     )
         for f in s["failed"]:
-            out.append(f"  FAILED rank {f['rank']} ({_t(f['file'])}): {_t(f['error'])}")
+            out.append(f"  FAILED rank {f['rank']} ({safe_text(f['file'])}): {safe_text(f['error'])}")
         out.append("")
     cmp_ = doc.get("compare")
     if cmp_:
         labels = cmp_["labels"]
-        out.append("GPU ms per step by rank: " + " vs ".join(_t(x) for x in labels))
+        out.append("GPU ms per step by rank: " + " vs ".join(safe_text(x) for x in labels))
         for row in cmp_["ranks"]:
             times = " ".join(f"{_ms(row['gpu_time_us'][lab]):>9}" for lab in labels)
             deltas = ", ".join(
-                f"{_t(lab)} {v['delta_pct']:+.1f}%" for lab, v in row["vs_base"].items() if v["delta_pct"] is not None
+                f"{safe_text(lab)} {fmt_pct(v['delta_pct'])}"
+                for lab, v in row["vs_base"].items()
+                if v["delta_pct"] is not None
             )
             out.append(f"  rank {row['rank']:>5} {times}   {deltas}")
         for lab, ranks in cmp_["unpaired_ranks"].items():
-            out.append(f"  ranks in only one of base / {_t(lab)}: {ranks[:16]}")
+            out.append(f"  ranks in only one of base / {safe_text(lab)}: {ranks[:16]}")
     for d in doc.get("diffs") or []:
         if "error" in d:
-            out.append(f"fusion diff on rank {d['rank']}: {_t(d['error'])}")
+            out.append(f"fusion diff on rank {d['rank']}: {safe_text(d['error'])}")
         else:
             out.append(
                 f"fusion diff on rank {d['rank']} (full diff: --json, or `python -m analyzer diff` on its files)"
@@ -156,10 +150,10 @@ def render_text(doc: dict) -> str:
                 kps = c.get("kernels_per_step") or [None, None]
                 pct = c.get("gpu_time_change_pct")
                 out.append(
-                    f"  {_t(c.get('label'))}: kernels/step {kps[0]} -> {kps[1]}, GPU time "
-                    + ("—" if pct is None else f"{pct:+.1f}%")
+                    f"  {safe_text(c.get('label'))}: kernels/step {kps[0]} -> {kps[1]}, GPU time "
+                    + fmt_pct(pct)
                     + f", {c.get('n_fusions', 0)} fusion groups, "
-                    + f"HBM bytes avoided/step {_mb(c.get('hbm_bytes_avoided_per_step'))}"
+                    + f"HBM bytes avoided/step {fmt_bytes(c.get('hbm_bytes_avoided_per_step'))}"
                 )
     return "\n".join(out).rstrip() + "\n"
 

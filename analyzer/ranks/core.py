@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from analyzer.errors import TraceError
+from analyzer.fmt import unique_labels
 from analyzer.ranks.inputs import RankInput, discover
 from analyzer.ranks.spread import compare, spread
 from analyzer.ranks.worker import DiffJob, SummaryJob
@@ -96,7 +97,7 @@ def analyze_ranks(
     if labels is not None and len(labels) != len(sources):
         raise TraceError("--labels", f"{len(labels)} labels for {len(sources)} rank sets")
     sets_inputs = [discover(src, None if labels is None else labels[i]) for i, src in enumerate(sources)]
-    set_labels = _unique([inputs[0].set_label for inputs in sets_inputs])
+    set_labels = unique_labels([inputs[0].set_label for inputs in sets_inputs])
     sets_inputs = [[_relabel(i, lab) for i in inputs] for inputs, lab in zip(sets_inputs, set_labels, strict=True)]
 
     jobs = [SummaryJob(inp) for inputs in sets_inputs for inp in inputs]
@@ -240,16 +241,6 @@ def _diff_targets(sets: list[dict], diff_rank) -> list[int]:
 
 def _short(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:8])) + (" …" if len(ranks) > 8 else "") if ranks else "none"
-
-
-def _unique(labels: list[str]) -> list[str]:
-    out: list[str] = []
-    for lab in labels:
-        new, k = lab, 2
-        while new in out:
-            new, k = f"{lab}-{k}", k + 1
-        out.append(new)
-    return out
 
 
 def _relabel(inp: RankInput, label: str) -> RankInput:

@@ -10,12 +10,12 @@ not cost the other 999; an unexpected exception (an analyzer bug) is reported th
 from __future__ import annotations
 
 import gc
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from analyzer.errors import DiffError, TraceError
+from analyzer.fmt import clean_json
 from analyzer.ranks.inputs import RankInput, read_input
 
 COMM = ("communication",)
@@ -68,13 +68,13 @@ def summarize_rank(inp: RankInput) -> dict:
     series = step_series(trace.gpu_ops, trace.steps, steps_used)
     return {
         "gpu_name": meta.gpu_name or "",
-        "distributed": {k: jsonable(dist.get(k)) for k in ("backend", "rank", "world_size") if k in dist},
+        "distributed": {k: clean_json(dist.get(k)) for k in ("backend", "rank", "world_size") if k in dist},
         "events": int(meta.n_events),
         "warnings": len(meta.warnings),
         "warnings_first": [_one_line(w) for w in meta.warnings[:3]],
         "steps_total": len(trace.steps),
         "steps_used": steps_used,
-        "per_step": jsonable(summary.per_step),
+        "per_step": clean_json(summary.per_step),
         "split_us": _medians(series),
         "series": series,
         "top_kernels": top_kernels(summary.kernels),
@@ -96,7 +96,7 @@ def diff_rank(job: DiffJob) -> dict:
         import orjson
 
         out = orjson.loads(out)
-    return jsonable(out)
+    return clean_json(out)
 
 
 def step_series(gpu_ops, steps, steps_used: list[int]) -> list[dict]:
@@ -144,7 +144,7 @@ def step_series(gpu_ops, steps, steps_used: list[int]) -> list[dict]:
                 "communication_us": float(dur[comm_m].sum()),
                 "memory_us": float(dur[mem_m].sum()),
                 "exposed_communication_us": exposed,
-                "idle_us": jsonable(idle.get(s)),
+                "idle_us": clean_json(idle.get(s)),
             }
         )
     return rows
@@ -178,34 +178,7 @@ def top_kernels(kernels) -> list[dict]:
         return []
     k = kernels.sort_values(["time_us_per_step", "name"], ascending=[False, True], kind="stable").head(TOP_KERNELS)
     cols = ("name", "category", "op_name", "count_per_step", "time_us_per_step", "dur_us_median")
-    return [{c: jsonable(row[c]) for c in cols} for row in k.to_dict("records")]
-
-
-def jsonable(x):
-    """Plain JSON types only: numpy scalars to Python, NaN/inf to None, tuples to lists, keys to str."""
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return [jsonable(v) for v in x.tolist()]
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        f = float(x)
-        return f if math.isfinite(f) else None
-    if x is None or isinstance(x, str):
-        return x
-    try:
-        import pandas as pd
-
-        if pd.isna(x):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return str(x)
+    return [{c: clean_json(row[c]) for c in cols} for row in k.to_dict("records")]
 
 
 def _one_line(s: str) -> str:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
-#   bash kernels/lab/device_job.sh STEP...      STEP: facts | sweep | configs | record | record-hf | record-fuselens | record-layer | record-llama-layer | check |
+#   bash kernels/lab/device_job.sh STEP...      STEP: facts | sweep | configs | record | record-hf | record-fuselens | record-layer | record-llama-layer | record-templates | check |
 #                                           bench | bench-quick | bench-mlp | bench-gating | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
@@ -63,6 +63,14 @@ record_layer() {
     --dtype bf16 --measure-bytes eager,sdpa
   python3 -c "import json,sys; m=json.load(open(sys.argv[1])); [print(v['name'], v['status'], v.get('median_us'), v.get('attention_backend'), v.get('dram_bytes_read'), v.get('message','')[:120]) for v in m['variants']]" \
     "$R/sample_traces/gemma_layer_bf16/manifest.json" 2>&1 | tail -6
+}
+
+# Inductor GEMM templates with shapes (issue 12 bugs 1 and 5): every GEMM a `triton_tem_fused_…` kernel, no CUDA
+# graphs, forward and training; ~3 min on an H100 (max-autotune benchmarks each GEMM's template configs).
+record_templates() {
+  local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072)
+  rec hf_geglu_templates_bf16 "${TEMPLATES_LIMIT_S:-200}" --workload geglu --variants eager,compile,compile-triton-gemm "${HF[@]}" --dtype bf16
+  rec geglu_train_templates_bf16 "${TEMPLATES_LIMIT_S:-200}" --workload geglu --variants eager,compile-triton-gemm "${HF[@]}" --dtype bf16 --train
 }
 
 record_llama_layer() {  # Llama-style (SwiGLU, 16 q heads, 4 KV heads, head_dim 128): ~2 min, no ncu
@@ -132,7 +140,7 @@ bench() {
 for step in "$@"; do
   case $step in
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-fuselens) record_fuselens ;; check) check ;;
-    record-layer) record_layer ;; record-llama-layer) record_llama_layer ;;
+    record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;

@@ -3,6 +3,8 @@
   eager                 the module as written: cuBLAS GEMMs + ATen elementwise kernels
   compile               torch.compile(module) (default mode: Inductor fuses the elementwise tail)
   compile-max-autotune  torch.compile(module, mode="max-autotune"): Triton GEMM templates + CUDA graphs
+  compile-triton-gemm   torch.compile with max_autotune, GEMMs through Triton templates only, no CUDA graphs: every
+                        GEMM is a `triton_tem_fused_…` kernel whose cpu_op records its buffers (shapes for the analyzer)
   liger                 Liger-Kernel's GEGLU/SwiGLU MLP: cuBLAS GEMMs + Liger's gating kernel (gated MLPs only;
                         skipped with a clear message when liger-kernel is not installed)
   fuselens-gating       cuBLAS GEMMs + FuseLens's fused gating kernel (gated MLPs only)
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-VARIANTS = ("eager", "compile", "compile-max-autotune", "liger", "fuselens-gating", "fuselens")
+VARIANTS = ("eager", "compile", "compile-max-autotune", "compile-triton-gemm", "liger", "fuselens-gating", "fuselens")
 DEFAULT_VARIANTS = ("eager", "compile", "liger", "fuselens")
 # Decoder-layer workloads (kernels.models.layer): the attention implementation is part of the variant
 #   eager             attn_implementation="eager" (matmul, + causal mask, fp32 softmax, cast, matmul)
@@ -26,6 +28,11 @@ DEFAULT_VARIANTS = ("eager", "compile", "liger", "fuselens")
 #   fuselens          the sdpa layer with the FuseLens MLP, not compiled
 LAYER_VARIANTS = ("eager", "sdpa", "compile", "compile-max-autotune", "compile-fuselens", "fuselens")
 DEFAULT_LAYER_VARIANTS = ("eager", "sdpa", "compile", "compile-fuselens")
+
+
+# Inductor config for compile-triton-gemm: autotune GEMMs among Triton templates only (so every GEMM is a template
+# kernel, as max-autotune picks on some shapes and GPUs), and no CUDA graphs (so each kernel keeps its cpu_op's shapes)
+TRITON_GEMM_OPTIONS = {"max_autotune": True, "max_autotune_gemm_backends": "TRITON", "triton.cudagraphs": False}
 
 
 class VariantUnavailable(Exception):
@@ -44,6 +51,9 @@ INFO = {
     "compile": VariantInfo("compile", "torch.compile default mode (Inductor)", True),
     "compile-max-autotune": VariantInfo(
         "compile-max-autotune", "torch.compile mode=max-autotune (Triton GEMM templates, CUDA graphs)", True
+    ),
+    "compile-triton-gemm": VariantInfo(
+        "compile-triton-gemm", "torch.compile max_autotune, Triton template GEMMs only, no CUDA graphs", True
     ),
     "liger": VariantInfo("liger", "Liger-Kernel GEGLU/SwiGLU MLP: cuBLAS GEMMs + Liger gating kernel", True),
     "fuselens-gating": VariantInfo("fuselens-gating", "cuBLAS GEMMs + FuseLens fused gating kernel", False),
@@ -96,6 +106,8 @@ def build(name: str, model, train: bool = False) -> Callable:
         return torch.compile(model)
     if name == "compile-max-autotune":
         return torch.compile(model, mode="max-autotune")
+    if name == "compile-triton-gemm":
+        return torch.compile(model, options=TRITON_GEMM_OPTIONS)
     if name == "liger":
         if not gated:
             raise VariantUnavailable("liger has no kernel for the plain MLP (Linear-GELU-Linear); gated MLPs only")
