@@ -24,7 +24,7 @@ import pandas as pd
 from analyzer.errors import DiffError
 from analyzer.ops import attention, gemm, names
 from analyzer.ops.dataflow import TensorIO, tensor_io
-from analyzer.ops.tensors import dims_text, read_tensors
+from analyzer.ops.tensors import Tensor, dims_text, read_tensors
 
 # Ranges that wrap a whole step or a whole compiled graph say nothing about one kernel.
 _GENERIC_RANGE_PREFIXES = (
@@ -213,8 +213,27 @@ def _annotate(rows: pd.DataFrame, trace) -> None:
     rows["role"] = roles
     for n, col in enumerate(("gemm", "io", "op_ops", "name_ops", "is_gemm", "key", "dims", "attn")):
         rows[col] = [f[n] for f in facts]
+    rows["io"] = _concat_dtypes(rows["io"].tolist())
     rows["context"] = _enclosing_ranges(rows, trace)
     rows["node"] = _autograd_nodes(rows, trace)
+
+
+def _concat_dtypes(ios: list, lookback: int = 8) -> list:
+    """A cat/stack's tensors have no recorded dtype ('TensorList'): take it from the latest earlier kernel (within
+    `lookback`) whose output has the element count of one of its inputs (RoPE's cat reads the neg kernel's
+    output), so the cat's output can be followed and sized like any other."""
+    out = list(ios)
+    for i, io in enumerate(ios):
+        if io.output is None or io.output.dtype is not None or not io.inputs or any(t.dtype for t in io.inputs):
+            continue
+        sizes = {t.numel for t in io.inputs}
+        for p in range(i - 1, max(-1, i - lookback - 1), -1):
+            src = ios[p].output
+            if src is not None and src.dtype and src.numel in sizes:
+                dt = src.dtype
+                out[i] = TensorIO(tuple(Tensor(t.shape, dt) for t in io.inputs), Tensor(io.output.shape, dt), io.fresh)
+                break
+    return out
 
 
 def _row_facts(name, op, dims, types, concrete, role: str, ops, category, kind) -> tuple:

@@ -38,6 +38,8 @@ from analyzer.diff.match import (
 from analyzer.dram import predict_step
 from analyzer.errors import DiffError
 from analyzer.fmt import clean_json, file_label, finite, fmt_bytes, fmt_us, safe_text, short_name, unique_label
+from analyzer.ops import names
+from analyzer.ops.tensors import shape_text
 from analyzer.schema import CATEGORIES
 
 BYTES_RULE = (
@@ -133,6 +135,8 @@ class FusionRow:
     candidate_bytes_per_step: float  # base_bytes minus the round trips avoided (estimate)
     evidence: list[str]
     also_removed: list[str] = field(default_factory=list)  # memsets / helper kernels of the replaced op calls
+    pattern: str = ""  # what the group computes: 'attention (…)', 'RMSNorm', 'RoPE', 'GEGLU gating', … or ''
+    bytes_note: str = ""  # how bytes_avoided_per_step adds up, tensor by tensor
     # PREDICTED DRAM traffic (analyzer.dram, in sequence) of the replaced kernels and of the replacing kernel(s)
     base_dram_bytes_per_step: float = float("nan")
     candidate_dram_bytes_per_step: float = float("nan")
@@ -180,6 +184,8 @@ class FusionRow:
                 "dram_bytes_avoided_per_step": self.dram_bytes_avoided_per_step,
                 "evidence": self.evidence,
                 "also_removed": self.also_removed,
+                "pattern": self.pattern,
+                "bytes_note": self.bytes_note,
             }
         )
 
@@ -771,6 +777,13 @@ def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -
         )
     base_bytes = sum(member_bytes(m) for m in members)
     avoided = g.bytes_avoided if g.bytes_complete or g.intermediates else float("nan")
+    attention = any(r.attn is not None for r in fr)
+    pattern = names.fusion_pattern(ops, attention) if g.kind == "fusion" else ""
+    first = members[0] if members else None
+    if pattern.endswith("Norm") and first is not None and names.op_base(first.op_name) == "add":
+        out = first.io.output
+        if out is not None and out.dtype in ("bf16", "fp16"):  # the norm's own eps add is fp32 [.., 1]
+            pattern += " + residual add"
     if g.kind == "kernel choice":
         cand_bytes = sum(member_bytes(r) for r in fr)
     else:
@@ -792,9 +805,32 @@ def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -
         base_bytes_per_step=base_bytes,
         candidate_bytes_per_step=cand_bytes,
         evidence=[f"{short_name(b_rows[m].name)}: {g.evidence.get(m, '')}" for m in g.members],
+        pattern=pattern,
+        bytes_note=_bytes_note(g, attention),
         base_dram_bytes_per_step=float(b_dram[[*g.members, *g.side]].sum()) if b_dram is not None else float("nan"),
         candidate_dram_bytes_per_step=float(c_dram[g.fused].sum()) if c_dram is not None else float("nan"),
     )
+
+
+def _bytes_note(g: Group, attention: bool) -> str:
+    """bytes avoided spelled out: each kind of intermediate (element count, dtype, readers), its size and count,
+    e.g. '4 × [8,2048,2048] bf16 67,108,864 B × (1 write + 1 read) + … = 1,090,519,040 B'."""
+    if not g.intermediates:
+        return ""
+    kinds: dict[tuple, list] = {}
+    for it in g.intermediates:
+        t = it.tensor
+        kinds.setdefault((t.numel, t.dtype, len(it.consumers)), []).append(t)
+    parts = []
+    for (_, dtype, reads), ts in kinds.items():
+        rw = f"(1 write + {reads} read{'s' if reads > 1 else ''})"
+        shapes = "/".join(dict.fromkeys(shape_text(t.shape) for t in sorted(ts, key=lambda t: -len(t.shape))))
+        parts.append(f"{len(ts)} × {shapes} {dtype} {ts[0].nbytes:,.0f} B × {rw}")
+    total = f" = {g.bytes_avoided:,.0f} B" + ("" if g.bytes_complete else " (at least)")
+    lead = (
+        "scores and probabilities the attention kernel never writes, and the tensors around them: " if attention else ""
+    )
+    return lead + " + ".join(parts) + total
 
 
 def _aggregate(rows: list[FusionRow]) -> list[FusionRow]:

@@ -46,6 +46,7 @@ _SIDE_ROLES = ("memop", "helper")
 # kernels from different layers.
 MAX_CLAIM_DISTANCE = 24  # not the work of an op call: never a fusion member on their own evidence
 EXTRA_ANCHORS = 2  # see module doc, evidence 1
+FRESH_SCAN = 8  # same-sized producers looked at for one not read yet, before the latest one is taken
 FLOW_LOOKBACK = 8  # kernels between a producer and its reader; HF GEGLU eager: gelu -> mul is 2 apart
 _POSITION = "position: new work between the same matched kernels"
 
@@ -527,7 +528,8 @@ def flow_edges(
     rows: list, order: list[int], lookback: int | None = None, consumers: set[int] | None = None
 ) -> list[tuple[int, int, Tensor]]:
     """(producer, consumer, tensor) edges among `order` (positions, increasing): each input of a consumer comes from
-    the latest earlier producer whose output has its element count and dtype (each producer once per consumer).
+    the latest earlier producer whose output has its element count and dtype and that no earlier consumer read
+    (else the latest such producer; each producer once per consumer).
     lookback: producers at most that many places earlier in `order`; consumers: only edges into these positions.
 
     Producers are indexed by element count, so each input walks back over same-sized outputs only (a 1000-kernel
@@ -538,6 +540,7 @@ def flow_edges(
         if out is not None:
             by_numel.setdefault(out.numel, []).append(ci)
     edges = []
+    read: set[int] = set()  # producers whose output an earlier consumer already took
     for ci, cpos in enumerate(order):
         if consumers is not None and cpos not in consumers:
             continue
@@ -548,18 +551,26 @@ def flow_edges(
             places = by_numel.get(t.numel)
             if not places:
                 continue
-            for x in range(bisect.bisect_left(places, ci) - 1, -1, -1):
+            hits = []  # matching producers, latest first; the first one nobody read yet wins (RoPE's add reads
+            for x in range(bisect.bisect_left(places, ci) - 1, -1, -1):  # q·cos, not the cat that mul already read)
                 pi = places[x]
-                if pi < start:
+                if pi < start or len(hits) >= FRESH_SCAN:
                     break
                 ppos = order[pi]
-                if ppos in used or _siblings(rows[ppos], reader):
+                if ppos in used or _siblings(rows[ppos], reader) or not _same_tensor(rows[ppos].io.output, t):
                     continue
-                out = rows[ppos].io.output
-                if _same_tensor(out, t):
-                    edges.append((ppos, cpos, out))
-                    used.add(ppos)
+                hits.append(ppos)
+                if ppos not in read:
                     break
+            fresh = next((p for p in hits if p not in read), None)
+            # a second reader of a tensor only for a reader whose op says what it reads (an aten op): an Inductor
+            # kernel's recorded args mix its inputs with its outputs (the residual x beside the o_proj output)
+            if fresh is not None or (hits and str(reader.op_name or "").startswith("aten::")):
+                ppos = fresh if fresh is not None else hits[0]
+                out = rows[ppos].io.output
+                edges.append((ppos, cpos, out if out.dtype or not t.dtype else t))  # a cat's: its reader's dtype
+                used.add(ppos)
+        read |= used
     return edges
 
 
@@ -569,9 +580,9 @@ def _intermediates(g: Group, b_rows: list) -> None:
     for p, cpos, t in edges:
         by_p.setdefault(p, Intermediate(t, p, [])).consumers.append(cpos)
     g.intermediates = [by_p[p] for p in sorted(by_p)]
-    known = all(
-        b_rows[m].io.inputs and b_rows[m].io.output is not None and b_rows[m].io.output.dtype for m in g.members
-    )
+    # every member's tensors known; an output of unknown dtype (a cat over a TensorList) is fine once every
+    # intermediate it passes on took its reader's dtype (the finite check below)
+    known = all(b_rows[m].io.inputs and b_rows[m].io.output is not None for m in g.members)
     # one kernel replaced by one kernel: no tensor passes between replaced kernels, 0 bytes avoided by the rule
     g.bytes_complete = len(g.members) == 1 or (bool(known) and all(not math.isnan(i.nbytes) for i in g.intermediates))
 
@@ -648,8 +659,14 @@ def remaining_round_trips(seq: RunSeq) -> list[RoundTrip]:
         if not r.is_gemm or r.gemm is None or c in chain_of:
             continue
         a = r.io.inputs[0] if r.io.inputs else None
-        for p in range(c - 1, max(-1, c - PROLOGUE_LOOKBACK - 1), -1):
+        looked = 0
+        for p in range(c - 1, -1, -1):
             pr = rows[p]
+            if pr.kind != "kernel" or pr.role in _SIDE_ROLES:
+                continue  # a GEMM's workspace memset sits between it and the norm
+            looked += 1
+            if looked > PROLOGUE_LOOKBACK:
+                break
             if pr.is_gemm and pr.kind == "kernel" and p != c:
                 if pr.io.inputs and a is not None and _same_tensor(pr.io.inputs[0], a):
                     continue  # a sibling projection reading the same input (q, k, v): look past it

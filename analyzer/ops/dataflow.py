@@ -56,6 +56,29 @@ def _reduced(t: Tensor, concrete) -> Tensor | None:
     return Tensor(shape, t.dtype)
 
 
+def _concat_io(base: str, dims, concrete) -> TensorIO:
+    """cat / stack over a TensorList: 'Input Type' has no dtype for a list, so inputs and output carry dtype None
+    (the diff takes the dtype from the tensor's producer or reader); the output shape from Concrete Inputs' dim."""
+    lists = dims[0] if isinstance(dims, (list, tuple)) and dims and isinstance(dims[0], (list, tuple)) else []
+    shapes = [tuple(d) for d in lists if isinstance(d, (list, tuple)) and d and all(isinstance(x, int) for x in d)]
+    if not shapes or len(shapes) != len(lists) or len({len(x) for x in shapes}) != 1:
+        return TensorIO((), None)
+    raw = concrete[1] if isinstance(concrete, (list, tuple)) and len(concrete) > 1 else ""
+    try:
+        dim = int(raw) if isinstance(raw, str) and raw.strip() else 0
+    except ValueError:
+        return TensorIO(tuple(Tensor(x, None) for x in shapes), None)
+    nd = len(shapes[0]) + (1 if base == "stack" else 0)
+    if not -nd <= dim < nd:
+        return TensorIO(tuple(Tensor(x, None) for x in shapes), None)
+    dim %= nd
+    if base == "stack":
+        out = (*shapes[0][:dim], len(shapes), *shapes[0][dim:])
+    else:
+        out = (*shapes[0][:dim], sum(x[dim] for x in shapes), *shapes[0][dim + 1 :])
+    return TensorIO(tuple(Tensor(x, None) for x in shapes), Tensor(out, None))
+
+
 def tensor_io(op_name: str, dims, types, concrete=None) -> TensorIO:
     """Inputs and output of the op that launched a kernel, from its recorded shapes.
 
@@ -69,6 +92,8 @@ def tensor_io(op_name: str, dims, types, concrete=None) -> TensorIO:
     base = names.op_base(op_name)
     inplace = base.endswith("_") and not base.startswith("_")
     base = base.rstrip("_") if inplace else base
+    if base in ("cat", "_cat", "stack") and not ts:
+        return _concat_io(base.lstrip("_"), dims, concrete)
     ops = names.canonical_ops(op_name)
     if not ts:
         return TensorIO((), None)
