@@ -6,6 +6,7 @@ Exit codes: 0 success, 2 a trace/diff error (one line on stderr, never a traceba
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from analyzer.errors import FuseLensError
@@ -18,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("summary", help="per-step kernel summary of one trace")
     s.add_argument("trace", help="Kineto trace, .json or .json.gz")
+    add_cache_argument(s)
     s.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
     d = sub.add_parser("diff", help="what CANDIDATE runs changed against BASE: fusions, bytes avoided, time saved")
@@ -26,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.add_argument("--report", metavar="FILE", help="write a self-contained report (.html or .md)")
     d.add_argument("--labels", help="comma-separated labels, base first (default: file names)")
+    add_cache_argument(d)
 
     r = sub.add_parser("ranks", help="per-rank summaries and cross-rank spread of a multi-rank trace set")
     from analyzer.ranks.cli import add_arguments as add_ranks_arguments  # one definition of the ranks flags
@@ -33,12 +36,46 @@ def build_parser() -> argparse.ArgumentParser:
     add_ranks_arguments(r)
 
     sub.add_parser("columns", help="print the column contract of every table as Markdown")
+
+    c = sub.add_parser("cache", help="where the columnar trace cache is, its size; --clear empties it")
+    c.add_argument("--clear", action="store_true", help="delete every cached trace")
     return parser
+
+
+def add_cache_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the columnar trace cache (same as FUSELENS_NO_CACHE=1)",
+    )
+
+
+def _cache_command(args) -> int:
+    from analyzer.readers import cache
+
+    if args.clear:
+        n, freed = cache.clear()
+        print(f"removed {n} cached traces ({freed / 2**20:,.1f} MiB) from {cache.cache_dir()}")
+        return 0
+    files = cache.entries()
+    total = sum(p.stat().st_size for p in files)
+    state = "on" if cache.enabled() else f"off ({cache.ENV_OFF})"
+    print(
+        f"{cache.cache_dir()}: {len(files)} cached traces, {total / 2**20:,.1f} MiB"
+        f" (bound {cache.max_bytes() / 2**20:,.0f} MiB, {cache.ENV_MAX_BYTES}); cache {state}"
+    )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "no_cache", False):
+        from analyzer.readers.cache import ENV_OFF
+
+        os.environ[ENV_OFF] = "1"  # an environment variable so that ranks' worker processes see it too
     try:
+        if args.command == "cache":
+            return _cache_command(args)
         if args.command == "summary":
             from analyzer.summary_cli import run
         elif args.command == "diff":

@@ -7,18 +7,21 @@
 
 Why not ``orjson.dumps`` per row and a factorize of the bytes: each ``orjson.dumps`` result holds a ~4 KB
 allocation (orjson 3.13), so a 2 M-kernel trace took 8.2 GB for one key column, and glibc kept most of it after
-it was freed. Here the rows are keyed first by object identity — the decoder gives equal snippets ONE shared
-object (``analyzer.readers.decode.take``), so a million rows hold a few hundred distinct objects — by reading
-the object array's pointers as integers (a view, no copy, no object per row). Only the distinct objects are
-serialised, and equal texts from distinct objects share a code.
+it was freed. Here:
+* a column of str / None (names, categories) is factorized by hash, in C;
+* any other column (shape lists) is keyed first by object identity — the decoder gives equal snippets ONE
+  shared object (``analyzer.readers.decode.take``), so a million rows hold a few hundred distinct objects — by
+  reading the object array's pointers as integers (no object per row). Only the distinct objects are
+  serialised (``msgspec.json.encode``: ~70 B per result), and equal texts from distinct objects share a code.
+  A list and a tuple with the same items share a code (JSON cannot tell them apart).
 """
 
 from __future__ import annotations
 
 import ctypes
 
+import msgspec
 import numpy as np
-import orjson
 import pandas as pd
 
 
@@ -37,12 +40,19 @@ def object_codes(values) -> tuple[np.ndarray, np.ndarray]:
     n = arr.size
     if not n:
         return np.empty(0, np.int64), np.empty(0, np.int64)
+    if set(map(type, arr)) <= _STR_OR_NONE:
+        codes, uniques = pd.factorize(arr, use_na_sentinel=False)
+        return codes.astype(np.int64), _first_rows(codes, len(uniques))
     by_id, distinct_ids = pd.factorize(object_pointers(arr))
     first_of_id = _first_rows(by_id, len(distinct_ids))
-    texts = [orjson.dumps(arr[i]) for i in first_of_id.tolist()]
+    texts = [_encode(arr[i]) for i in first_of_id.tolist()]
     text_codes, distinct_texts = pd.factorize(np.asarray(texts, dtype=object))
     codes = text_codes.astype(np.int64)[by_id]
     return codes, _first_rows(codes, len(distinct_texts))
+
+
+_STR_OR_NONE = {str, type(None)}
+_encode = msgspec.json.Encoder(enc_hook=repr).encode  # a value JSON cannot hold is keyed by its repr
 
 
 def _first_rows(codes: np.ndarray, k: int) -> np.ndarray:

@@ -11,6 +11,8 @@ column arithmetic. Every figure says what it rests on in cost_basis ('estimate: 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -226,3 +228,32 @@ def estimate_costs(gpu_ops: pd.DataFrame, gpu: GpuSpec | None) -> pd.DataFrame:
     return pd.DataFrame(
         {c: pd.Series(v, index=gpu_ops.index, dtype=object if c == "cost_basis" else float) for c, v in cols.items()}
     )
+
+
+# ------------------------------------------------------------------------------------------ flags
+def hbm_flag(gbps: float, hbm_gbps: float | None) -> str | None:
+    """The plain-words flag of an estimated rate above the GPU's HBM peak (None when it is not, or no peak is known).
+
+    The byte estimate assumes no cache reuse; a kernel whose estimate over its duration is above what HBM can
+    deliver must have had part of its traffic served by the L2 (or its estimate counts too much)."""
+    if hbm_gbps is None or not (isinstance(gbps, (int, float)) and math.isfinite(gbps)) or gbps <= hbm_gbps:
+        return None
+    return (
+        f"above HBM peak: {gbps:,.0f} GB/s estimated > {hbm_gbps:,.0f} GB/s peak; part of its traffic was likely "
+        "served by L2 (the byte estimate assumes no cache reuse)"
+    )
+
+
+def hbm_flags(gbps, hbm_gbps: float | None, hbm_bound=None) -> list[list[str]]:
+    """hbm_flag for every row (a list per row, empty when nothing is flagged); hbm_bound: rows whose rate is HBM
+    traffic (host↔device copies run over PCIe/NVLink: never flagged against HBM)."""
+    vals = np.asarray(gbps, dtype=float)
+    bound = np.ones(len(vals), dtype=bool) if hbm_bound is None else np.asarray(hbm_bound, dtype=bool)
+    out: list[list[str]] = [[] for _ in range(len(vals))]
+    if hbm_gbps is None:
+        return out
+    with np.errstate(invalid="ignore"):
+        above = np.flatnonzero(bound & (vals > hbm_gbps))
+    for i in above:
+        out[i] = [hbm_flag(float(vals[i]), hbm_gbps)]
+    return out

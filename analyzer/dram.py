@@ -8,31 +8,30 @@ another kernel. This module predicts what Nsight Compute counts in sequence (`--
     predict_step(step_ops, gpu) -> DataFrame (step_ops' index): dram_read_bytes, dram_write_bytes, dram_bytes,
                                    l2_hit_bytes, dram_basis
 
-The model, for one steady-state step repeated (the previous step left the cache as this one will):
+The model, for one steady-state step repeated (the step before left the cache as this one will):
 
 * **Tensors.** Each kernel reads its launching op's input tensors and writes its output (analyzer.ops.dataflow
   .tensor_io; an op whose output shape is not known writes `bytes − inputs`). An input comes from the latest
   earlier kernel of the step whose output has its element count and dtype (the diff's data-flow rule); an input
   with no such producer (a weight, the step's input) is the one the same kernel read one step earlier.
-* **The cache is a pool of C bytes with random replacement** (C = the GPU's cache capacity, analyzer.gpus). Every
-  byte a kernel brings in (a read miss or a write) evicts a random resident byte, so a tensor left with `r` bytes
-  resident keeps r·e^(−A/C) of them after A bytes are brought in. That is the reuse distance: the bytes moved in
-  between, against C.
-* **A kernel streams its tensors evenly.** Reading an input with r bytes resident while bringing in A bytes hits
-  r·φ(A/C), φ(x) = (1 − e^(−x))/x (the resident part shrinks while the kernel runs); A = reads − hits + writes
-  (solved per kernel). What it touched stays resident as size·φ(A/C).
-* **Writes reach DRAM when evicted.** Dirty bytes D (all outputs not yet written back) lose the same fraction:
-  a kernel writes back D·(1 − e^(−A/C)) of what was dirty before it plus out·(1 − φ(A/C)) of its own output; the
-  rest stays dirty for later kernels. So a kernel's DRAM writes can be an earlier kernel's output, as Nsight
-  Compute counts them.
+* **The cache keeps the last C bytes touched** (least recently used out first; C = the GPU's cache capacity,
+  analyzer.gpus) and **a kernel streams its tensors in order**: the byte at fraction f of a tensor is touched when
+  the kernel is at fraction f of its traffic (reads + writes). So a byte a reader asks for is still on chip when
+  the bytes touched since it was last touched — the rest of the kernel that touched it, the kernels in between,
+  the reader's own traffic before it — are fewer than C: the reuse distance, against C. It is linear in f, so
+  the hit fraction of every tensor has a closed form. A kernel that walks its blocks last-first (REVERSED) touches
+  byte f at fraction 1 − f: the FuseLens gating kernel reads the tail of the tensor just written while it is
+  still on chip, and leaves the head on chip for the next reader.
+* **Outputs are written back while their kernel runs**: a kernel's DRAM writes are its own output. In a steady
+  step every dirty byte is written back once, so the step's writes are exact; per kernel, the dirty tail left in
+  L2 at a kernel's end moves to the next one (on the H100, 10-16 MB from the last pointwise kernel to the down
+  projection: docs/COST_MODEL.md lists the misses).
 
-No fitted constant: C comes from the datasheet, everything else from the trace's shapes. Kernels without a byte
-estimate are left out of the cache (their traffic is unknown: the basis says so and step totals are NaN).
+No fitted constant: C comes from the datasheet, everything else from the trace's shapes and launch order. Kernels
+without a byte estimate are left out (their traffic is unknown: the basis says so and step totals are NaN).
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pandas as pd
@@ -43,39 +42,27 @@ from analyzer.ops.dataflow import tensor_io
 from analyzer.ops.tensors import Tensor
 
 COLUMNS = ("dram_read_bytes", "dram_write_bytes", "dram_bytes", "l2_hit_bytes", "dram_basis")
-PASSES = 3  # steps simulated back to back; the last is reported (the first starts from a cache of clean bytes)
 MODEL = (
-    "predicted DRAM traffic in sequence: random-replacement cache of {cap} ({why}); reuse by element count + dtype "
-    "from the previous kernels of the step; writes counted when evicted"
+    "predicted DRAM traffic in sequence: an LRU cache of {cap} ({why}) over in-order streams (a read hits where the "
+    "bytes touched since it was last touched are fewer); outputs written back by their own kernel"
 )
+# Kernels that walk their tensors last-first (their byte f at fraction 1 - f of their traffic), and why we know.
+REVERSED = {
+    "fuselens_glu_gating_kernel": "walks its blocks last-first (kernels/ops/gating.py; docs/KERNELS.md, run 9c)",
+}
 
 
-def phi(x: float) -> float:
-    """Mean survival of bytes brought in evenly while x cache-capacities of new bytes arrive: (1 − e^−x)/x."""
-    if x < 1e-6:
-        return 1.0 - x / 2.0
-    return -math.expm1(-x) / x
-
-
-def _solve_alloc(logical: float, resident: float, cap: float) -> float:
-    """A such that A = logical − resident·φ(A/C): bytes a kernel brings in (misses + writes). Monotone in A, so
-    a few Newton steps from A = logical converge (|φ'| ≤ 1/2 and resident ≤ C keep the slope ≥ 1/2)."""
-    if resident <= 0.0:
-        return logical
-    a = logical
-    for _ in range(30):
-        x = a / cap
-        f = a - logical + resident * phi(x)
-        if x < 1e-6:
-            dphi = -0.5
-        else:
-            e = math.exp(-x)
-            dphi = (e * x - (1.0 - e)) / (x * x)
-        step = f / (1.0 + resident * dphi / cap)
-        a -= step
-        if abs(step) < 1.0:
-            break
-    return max(a, 0.0)
+def hit_fraction(a: np.ndarray, b: np.ndarray, cap: float) -> np.ndarray:
+    """Share of f in [0, 1] with a + b·f < cap: the bytes of a tensor whose reuse distance a + b·f is under the
+    cache size (columnar over every read of a step)."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        root = (cap - a) / b
+    up = np.clip(root, 0.0, 1.0)  # b > 0: f < root
+    down = 1.0 - np.clip(root, 0.0, 1.0)  # b < 0: f > root
+    flat = np.where(a < cap, 1.0, 0.0)
+    return np.where(b > 0, up, np.where(b < 0, down, flat))
 
 
 def _key(t: Tensor) -> tuple[int, str | None]:
@@ -85,10 +72,11 @@ def _key(t: Tensor) -> tuple[int, str | None]:
 class _Row:
     """What the model needs of one GPU op: logical reads/writes and the tensors behind them."""
 
-    __slots__ = ("ok", "reads", "writes", "inputs", "output", "why")
+    __slots__ = ("ok", "reads", "writes", "inputs", "output", "why", "reversed")
 
-    def __init__(self, ok, reads=0.0, writes=0.0, inputs=(), output=None, why=""):
+    def __init__(self, ok, reads=0.0, writes=0.0, inputs=(), output=None, why="", reversed=False):
         self.ok = ok
+        self.reversed = reversed  # walks its tensors last-first (REVERSED)
         self.reads = reads  # logical bytes read
         self.writes = writes  # logical bytes written
         self.inputs = inputs  # ((key or None, bytes), ...): key None = not linkable
@@ -130,7 +118,9 @@ def _row_for(kind: str, name: str, op: str, dims, types, logical: float) -> _Row
         size = dtypes.itemsize(dtype)
         if size and writes % size == 0:  # custom / Inductor ops: an output of `bytes − inputs` in the inputs' dtype
             out = ((int(writes // size), dtype), writes)
-    return _Row(True, reads=total_in, writes=writes, inputs=tuple(ins), output=out, why=why)
+    if name in REVERSED:
+        why = "; ".join(x for x in (why, f"{name} {REVERSED[name]}") if x)
+    return _Row(True, reads=total_in, writes=writes, inputs=tuple(ins), output=out, why=why, reversed=name in REVERSED)
 
 
 def _rows(step_ops: pd.DataFrame) -> list[_Row]:
@@ -187,40 +177,44 @@ def predict_step(step_ops: pd.DataFrame, gpu: GpuSpec | None) -> pd.DataFrame:
     ids = _links(rows)
     which = "Infinity Cache" if gpu.llc_bytes == gpu.llc_bytes else "L2"
     base = MODEL.format(cap=f"{cap / 2**20:.0f} MiB", why=f"{gpu.name} {which}")
-    resident: dict = {}  # tensor id -> (bytes resident right after its last touch, cumulative allocation then)
-    alloc = 0.0  # bytes brought into the cache so far
-    dirty = 0.0
-    res = np.zeros((n, 3))  # read, write, hit
-    for _ in range(PASSES):
-        for pos, r in enumerate(rows):
-            if not r.ok:
-                continue
-            tids = ids[pos]
-            seen: dict = {}
-            for tid, (_, size) in zip(tids, r.inputs, strict=True):
-                if tid in seen:
-                    continue
-                hit = resident.get(tid)
-                seen[tid] = min(size, hit[0] * math.exp(-(alloc - hit[1]) / cap)) if hit else 0.0
-            on_chip = sum(seen.values())
-            logical = r.reads + r.writes
-            a = _solve_alloc(logical, on_chip, cap)
-            x = a / cap
-            f = phi(x)
-            hits = on_chip * f
-            decay = math.exp(-x)
-            wb = dirty * (1.0 - decay) + r.writes * (1.0 - f)
-            dirty = dirty * decay + r.writes * f
-            alloc += a
-            res[pos] = (r.reads - hits, wb, hits)
-            for tid, (_, size) in zip(tids, r.inputs, strict=True):
-                resident[tid] = (size * f, alloc)
-            if r.output is not None:
-                resident[("p", pos)] = (r.output[1] * f, alloc)
     ok = np.array([r.ok for r in rows], dtype=bool)
-    out["dram_read_bytes"][ok] = res[ok, 0]
-    out["dram_write_bytes"][ok] = res[ok, 1]
-    out["l2_hit_bytes"][ok] = res[ok, 2]
+    touched = np.array([r.reads + r.writes if r.ok else 0.0 for r in rows])  # bytes each kernel streams
+    start = np.concatenate([[0.0], np.cumsum(touched)[:-1]])  # where each kernel's stream begins in the step
+    period = float(touched.sum())  # the same kernel one step later is this far on
+    rev = np.array([r.reversed for r in rows], dtype=bool)
+    # every read: (reader, size, last kernel that touched the tensor, steps back); a sequential pass over the
+    # step's tensors (each read once), the distances below are column arithmetic
+    last: dict = {}  # tensor id -> position of its last toucher in this step
+    reader, size, toucher, back = [], [], [], []
+    for pos, r in enumerate(rows):
+        if not r.ok:
+            continue
+        for tid, (_, nbytes) in zip(ids[pos], r.inputs, strict=True):
+            q = last.get(tid)
+            if q is None:  # first touch this step: the same read one step earlier (a weight, the step's input)
+                q, steps_back = pos, 1
+            else:
+                steps_back = 0
+            reader.append(pos)
+            size.append(nbytes)
+            toucher.append(q)
+            back.append(steps_back)
+            last[tid] = pos
+        if r.output is not None:
+            last[("p", pos)] = pos
+    k = np.asarray(reader, dtype=np.int64)
+    q = np.asarray(toucher, dtype=np.int64)
+    # distance(f) = [start_k + g_k(f)·T_k] − [start_q + g_q(f)·T_q − back·period], g(f) = f or 1 − f (REVERSED)
+    a = start[k] - start[q] + np.asarray(back, dtype=float) * period
+    a = a + np.where(rev[k], touched[k], 0.0) - np.where(rev[q], touched[q], 0.0)
+    b = np.where(rev[k], -touched[k], touched[k]) - np.where(rev[q], -touched[q], touched[q])
+    hits = np.asarray(size, dtype=float) * hit_fraction(a, b, cap)
+    hit_bytes = np.bincount(k, weights=hits, minlength=n) if len(k) else np.zeros(n)
+    reads = np.array([r.reads for r in rows])
+    writes = np.array([r.writes for r in rows])
+    out["dram_read_bytes"] = np.where(ok, reads - hit_bytes, np.nan)
+    out["dram_write_bytes"] = np.where(ok, writes, np.nan)
+    out["l2_hit_bytes"] = np.where(ok, hit_bytes, np.nan)
     out["dram_bytes"] = out["dram_read_bytes"] + out["dram_write_bytes"]
     basis = np.array([base + (f"; {r.why}" if r.why else "") if r.ok else r.why for r in rows], dtype=object)
     return _frame(step_ops, out, basis)

@@ -154,6 +154,12 @@ KERNEL_SUMMARY = _table(
     ("pct_peak_flops", "float64", "% of the GPU's dense peak FLOP/s for the dtype (NaN unknown)"),
     ("cost_basis", "object", "what the estimate rests on"),
     (
+        "flags",
+        "object",
+        "list of plain-words warnings about this kernel's figures, e.g. 'above HBM peak: … likely served by L2' "
+        "(analyzer.cost.hbm_flags)",
+    ),
+    (
         "dram_bytes_per_call",
         "float64",
         "PREDICTED DRAM bytes per call in sequence (L2 reuse and write-back, analyzer.dram; NaN unknown)",

@@ -19,6 +19,7 @@ import pandas as pd
 
 from analyzer import schema
 from analyzer.codes import object_codes
+from analyzer.cost import hbm_flags
 from analyzer.dram import predict_steady
 from analyzer.fmt import clean_json
 from analyzer.trace import Trace
@@ -94,6 +95,7 @@ class Summary:
                 "pct_peak_bw": r.pct_peak_bw,
                 "pct_peak_flops": r.pct_peak_flops,
                 "cost_basis": r.cost_basis,
+                "flags": list(r.flags),
                 "dram_basis": r.dram_basis,
             }
             for r in self.kernels.itertuples(index=False)
@@ -281,6 +283,9 @@ def _kernel_table(trace: Trace, g: pd.DataFrame, used: list[int], dram: pd.DataF
     tab["dram_basis"] = (
         basis.reindex(range(len(tab))).fillna("unknown: not in the step the DRAM model ran on").to_numpy()
     )
+    # a rate above the HBM peak is flagged where the rate is HBM traffic (pct_peak_bw is NaN for host copies)
+    gpu = trace.gpu
+    tab["flags"] = hbm_flags(tab["achieved_gbps"], gpu.hbm_gbps if gpu else None, tab["pct_peak_bw"].notna())
     tab = tab.sort_values(["time_us_per_step", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return schema.conform(tab, "kernel_summary")
 

@@ -6,7 +6,7 @@ import math
 
 import streamlit as st
 
-from analyzer.diff.facts import side_number
+from analyzer.diff.facts import conditions_text, recorded_conditions, side_number
 from analyzer.figures.overview import category_figure
 from app_pages import nav, state, ui
 
@@ -55,6 +55,7 @@ for r in runs:
         "kernels/step": ui.cell(_num(ps, "kernels"), "{:,.0f}"),
         "GPU time/step (µs)": ui.cell(_num(ps, "gpu_time_us")),
         "CUDA-event time (µs)": ui.cell(side_number(r.variant.get("median_us"))),
+        "GPU conditions": conditions_text(recorded_conditions(r.variant)) or "—",
         "idle/step (µs)": ui.cell(_num(ps, "idle_us")),
         "launch latency (µs)": ui.cell(_num(ps, "launch_latency_us")),
         "step span (µs)": ui.cell(_num(ps, "span_us")),
@@ -83,6 +84,11 @@ st.dataframe(
         "launch latency (µs)": num("Median time from the CPU's launch call to the kernel's start."),
         "CUDA-event time (µs)": num(
             "The runner's median of 100 timed steps (manifest); plain Kineto traces carry none."
+        ),
+        "GPU conditions": st.column_config.TextColumn(
+            width="medium",
+            help="SM clock (range), power and temperature the runner sampled while this run's steps were profiled "
+            "(manifest); — = not recorded (plain Kineto traces, older runner manifests).",
         ),
         "data": st.column_config.TextColumn(
             width="small", help="⚠: the file was cut, damaged or held values of the wrong type (reasons below)"

@@ -31,7 +31,16 @@ KEEP_RUNS = 20  # finished run folders kept in runs/; older ones are pruned when
 
 # Mirrors kernels.profile's checks (tests keep them equal); the runner validates again, this is the first line.
 WORKLOADS = ("geglu", "swiglu", "plain")
-VARIANTS = ("eager", "compile", "compile-max-autotune", "compile-triton-gemm", "liger", "fuselens-gating", "fuselens")
+VARIANTS = (
+    "eager",
+    "compile",
+    "compile-max-autotune",
+    "compile-triton-gemm",
+    "liger",
+    "fuselens-gating",
+    "fuselens",
+    "fuselens-graph",
+)
 DEFAULT_VARIANTS = ("eager", "compile", "liger", "fuselens")
 DTYPES = ("bf16", "fp16", "fp32")
 MAX_BATCH = MAX_SEQ = 65536

@@ -1,11 +1,12 @@
 """Session state of the dashboard: the loaded runs, their labels, the baseline, and one-line load errors.
 
 Why this shape:
-* A run is keyed by the blake2b digest of its bytes. Parsing goes through `st.cache_data` on that digest (the bytes
-  themselves are passed as `_data`, which Streamlit does not hash: hashing 1 GB on every call would cost seconds),
-  so a trace is parsed once per server however many sessions open it, and the bundled samples are parsed once.
-* The parsed Summary is also kept in this session's state, so reruns and page switches never touch the cache
-  (st.cache_data returns a fresh unpickled copy on every hit).
+* A run is keyed by the xxh3-128 digest of its bytes (analyzer.readers.cache.content_key, ~0.1–0.35 s per GB).
+  Parsing goes through the analyzer's on-disk columnar cache (size-bounded, see README "Trace cache"), so a trace
+  is parsed once however many sessions or servers open it; a cached open reads the tables back in well under a
+  second. No in-memory cross-session cache (`st.cache_data` kept up to 24 whole traces, unbounded in bytes, after
+  their sessions closed: 8.75 GiB held for one 2 M-kernel upload): a run lives in its session's state only, so
+  its memory returns when the session closes or the run is removed (`_release` hands freed heap back to the OS).
 * Nothing here takes a server-side path from user input: uploads arrive as bytes and stay in memory; the only paths
   read are the project's own sample_traces/ and the runs/ folders the Profile page creates.
 """
@@ -13,7 +14,6 @@ Why this shape:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import math
@@ -74,17 +74,25 @@ class Run:
 
 # ---------------------------------------------------------------------------------------------------- parsing
 def digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    from analyzer.readers.cache import content_key
+
+    return content_key(data)
 
 
-@st.cache_data(max_entries=24, show_spinner=False)
 def _parse(key: str, name: str, _data: bytes):
-    """load_trace + summarize, once per (content, name) per server. `_data` is not hashed (see module doc)."""
+    """load_trace (through the on-disk cache, keyed by the same content digest) + summarize."""
     from analyzer import load_trace, summarize
 
     t0 = time.perf_counter()
     summary = summarize(load_trace(_data, name=name))
     return summary, time.perf_counter() - t0
+
+
+def _release() -> None:
+    """Give the heap that a removed run freed back to the OS (glibc keeps freed small blocks otherwise)."""
+    from analyzer.memory import release_freed_memory
+
+    release_freed_memory()
 
 
 def _state():
@@ -186,10 +194,13 @@ def add_trace(
 
 def remove(key: str) -> None:
     ss = _state()
-    ss[K_RUNS].pop(key, None)
+    run = ss[K_RUNS].pop(key, None)
     if ss.get(K_BASELINE) not in ss[K_RUNS]:
         ss[K_BASELINE] = next(iter(ss[K_RUNS]), None)
     ss[K_DIFFS] = {}
+    if run is not None:
+        del run
+        _release()
 
 
 def remove_origin(origin: str) -> None:

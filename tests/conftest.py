@@ -47,6 +47,24 @@ TRACES: dict[str, Path] = {
 }
 
 
+def pytest_configure(config):
+    """The columnar trace cache (analyzer.readers.cache) goes to a fresh folder per test session: tests never read
+    or fill the user's ~/.cache/fuselens, and child processes (CLI, Streamlit server) inherit the setting."""
+    import os
+    import tempfile
+
+    os.environ["FUSELENS_CACHE_DIR"] = tempfile.mkdtemp(prefix="fuselens-test-cache-")
+
+
+def pytest_unconfigure(config):
+    import os
+    import shutil
+
+    d = os.environ.get("FUSELENS_CACHE_DIR", "")
+    if "fuselens-test-cache-" in d:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @functools.cache
 def _load(path: str):
     from analyzer.readers.load import load_trace

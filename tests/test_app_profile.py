@@ -178,3 +178,39 @@ def test_page_runs_shows_busy_to_others_and_opens_compare(standin, monkeypatch):
     runs = s.runs(at)
     assert [r.label for r in runs] == ["eager", "compile"] and all(r.origin == "profile" for r in runs)
     assert s.metric_values(at)["Kernels per step"][0] == "5 → 4"
+
+
+def test_fallback_hint_names_why_the_fused_kernel_may_not_apply():
+    """The Profile page warns before a run where FuseLens's fused TMA kernel does not apply (the runner then
+    measures its paths and may fall back): decode token counts, fp32, rows not 16-byte aligned. The HF shape: none."""
+    from app_pages.profile import fallback_hint
+
+    assert fallback_hint(pj.Params(variants=("eager", "fuselens"))) is None
+    assert fallback_hint(pj.Params(variants=("eager",), batch=1, seq=16)) is None  # fuselens not requested
+    hint = fallback_hint(pj.Params(variants=("fuselens",), batch=1, seq=16))
+    assert "16 tokens" in hint and "fall back" in hint
+    hint = fallback_hint(pj.Params(variants=("fuselens-graph",), batch=1, seq=77, d_model=1001, hidden=3000))
+    assert "not multiples of 8" in hint and "77 tokens" not in hint
+
+
+def test_fuselens_path_notes_read_the_runner_manifest(tmp_path):
+    """After a run the page says which path each fuselens variant ran, from the manifest the runner writes
+    (kernels/lab/profile.py: fuselens_path, fuselens_fused, fuselens_probe_us), and warns where it fell back."""
+    import json
+
+    from app_pages.profile import fuselens_path_notes
+
+    manifest = {
+        "variants": [
+            {"name": "eager", "status": "done"},
+            {"name": "fuselens", "fuselens_path": "aten", "fuselens_fused": False,
+             "fuselens_probe_us": {"dual_gemm": 61.5, "gating": 48.0, "aten": 41.2}},
+            {"name": "fuselens-graph", "fuselens_path": "dual_gemm", "fuselens_fused": True, "fuselens_probe_us": {}},
+        ]
+    }  # fmt: skip
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    notes = fuselens_path_notes(tmp_path)
+    assert notes[0].startswith("Warning: fuselens fell back to the aten path") and "dual_gemm 61.5 µs" in notes[0]
+    assert notes[1] == "fuselens-graph ran the dual_gemm path"
+    (tmp_path / "manifest.json").write_text("{not json")
+    assert fuselens_path_notes(tmp_path) == []

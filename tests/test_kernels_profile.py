@@ -35,6 +35,9 @@ def _run(argv, capsys):
         (["--batch", "64", "--seq", "1024", "--d-model", "32768", "--hidden", "32768", "--train"], "estimated GPU"),
         (["--batch", "ten"], "invalid int value"),
         (["--bogus"], "unrecognized"),
+        (["--rounds", "0"], "--rounds must be between 1 and 50"),
+        (["--steps-per-turn", "99"], "--steps-per-turn must be between 1 and 20"),
+        (["--lock-clocks", "99999"], "--lock-clocks must be a clock in MHz"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(argv, needle, capsys, tmp_path):

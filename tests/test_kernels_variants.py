@@ -75,7 +75,7 @@ def test_fuselens_variants_refuse_a_rocm_build(monkeypatch, variant):
     [
         ("geglu", "fuselens", "fuselens::dual_gemm_glu", [[130, 40], [72, 40], [72, 40], []]),
         ("plain", "fuselens", "fuselens::gemm_bias_act", [[130, 40], [72, 40], [72], []]),
-        ("swiglu", "fuselens-gating", "fuselens::glu_gating", [[1, 130, 72], [1, 130, 72], []]),
+        ("swiglu", "fuselens-gating", "fuselens::glu_gating", [[130, 72], [130, 72], []]),
     ],
 )
 def test_fuselens_kernels_show_in_traces_as_ops_with_shapes(workload, variant, op, dims):
@@ -89,6 +89,47 @@ def test_fuselens_kernels_show_in_traces_as_ops_with_shapes(workload, variant, o
         fn(x)
     recorded = [e.input_shapes for e in prof.events() if e.name == op]
     assert recorded == [dims]
+    if variant == "fuselens":  # the trace names the dispatch path that ran (kernels.models.dispatch)
+        fused = "dual_gemm" if workload == "geglu" else "gemm_act"
+        assert [e.name for e in prof.events() if e.name.startswith("fuselens::path=")] == [f"fuselens::path={fused}"]
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+@pytest.mark.parametrize("dname", ["fp32", "bf16"])
+def test_every_dispatch_path_computes_the_module(workload, dname):
+    """fuselens picks among its paths by speed only, so every path must compute the module's forward (odd shapes:
+    77 tokens, d 40, h 72; on the GPU also 16-byte-unaligned rows, 1001 -> 3000)."""
+    from kernels.models import dispatch
+
+    shapes = [(77, 40, 72)] + ([(77, 1001, 3000), (16, 4096, 1024)] if ON_GPU else [])
+    for m, d, h in shapes:
+        model = build_model(workload, d, h, DTYPES[dname], DEVICE)
+        x = make_input(1, m, d, DTYPES[dname], DEVICE).reshape(m, d)
+        with torch.no_grad():
+            ref = build_model(workload, d, h, torch.float64, DEVICE)(x.double())
+            eager_err = rel_err(model(x), ref)
+            for path in dispatch.PATHS[dispatch.kind_of(model)]:
+                err = rel_err(dispatch.run_path(path, model, x), ref)
+                assert err <= max(2 * eager_err, 1e-5), (
+                    f"{path} {m}x{d}->{h}: rel err {err:.2e} vs eager {eager_err:.2e}"
+                )
+        with pytest.raises(ValueError, match="does not apply"):
+            dispatch.run_path("gating" if workload == "plain" else "gemm_act", model, x)
+
+
+def test_dispatch_key_buckets_tokens_and_names_everything_else():
+    """One decision per (device, workload kind, activation, dtype, token bucket, d_model, hidden): a SwiGLU model
+    never reuses a GEGLU decision of the same shape, nor fp16 a bf16 one."""
+    from kernels.models import dispatch
+
+    geglu = build_model("geglu", 40, 72, torch.float32, DEVICE)
+    swiglu = build_model("swiglu", 40, 72, torch.float32, DEVICE)
+    x = torch.zeros(77, 40, device=DEVICE)
+    kg, ks = dispatch.decision_key(geglu, x), dispatch.decision_key(swiglu, x)
+    assert kg != ks and kg[2:] == ("gated", "gelu_tanh", "float32", 128, 40, 72)
+    assert dispatch.decision_key(geglu, torch.zeros(128, 40, device=DEVICE)) == kg  # same bucket
+    assert dispatch.decision_key(geglu, torch.zeros(129, 40, device=DEVICE)) != kg
+    assert dispatch.decision_key(geglu, torch.zeros(77, 40, device=DEVICE, dtype=torch.float16)) != kg
 
 
 def test_bench_and_sweep_entry_points_reach_every_tuner():
@@ -145,3 +186,33 @@ def test_bench_verdicts_on_the_committed_h100_results():
     assert verdict("gating gelu_tanh bf16: fuselens 46.8 us < liger") is True
     rendered = bench.to_markdown(res)
     assert "- TIE: gating gelu_tanh fp16" in rendered and "- MISSED: gating gelu_tanh fp32" in rendered
+
+
+def test_shape_sweep_verdicts_and_merge():
+    """The shape sweep's verdict (kernels/lab/shapes.py) against the fastest peer is three-way: a lead within the
+    larger pass-to-pass spread is a TIE. Rows merge into an existing results file by id, other sections stay."""
+    from kernels.lab import bench, shapes
+
+    def v(us, p0, p1):
+        return {"us": us, "us_passes": [p0, p1], "spread_us": abs(p0 - p1)}
+
+    row = {"id": "r", "what": "x", "workload": "geglu", "dtype": "bf16", "tokens": 77, "d_model": 1001}
+    row |= {"hidden": 3000, "floor_us": 2.0}
+    row["variants"] = {"eager": v(60.0, 59.0, 61.0), "compile": v(50.0, 49.9, 50.1), "liger": {"skipped": "no"}}
+    row["variants"]["fuselens"] = v(50.3, 50.2, 50.4) | {"path": "aten", "rel_err": 1e-3}
+    shapes.judge(row)
+    assert (row["fastest_peer"], row["verdict"]) == ("compile", "LOSS")  # 0.3 us behind, spread 0.2
+    row["variants"]["fuselens"] = v(50.1, 50.0, 50.2) | {"path": "aten"}
+    shapes.judge(row)
+    assert row["verdict"] == "TIE" and abs(row["x_floor"] - 25.05) < 1e-9
+    row["variants"]["fuselens"] = v(40.0, 40.0, 40.0) | {"path": "dual_gemm"}
+    shapes.judge(row)
+    assert row["verdict"] == "WIN" and row["x_compile"] == 0.8
+    md = "\n".join(shapes.to_markdown([row], {"bf16": 790.0}))
+    assert "| **40.0** | dual_gemm | 0.80 | 0.80 (compile) | 20.00 |" in md and "| WIN |" in md
+    old = {"gating": [1], "mlp": [2], "shapes": [{"id": "a"}, {"id": "r", "old": True}], "shape_ceilings_tflops": {}}
+    new = {"shapes": [row], "shape_ceilings_tflops": {"bf16": 790.0}, "env": {"git_commit": "c"}, "created_utc": "t"}
+    merged = bench.merge_results(old, new)
+    assert merged["gating"] == [1] and merged["mlp"] == [2]
+    assert [r["id"] for r in merged["shapes"]] == ["a", "r"] and "old" not in merged["shapes"][1]
+    assert merged["runs"][-1]["commit"] == "c"

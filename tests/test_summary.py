@@ -10,7 +10,7 @@ import pytest
 
 from analyzer.schema import names
 from analyzer.summary import summarize
-from tests.conftest import SAMPLE_TRACES, TRACES, loaded_trace
+from tests.conftest import SAMPLE_TRACES, TRACES, loaded_trace, sample_trace_paths
 
 HF = SAMPLE_TRACES / "hf_geglu_bf16"
 M, D, H, BF16 = 8192, 768, 3072, 2
@@ -116,3 +116,58 @@ def test_json_is_plain_and_complete(trace):
     for k in j["kernels"]:
         assert need <= set(k) and isinstance(k["ops"], list)
     assert j["steps"] == len(loaded_trace(TRACES[trace]).steps)
+
+
+_FLAG_TRACES = [p for k, p in TRACES.items() if not k.startswith("legacy_gpu_metrics")]
+
+
+@pytest.mark.parametrize(
+    "path",
+    _FLAG_TRACES + [p for p in sample_trace_paths() if not p.name.endswith(".ncu.json")],
+    ids=lambda p: p.parent.name + "/" + p.name,
+)
+def test_no_rate_above_the_hbm_peak_goes_unflagged(path):
+    """Issue #12: an estimated rate above the GPU's HBM peak is physically impossible for DRAM traffic alone; every
+    such kernel row carries a flag that says so (and no other row does)."""
+    s = summarize(loaded_trace(path))
+    k = s.kernels
+    gpu = s.trace.gpu
+    flagged = k["flags"].map(len) > 0
+    if gpu is None:
+        assert not flagged.any()
+        return
+    above = (k["achieved_gbps"] > gpu.hbm_gbps) & k["pct_peak_bw"].notna()
+    assert (flagged == above).all(), k.loc[flagged != above, ["name", "achieved_gbps", "flags"]]
+    for f in k.loc[above, "flags"]:
+        assert f[0].startswith("above HBM peak: ") and "likely served by L2" in f[0]
+    js = s.to_json()["kernels"]
+    assert [bool(r["flags"]) for r in js] == flagged.tolist()
+
+
+@_needs(SAMPLE_TRACES / "geglu_train_bf16" / "eager.json.gz")
+def test_training_elementwise_kernels_above_the_h100_peak_are_flagged():
+    # eager training on the H100 (3,350 GB/s): the small [8192,768]/[8192,3072] backward elementwise kernels run at
+    # ~3,600-3,750 GB/s by the no-reuse estimate: part of their inputs were still in the 50 MiB L2
+    s = _summary(SAMPLE_TRACES / "geglu_train_bf16" / "eager.json.gz")
+    k = s.kernels
+    hot = k[k["flags"].map(len) > 0]
+    assert len(hot) >= 2 and (hot["category"] == "pointwise").all()
+    assert (hot["achieved_gbps"] > 3350).all() and (hot["pct_peak_bw"] > 100).all()
+
+
+@_needs(SAMPLE_TRACES / "geglu_train_bf16" / "compile.json.gz")
+def test_diff_rows_carry_the_same_flags():
+    from analyzer.cost import hbm_flags
+    from analyzer.diff import diff_runs
+
+    base = _summary(SAMPLE_TRACES / "geglu_train_bf16" / "eager.json.gz")
+    cand = _summary(SAMPLE_TRACES / "geglu_train_bf16" / "compile.json.gz")
+    cd = diff_runs(base, [cand]).candidates[0]
+    rows = [*cd.fusions, *cd.swaps, *cd.kernel_choices]
+    assert rows
+    peak = base.trace.gpu.hbm_gbps
+    for r in rows:
+        assert r.base_flags == hbm_flags([r.base_gbps], peak)[0]
+        assert r.candidate_flags == hbm_flags([r.candidate_gbps], peak)[0]
+        assert bool(r.candidate_flags) == (r.candidate_gbps > peak)
+        assert r.to_json()["candidate_flags"] == r.candidate_flags

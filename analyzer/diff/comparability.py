@@ -56,6 +56,14 @@ class Comparability:
     # per GPU op of each run's representative step: the share of its time that belongs to the control group (1 for
     # a control kernel; m/n when a run makes n calls of a control kernel and the other only m; 0 otherwise)
     control_weight: tuple = field(default=(None, None), repr=False, compare=False)
+    # the factor per kernel class ('compute': GEMM/attention, 'memory': everything else) among the control kernels;
+    # a lower SM clock or a time-sliced neighbour slows compute-bound kernels far more than memory-bound ones
+    # (round 0, H100 under a concurrent matmul load: cuBLAS GEMMs 1.17-1.22×, Inductor's pointwise kernel 0.99×)
+    class_factors: dict = field(default_factory=dict)
+    # per GPU op of the candidate's representative step, the factor its time is divided by: (point, other) — point
+    # takes its class's factor, or for a class without control kernels 1.0 (memory-bound) / the overall factor
+    # (compute-bound); other takes the opposite assumption for those, so the two bracket the normalised figures
+    candidate_factors: tuple = field(default=(None, None), repr=False, compare=False)
 
     @property
     def checkable(self) -> bool:
@@ -90,6 +98,7 @@ class Comparability:
             "control_us_per_step": self.control_us_per_step,
             "control_share": self.control_share,
             "steps": self.steps,
+            "class_factors": self.class_factors,
             "rule": RULE,
             "notes": self.notes,
         }
@@ -97,10 +106,11 @@ class Comparability:
 
 RULE = (
     "control group = kernels identical in both runs (name, grid/block, GEMM problem or op and input shapes); "
-    "factor = their time-weighted median candidate/baseline time per call; tolerance = max(3%, each run's own "
+    "factor = their time-weighted median candidate/baseline time per call (also per class: compute = GEMM/attention, memory = the rest); tolerance = max(3%, each run's own "
     "step-to-step spread of the control group's time); |factor − 1| beyond it, or a run whose control group varies "
-    "by more than 10% from step to step, = skewed; normalised candidate time = raw time / factor (an estimate: it "
-    "assumes every kernel moved like the control group)"
+    "by more than 10% from step to step, = skewed; normalised candidate time = each kernel's time / its class's factor "
+    "(a class without control kernels: memory-bound 1.0, compute-bound the overall factor; the other assumption "
+    "gives the bounds) — an estimate: it assumes every kernel moved like the control kernels of its class"
 )
 
 
@@ -165,6 +175,13 @@ def check(bseq, cseq) -> Comparability:
         out.control_us_per_step, out.control_share = [ctrl_b, ctrl_c], share
         return out
     factor = _weighted_median(both["ratio"].to_numpy(float), both["weight_us"].to_numpy(float))
+    both["cls"] = pd.Series(kernel_classes(b), index=kb.index).groupby(kb.to_numpy()).first().reindex(both.index)
+    class_factors = {
+        str(cls): _weighted_median(g["ratio"].to_numpy(float), g["weight_us"].to_numpy(float))
+        for cls, g in both.groupby("cls", sort=True)
+    }
+    cand_factors = _candidate_factors(kernel_classes(c), class_factors, factor)
+    by_class = ", ".join(f"{k} {v:.3f}" for k, v in class_factors.items())
     known = [s for s in spreads.values() if s is not None]
     tol = max([MIN_TOLERANCE_PCT, *known])
     dev = 100.0 * (factor - 1.0)
@@ -179,7 +196,8 @@ def check(bseq, cseq) -> Comparability:
         verdict = "skewed"
         reason = (
             f"{what}, beyond the ±{tol:.1f}% tolerance: the GPU ran under other conditions (clock, power, "
-            f"temperature, other load); normalised figures divide {cseq.label}'s times by {factor:.3f}"
+            f"temperature, other load); normalised figures divide {cseq.label}'s kernel times by their class's "
+            f"factor ({by_class})"
         )
     elif unstable:
         verdict = "skewed"
@@ -205,7 +223,31 @@ def check(bseq, cseq) -> Comparability:
         control_share=float(share),
         steps=steps,
         control_weight=weights,
+        class_factors=class_factors,
+        candidate_factors=cand_factors,
     )
+
+
+COMPUTE_CATEGORIES = ("gemm", "attention")
+
+
+def kernel_classes(rows: pd.DataFrame) -> np.ndarray:
+    """'compute' (GEMM, attention: bound by the SM clock) or 'memory' (everything else) per GPU op."""
+    return np.where(rows["category"].isin(COMPUTE_CATEGORIES).to_numpy(), "compute", "memory")
+
+
+def _candidate_factors(classes: np.ndarray, class_factors: dict, factor: float) -> tuple[np.ndarray, np.ndarray]:
+    point = np.full(len(classes), factor, dtype=float)
+    other = point.copy()
+    for cls in ("compute", "memory"):
+        m = classes == cls
+        if cls in class_factors:
+            point[m] = other[m] = class_factors[cls]
+        elif cls == "memory":  # memory-bound kernels barely follow the SM clock: 1.0, bracketed by the overall factor
+            point[m], other[m] = 1.0, factor
+        else:  # compute-bound kernels follow it at least as much as the memory-bound control group did
+            point[m], other[m] = factor, factor
+    return point, other
 
 
 def per_step_us(seq, weight: np.ndarray | None = None) -> np.ndarray:

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from analyzer.cost import hbm_flags
 from analyzer.diff import comparability as comp_
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.comparability import Comparability, spread_range
-from analyzer.diff.facts import measured_dram_bytes, run_facts, workload_text
+from analyzer.diff.facts import conditions_text, measured_dram_bytes, run_facts, workload_text
 from analyzer.diff.match import (
     ROUND_TRIP_FIXES,
     Group,
@@ -41,6 +42,10 @@ from analyzer.fmt import clean_json, file_label, finite, fmt_bytes, fmt_us, safe
 from analyzer.ops import names
 from analyzer.ops.tensors import shape_text
 from analyzer.schema import CATEGORIES
+
+# A difference below 0.5% of the baseline's kernel time per step is a tie whatever the step ranges say: two runs'
+# steady steps can each be tight (0.05% on the H100) yet differ by a memset's worth of time, which is no finding.
+RESOLUTION = 0.005
 
 BYTES_RULE = (
     "bytes avoided = for every tensor that one replaced baseline kernel writes to HBM and another replaced baseline "
@@ -132,7 +137,7 @@ class FusionRow:
     base_time_us_per_step: float
     candidate_time_us_per_step: float
     base_bytes_per_step: float  # estimated traffic of the replaced kernels
-    candidate_bytes_per_step: float  # base_bytes minus the round trips avoided (estimate)
+    candidate_bytes_per_step: float  # the fused kernel's own estimate (analyzer.cost, as in summary)
     evidence: list[str]
     also_removed: list[str] = field(default_factory=list)  # memsets / helper kernels of the replaced op calls
     pattern: str = ""  # what the group computes: 'attention (…)', 'RMSNorm', 'RoPE', 'GEGLU gating', … or ''
@@ -140,6 +145,9 @@ class FusionRow:
     # PREDICTED DRAM traffic (analyzer.dram, in sequence) of the replaced kernels and of the replacing kernel(s)
     base_dram_bytes_per_step: float = float("nan")
     candidate_dram_bytes_per_step: float = float("nan")
+    # plain-words warnings about the figures (analyzer.cost.hbm_flags: a rate above the run's HBM peak)
+    base_flags: list[str] = field(default_factory=list)
+    candidate_flags: list[str] = field(default_factory=list)
 
     @property
     def dram_bytes_avoided_per_step(self) -> float:
@@ -179,6 +187,8 @@ class FusionRow:
                 "candidate_bytes_per_step": self.candidate_bytes_per_step,
                 "base_gbps": self.base_gbps,
                 "candidate_gbps": self.candidate_gbps,
+                "base_flags": self.base_flags,
+                "candidate_flags": self.candidate_flags,
                 "base_dram_bytes_per_step": self.base_dram_bytes_per_step,
                 "candidate_dram_bytes_per_step": self.candidate_dram_bytes_per_step,
                 "dram_bytes_avoided_per_step": self.dram_bytes_avoided_per_step,
@@ -212,6 +222,10 @@ class CandidateDiff:
     # [low, high] over steps of per-step figures no RunFacts holds: 'changed_base', 'changed_candidate',
     # 'fusion_base', 'fusion_candidate' (kernel time of the replaced / replacing kernels)
     step_ranges: dict = field(default_factory=dict)
+    # the candidate at the baseline's conditions (comparability.candidate_factors): 'effective_factor' (raw /
+    # normalised kernel time of its representative step), 'changed_candidate_us' and 'fusion_candidate_us'
+    # [point, other assumption]; empty when not checkable
+    normalised: dict = field(default_factory=dict)
 
     @property
     def factor(self) -> float | None:
@@ -226,17 +240,31 @@ class CandidateDiff:
 
     @property
     def changed_kernels_saved_normalised_us_per_step(self) -> float | None:
-        """The same with the candidate's time divided by the condition factor (None when not checkable)."""
-        f = self.factor
-        b, c = self.changed_kernels_us_per_step
-        return None if f is None else b - c / f
+        """The same with each candidate kernel's time divided by its class's condition factor (None when not
+        checkable; analyzer.diff.comparability)."""
+        n = self.normalised.get("changed_candidate_us")
+        return None if n is None else self.changed_kernels_us_per_step[0] - n[0]
+
+    @property
+    def changed_kernels_saved_normalised_bounds_us_per_step(self) -> list[float] | None:
+        """[low, high] of the normalised saving under both assumptions for a kernel class without control kernels
+        (equal when every class had some)."""
+        n = self.normalised.get("changed_candidate_us")
+        return None if n is None else sorted(self.changed_kernels_us_per_step[0] - x for x in n)
 
     @property
     def time_saved_normalised_us_per_step(self) -> float | None:
-        f = self.factor
-        if f is None:
+        n = self.normalised.get("fusion_candidate_us")
+        if n is None:
             return None
-        return float(sum(x.base_time_us_per_step - x.candidate_time_us_per_step / f for x in self.fusions + self.swaps))
+        return float(sum(x.base_time_us_per_step for x in self.fusions + self.swaps)) - n[0]
+
+    @property
+    def normalised_gpu_time_us_per_step(self) -> float | None:
+        """The candidate's GPU time per step at the baseline's conditions: its median divided by the effective
+        factor of its kernels (raw kernel time / normalised kernel time of the representative step)."""
+        eff = self.normalised.get("effective_factor")
+        return None if eff is None else _div(self.run.gpu_time_us_per_step, eff)
 
     @property
     def hbm_bytes_avoided_per_step(self) -> float:
@@ -266,9 +294,11 @@ class CandidateDiff:
         if finite(dram):
             why = ""
             if finite(logical) and logical > 0 and dram < 0.97 * logical:
-                why = " (part of the intermediate stayed in L2 in the baseline)"
-            elif finite(logical) and dram > 1.03 * logical:
-                why = " (the candidate also evicts less of what other kernels reuse)"
+                why = " (part of what the fusion avoids stayed in L2 in the baseline anyway)"
+            elif finite(logical) and logical > 0 and dram > 1.03 * logical:
+                why = " (the candidate also finds more of its inputs still in L2)"
+            elif finite(logical) and logical > 0:
+                why = " (streamed in order, the baseline's intermediates left L2 before they were read back)"
             parts.append(f"≈{fmt_bytes(dram)} DRAM predicted{why}")
         else:
             parts.append("DRAM not predicted (" + (self.base.dram_basis or "unknown") + ")")
@@ -305,17 +335,19 @@ class CandidateDiff:
         """[low, high] over the profiled steps of every headline time (min–max; p10–p90 from 10 steps on; CUDA
         events: the runner's p10–p90), and for each change its call: 'faster' / 'slower' when the ranges of the two
         runs do not overlap, else 'tie' (the difference is within the step-to-step spread)."""
-        b, c, f, sr = self.base, self.run, self.factor, self.step_ranges
+        b, c, sr = self.base, self.run, self.step_ranges
+        eff = self.normalised.get("effective_factor")
+        floor = RESOLUTION * b.kernel_time_us if finite(b.kernel_time_us) else 0.0
         out: dict = {"steps": [len(b.steps_used), len(c.steps_used)]}
         calls: dict = {}
         for key, name in (("gpu_time_us", "gpu_time_us_per_step"), ("idle_us", "idle_us_per_step")):
             rb, rc = b.step_range(key), c.step_range(key)
             out[name] = [rb, rc]
             if key == "gpu_time_us":
-                calls["gpu_time"] = _call(_saved_range(rb, rc))
-                if f is not None:
-                    out["normalised_gpu_time_us_per_step"] = [rb, _div(rc, f)]
-                    calls["gpu_time_normalised"] = _call(_saved_range(rb, _div(rc, f)))
+                calls["gpu_time"] = _call(_saved_range(rb, rc), floor)
+                if eff is not None:
+                    out["normalised_gpu_time_us_per_step"] = [rb, _div(rc, eff)]
+                    calls["gpu_time_normalised"] = _call(_saved_range(rb, _div(rc, eff)), floor)
         for what, kb, kc in (
             ("changed_kernels", "changed_base", "changed_candidate"),
             ("fusions", "fusion_base", "fusion_candidate"),
@@ -323,10 +355,11 @@ class CandidateDiff:
             rb, rc = sr.get(kb), sr.get(kc)
             name = "changed_kernels_saved_us_per_step" if what == "changed_kernels" else "time_saved_us_per_step"
             out[name] = _saved_range(rb, rc)
-            calls[what] = _call(out[name])
-            if f is not None:
-                out[name.replace("saved_us", "saved_normalised_us")] = _saved_range(rb, _div(rc, f))
-                calls[what + "_normalised"] = _call(out[name.replace("saved_us", "saved_normalised_us")])
+            calls[what] = _call(out[name], floor)
+            rn = sr.get(kc + "_normalised")
+            if rn is not None:
+                out[name.replace("saved_us", "saved_normalised_us")] = _saved_range(rb, rn)
+                calls[what + "_normalised"] = _call(out[name.replace("saved_us", "saved_normalised_us")], floor)
         ev = [_event_range(b.facts), _event_range(c.facts)]
         if ev[0] and ev[1]:
             out["cuda_event_time_us_per_step"] = ev
@@ -345,6 +378,12 @@ class CandidateDiff:
         cond = f"conditions: {verdict.upper() if verdict == 'skewed' else verdict} — " + (
             comp.reason if comp is not None else "no control group"
         )
+        rec = [conditions_text(r.facts.get("conditions")) for r in (self.base, self.run)]
+        if rec[0] or rec[1]:
+            cond += (
+                f"; runner's record while profiled: {self.base_label} {rec[0] or 'not recorded'}, "
+                f"{self.label} {rec[1] or 'not recorded'}"
+            )
         raw = self.changed_kernels_saved_us_per_step
         norm = self.changed_kernels_saved_normalised_us_per_step
         rng = sp.get("changed_kernels_saved_us_per_step")
@@ -370,6 +409,9 @@ class CandidateDiff:
                 # what the changed kernels saved leads: drift of the GPU's conditions cannot flip it once normalised
                 "changed_kernels_saved_us_per_step": self.changed_kernels_saved_us_per_step,
                 "changed_kernels_saved_normalised_us_per_step": self.changed_kernels_saved_normalised_us_per_step,
+                "changed_kernels_saved_normalised_bounds_us_per_step": (
+                    self.changed_kernels_saved_normalised_bounds_us_per_step
+                ),
                 "changed_kernels_us_per_step": self.changed_kernels_us_per_step,
                 "comparability": comp.verdict if comp is not None else "not checkable",
                 "condition_factor": f,
@@ -377,8 +419,8 @@ class CandidateDiff:
                 "launches_per_step": [b.launches_per_step, c.launches_per_step],
                 "gpu_time_us_per_step": self.gpu_time_us_per_step,
                 "gpu_time_change_pct": _pct(c.gpu_time_us_per_step, b.gpu_time_us_per_step),
-                "normalised_gpu_time_us_per_step": [b.gpu_time_us_per_step, _div(c.gpu_time_us_per_step, f)],
-                "normalised_gpu_time_change_pct": _pct(_div(c.gpu_time_us_per_step, f), b.gpu_time_us_per_step),
+                "normalised_gpu_time_us_per_step": [b.gpu_time_us_per_step, self.normalised_gpu_time_us_per_step],
+                "normalised_gpu_time_change_pct": _pct(self.normalised_gpu_time_us_per_step, b.gpu_time_us_per_step),
                 "idle_us_per_step": [b.idle_us_per_step, c.idle_us_per_step],
                 "hbm_bytes_avoided_per_step": self.hbm_bytes_avoided_per_step,
                 "hbm_bytes_avoided_complete": self.bytes_complete,
@@ -408,7 +450,13 @@ class CandidateDiff:
         out["unmatched"] = clean_json({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
         out["time_breakdown"] = clean_json(self.time_breakdown)
         out["remaining"] = clean_json(self.run.remaining)
-        out["comparability"] = clean_json(self.comparability.to_json()) if self.comparability is not None else None
+        comp = self.comparability.to_json() if self.comparability is not None else None
+        if comp is not None:  # what the runner sampled while each run's steps ran (manifest), beside the factor
+            comp["recorded_conditions"] = {
+                "base": self.base.facts.get("conditions"),
+                "candidate": self.run.facts.get("conditions"),
+            }
+        out["comparability"] = clean_json(comp)
         out["notes"] = self.notes
         return out
 
@@ -530,6 +578,8 @@ def diff_runs(base, candidates: list, labels: list[str] | None = None, steps: li
     runs = [_run_facts(s, q) for s, q in zip(summaries, seqs, strict=True)]
     notes = _cross_run_notes(runs)
     cds = [_candidate_diff(seqs[0], runs[0], seqs[i], runs[i]) for i in range(1, n)]
+    for i, cd in enumerate(cds, start=1):
+        _flag_rates(cd, summaries[0].trace.gpu, summaries[i].trace.gpu)
     return Diff(base=runs[0], runs=runs, candidates=cds, notes=notes)
 
 
@@ -650,6 +700,13 @@ def _cross_run_notes(runs: list[RunFacts]) -> list[str]:
     return notes
 
 
+def _flag_rates(cd: CandidateDiff, base_gpu, cand_gpu) -> None:
+    """Every fusion / swap / kernel-choice row's GB/s gets the same HBM flags as the summary's kernel rows."""
+    for r in (*cd.fusions, *cd.swaps, *cd.kernel_choices):
+        r.base_flags = hbm_flags([r.base_gbps], base_gpu.hbm_gbps if base_gpu else None)[0]
+        r.candidate_flags = hbm_flags([r.candidate_gbps], cand_gpu.hbm_gbps if cand_gpu else None)[0]
+
+
 def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) -> CandidateDiff:
     b, c = bseq.rows, cseq.rows
     al = align(b, c)
@@ -731,6 +788,19 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
         "fusion_base": _range_or_none(comp_.per_step_us(bseq, fb)),
         "fusion_candidate": _range_or_none(comp_.per_step_us(cseq, fc)),
     }
+    normalised: dict = {}
+    fp, fo = comp.candidate_factors
+    if fp is not None:
+        cdur = c["dur_us"].to_numpy(float)
+        inv = (1.0 / fp, 1.0 / fo)
+        norm_total = float(cdur @ inv[0])
+        normalised = {
+            "effective_factor": float(cdur.sum()) / norm_total if norm_total > 0 else None,
+            "changed_candidate_us": [float((cdur * (1.0 - wc)) @ i) for i in inv],
+            "fusion_candidate_us": [float((cdur * fc) @ i) for i in inv],
+        }
+        step_ranges["changed_candidate_normalised"] = _range_or_none(comp_.per_step_us(cseq, (1.0 - wc) * inv[0]))
+        step_ranges["fusion_candidate_normalised"] = _range_or_none(comp_.per_step_us(cseq, fc * inv[0]))
     return CandidateDiff(
         label=cseq.label,
         base_label=bseq.label,
@@ -748,6 +818,7 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
         comparability=comp,
         changed_kernels_us_per_step=changed,
         step_ranges=step_ranges,
+        normalised=normalised,
     )
 
 
@@ -784,10 +855,7 @@ def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -
         out = first.io.output
         if out is not None and out.dtype in ("bf16", "fp16"):  # the norm's own eps add is fp32 [.., 1]
             pattern += " + residual add"
-    if g.kind == "kernel choice":
-        cand_bytes = sum(member_bytes(r) for r in fr)
-    else:
-        cand_bytes = base_bytes - avoided if finite(avoided) else float("nan")
+    cand_bytes = sum(member_bytes(r) for r in fr)  # the fused kernel's own estimate: what summary shows for it
     return FusionRow(
         kind=g.kind,
         fused_kernel=" + ".join(str(r.name) for r in fr),
@@ -1033,10 +1101,13 @@ def _saved_range(rb, rc) -> list[float] | None:
     return [rb[0] - rc[1], rb[1] - rc[0]]
 
 
-def _call(saved) -> str | None:
-    """'faster' when even the worst steps saved time, 'slower' when even the best lost it, else 'tie'."""
+def _call(saved, floor_us: float = 0.0) -> str | None:
+    """'faster' when even the worst steps saved time, 'slower' when even the best lost it, else 'tie' — also when
+    the difference is below floor_us (the resolution: RESOLUTION of the baseline's kernel time per step)."""
     if not saved:
         return None
+    if abs(saved[0] + saved[1]) / 2 < floor_us:
+        return "tie"
     if saved[0] > 0:
         return "faster"
     if saved[1] < 0:

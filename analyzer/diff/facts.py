@@ -71,8 +71,55 @@ def manifest_entry_facts(doc: Mapping, entry: Mapping) -> dict:
         "dram_bytes_write": side_number(entry.get("dram_bytes_write")),
         "warm_dram_bytes_read": side_number(entry.get("warm_dram_bytes_read")),
         "warm_dram_bytes_write": side_number(entry.get("warm_dram_bytes_write")),
+        "conditions": recorded_conditions(entry),
     }
     return {k: v for k, v in facts.items() if v is not None}
+
+
+CONDITION_METRICS = (("sm_clock_mhz", "MHz"), ("power_w", "W"), ("temperature_c", "°C"))
+
+
+def recorded_conditions(entry: Mapping) -> dict | None:
+    """The GPU conditions the runner sampled while a variant's steps ran (kernels/lab/conditions.py):
+    {'sm_clock_mhz': {'median', 'min', 'max'}, 'power_w': …, 'temperature_c': …, 'n_samples'} from the entry's
+    conditions.profiled, or None. Malformed figures are left out (a hand-edited side file never shows an
+    impossible clock)."""
+    cond = entry.get("conditions") if isinstance(entry, Mapping) else None
+    prof = cond.get("profiled") if isinstance(cond, Mapping) else None
+    if not isinstance(prof, Mapping):
+        return None
+    out: dict = {}
+    for key, _unit in CONDITION_METRICS:
+        m = prof.get(key)
+        if isinstance(m, Mapping):
+            vals = {k: side_number(m.get(k)) for k in ("median", "min", "max")}
+            if vals["median"] is not None:
+                out[key] = {k: v for k, v in vals.items() if v is not None}
+    if not out:
+        return None
+    n = side_number(prof.get("n_samples"))
+    if n is not None:
+        out["n_samples"] = int(n)
+    return out
+
+
+def conditions_text(cond: Mapping | None) -> str | None:
+    """'SM 1,980 MHz (1,965–1,980) · 512 W · 48 °C' from recorded_conditions(); None when nothing was recorded."""
+    if not isinstance(cond, Mapping):
+        return None
+    parts = []
+    for key, unit in CONDITION_METRICS:
+        m = cond.get(key)
+        if not isinstance(m, Mapping) or m.get("median") is None:
+            continue
+        text = f"{m['median']:,.0f} {unit}"
+        lo, hi = m.get("min"), m.get("max")
+        if key == "sm_clock_mhz":
+            text = "SM " + text
+            if lo is not None and hi is not None and lo != hi:
+                text += f" ({lo:,.0f}–{hi:,.0f})"
+        parts.append(text)
+    return " · ".join(parts) or None
 
 
 # Figures a runner manifest entry holds as numbers (kernels/profile.py writes them); anything else there is damage.

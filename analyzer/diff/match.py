@@ -685,12 +685,7 @@ def remaining_round_trips(seq: RunSeq) -> list[RoundTrip]:
 
 
 def member_bytes(row) -> float:
-    """Estimated HBM bytes one kernel moves: the cost model's figure when it has one, else its op's tensors
-    (inputs read once + output written once)."""
+    """Estimated HBM bytes one kernel moves: the cost model's figure (analyzer.cost), the one every surface shows;
+    NaN when it has none (unknown is never filled in from another model)."""
     v = float(row.bytes) if row.bytes is not None else float("nan")
-    if np.isfinite(v):
-        return v
-    io = row.io
-    if io.output is None or not io.inputs:
-        return float("nan")
-    return float(sum(t.nbytes for t in io.inputs) + io.output.nbytes)
+    return v if np.isfinite(v) else float("nan")

@@ -24,6 +24,7 @@ COLUMNS = {
     "achieved_gbps": "GB/s (est.)",
     "achieved_tflops": "TFLOP/s (est.)",
     "pct_peak_bw": "% peak BW (est.)",
+    "flags": "flags",
     "pct_peak_flops": "% peak FLOP/s (est.)",
     "bytes_per_call": "bytes/call (est.)",
     "flops_per_call": "FLOPs/call (est.)",
@@ -35,7 +36,7 @@ COLUMNS = {
     "dtypes": "dtypes",
     "cost_basis": "estimate basis",
 }
-TEXT_COLUMNS = ("run", "name", "category", "library", "ops", "op_name", "shapes", "dtypes", "cost_basis")
+TEXT_COLUMNS = ("run", "name", "category", "library", "ops", "op_name", "shapes", "dtypes", "cost_basis", "flags")
 
 
 def kernels_view(tables: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
@@ -46,6 +47,8 @@ def kernels_view(tables: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
     parts = []
     for label, k in tables:
         k = k.copy()
+        if "flags" in k:  # a list per kernel (analyzer.cost.hbm_flags): one text cell
+            k["flags"] = k["flags"].map(lambda f: "; ".join(f) if isinstance(f, (list, tuple)) else str(f or ""))
         total = k["time_us_per_step"].sum()
         k.insert(0, "run", label)
         k["share_pct"] = 100.0 * k["time_us_per_step"] / total if total > 0 else float("nan")

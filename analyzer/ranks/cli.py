@@ -25,6 +25,11 @@ def add_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--address", help="Ray cluster address (with --engine ray; default: start a local Ray)")
     r.add_argument("--workers", type=int, default=0, help="parallel workers (0: one per core, as memory allows)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the columnar trace cache (same as FUSELENS_NO_CACHE=1)",
+    )
     _add_extras(r)
 
 
@@ -38,6 +43,12 @@ def _add_extras(r: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "no_cache", False):
+        import os
+
+        from analyzer.readers.cache import ENV_OFF
+
+        os.environ[ENV_OFF] = "1"  # the worker processes inherit it
     against = list(getattr(args, "against", None) or [])
     sources = [args.path, *against]
     labels = getattr(args, "labels", None)

@@ -73,17 +73,50 @@ def load_trace(
     *,
     max_decompressed_bytes: int | None = None,
     max_gzip_ratio: float | None = None,
+    cache: bool | None = None,
 ) -> Trace:
-    """Read a Kineto trace (path or upload bytes, plain or gzip) into a ``Trace``. Raises ``TraceError``."""
+    """Read a Kineto trace (path or upload bytes, plain or gzip) into a ``Trace``. Raises ``TraceError``.
+
+    cache: reuse / write the columnar cache (analyzer.readers.cache); None = on unless $FUSELENS_NO_CACHE. A
+    load with a non-default limit (argument or environment) neither reads nor writes it: a cached trace was
+    accepted under the default limits, and must not slip past a stricter (or looser) one.
+    """
+    from analyzer.readers import cache as cache_mod
+
+    is_bytes = isinstance(src, (bytes, bytearray, memoryview))
+    source = name or ("upload" if is_bytes else Path(src).name)
+    key = None
+    if cache_mod.enabled(cache) and _default_limits(max_decompressed_bytes, max_gzip_ratio):
+        try:
+            key = cache_mod.content_key(src)
+        except (OSError, ValueError):
+            key = None  # a missing file, a directory …: the reader below says what is wrong
+        if key is not None:
+            hit = cache_mod.lookup(key, source)
+            if hit is not None:
+                return hit
+    trace = _parse(src, source, is_bytes, max_decompressed_bytes, max_gzip_ratio)
+    if key is not None:
+        cache_mod.store(key, trace)
+    return trace
+
+
+def _default_limits(max_decompressed_bytes, max_gzip_ratio) -> bool:
+    return (
+        max_decompressed_bytes is None
+        and max_gzip_ratio is None
+        and not os.environ.get(ENV_MAX_DECOMPRESSED, "").strip()
+        and not os.environ.get(ENV_MAX_GZIP_RATIO, "").strip()
+    )
+
+
+def _parse(src, source: str, is_bytes: bool, max_decompressed_bytes, max_gzip_ratio) -> Trace:
     cap = decompression_cap(max_decompressed_bytes)
-    if isinstance(src, (bytes, bytearray, memoryview)):
-        source = name or "upload"
-        guard = GzipGuard(source, max_gzip_ratio)
+    guard = GzipGuard(source, max_gzip_ratio)
+    if is_bytes:
         data, warnings = read_bytes(bytes(src) if isinstance(src, memoryview) else src, source, cap, guard)
     else:
-        path = Path(src)
-        source = name or path.name
-        data, warnings = read_path(path, source, cap, GzipGuard(source, max_gzip_ratio))
+        data, warnings = read_path(Path(src), source, cap, guard)
     damaged = any("checksum" in w or "corrupt" in w for w in warnings)
     form, header, events, more = parse_document(data, source, damaged)
     warnings += more

@@ -1,6 +1,7 @@
 """Side-by-side speed of the MLP variants and the gating kernels on this GPU -> bench/results/kernels_<gpu>.{md,json}.
 
-    python -m kernels.bench [--out-dir bench/results] [--no-max-autotune] [--n-iter 200]
+    python -m kernels.bench [--out-dir bench/results] [--no-max-autotune] [--n-iter 200] [--sections ...]
+    python -m kernels.bench --shapes llm | llm-dtypes | llm-all   (the shape sweep: kernels/lab/shapes.py)
     python -m kernels.bench --render bench/results/kernels_<gpu>.json     (re-render the .md, no GPU)
 
 All timings: CUDA events around each call, median of --n-iter calls (default 200) after warm-up, L2 flushed before
@@ -26,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.lab import envinfo
-from kernels.lab.timing import median_us
+from kernels.lab.timing import graphed, median_us
 from kernels.models.variants import VariantUnavailable, build, liger_gating_fn
 from kernels.models.workloads import DTYPES, build_model, make_input, mlp_flops
 
@@ -227,20 +228,15 @@ def autotune_choices() -> dict:
         "tma_single": hopper_gemm._single_tuned,
         "tma_gated": hopper_gemm._gated_tuned,
     }
-    return {name: {str(k): str(v) for k, v in getattr(t, "cache", {}).items()} for name, t in tuners.items()}
+    from kernels.ops.launch import config_text
 
-
-def _graphed(fn, x):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s), torch.no_grad():
-        for _ in range(3):
-            fn(x)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g), torch.no_grad():
-        fn(x)
-    return g.replay
+    out = {}
+    for name, t in tuners.items():
+        text = config_text if hasattr(t, "timings") else str  # sweep_kernels' tuner is a triton.autotune
+        out[name] = {str(k): text(v) for k, v in t.cache.items()}
+        for k, times in getattr(t, "timings", {}).items():
+            out[name][f"{k} timings_us"] = {c: round(us, 2) for c, us in times.items()}
+    return out
 
 
 def bench_mlp(workload, dname, tokens, variants, n_iter, tflops, graphs=False) -> list[dict]:
@@ -271,7 +267,7 @@ def bench_mlp(workload, dname, tokens, variants, n_iter, tflops, graphs=False) -
                         lambda fn=fn: fn(x), n_iter=n_iter, flush_l2=True, queue_ahead=False
                     )["median_us"]
                 try:
-                    rep = _graphed(fn, x)
+                    rep = graphed(fn, x)
                     row["graph_us"] = median_us(rep, n_iter=n_iter, flush_l2=True)["median_us"]
                 except Exception as exc:
                     row["graph_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
@@ -286,6 +282,25 @@ def bench_mlp(workload, dname, tokens, variants, n_iter, tflops, graphs=False) -
             log(f"mlp {name} FAILED: {row['error']}")
         rows.append(row)
     return rows
+
+
+def merge_results(old: dict, new: dict) -> dict:
+    """new's sections over old's: what this run did not measure stays (a shape row by its id, the rest by section),
+    with the run facts (env, ceilings, command) of each section kept beside it under `runs`."""
+    merged = {**old, **{k: v for k, v in new.items() if k not in ("shapes", "runs")}}
+    for key in ("gating", "gating_in_forward", "mlp"):
+        if key not in new and key in old:
+            merged[key] = old[key]
+    if "shapes" in new:
+        rows = {r["id"]: r for r in old.get("shapes", [])}
+        rows.update({r["id"]: r for r in new["shapes"]})
+        merged["shapes"] = list(rows.values())
+        merged["shape_ceilings_tflops"] = {**old.get("shape_ceilings_tflops", {}), **new["shape_ceilings_tflops"]}
+    elif "shapes" in old:
+        merged["shapes"] = old["shapes"]
+    run = {k: new.get(k) for k in ("created_utc", "command", "sections")} | {"commit": new["env"].get("git_commit")}
+    merged["runs"] = [*old.get("runs", []), run]
+    return merged
 
 
 def _fmt(v, spec=".1f"):
@@ -317,7 +332,7 @@ def to_markdown(res: dict) -> str:
         "| act | dtype | impl | µs | GB/s | % of copy | floor µs | µs after a zeroing (dirty) flush | rel err |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in res["gating"]:
+    for r in res.get("gating", []):
         out.append(
             f"| {r['activation']} | {r['dtype']} | {r['impl']} | {r['us']:.1f} | {r['gbps']:.0f} | {r['pct_copy']:.1f} | {r['floor_us']:.1f} | {r['us_dirty_l2']:.1f} | {r['rel_err']:.1e} |"
         )
@@ -345,9 +360,9 @@ def to_markdown(res: dict) -> str:
         "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     compile_us = {
-        (r["workload"], r["dtype"], r["tokens"]): r.get("us") for r in res["mlp"] if r["variant"] == "compile"
+        (r["workload"], r["dtype"], r["tokens"]): r.get("us") for r in res.get("mlp", []) if r["variant"] == "compile"
     }
-    for r in res["mlp"]:
+    for r in res.get("mlp", []):
         us = r.get("us")
         note = r.get("skipped") or r.get("error") or r.get("graph_error") or ""
         ratio = us / r["floor_us"] if us else None
@@ -365,6 +380,13 @@ def to_markdown(res: dict) -> str:
         "(A 'faster than' target counts as MET only when the lead exceeds the pass-to-pass spread; a difference within"
         " that spread is a TIE, and MISSED means behind by more than it.)",
     ]
+    from kernels.lab import shapes
+
+    out += shapes.to_markdown(res.get("shapes", []), res.get("shape_ceilings_tflops", {}))
+    runs = res.get("runs", [])
+    if runs:
+        out += ["", "Sections of this file came from these runs:", ""]
+        out += [f"- {r.get('created_utc')}: `{r.get('command')}` (commit {r.get('commit')})" for r in runs]
     return "\n".join(out) + "\n"
 
 
@@ -379,7 +401,7 @@ def targets(res: dict) -> list[tuple[bool | str, str]]:
         return next(
             (
                 r.get("us")
-                for r in res["mlp"]
+                for r in res.get("mlp", [])
                 if (r["workload"], r["variant"], r["dtype"], r["tokens"]) == (workload, variant, dtype, tokens)
             ),
             None,
@@ -389,11 +411,15 @@ def targets(res: dict) -> list[tuple[bool | str, str]]:
         return max(abs(r["us_passes"][0] - r["us_passes"][1]) for r in rows if r and "us_passes" in r)
 
     def gate(impl, act="gelu_tanh", dtype="bf16"):
-        return next((r for r in res["gating"] if (r["impl"], r["activation"], r["dtype"]) == (impl, act, dtype)), None)
+        return next(
+            (r for r in res.get("gating", []) if (r["impl"], r["activation"], r["dtype"]) == (impl, act, dtype)), None
+        )
 
     out = []
     fl, co, eg = mlp("geglu", "fuselens"), mlp("geglu", "compile"), mlp("geglu", "eager")
-    floor = next((r["floor_us"] for r in res["mlp"] if r["workload"] == "geglu" and r["tokens"] == HF["tokens"]), None)
+    floor = next(
+        (r["floor_us"] for r in res.get("mlp", []) if r["workload"] == "geglu" and r["tokens"] == HF["tokens"]), None
+    )
     if fl and co:
         out.append(
             (fl <= 0.85 * co, f"HF GEGLU fuselens {fl:.1f} us <= 0.85 x compile {co:.1f} us (ratio {fl / co:.2f})")
@@ -449,7 +475,14 @@ def main(argv=None) -> int:
     p.add_argument(
         "--no-max-autotune", action="store_true", help="skip torch.compile mode=max-autotune (slow to compile)"
     )
-    p.add_argument("--sections", default="gating,mlp,decode")
+    p.add_argument("--sections", help="gating,mlp,decode (the default) and/or shapes (the default with --shapes)")
+    p.add_argument("--shapes", choices=("llm", "llm-dtypes", "llm-all"), help="the shape sweep's rows")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="write only this run's sections (default: sections this run did not measure are kept from the existing"
+        " kernels_<gpu>.json, so a long bench can run as several GPU commands)",
+    )
     p.add_argument("--render", metavar="JSON", help="only re-render the .md beside a results .json (no GPU needed)")
     ns = p.parse_args(argv)
     if ns.render:
@@ -468,7 +501,10 @@ def main(argv=None) -> int:
     if ns.n_iter < 100:
         print("error: --n-iter must be >= 100", file=sys.stderr)
         return 2
-    sections = set(ns.sections.split(","))
+    sections = set((ns.sections or ("shapes" if ns.shapes else "gating,mlp,decode")).split(","))
+    if "shapes" in sections and not ns.shapes:
+        print("error: --sections shapes needs --shapes SET", file=sys.stderr)
+        return 2
     res = {
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": "python -m kernels.bench " + " ".join(argv or sys.argv[1:]),
@@ -478,15 +514,18 @@ def main(argv=None) -> int:
     log(f"env: {json.dumps(res['env'])}")
     res["ceilings"] = measure_ceilings(ns.n_iter)
     log(f"ceilings: {json.dumps(res['ceilings'])}")
-    res["gating"] = bench_gating(ns.n_iter, res["ceilings"]["copy_gbps"]) if "gating" in sections else []
-    res["gating_in_forward"] = gating_in_forward() if "gating" in sections else []
+    res["sections"] = sorted(sections)
+    if "gating" in sections:
+        res["gating"] = bench_gating(ns.n_iter, res["ceilings"]["copy_gbps"])
+        res["gating_in_forward"] = gating_in_forward()
     tf = res["ceilings"]["matmul_tflops"]
     full = (
         ["eager", "compile"]
         + ([] if ns.no_max_autotune else ["compile-max-autotune"])
         + ["liger", "fuselens-gating", "fuselens"]
     )
-    res["mlp"] = []
+    if sections & {"mlp", "decode"}:
+        res["mlp"] = []
     if "mlp" in sections:
         res["mlp"] += bench_mlp(
             "geglu", "bf16", HF["tokens"], [*full, "fuselens-tma2", "fuselens-pointer"], ns.n_iter, tf
@@ -504,11 +543,23 @@ def main(argv=None) -> int:
                 "geglu", "bf16", m, ["eager", "compile", "liger", "fuselens"], ns.n_iter, tf, graphs=True
             )
         res["mlp"] += bench_mlp("plain", "bf16", 1, ["eager", "compile", "fuselens"], ns.n_iter, tf, graphs=True)
+    if "shapes" in sections:
+        from kernels.lab import shapes
+
+        ceilings = {"bf16": tf}
+        res["shapes"] = shapes.run(ns.shapes, ceilings)
+        res["shape_ceilings_tflops"] = ceilings
+    from kernels.models import dispatch
+
+    res["dispatch"] = dispatch.decisions()
     res["autotune"] = autotune_choices()
     out_dir = Path(ns.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     slug = envinfo.gpu_slug(res["env"]["gpu"]["name"])
-    (out_dir / f"kernels_{slug}.json").write_text(json.dumps(res, indent=1))
+    path = out_dir / f"kernels_{slug}.json"
+    if not ns.fresh and path.is_file():
+        res = merge_results(json.loads(path.read_text()), res)
+    path.write_text(json.dumps(res, indent=1))
     md = to_markdown(res)
     (out_dir / f"kernels_{slug}.md").write_text(md)
     print(md)

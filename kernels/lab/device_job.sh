@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
-#   bash kernels/lab/device_job.sh STEP...      STEP: facts | sweep | configs | record | record-hf | record-fuselens | record-layer | record-llama-layer | record-templates | check |
-#                                           bench | bench-quick | bench-mlp | bench-gating | ncu-warm | ncu-warm-hf |
+#   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | configs | record | record-hf |
+#                                          record-fuselens | record-layer | record-llama-layer | record-templates |
+#                                          record-skew | check | gpu-tests | host | bench | bench-quick | bench-mlp |
+#                                          bench-gating | bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
@@ -47,6 +49,27 @@ record() {
 record_hf() {
   rec hf_geglu_bf16 240 --workload geglu --variants eager,compile,liger,fuselens-gating,fuselens --batch 64 --seq 128 \
     --d-model 768 --hidden 3072 --dtype bf16 --measure-bytes
+}
+
+record_skew() {  # ~2-3 min: eager + compile recorded normally, then again while another process runs big matmuls
+  local ARGS=(--workload geglu --variants eager,compile --batch 64 --seq 128 --d-model 768 --hidden 3072 --dtype bf16)
+  rec skew_normal 110 "${ARGS[@]}"
+  timeout 200 python3 -m kernels.lab.gpu_load --seconds 150 >"$R/logs/gpu_load.txt" 2>&1 &
+  local load=$!
+  sleep 8  # the load's CUDA context and cuBLAS are up before the second recording starts
+  rec skew_loaded 110 "${ARGS[@]}"
+  kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
+  cat "$R/logs/gpu_load.txt"
+  python3 - "$R/sample_traces" <<'PY'
+import json, sys, pathlib
+for case in ("skew_normal", "skew_loaded"):
+    m = pathlib.Path(sys.argv[1], case, "manifest.json")
+    if m.is_file():
+        for v in json.loads(m.read_text())["variants"]:
+            c = (v.get("conditions") or {}).get("profiled") or {}
+            print(case, v["name"], v["status"], v.get("median_us"), "sm", (c.get("sm_clock_mhz") or {}).get("median"),
+                  "W", (c.get("power_w") or {}).get("median"), "C", (c.get("temperature_c") or {}).get("median"))
+PY
 }
 
 record_fuselens() {
@@ -117,6 +140,27 @@ check() {
   grep -E "^FAILED|^ERROR|AssertionError|Error:" "$R/logs/check.txt" | sort | uniq | head -20
 }
 
+gpu_tests() {  # launcher fast path vs first call, two models in one process, dispatch + trace label, graph variant
+  echo "== GPU tests: tests/test_kernels_gpu.py"
+  timeout "$(left "${GPU_TESTS_LIMIT_S:-240}")" python3 -m pytest -v -s -rfE -p no:cacheprovider tests/test_kernels_gpu.py \
+    >"$R/logs/gpu_tests.txt" 2>&1
+  echo "gpu-tests rc=$?: $(grep -c PASSED "$R/logs/gpu_tests.txt") passed"
+  grep -E "^FAILED|^ERROR|AssertionError|^\{\('" "$R/logs/gpu_tests.txt" | head -20
+}
+
+host() {  # host time per op call, fast path vs JITFunction.run
+  echo "== host overhead"
+  timeout "$(left 120)" python3 scripts/host_overhead.py --n 1000 --top 15 --json "$R/bench/host_overhead.json" \
+    >"$R/logs/host_overhead.txt" 2>&1
+  echo "host rc=$?"; sed -n '1,20p' "$R/logs/host_overhead.txt"
+}
+
+sweep_llm() {
+  echo "== per-config sweep at the LLM shapes"
+  timeout "$(left 240)" python3 -m kernels.lab.sweep --cases llm --out "$R/bench/sweep_llm.md" >"$R/logs/sweep_llm.txt" 2>&1
+  echo "sweep-llm rc=$?"; grep -E "^\||^###" "$R/logs/sweep_llm.txt"; grep -E "Error|error" "$R/logs/sweep_llm.txt" | head -5
+}
+
 sweep() {
   echo "== per-config sweep"
   timeout "$(left 240)" python3 -m kernels.lab.sweep --out "$R/bench/sweep.md" >"$R/logs/sweep.txt" 2>&1
@@ -133,7 +177,7 @@ configs() {
 bench() {
   local lim; lim=$(left 540)
   echo "== bench $* (limit ${lim}s)"
-  timeout "$lim" python3 -m kernels.bench --out-dir "$R/bench" "$@" 2>"$R/logs/bench.err" | tee "$R/logs/bench.md" | grep -E "^\||^- " | head -80
+  timeout "$lim" python3 -m kernels.bench --out-dir "$R/bench" "$@" 2>>"$R/logs/bench.err" | tee -a "$R/logs/bench.md" | grep -E "^\||^- " | head -80
   grep -E "FAILED|Error" "$R/logs/bench.err" | head -5
 }
 
@@ -141,7 +185,10 @@ for step in "$@"; do
   case $step in
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-fuselens) record_fuselens ;; check) check ;;
     record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
+    record-skew) record_skew ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
+    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;;
+    bench-llm) bench --shapes llm ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;
   esac

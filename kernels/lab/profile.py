@@ -9,21 +9,32 @@ Sizes default per workload: MLPs batch 64, seq 128, d-model 768, hidden 3072; de
 batch 1, seq 2048, d-model = the layer's hidden size, hidden = its MLP intermediate size, --heads / --kv-heads /
 --head-dim. --measure-bytes alone measures every variant; with a list, those variants only.
 
+The variants take turns (--rounds, default 8): every variant is built and warmed up first, then each round times
+and profiles a few steps of every variant in a rotating order, so GPU clock/power/temperature drift over the session
+lands on all of them alike (kernels.lab.interleave). SM clock, power and temperature are sampled meanwhile
+(kernels.lab.conditions) and written per variant.
+
 Writes into DIR (created if missing; nothing is written anywhere else):
-  <variant>.json.gz     torch.profiler Chrome trace (CPU + CUDA activities, record_shapes=True,
-                        schedule wait=1 warmup=1 active=3, so 3 ProfilerStep#N windows)
+  <variant>.json.gz     torch.profiler Chrome trace (CPU + CUDA activities, record_shapes=True): the variant's
+                        rounds × steps-per-turn ProfilerStep#N windows (16 by default), cut from one session in
+                        which the variants took turns
   <variant>.ncu.json    with --measure-bytes: per-kernel DRAM bytes read/written by Nsight Compute (kernels.lab.ncu)
   manifest.json         GPU, driver, torch, CUDA, triton, liger versions, git commit, shapes, dtype, and per variant:
                         status (done/skipped/failed), message, trace file, median forward (or train step) time in us
                         from CUDA events (100 iterations after warm-up, L2 not flushed, launches queued ahead so it is
                         GPU time) and median_launch_bound_us (issued back to back: includes host launch overhead),
-                        ncu file. Rewritten after
-                        every variant, so an interrupted run still leaves a valid manifest of what finished.
+                        ncu file; for fuselens / fuselens-graph / fuselens-gating: fuselens_path (dual_gemm, gemm_act,
+                        gating or aten: kernels.models.dispatch), fuselens_fused (False where fusion measured slower
+                        and the variant fell back) and fuselens_probe_us; conditions {profiled, timed}: SM clock
+                        (MHz), power (W), temperature (°C) median/min/max while its steps ran; top level "conditions": the sampler, the GPU's
+                        clock/power limits, --lock-clocks. Rewritten after every variant, so an interrupted run
+                        still leaves a valid manifest of what finished.
 
 Progress: stdout carries ONLY progress lines, one JSON object per line, flushed at once:
-  {"event": "start" | "variant_start" | "variant_done" | "variant_skipped" | "variant_failed" | "done",
+  {"event": "start" | "variant_start" | "round" | "variant_done" | "variant_skipped" | "variant_failed" | "done",
    "variant": str | null, "done": int, "total": int, "message": str}
-`done` counts finished variants (done + skipped + failed) out of `total`. variant_done also carries
+`done` counts finished variants (done + skipped + failed) out of `total`; "round" reports the rounds between the
+warm-ups (variant_start) and the results (variant_done, all at the end). variant_done also carries
 "median_us" (float) and "trace" (file name). The last line is always a "done" event, also on the error exits
 below (its message is the error); human-readable diagnostics go to stderr.
 
@@ -40,9 +51,10 @@ import gzip
 import json
 import os
 import re
-import shutil
+import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 EXIT_OK, EXIT_BAD_ARGS, EXIT_NO_GPU, EXIT_VARIANT_FAILED = 0, 2, 3, 4
@@ -64,6 +76,14 @@ LAYER_DEFAULTS = {
 LAYER_WORKLOADS = tuple(LAYER_DEFAULTS)
 MAX_HEADS, MAX_HEAD_DIM = 256, 512
 N_TIMED = 100
+# Variants take turns: ROUNDS rounds of STEPS_PER_TURN profiled steps each, so every variant's trace holds 16 steps
+# spread over the whole session (15 steady after the analyzer drops the first). Why 16: the median of 15 steps moves
+# by about 1.25·σ/√15 ≈ 0.32·σ, so a step time that varies by σ = 3% step to step (a shared H100 under drift) still
+# gives a median stable to ~1%; the H100 runs so far varied 0.1-0.7%. 8 rounds also spread each variant's 100
+# CUDA-event steps over the session (12-13 per turn).
+ROUNDS = 8
+STEPS_PER_TURN = 2
+MAX_ROUNDS = 50
 
 
 class BadArgs(Exception):
@@ -107,6 +127,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="DRAM bytes per kernel with Nsight Compute (all variants, or a comma-separated list)",
     )
     p.add_argument("--train", action="store_true", help="record a forward+backward training step")
+    p.add_argument(
+        "--rounds", type=int, default=ROUNDS, help=f"rounds in which every variant takes a turn (default {ROUNDS})"
+    )
+    p.add_argument(
+        "--steps-per-turn",
+        type=int,
+        default=STEPS_PER_TURN,
+        help=f"profiled steps of a variant per turn (default {STEPS_PER_TURN})",
+    )
+    p.add_argument(
+        "--lock-clocks",
+        type=int,
+        nargs="?",
+        const=0,
+        default=None,
+        metavar="MHZ",
+        help="pin the SM clock with nvidia-smi -lgc for the run (default: the GPU's default application clock) and "
+        "restore it after; needs root, never on shared GPUs",
+    )
     p.add_argument("--ncu-child", metavar="VARIANT", help=argparse.SUPPRESS)  # internal: steps under ncu
     p.add_argument("--ncu-steps", type=int, default=1, help=argparse.SUPPRESS)  # internal: steps profiled in a row
     return p
@@ -168,6 +207,11 @@ def validate(ns: argparse.Namespace) -> list[str]:
     ):
         if not 1 <= value <= hi:
             raise BadArgs(f"{name} must be between 1 and {hi}, got {value}")
+    for name, value, hi in (("--rounds", ns.rounds, MAX_ROUNDS), ("--steps-per-turn", ns.steps_per_turn, 20)):
+        if not 1 <= value <= hi:
+            raise BadArgs(f"{name} must be between 1 and {hi}, got {value}")
+    if ns.lock_clocks is not None and not 0 <= ns.lock_clocks <= 5000:
+        raise BadArgs(f"--lock-clocks must be a clock in MHz up to 5000, got {ns.lock_clocks}")
     if layer:
         for name, value, hi in (("--heads", ns.heads, MAX_HEADS), ("--kv-heads", ns.kv_heads, MAX_HEADS),
                                 ("--head-dim", ns.head_dim, MAX_HEAD_DIM)):  # fmt: skip
@@ -222,53 +266,140 @@ def _step_fn(fn, x, model, train: bool):
     return fwd
 
 
-def _write_trace(prof, path: Path) -> None:
-    tmp = path.with_suffix("")  # <variant>.json
-    prof.export_chrome_trace(str(tmp))
-    with open(tmp, "rb") as src, gzip.open(path, "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
-    tmp.unlink()
+def _gzip_json(doc: dict, path: Path) -> None:
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=9) as fh:
+        json.dump(doc, fh)
 
 
-def _record_variant(name, model, x, ns, out_dir: Path) -> dict:
+@dataclass
+class _Live:
+    """A variant that built and warmed up: its step function and what the rounds collect."""
+
+    name: str
+    step: object
+    warm_s: float
+    times_us: list = field(default_factory=list)  # CUDA-event time of every timed step, pooled over the rounds
+    launch_us: list = field(default_factory=list)  # the same steps issued back to back from the host
+    error: str | None = None  # set when a round failed: the variant leaves the rotation
+    path: dict = field(default_factory=dict)  # which FuseLens path its warm-up chose (_fuselens_path)
+
+
+def _warm(name, model, x, ns) -> _Live:
     import torch
-    from torch.profiler import ProfilerActivity, profile, schedule
 
-    from kernels.lab.timing import median_us
     from kernels.models.variants import build
 
-    fn = build(name, model, train=ns.train)
-    step = _step_fn(fn, x, model, ns.train)
+    step = _step_fn(build(name, model, train=ns.train), x, model, ns.train)
     t0 = time.perf_counter()
     for _ in range(3):  # compile / autotune / cuBLAS heuristics happen here, outside timing and tracing
         step()
     torch.cuda.synchronize()
     warm_s = time.perf_counter() - t0
-    timing = median_us(step, n_iter=N_TIMED, warmup=5, flush_l2=False)
-    launched = median_us(step, n_iter=N_TIMED, warmup=0, flush_l2=False, queue_ahead=False)
-    trace_path = out_dir / f"{name}.json.gz"
+    return _Live(name, step, warm_s, path=_fuselens_path(name, model, x))
+
+
+def _fail(lv: _Live, exc: BaseException) -> None:
+    import torch
+
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        lv.error = f"CUDA out of memory while recording {lv.name}"
+    else:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        lv.error = f"{type(exc).__name__}: {first}"[:500]
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def _split(n: int, parts: int) -> list[int]:
+    """n as `parts` near-equal whole numbers (100 over 8 rounds: 13, 13, 13, 13, 12, 12, 12, 12)."""
+    return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
+
+
+def _time_rounds(live: list[_Live], rounds: int, sampler, progress) -> None:
+    """CUDA-event timing, the variants taking turns: each round times N_TIMED/rounds steps of every variant."""
+    from kernels.lab.interleave import round_orders
+    from kernels.lab.timing import median_us
+
+    for r, (order, n) in enumerate(zip(round_orders(live, rounds), _split(N_TIMED, rounds), strict=True)):
+        for lv in order:
+            if lv.error or n == 0:
+                continue
+            try:
+                t0 = time.monotonic()
+                lv.times_us += median_us(lv.step, n_iter=n, warmup=1, flush_l2=False)["times_us"]
+                lv.launch_us += median_us(lv.step, n_iter=n, warmup=0, flush_l2=False, queue_ahead=False)["times_us"]
+                sampler.mark(lv.name, "timed", t0, time.monotonic())
+            except Exception as exc:  # one broken variant must not lose the others
+                _fail(lv, exc)
+        progress(f"CUDA-event timing, round {r + 1}/{rounds}")
+
+
+def _profile_rounds(live: list[_Live], ns, out_dir: Path, sampler, progress) -> dict[str, dict]:
+    """One torch.profiler session in which the variants take turns (ns.steps_per_turn steps each per round, over
+    ns.rounds rounds), split into one Chrome trace per variant (kernels.lab.interleave). Returns {variant: doc}."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    from kernels.lab.interleave import round_orders, split_trace
+
+    owner: dict[int, str] = {}
+    combined = out_dir / ".interleaved.trace.json"
+    cuda = torch.cuda.is_available()  # always on the runner's path; without a GPU only the tests get here
     with profile(
-        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []),
         record_shapes=True,
-        schedule=schedule(wait=1, warmup=1, active=3),
-        on_trace_ready=lambda p: _write_trace(p, trace_path),
+        # the first turn of every variant warms the profiler up (not recorded); every later step is recorded and
+        # the session is written when it closes
+        schedule=schedule(wait=0, warmup=len(live), active=1_000_000),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(combined)),
     ) as prof:
-        for _ in range(5):
-            step()
+        for lv in live:
+            lv.step()
             prof.step()
-    torch.cuda.synchronize()
-    attention = attention_facts(trace_path) if getattr(model, "is_decoder_layer", False) else {}
-    return {
-        **attention,
-        "trace": trace_path.name,
-        "median_us": round(timing["median_us"], 2),
-        "p10_us": round(timing["p10_us"], 2),
-        "p90_us": round(timing["p90_us"], 2),
-        "n_iter": timing["n_iter"],
-        "median_launch_bound_us": round(launched["median_us"], 2),
-        "l2_flushed": False,
-        "warmup_s": round(warm_s, 2),
-    }
+        for r, order in enumerate(round_orders(live, ns.rounds)):
+            progress(f"profiling, round {r + 1}/{ns.rounds}")
+            for lv in order:
+                if lv.error:
+                    continue
+                t0 = time.monotonic()
+                try:
+                    for k in range(ns.steps_per_turn):
+                        owner[prof.step_num] = lv.name
+                        lv.step()
+                        if cuda and k == ns.steps_per_turn - 1:  # the turn's GPU work ends inside its last step
+                            torch.cuda.synchronize()
+                        prof.step()
+                except Exception as exc:
+                    _fail(lv, exc)
+                    prof.step()
+                sampler.mark(lv.name, "profiled", t0, time.monotonic())
+    try:
+        doc = json.loads(combined.read_text(encoding="utf-8"))
+    finally:
+        combined.unlink(missing_ok=True)
+    return split_trace(doc, owner)
+
+
+def _pooled(times: list) -> dict:
+    t = sorted(times)
+    q = statistics.quantiles(t, n=10) if len(t) >= 10 else [t[0]] * 9
+    return {"median_us": statistics.median(t), "p10_us": q[0], "p90_us": q[-1], "n_iter": len(t)}
+
+
+def _fuselens_path(name: str, model, x) -> dict:
+    """Which FuseLens path ran (kernels.models.dispatch): {} for the other variants. fuselens_fused is False when
+    the measurement chose cuBLAS + gating or ATen: at this size fusion did not pay."""
+    if name == "fuselens-gating":
+        return {"fuselens_path": "gating", "fuselens_fused": False}
+    if name not in ("fuselens", "fuselens-graph") or getattr(model, "is_decoder_layer", False):
+        return {}  # a decoder layer's fuselens variant calls the dual-GEMM op directly (kernels.models.layer)
+    from kernels.models.dispatch import decision_for
+
+    d = decision_for(model, x)
+    if d is None:  # no decision recorded (it cannot happen after the warm-up); say so rather than guess
+        return {"fuselens_path": "unknown", "fuselens_fused": None}
+    return {"fuselens_path": d["path"], "fuselens_fused": d["fused"], "fuselens_probe_us": d["probe_us"]}
 
 
 _ATTENTION_OP = re.compile(
@@ -405,7 +536,7 @@ def run(argv: list[str] | None = None) -> int:
     if ns.ncu_child is not None:
         return _ncu_child(ns)
 
-    from kernels.lab import envinfo
+    from kernels.lab import conditions, envinfo
     from kernels.models.variants import VariantUnavailable
 
     tokens = ns.batch * ns.seq
@@ -430,11 +561,20 @@ def run(argv: list[str] | None = None) -> int:
         "shapes": shapes,
         "dtype": ns.dtype,
         "train": ns.train,
-        "profiler": {"activities": ["CPU", "CUDA"], "record_shapes": True, "wait": 1, "warmup": 1, "active": 3},
+        "profiler": {
+            "activities": ["CPU", "CUDA"],
+            "record_shapes": True,
+            "interleaved": True,
+            "rounds": ns.rounds,
+            "steps_per_turn": ns.steps_per_turn,
+            "active_steps_per_variant": ns.rounds * ns.steps_per_turn,
+            "warmup": "one step of every variant (not recorded)",
+        },
         "timing": (
-            f"median_us: CUDA events, median of {N_TIMED} steps after warm-up, L2 not flushed, launches queued ahead"
-            " (GPU time, host launch overhead hidden; kernels.lab.timing); median_launch_bound_us: the same steps issued"
-            " back to back from the host, so a host slower than the GPU shows (decode shapes)"
+            f"median_us: CUDA events, median of {N_TIMED} steps per variant taken in turns over {ns.rounds} rounds"
+            " (the variants interleaved), after warm-up, L2 not flushed, launches queued ahead (GPU time, host launch"
+            " overhead hidden; kernels.lab.timing); median_launch_bound_us: the same steps issued back to back from"
+            " the host, so a host slower than the GPU shows (decode shapes)"
         ),
         "variants": [],
     }
@@ -449,39 +589,109 @@ def run(argv: list[str] | None = None) -> int:
         )
     model, x = make_workload(ns)
     measure = set(variants) if ns.measure_bytes == "all" else set((ns.measure_bytes or "").split(","))
-    n_failed = 0
-    for i, name in enumerate(variants):
-        emit("variant_start", name, i, total, f"recording {name}")
-        entry = {"name": name}
-        try:
-            entry.update(status="done", **_record_variant(name, model, x, ns, out_dir))
-            if name in measure:
-                entry.update(_measure_bytes(ns, name, out_dir))
+    entries = {name: {"name": name} for name in variants}
+    finished = 0
+
+    def write_manifest() -> None:
+        manifest["variants"] = [entries[n] for n in variants if "status" in entries[n]]
+        (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+
+    def failed(name: str, message: str) -> None:
+        nonlocal finished
+        finished += 1
+        entries[name].update(status="failed", message=message)
+        emit("variant_failed", name, finished, total, message)
+        write_manifest()
+
+    sampler = conditions.Sampler().start()
+    lock = conditions.ClockLock(ns.lock_clocks or None) if ns.lock_clocks is not None else None
+    manifest["conditions"] = {"limits": conditions.gpu_limits()}
+    try:
+        if lock is not None:
+            lock.__enter__()
+            manifest["conditions"]["lock_clocks"] = lock.describe()
+        live: list[_Live] = []
+        for i, name in enumerate(variants):  # build + warm up every variant first: compile time stays out of rounds
+            emit("variant_start", name, finished, total, f"building and warming up {name} ({i + 1}/{total})")
+            try:
+                live.append(_warm(name, model, x, ns))
+            except VariantUnavailable as exc:
+                finished += 1
+                entries[name].update(status="skipped", message=str(exc))
+                emit("variant_skipped", name, finished, total, str(exc))
+                write_manifest()
+            except Exception as exc:  # CUDA OOM, a compile error: the others are still recorded
+                lv = _Live(name, None, 0.0)
+                _fail(lv, exc)
+                failed(name, lv.error or "failed")
+        traces: dict[str, dict] = {}
+        if live:
+
+            def progress(msg: str) -> None:
+                emit("round", None, finished, total, msg)
+
+            _time_rounds(live, ns.rounds, sampler, progress)
+            ok = [lv for lv in live if not lv.error]
+            if ok:
+                traces = _profile_rounds(ok, ns, out_dir, sampler, progress)
+        sampler.stop()
+        profiled, timed = sampler.per_variant("profiled"), sampler.per_variant("timed")
+        manifest["conditions"]["sampler"] = sampler.describe()
+        for lv in live:
+            if lv.error or lv.name not in traces or not lv.times_us:
+                failed(lv.name, lv.error or f"{lv.name}: no profiled step recorded")
+                continue
+            entry = entries[lv.name]
+            trace_name = f"{lv.name}.json.gz"
+            _gzip_json(traces[lv.name], out_dir / trace_name)
+            if getattr(model, "is_decoder_layer", False):
+                entry.update(attention_facts(out_dir / trace_name))
+            t, launched = _pooled(lv.times_us), _pooled(lv.launch_us)
+            entry.update(
+                status="done",
+                trace=trace_name,
+                median_us=round(t["median_us"], 2),
+                p10_us=round(t["p10_us"], 2),
+                p90_us=round(t["p90_us"], 2),
+                n_iter=t["n_iter"],
+                median_launch_bound_us=round(launched["median_us"], 2),
+                l2_flushed=False,
+                warmup_s=round(lv.warm_s, 2),
+                conditions={"profiled": profiled.get(lv.name), "timed": timed.get(lv.name)},
+                **lv.path,
+            )
+            if lv.name in measure:
+                entry.update(_measure_bytes(ns, lv.name, out_dir))
             entry["message"] = f"median {entry['median_us']:.1f} us per {'training step' if ns.train else 'forward'}"
+            clk = (entry["conditions"]["profiled"] or {}).get("sm_clock_mhz")
+            if clk:
+                entry["message"] += f"; SM clock {clk['median']:.0f} MHz while profiled"
+            if "fuselens_path" in entry:
+                entry["message"] += f"; path {entry['fuselens_path']}"
+                if entry["fuselens_fused"] is False and lv.name != "fuselens-gating":
+                    entry["message"] += " (fusion measured slower at this size: fell back)"
             if "ncu_error" in entry:
                 entry["message"] += f"; bytes not measured: {entry['ncu_error']}"
+            finished += 1
             emit(
-                "variant_done", name, i + 1, total, entry["message"], median_us=entry["median_us"], trace=entry["trace"]
+                "variant_done",
+                lv.name,
+                finished,
+                total,
+                entry["message"],
+                median_us=entry["median_us"],
+                trace=trace_name,
             )
-        except VariantUnavailable as exc:
-            entry.update(status="skipped", message=str(exc))
-            emit("variant_skipped", name, i + 1, total, str(exc))
-        except torch.cuda.OutOfMemoryError:
-            n_failed += 1
-            entry.update(status="failed", message=f"CUDA out of memory while recording {name}")
-            emit("variant_failed", name, i + 1, total, entry["message"])
-        except Exception as exc:  # one broken variant must not lose the others
-            n_failed += 1
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            entry.update(status="failed", message=f"{type(exc).__name__}: {first}"[:500])
-            emit("variant_failed", name, i + 1, total, entry["message"])
-        finally:
-            torch.cuda.synchronize() if torch.cuda.is_initialized() else None
-            torch.cuda.empty_cache()
-        manifest["variants"].append(entry)
-        (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+            write_manifest()
+    finally:
+        sampler.stop()
+        if lock is not None:
+            lock.__exit__(None, None, None)
+        torch.cuda.synchronize() if torch.cuda.is_initialized() else None
+    write_manifest()
     summary = ", ".join(f"{v['name']}: {v['status']}" for v in manifest["variants"])
     emit("done", None, total, total, summary)
+    n_failed = sum(1 for v in manifest["variants"] if v["status"] == "failed")
     return EXIT_VARIANT_FAILED if n_failed else EXIT_OK
 
 

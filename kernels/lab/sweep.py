@@ -26,6 +26,7 @@ from kernels.lab.sweep_kernels import LIBDEVICE_GELU, act_f32_with_libdevice
 from kernels.lab.timing import median_us
 from kernels.ops import hopper_gemm
 from kernels.ops.activations import TORCH_ACTS, act_id, epilogue_act_id, tanh_approx
+from kernels.ops.launch import config_text
 
 # (name, M, K, N, dtype, activation): the plain MLP's fc1 (GEMM + bias + GELU) and the HF GEGLU gate/up projection.
 SINGLE_CASES = [("plain fc1", 8192, 768, 3072, torch.bfloat16, "gelu")]
@@ -53,12 +54,6 @@ def _forced(tuners, cfg, fn):
             t.cache.clear()
 
 
-def _cfg_text(cfg) -> str:
-    kw = cfg.kwargs
-    extra = "".join(f" {k}={kw[k]}" for k in ("GROUP_M", "SUBTILE") if k in kw)
-    return f"{kw['BM']}x{kw['BN']}x{kw['BK']} w{cfg.num_warps} s{cfg.num_stages}{extra}"
-
-
 def _time(fn, n_iter: int) -> float:
     return median_us(fn, n_iter=n_iter, warmup=5, flush_l2=True)["median_us"]
 
@@ -72,9 +67,9 @@ def _config_rows(tuners, configs, runs: dict, ref, tflop: float, n_iter: int) ->
             err = _rel(_forced(tuners, cfg, first), ref)
             times = [_forced(tuners, cfg, partial(_time, fn, n_iter)) for fn in runs.values()]
             rest = " | ".join(f"{t:.1f}" for t in times[1:])
-            rows.append(f"| {_cfg_text(cfg)} | {times[0]:.1f} | {tflop / times[0] * 1e6:.0f} | {rest} | {err:.1e} |")
+            rows.append(f"| {config_text(cfg)} | {times[0]:.1f} | {tflop / times[0] * 1e6:.0f} | {rest} | {err:.1e} |")
         except Exception as exc:  # out of resources: the autotuner would skip it too
-            rows.append(f"| {_cfg_text(cfg)} | did not run: {type(exc).__name__} {str(exc)[:60]} |")
+            rows.append(f"| {config_text(cfg)} | did not run: {type(exc).__name__} {str(exc)[:60]} |")
         print(rows[-1], flush=True)
     return rows
 
@@ -126,6 +121,71 @@ def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
         "1 none": partial(gated, act_id("identity"), rows=1),
     }
     return lines + _config_rows([hopper_gemm._gated_tuned], hopper_gemm.GATED_CONFIGS, runs, ref, tflop, n_iter)
+
+
+# Configs tried at the LLM shapes (big N and K: 4096 x 11008 .. 4096 x 14336), beside the shipped ones: more stages,
+# other GROUP_M (L2 reuse of the 2 MB weight tiles), BK 128, 256-row tiles over 16 warps (the same 64 x 256 wgmma per
+# warpgroup, twice the rows per weight tile read), 256 x 64 tiles. A row that does not fit reads "did not run".
+EXPLORE_GATED = [
+    hopper_gemm.gated_config(128, 128, 64, 4, 8, group_m=4),
+    hopper_gemm.gated_config(128, 128, 64, 4, 8, group_m=32),
+    hopper_gemm.gated_config(128, 128, 128, 2, 8),
+    hopper_gemm.gated_config(256, 128, 32, 4, 16),
+    hopper_gemm.gated_config(256, 128, 64, 3, 16),
+    hopper_gemm.gated_config(256, 64, 64, 4, 8),
+]
+EXPLORE_SINGLE = [
+    hopper_gemm.single_config(128, 256, 64, 4, 8, group_m=16, subtile=True),
+    hopper_gemm.single_config(256, 128, 64, 3, 8, group_m=16, subtile=True),
+]
+# (name, M, K, N, dtype, activation)
+GATED_LLM_CASES = [
+    ("Llama-2-7B gate/up", 4096, 4096, 11008, torch.bfloat16, "silu"),
+    ("Llama-3-8B gate/up", 8192, 4096, 14336, torch.bfloat16, "silu"),
+    ("TinyLlama gate/up", 2048, 2048, 5632, torch.float16, "silu"),
+]
+SINGLE_LLM_CASES = [("BERT-large fc1", 4096, 1024, 4096, torch.bfloat16, "gelu")]
+
+
+def sweep_gated_llm(name, M, K, N, dt, act, n_iter: int) -> list[str]:
+    """Shipped and exploratory configs at an LLM shape: the shipped epilogue and no activation (the main loop's
+    own time), beside cuBLAS computing gate and up as one GEMM."""
+    g = torch.Generator(device="cuda").manual_seed(3)
+    x = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
+    wg = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
+    wu = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
+    xd = x.double()
+    ref = TORCH_ACTS[act](xd @ wg.double().T) * (xd @ wu.double().T)
+    del xd
+    tflop = 2 * 2 * M * N * K / 1e12
+    lines = [f"\n### {name}: act(x Wg^T) * (x Wu^T), M={M} K={K} N={N} {str(dt)[6:]} {act}\n"]
+    lines.append("| config | µs (shipped epilogue) | TFLOP/s | µs, no activation | rel err |")
+    lines.append("|---|---:|---:|---:|---:|")
+    wgu = torch.cat([wg, wu])
+    t = _time(partial(F.linear, x, wgu), n_iter)
+    lines.append(f"| cuBLAS one GEMM to [gate; up] (N = {2 * N}) | {t:.1f} | {tflop / t * 1e6:.0f} | | |")
+    del wgu
+    gated = partial(hopper_gemm.persistent_gated, x, wg, wu)
+    runs = {"shipped": partial(gated, epilogue_act_id(act, dt)), "none": partial(gated, act_id("identity"))}
+    configs = hopper_gemm.GATED_CONFIGS + EXPLORE_GATED
+    return lines + _config_rows([hopper_gemm._gated_tuned], configs, runs, ref, tflop, n_iter)
+
+
+def sweep_single_llm(name, M, K, N, dt, act, n_iter: int) -> list[str]:
+    g = torch.Generator(device="cuda").manual_seed(4)
+    x = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
+    w = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
+    b = torch.randn(N, device="cuda", dtype=dt, generator=g) * 0.1
+    ref = TORCH_ACTS[act](x.double() @ w.double().T + b.double())
+    tflop = 2 * M * N * K / 1e12
+    lines = [f"\n### {name}: act(x W^T + b), M={M} K={K} N={N} {str(dt)[6:]} {act}\n"]
+    lines.append("| config | µs | TFLOP/s | µs, no activation | rel err |")
+    lines.append("|---|---:|---:|---:|---:|")
+    t = _time(partial(F.linear, x, w, b), n_iter)
+    lines.append(f"| cuBLAS F.linear (GEMM + bias) | {t:.1f} | {tflop / t * 1e6:.0f} | | |")
+    runs = {a: partial(hopper_gemm.persistent_gemm, x, w, b, act_id(a)) for a in (act, "identity")}
+    configs = hopper_gemm.SINGLE_CONFIGS + EXPLORE_SINGLE
+    return lines + _config_rows([hopper_gemm._single_tuned], configs, runs, ref, tflop, n_iter)
 
 
 @triton.jit
@@ -185,6 +245,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kernels.lab.sweep", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="also write the tables to this Markdown file")
     ap.add_argument("--n-iter", type=int, default=100)
+    ap.add_argument(
+        "--cases",
+        choices=("hf", "llm", "all"),
+        default="hf",
+        help="hf: the HF-shape tables and the activation accuracy (default); llm: every shipped and exploratory"
+        " config at the LLM shapes (30 timed calls each)",
+    )
     args = ap.parse_args(argv)
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
         print("error: kernels.lab.sweep needs a CUDA GPU with sm_90+ (the TMA kernels)", file=sys.stderr)
@@ -192,11 +259,19 @@ def main(argv=None) -> int:
     head = [f"# Per-config sweep: {torch.cuda.get_device_name()}, torch {torch.__version__}"]
     head[0] += f", triton {triton.__version__}"
     head.append(f"CUDA events, median of {args.n_iter}, L2 flushed by a read before each call, launches queued ahead.")
-    lines = head + activation_accuracy()
-    for case in SINGLE_CASES:
-        lines += sweep_single(*case, n_iter=args.n_iter)
-    for case in GATED_CASES:
-        lines += sweep_gated(*case, n_iter=args.n_iter)
+    lines = list(head)
+    if args.cases in ("hf", "all"):
+        lines += activation_accuracy()
+        for case in SINGLE_CASES:
+            lines += sweep_single(*case, n_iter=args.n_iter)
+        for case in GATED_CASES:
+            lines += sweep_gated(*case, n_iter=args.n_iter)
+    if args.cases in ("llm", "all"):
+        for case in GATED_LLM_CASES:
+            lines += sweep_gated_llm(*case, n_iter=min(args.n_iter, 30))
+            torch.cuda.empty_cache()
+        for case in SINGLE_LLM_CASES:
+            lines += sweep_single_llm(*case, n_iter=args.n_iter)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")

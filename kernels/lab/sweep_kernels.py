@@ -22,6 +22,7 @@ from kernels.ops import hopper_gemm
 from kernels.ops.activations import act_f32
 from kernels.ops.gemm_common import grouped_tile
 from kernels.ops.hopper_gemm import TL_DTYPES, TensorDescriptor
+from kernels.ops.launch import Tuned
 from kernels.ops.triton_util import autotune, interpreting
 
 LIBDEVICE_GELU = 4  # the ACT id activations reserves for this
@@ -116,9 +117,7 @@ DUAL_CONFIGS = [
 ]
 
 dual_tuned = autotune(configs=DUAL_CONFIGS, key=["M", "N", "K", "ACT"])(fuselens_dual_gemm_glu_2dot_kernel)
-libdevice_single_tuned = autotune(configs=hopper_gemm.SINGLE_CONFIGS, key=["M", "N", "K", "ACT"])(
-    libdevice_gemm_bias_act_kernel
-)
+libdevice_single_tuned = Tuned(libdevice_gemm_bias_act_kernel, hopper_gemm.SINGLE_CONFIGS, "gemm_bias_act_libdevice")
 _INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
 
 

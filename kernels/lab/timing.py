@@ -40,7 +40,8 @@ _SLEEP_CYCLES = 40_000_000  # ~20 ms at 1.98 GHz (H100 SXM max SM clock)
 def median_us(
     fn, n_iter: int = 200, warmup: int = 10, flush_l2: bool = True, flush: str = "read", queue_ahead: bool = True
 ) -> dict:
-    """{'median_us', 'p10_us', 'p90_us', 'n_iter', 'l2_flushed', 'queued_ahead'} over n_iter timed calls of fn()."""
+    """{'median_us', 'p10_us', 'p90_us', 'n_iter', 'l2_flushed', 'queued_ahead', 'times_us'} over n_iter timed calls
+    of fn() (times_us: every call's time, sorted, so interleaved turns can be pooled)."""
     import torch
 
     for _ in range(warmup):
@@ -67,4 +68,22 @@ def median_us(
         "n_iter": n_iter,
         "l2_flushed": flush if flush_l2 else False,
         "queued_ahead": queue_ahead,
+        "times_us": times,
     }
+
+
+def graphed(fn, x):
+    """fn(x) captured once in a CUDA graph (after three warm-up calls on a side stream); returns the replay callable.
+    What a launch-bound forward costs without the host: the bench's "CUDA graph µs" columns."""
+    import torch
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s), torch.no_grad():
+        for _ in range(3):
+            fn(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g), torch.no_grad():
+        fn(x)
+    return g.replay

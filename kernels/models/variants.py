@@ -8,7 +8,10 @@
   liger                 Liger-Kernel's GEGLU/SwiGLU MLP: cuBLAS GEMMs + Liger's gating kernel (gated MLPs only;
                         skipped with a clear message when liger-kernel is not installed)
   fuselens-gating       cuBLAS GEMMs + FuseLens's fused gating kernel (gated MLPs only)
-  fuselens              FuseLens dual-GEMM (gated) or GEMM+bias+GELU epilogue (plain) + cuBLAS for the last layer
+  fuselens              the fastest FuseLens path for the shape, measured at the first call (kernels.models.dispatch):
+                        dual-GEMM (gated) or GEMM+bias+GELU epilogue (plain) + cuBLAS for the last layer, or cuBLAS +
+                        our gating kernel, or the ATen forward where fusion cannot pay
+  fuselens-graph        fuselens captured in a CUDA graph and replayed (launch-bound shapes timed by GPU work)
 
 `build(name, model, train)` returns a callable x -> y or raises VariantUnavailable with a one-line reason.
 """
@@ -18,7 +21,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-VARIANTS = ("eager", "compile", "compile-max-autotune", "compile-triton-gemm", "liger", "fuselens-gating", "fuselens")
+VARIANTS = (
+    "eager",
+    "compile",
+    "compile-max-autotune",
+    "compile-triton-gemm",
+    "liger",
+    "fuselens-gating",
+    "fuselens",
+    "fuselens-graph",
+)
 DEFAULT_VARIANTS = ("eager", "compile", "liger", "fuselens")
 # Decoder-layer workloads (kernels.models.layer): the attention implementation is part of the variant
 #   eager             attn_implementation="eager" (matmul, + causal mask, fp32 softmax, cast, matmul)
@@ -58,8 +70,12 @@ INFO = {
     "liger": VariantInfo("liger", "Liger-Kernel GEGLU/SwiGLU MLP: cuBLAS GEMMs + Liger gating kernel", True),
     "fuselens-gating": VariantInfo("fuselens-gating", "cuBLAS GEMMs + FuseLens fused gating kernel", False),
     "fuselens": VariantInfo(
-        "fuselens", "FuseLens dual-GEMM (gated) / GEMM+bias+GELU epilogue (plain) + cuBLAS last layer", False
+        "fuselens",
+        "FuseLens: the measured-fastest of dual-GEMM (gated) / GEMM+bias+GELU epilogue (plain) + cuBLAS last layer,"
+        " cuBLAS + FuseLens gating, or ATen",
+        False,
     ),
+    "fuselens-graph": VariantInfo("fuselens-graph", "fuselens captured in a CUDA graph and replayed", False),
     "sdpa": VariantInfo("sdpa", "decoder layer with attn_implementation='sdpa' (flash / cuDNN / efficient)", True),
     "compile-fuselens": VariantInfo(
         "compile-fuselens", "torch.compile of the sdpa decoder layer with its MLP through the FuseLens dual GEMM", False
@@ -119,13 +135,17 @@ def build(name: str, model, train: bool = False) -> Callable:
             " is a ROCm build; eager, compile and liger still run"
         )
     try:
-        from kernels.models.fused_mlp import fuselens_forward, fuselens_gating_forward
+        from kernels.models.fused_mlp import GraphReplay, fuselens_forward, fuselens_gating_forward
     except ImportError as exc:
         raise VariantUnavailable(f"FuseLens kernels need triton: {exc}") from exc
     if name == "fuselens-gating":
         if not gated:
             raise VariantUnavailable("fuselens-gating applies to gated MLPs (geglu, swiglu) only")
         return lambda x: fuselens_gating_forward(model, x)
+    if name == "fuselens-graph":
+        if not torch.cuda.is_available():
+            raise VariantUnavailable("fuselens-graph replays a CUDA graph and needs a CUDA GPU")
+        return GraphReplay(lambda x: fuselens_forward(model, x))
     return lambda x: fuselens_forward(model, x)
 
 

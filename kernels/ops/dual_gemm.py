@@ -20,15 +20,15 @@ from kernels.ops.activations import act_f32, epilogue_act_id
 from kernels.ops.gating import ACTIVATIONS
 from kernels.ops.gemm_common import (
     CONFIGS_SMALL_M,
-    INTERP_META,
     check_gemm_inputs,
     check_impl,
     dot_flags,
     grouped_tile,
+    launch_pointer_gemm,
     prune_by_m,
     ptr_config,
 )
-from kernels.ops.triton_util import autotune, interpreting
+from kernels.ops.launch import Tuned
 
 
 @triton.jit
@@ -80,11 +80,9 @@ CONFIGS_LARGE_M = [
 ]
 
 
-_dual_gemm_tuned = autotune(
-    configs=CONFIGS_LARGE_M + CONFIGS_SMALL_M,
-    key=["M", "N", "K"],
-    prune_configs_by={"early_config_prune": prune_by_m},
-)(fuselens_dual_gemm_glu_ptr_kernel)
+_dual_gemm_tuned = Tuned(
+    fuselens_dual_gemm_glu_ptr_kernel, CONFIGS_LARGE_M + CONFIGS_SMALL_M, "dual_gemm_ptr", prune_by_m
+)
 
 
 def dual_gemm_gated(
@@ -113,13 +111,6 @@ def dual_gemm_gated(
             return hopper_gemm.persistent_gated(x, w_gate, w_up, act, out=out)
         if impl == "tma":
             raise ValueError("dual_gemm_gated: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
-    args = (x, w_gate, w_up, out, M, N, K, *x.stride(), *w_gate.stride(), *out.stride())
-    flags = {"ACT": act, **dot_flags(x.dtype)}
-    if interpreting():
-        meta = INTERP_META
-        grid = (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
-        fuselens_dual_gemm_glu_ptr_kernel[grid](*args, **flags, **meta)
-    else:
-        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)  # noqa: E731
-        _dual_gemm_tuned[grid](*args, **flags)
+    strides = (*x.stride(), *w_gate.stride(), *out.stride())
+    launch_pointer_gemm(_dual_gemm_tuned, (x, w_gate, w_up, out), M, N, K, strides, {"ACT": act, **dot_flags(x.dtype)})
     return out

@@ -19,12 +19,12 @@ import triton
 import triton.language as tl
 
 from kernels.ops.activations import act_f32, act_id
-from kernels.ops.triton_util import autotune, check_device, interpreting
+from kernels.ops.launch import Tuned, ptr_spec
+from kernels.ops.triton_util import check_device
 
 ACTIVATIONS = ("gelu_tanh", "silu")
 
 
-@triton.heuristics({"EVEN": lambda args: args["n_elements"] % args["BLOCK"] == 0})
 @triton.jit
 def fuselens_glu_gating_kernel(
     gate_ptr, up_ptr, out_ptr, n_elements,
@@ -57,7 +57,8 @@ _CONFIGS = [
     for block, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 8), (8192, 16))
     for evict in ("evict_first", "")
 ]
-_gating_kernel_tuned = autotune(configs=_CONFIGS, key=["n_elements", "ACT"])(fuselens_glu_gating_kernel)
+_gating_kernel_tuned = Tuned(fuselens_glu_gating_kernel, _CONFIGS, "glu_gating")
+_INTERP_CONFIG = triton.Config({"BLOCK": 1024, "EVICT": ""}, num_warps=4)
 
 
 def fused_gating(gate: torch.Tensor, up: torch.Tensor, activation: str = "gelu_tanh") -> torch.Tensor:
@@ -75,11 +76,18 @@ def fused_gating(gate: torch.Tensor, up: torch.Tensor, activation: str = "gelu_t
     n = gate.numel()
     if n == 0:
         return out
-    if interpreting():
-        fuselens_glu_gating_kernel[(triton.cdiv(n, 1024),)](
-            gate, up, out, n, ACT=act_id(activation), BLOCK=1024, EVICT=""
-        )
-    else:
-        grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
-        _gating_kernel_tuned[grid](gate, up, out, n, ACT=act_id(activation))
+    act = act_id(activation)
+    dev = gate.device.index or 0
+    # tuned per power-of-two size bucket; the compiled code depends on n's divisibility (EVEN, Triton's int spec)
+    key = (dev, gate.dtype, act, triton.next_power_of_2(n))
+    spec = (n % 8192, ptr_spec(gate), ptr_spec(up), ptr_spec(out))
+    _gating_kernel_tuned.launch(
+        key,
+        spec,
+        lambda cfg: (gate, up, out, n),
+        lambda cfg: {"ACT": act, "EVEN": n % cfg.kwargs["BLOCK"] == 0},
+        lambda cfg: (triton.cdiv(n, cfg.kwargs["BLOCK"]), 1, 1),
+        dev,
+        interp_config=_INTERP_CONFIG,
+    )
     return out

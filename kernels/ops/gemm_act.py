@@ -20,15 +20,15 @@ from kernels.ops import hopper_gemm
 from kernels.ops.activations import TORCH_ACTS, act_f32, epilogue_act_id
 from kernels.ops.gemm_common import (
     CONFIGS_SMALL_M,
-    INTERP_META,
     check_gemm_inputs,
     check_impl,
     dot_flags,
     grouped_tile,
+    launch_pointer_gemm,
     prune_by_m,
     ptr_config,
 )
-from kernels.ops.triton_util import autotune, interpreting
+from kernels.ops.launch import Tuned
 
 EPILOGUE_ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "identity")
 
@@ -78,11 +78,9 @@ CONFIGS_LARGE_M = [
 ]
 
 
-_gemm_act_tuned = autotune(
-    configs=CONFIGS_LARGE_M + CONFIGS_SMALL_M,
-    key=["M", "N", "K"],
-    prune_configs_by={"early_config_prune": prune_by_m},
-)(fuselens_gemm_bias_act_ptr_kernel)
+_gemm_act_tuned = Tuned(
+    fuselens_gemm_bias_act_ptr_kernel, CONFIGS_LARGE_M + CONFIGS_SMALL_M, "gemm_bias_act_ptr", prune_by_m
+)
 
 
 def gemm_bias_act(
@@ -112,13 +110,13 @@ def gemm_bias_act(
             return hopper_gemm.persistent_gemm(x, weight, bias, epilogue_act_id(activation, x.dtype), out=out)
         if impl == "tma":
             raise ValueError("gemm_bias_act: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
-    args = (x, weight, bias if bias is not None else x, out, M, N, K, *x.stride(), *weight.stride(), *out.stride())
-    flags = {"HAS_BIAS": bias is not None, "ACT": epilogue_act_id(activation, x.dtype), **dot_flags(x.dtype)}
-    if interpreting():
-        meta = INTERP_META
-        grid = (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
-        fuselens_gemm_bias_act_ptr_kernel[grid](*args, **flags, **meta)
-    else:
-        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)  # noqa: E731
-        _gemm_act_tuned[grid](*args, **flags)
+    launch_pointer_gemm(
+        _gemm_act_tuned,
+        (x, weight, bias if bias is not None else x, out),
+        M,
+        N,
+        K,
+        (*x.stride(), *weight.stride(), *out.stride()),
+        {"HAS_BIAS": bias is not None, "ACT": epilogue_act_id(activation, x.dtype), **dot_flags(x.dtype)},
+    )
     return out

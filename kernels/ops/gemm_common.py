@@ -7,6 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.ops.launch import int_spec, ptr_spec
 from kernels.ops.triton_util import check_device, interpreting
 
 
@@ -40,15 +41,42 @@ CONFIGS_SMALL_M = [
 ]
 
 
-def prune_by_m(configs, named_args, **kwargs):
+def prune_by_m(configs, M: int):
     """Keep the decode tiles for M <= 64 and the large tiles otherwise (halves the autotune time)."""
-    small = named_args["M"] <= 64
+    small = M <= 64
     keep = [c for c in configs if (c.kwargs["BM"] <= 64 and c.kwargs["GROUP_M"] == 1) == small]
     return keep or configs
 
 
 # Interpreter (CPU, CI): one small tile so odd shapes exercise every mask; tl.dot needs dims >= 16.
 INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
+INTERP_CONFIG = triton.Config(INTERP_META)
+
+
+def m_bucket(M: int) -> int:
+    """Tuning is shared by all M in one power-of-two bucket (a forward's token count moves; retuning per exact M
+    would time every config again at each new batch size)."""
+    return triton.next_power_of_2(M)
+
+
+def launch_pointer_gemm(tuned, ptrs: tuple, M: int, N: int, K: int, strides: tuple, flags: dict) -> None:
+    """Launch a pointer GEMM kernel (signature: pointers, M, N, K, strides, constexpr flags, then the config's
+    BM/BN/BK/GROUP_M) through its Tuned: keyed on device, dtypes, flags, M's bucket, N and K."""
+    x = ptrs[0]
+    dev = x.device.index or 0
+    key = (dev, x.dtype, *flags.values(), m_bucket(M), N, K)
+    spec = (*map(ptr_spec, ptrs), int_spec(M), int_spec(N), int_spec(K), *map(int_spec, strides))
+    args = (*ptrs, M, N, K, *strides)
+    tuned.launch(
+        key,
+        spec,
+        lambda cfg: args,
+        lambda cfg: flags,
+        lambda cfg: (triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"]), 1, 1),
+        dev,
+        prune_arg=M,
+        interp_config=INTERP_CONFIG,
+    )
 
 
 def dot_flags(dtype: torch.dtype) -> dict:

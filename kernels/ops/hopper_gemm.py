@@ -24,8 +24,9 @@ import triton
 import triton.language as tl
 
 from kernels.ops.activations import act_f32
-from kernels.ops.gemm_common import grouped_tile
-from kernels.ops.triton_util import autotune, interpreting
+from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
+from kernels.ops.launch import Tuned, int_spec, ptr_spec
+from kernels.ops.triton_util import interpreting
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -111,26 +112,11 @@ def fuselens_gemm_bias_act_kernel(
             out_desc.store([off_m, off_n], out)
 
 
-def _set_single_block_shapes(nargs):
-    bm, bn, bk = nargs["BM"], nargs["BN"], nargs["BK"]
-    nargs["x_desc"].block_shape = [bm, bk]
-    nargs["w_desc"].block_shape = [bn, bk]
-    nargs["out_desc"].block_shape = [bm, bn // 2 if nargs["SUBTILE"] else bn]
-
-
-def _set_gated_block_shapes(nargs):
-    bm, bn, bk = nargs["BM"], nargs["BN"], nargs["BK"]
-    nargs["x_desc"].block_shape = [bm, bk]
-    nargs["wgu_desc"].block_shape = [2 * bn, bk]
-    nargs["out_desc"].block_shape = [bm, bn]
-
-
-def _scfg(bm, bn, bk, stages, warps, group_m=8, subtile=False):
+def single_config(bm, bn, bk, stages, warps, group_m=8, subtile=False):
     return triton.Config(
         {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m, "SUBTILE": subtile},
         num_stages=stages,
         num_warps=warps,
-        pre_hook=_set_single_block_shapes,
     )
 
 
@@ -143,36 +129,34 @@ def _scfg(bm, bn, bk, stages, warps, group_m=8, subtile=False):
 # Two programs of one warpgroup per SM (so one's epilogue overlaps the other's wgmma) measured slower in run 9a
 # (126-155 us: two stages and 64-row tiles do not feed the tensor cores), so the grid stays one program per SM.
 SINGLE_CONFIGS = [
-    _scfg(128, 256, 64, 3, 8),  # 214 KB of shared memory
-    _scfg(128, 256, 64, 3, 8, subtile=True),  # 181 KB
-    _scfg(128, 256, 64, 4, 8, subtile=True),  # 230 KB (H100/H200 limit: 227 KiB = 232,448 B)
-    _scfg(128, 128, 64, 4, 8),  # run 4's pick on the H100 (~106 us with libdevice erf)
-    _scfg(256, 128, 64, 3, 8, subtile=True),
+    single_config(128, 256, 64, 3, 8),  # 214 KB of shared memory
+    single_config(128, 256, 64, 3, 8, subtile=True),  # 181 KB
+    single_config(128, 256, 64, 4, 8, subtile=True),  # 230 KB (H100/H200 limit: 227 KiB = 232,448 B)
+    single_config(128, 128, 64, 4, 8),  # run 4's pick on the H100 (~106 us with libdevice erf)
+    single_config(256, 128, 64, 3, 8, subtile=True),
 ]
 
 
-def _gcfg(bm, bn, bk, stages, warps, group_m=8):
+def gated_config(bm, bn, bk, stages, warps, group_m=8):
     return triton.Config(
         {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m},
         num_stages=stages,
         num_warps=warps,
-        pre_hook=_set_gated_block_shapes,
     )
 
 
 # BN is the OUTPUT width; the weight tile is 2 BN rows. Per stage, bf16 128 x 128 x 64: X 16 KB + W 32 KB.
 GATED_CONFIGS = [
-    _gcfg(128, 128, 64, 3, 8),
-    _gcfg(128, 128, 64, 4, 8),  # run 3's pick on the H100 (118 us for 8192 x 768 -> 3072); 229 KB
-    _gcfg(128, 128, 64, 4, 8, group_m=16),
+    gated_config(128, 128, 64, 3, 8),
+    gated_config(128, 128, 64, 4, 8),  # run 3's pick on the H100 (118 us for 8192 x 768 -> 3072); 229 KB
+    gated_config(128, 128, 64, 4, 8, group_m=16),
     # Run 9b also timed 16 warps (100 registers, four warps per scheduler for the epilogue): 127 us, slower; the
     # gelu_tanh epilogue (12.7 us) is bound by the SM's 16 MUFU ops per clock, not by latency.
     # Run 9d: BK 128 with 2 stages 146 us, BK 32 with 7 stages 124 us: both slower than BK 64 with 4 stages.
     # Run 10b: 110.8-112.6 us with 8-row blocks + tanh.approx (bf16); the epilogue is now ~6 us of it.
 ]
-_gated_tuned = autotune(configs=GATED_CONFIGS, key=["M", "N", "K"])(fuselens_dual_gemm_glu_kernel)
-_single_tuned = autotune(configs=SINGLE_CONFIGS, key=["M", "N", "K"])(fuselens_gemm_bias_act_kernel)
-_INTERP_META = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 2}
+_gated_tuned = Tuned(fuselens_dual_gemm_glu_kernel, GATED_CONFIGS, "dual_gemm_glu_tma")
+_single_tuned = Tuned(fuselens_gemm_bias_act_kernel, SINGLE_CONFIGS, "gemm_bias_act_tma")
 _INTERP_SUBTILE = False  # tests flip it to run the split-store epilogue under the interpreter
 
 
@@ -253,6 +237,30 @@ def clear_interleaved_cache() -> None:
     _INTERLEAVED.clear()
 
 
+# Descriptors of the weights (and of the interleaved copy) are built once per tensor and block shape: id(tensor) ->
+# (weak reference, version, data_ptr, {block shape: descriptor}); dropped when the tensor is freed, rebuilt when it
+# changes in place or moves. x and out are new tensors every call, so theirs are built per call.
+_WEIGHT_DESCS: dict[int, tuple] = {}
+
+
+def weight_desc(w: torch.Tensor, block: tuple):
+    hit = _WEIGHT_DESCS.get(id(w))
+    if hit is None or hit[0]() is not w or hit[1] != w._version or hit[2] != w.data_ptr():
+        if hit is None or hit[0]() is not w:
+            weakref.finalize(w, _WEIGHT_DESCS.pop, id(w), None)
+        hit = (weakref.ref(w), w._version, w.data_ptr(), {})
+        _WEIGHT_DESCS[id(w)] = hit
+    desc = hit[3].get(block)
+    if desc is None:
+        desc = hit[3][block] = TensorDescriptor(w, w.shape, w.stride(), list(block))
+    return desc
+
+
+def _sms(dev: int) -> int:
+    """Programs of the persistent grid: one per SM (4 under the interpreter, so a CPU run still loops over tiles)."""
+    return 4 if interpreting() else num_sms(dev)
+
+
 def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out=None) -> torch.Tensor:
     """act(x @ w_gate^T) * (x @ w_up^T) through the interleaved-weight kernel; callers validate inputs.
     rows: the weight's gate/up block height (1 = the run-3 layout, kept for the sweep's before/after rows).
@@ -262,43 +270,65 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
     wgu = cached_interleaved(w_gate, w_up, rows)
     if out is None:
         out = torch.empty((M, N), device=x.device, dtype=x.dtype)
-    meta = _INTERP_META if interpreting() else {"BM": 128, "BN": 128, "BK": 64}  # placeholders: pre_hook resets
-    x_desc = TensorDescriptor.from_tensor(x, [meta["BM"], meta["BK"]])
-    wgu_desc = TensorDescriptor.from_tensor(wgu, [2 * meta["BN"], meta["BK"]])
-    out_desc = TensorDescriptor.from_tensor(out, [meta["BM"], meta["BN"]])
-    flags = {"ACT": act_id, "OUT_DTYPE": TL_DTYPES[x.dtype], "UPCAST": interpreting() and x.dtype == torch.bfloat16}
-    flags["ROWS"] = rows
-    args = (x_desc, wgu_desc, out_desc, M, N, K)
-    if interpreting():
-        grid = (min(4, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
-        fuselens_dual_gemm_glu_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0])
-        return out
-    n_sms = num_sms(x.device.index or 0)
-    grid = lambda m: (min(n_sms, triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731
-    _gated_tuned[grid](*args, **flags, NUM_SMS=n_sms)
+    dev = x.device.index or 0
+    n_sms = _sms(dev)
+    consts = {
+        "ACT": act_id,
+        "OUT_DTYPE": TL_DTYPES[x.dtype],
+        "UPCAST": interpreting() and x.dtype == torch.bfloat16,
+        "NUM_SMS": n_sms,
+        "ROWS": rows,
+    }
+
+    def args(cfg):
+        bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
+        x_desc = TensorDescriptor(x, x.shape, x.stride(), [bm, bk])
+        out_desc = TensorDescriptor(out, out.shape, out.stride(), [bm, bn])
+        return (x_desc, weight_desc(wgu, (2 * bn, bk)), out_desc, M, N, K)
+
+    _gated_tuned.launch(
+        (dev, x.dtype, act_id, rows, m_bucket(M), N, K),
+        (int_spec(M), int_spec(N), int_spec(K)),
+        args,
+        lambda cfg: consts,
+        lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
+        dev,
+        interp_config=triton.Config(INTERP_META),
+    )
     return out
 
 
 def launch_single(x, w, bias, act_id, out, tuned=None):
-    """act(x @ w^T + bias) into out through the single-accumulator kernel (or `tuned`: another autotuned build of
-    the same kernel, for the sweep)."""
+    """act(x @ w^T + bias) into out through the single-accumulator kernel (or `tuned`: a Tuned over another build
+    of the same kernel with the same signature, for the sweep)."""
     M, K = x.shape
     N = w.shape[0]
-    meta = _INTERP_META if interpreting() else {"BM": 128, "BN": 128, "BK": 64}  # placeholders: pre_hook resets
-    subtile = interpreting() and _INTERP_SUBTILE
-    x_desc = TensorDescriptor.from_tensor(x, [meta["BM"], meta["BK"]])
-    w_desc = TensorDescriptor.from_tensor(w, [meta["BN"], meta["BK"]])
-    out_desc = TensorDescriptor.from_tensor(out, [meta["BM"], meta["BN"] // 2 if subtile else meta["BN"]])
-    flags = {"HAS_BIAS": bias is not None, "ACT": act_id, "OUT_DTYPE": TL_DTYPES[x.dtype]}
-    flags["UPCAST"] = interpreting() and x.dtype == torch.bfloat16
-    args = (x_desc, w_desc, out_desc, bias if bias is not None else x, M, N, K)
-    if interpreting():
-        grid = (min(4, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
-        fuselens_gemm_bias_act_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0], SUBTILE=subtile)
-        return out
-    n_sms = num_sms(x.device.index or 0)
-    grid = lambda m: (min(n_sms, triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731
-    (tuned or _single_tuned)[grid](*args, **flags, NUM_SMS=n_sms)
+    dev = x.device.index or 0
+    n_sms = _sms(dev)
+    consts = {
+        "HAS_BIAS": bias is not None,
+        "ACT": act_id,
+        "OUT_DTYPE": TL_DTYPES[x.dtype],
+        "UPCAST": interpreting() and x.dtype == torch.bfloat16,
+        "NUM_SMS": n_sms,
+    }
+    b = bias if bias is not None else x
+
+    def args(cfg):
+        bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
+        x_desc = TensorDescriptor(x, x.shape, x.stride(), [bm, bk])
+        out_desc = TensorDescriptor(out, out.shape, out.stride(), [bm, bn // 2 if cfg.kwargs["SUBTILE"] else bn])
+        return (x_desc, weight_desc(w, (bn, bk)), out_desc, b, M, N, K)
+
+    (tuned or _single_tuned).launch(
+        (dev, x.dtype, bias is not None, act_id, m_bucket(M), N, K),
+        (int_spec(M), int_spec(N), int_spec(K), ptr_spec(b)),
+        args,
+        lambda cfg: consts,
+        lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
+        dev,
+        interp_config=triton.Config({**INTERP_META, "SUBTILE": _INTERP_SUBTILE}),
+    )
     return out
 
 

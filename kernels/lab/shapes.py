@@ -1,0 +1,240 @@
+"""The bench's shape sweep: the MLP forwards users bring, FuseLens beside its peers at each one.
+
+    python -m kernels.bench --shapes llm          (the issue-16 rows)   --shapes llm-dtypes   (the other dtypes)
+
+Per row: eager, compile, liger (gated MLPs) and fuselens (whatever path its first-call measurement chose,
+kernels.models.dispatch), each timed like the rest of the bench (kernels.lab.timing: CUDA events, L2 flushed by a
+read before every call, launches queued ahead, so GPU time) in two interleaved passes; a row's µs is the mean of
+the two passes' medians and their difference is its noise. Reported: µs, × compile, × the fastest peer, × the
+compute floor (FLOPs over this GPU's measured matmul rate for the dtype), the relative error against a float32
+reference (float64 for fp32 rows), the path fuselens ran, and a three-way verdict against the fastest peer: WIN
+(faster by more than the pass-to-pass spread), TIE (within it), LOSS. Rows of <= 512 tokens are launch-bound on
+most hosts, so they also carry each variant's CUDA-graph replay time and its launch-bound time.
+
+Bounded for one <= 9-minute GPU command: huge forwards get fewer timed calls (n_iter_for), torch.compile's caches
+are reset between rows (every row is a new module; without a reset Dynamo's cache limit would silently run
+eager after 8 rows).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+
+import torch
+
+from kernels.lab.timing import graphed, median_us
+from kernels.models import dispatch
+from kernels.models.variants import VariantUnavailable, build
+from kernels.models.workloads import DTYPES, build_model, make_input, mlp_flops
+
+# (id, what, workload, dtype, tokens, d_model, hidden)
+LLM_ROWS = [
+    ("hf-geglu-bf16", "HF GEGLU", "geglu", "bf16", 8192, 768, 3072),
+    ("llama2-7b-bf16", "SwiGLU, Llama-2-7B MLP", "swiglu", "bf16", 4096, 4096, 11008),
+    ("llama3-8b-bf16", "SwiGLU, Llama-3-8B MLP", "swiglu", "bf16", 8192, 4096, 14336),
+    ("tinyllama-fp16", "SwiGLU, TinyLlama MLP", "swiglu", "fp16", 2048, 2048, 5632),
+    ("bert-large-bf16", "plain, BERT-large MLP", "plain", "bf16", 4096, 1024, 4096),
+    ("odd-aligned-bf16", "GEGLU, odd but aligned", "geglu", "bf16", 333, 1000, 2816),
+    ("unaligned-bf16", "GEGLU, unaligned rows", "geglu", "bf16", 77, 1001, 3000),
+    ("decode-bf16", "SwiGLU, decode", "swiglu", "bf16", 16, 4096, 14336),
+]
+DTYPE_ROWS = [
+    ("hf-geglu-fp16", "HF GEGLU", "geglu", "fp16", 8192, 768, 3072),
+    ("hf-swiglu-fp32", "HF SwiGLU", "swiglu", "fp32", 8192, 768, 3072),
+    ("llama2-7b-fp16", "SwiGLU, Llama-2-7B MLP", "swiglu", "fp16", 4096, 4096, 11008),
+    ("tinyllama-bf16", "SwiGLU, TinyLlama MLP", "swiglu", "bf16", 2048, 2048, 5632),
+    ("bert-large-fp16", "plain, BERT-large MLP", "plain", "fp16", 4096, 1024, 4096),
+    ("odd-aligned-fp16", "GEGLU, odd but aligned", "geglu", "fp16", 333, 1000, 2816),
+    ("unaligned-fp32", "GEGLU, unaligned rows", "geglu", "fp32", 77, 1001, 3000),
+    ("decode-fp16", "SwiGLU, decode", "swiglu", "fp16", 16, 4096, 14336),
+]
+SHAPE_SETS = {"llm": LLM_ROWS, "llm-dtypes": DTYPE_ROWS, "llm-all": LLM_ROWS + DTYPE_ROWS}
+PEERS = ("eager", "compile", "liger")
+LAUNCH_BOUND_TOKENS = 512
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def n_iter_for(est_us: float) -> int:
+    """Timed calls per pass: ~0.2 s of GPU time, between 20 and 200 calls."""
+    return int(min(200, max(20, 2e5 / max(est_us, 1.0))))
+
+
+def matmul_ceiling_tflops(dname: str) -> float:
+    """This GPU's matmul rate for the dtype: the fastest of three passes of an n³ torch.matmul (8192 for 16-bit,
+    4096 for fp32, which runs without TF32 as the fp32 rows do)."""
+    n = 4096 if dname == "fp32" else 8192
+    a = torch.randn(n, n, device="cuda", dtype=DTYPES[dname])
+    b = torch.randn(n, n, device="cuda", dtype=DTYPES[dname])
+    us = min(median_us(lambda: torch.matmul(a, b), n_iter=30, warmup=10 if i else 30)["median_us"] for i in range(3))
+    return 2 * n**3 / (us * 1e-6) / 1e12
+
+
+def _rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
+    y = y.double()
+    if not torch.isfinite(y).all():
+        return float("nan")
+    return float((y - ref).norm() / ref.norm())
+
+
+def verdict(ours: dict, peer: dict) -> str:
+    """WIN / TIE / LOSS of ours against one peer: a lead within the larger pass-to-pass spread is a tie."""
+    spread = max(ours["spread_us"], peer["spread_us"])
+    lead = peer["us"] - ours["us"]
+    return "WIN" if lead > spread else "TIE" if lead >= -spread else "LOSS"
+
+
+def bench_row(row: tuple, ceilings: dict) -> dict:
+    rid, what, workload, dname, tokens, d, h = row
+    dt = DTYPES[dname]
+    torch._dynamo.reset()
+    model = build_model(workload, d, h, dt, "cuda")
+    x = make_input(1, tokens, d, dt, "cuda")
+    ref_dt = torch.float64 if dname == "fp32" else torch.float32
+    with torch.no_grad():
+        ref = build_model(workload, d, h, ref_dt, "cuda")(x.to(ref_dt)).double()
+    if dname not in ceilings:
+        ceilings[dname] = matmul_ceiling_tflops(dname)
+    floor_us = mlp_flops(workload, tokens, d, h) / (ceilings[dname] * 1e12) * 1e6
+    out = {"id": rid, "what": what, "workload": workload, "dtype": dname, "tokens": tokens, "d_model": d}
+    out.update(hidden=h, floor_us=floor_us, variants={})
+    fns = {}
+    for name in (*PEERS, "fuselens"):
+        v = out["variants"][name] = {}
+        try:
+            t0 = time.perf_counter()
+            fn = build(name, model)
+            with torch.no_grad():
+                for _ in range(3):
+                    y = fn(x)
+                torch.cuda.synchronize()
+            v["warmup_s"] = round(time.perf_counter() - t0, 2)
+            v["rel_err"] = _rel_err(y, ref)
+            fns[name] = fn
+            if name == "fuselens":
+                v.update(dispatch.decision_for(model, x) or {})
+        except VariantUnavailable as exc:
+            v["skipped"] = str(exc)
+        except Exception as exc:  # one variant failing (out of memory, a compile error) must not lose the row
+            v["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            log(f"shapes {rid} {name} FAILED: {v['error']}")
+    with torch.no_grad():
+        est = min(median_us(lambda fn=fn: fn(x), n_iter=5, warmup=1)["median_us"] for fn in fns.values())
+        n = n_iter_for(est)
+        passes = {name: [] for name in fns}
+        for _ in range(2):
+            for name, fn in fns.items():
+                passes[name].append(median_us(lambda fn=fn: fn(x), n_iter=n, warmup=2, flush_l2=True)["median_us"])
+        for name, ps in passes.items():
+            out["variants"][name].update(us=sum(ps) / 2, us_passes=ps, spread_us=abs(ps[0] - ps[1]), n_iter=n)
+        if tokens <= LAUNCH_BOUND_TOKENS:
+            for name, fn in fns.items():
+                v = out["variants"][name]
+                v["launch_bound_us"] = median_us(lambda fn=fn: fn(x), n_iter=n, flush_l2=True, queue_ahead=False)[
+                    "median_us"
+                ]
+                try:
+                    v["graph_us"] = median_us(graphed(fn, x), n_iter=n, flush_l2=True)["median_us"]
+                except Exception as exc:  # torch.compile's own graphs or a capture-unsafe path
+                    v["graph_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+    judge(out)
+    log(
+        f"shapes {rid}: "
+        + ", ".join(f"{k} {v.get('us', float('nan')):.1f}" for k, v in out["variants"].items())
+        + f" | fuselens path {out['variants']['fuselens'].get('path')} {out.get('verdict')}"
+    )
+    return out
+
+
+def judge(row: dict) -> None:
+    """Ratios and the verdict of fuselens against the fastest peer, from the row's own timings (re-run by
+    to_markdown-time callers on committed JSON, so nothing here is stored that cannot be recomputed)."""
+    vs = row["variants"]
+    ours = vs.get("fuselens", {})
+    peers = {k: v for k, v in vs.items() if k in PEERS and "us" in v}
+    if "us" not in ours or not peers:
+        row["verdict"] = "n/a"
+        return
+    best = min(peers, key=lambda k: peers[k]["us"])
+    row["fastest_peer"] = best
+    row["x_fastest_peer"] = ours["us"] / peers[best]["us"]
+    row["x_compile"] = ours["us"] / vs["compile"]["us"] if "us" in vs.get("compile", {}) else None
+    row["x_floor"] = ours["us"] / row["floor_us"]
+    row["verdict"] = verdict(ours, peers[best])
+
+
+def _f(v, spec=".1f") -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def to_markdown(rows: list[dict], ceilings: dict) -> list[str]:
+    if not rows:
+        return []
+    out = [
+        "",
+        "## Shape sweep: FuseLens beside its peers at the shapes users bring",
+        "",
+        "GPU µs per forward (CUDA events, L2 flushed by a read, launches queued ahead; mean of two passes, whose"
+        " difference is the spread). fuselens runs the path its first-call measurement chose (`path`). Verdict:"
+        " fuselens vs the fastest peer (eager / compile / liger): WIN beyond the spread, TIE within it, LOSS.",
+        "Matmul ceilings for the floors: "
+        + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in sorted(ceilings.items()))
+        + ".",
+        "",
+        "| row | tokens × d → h | dtype | eager | compile | liger | **fuselens** | path | × compile | × fastest peer"
+        " | × floor | rel err fuselens / eager | verdict |",
+        "|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        vs = r["variants"]
+
+        def us(name, vs=vs):
+            v = vs.get(name, {})
+            return _f(v.get("us")) if "us" in v else ("skip" if "skipped" in v else "err" if "error" in v else "–")
+
+        fl = vs.get("fuselens", {})
+        out.append(
+            f"| {r['what']} | {r['tokens']} × {r['d_model']} → {r['hidden']} | {r['dtype']} | {us('eager')}"
+            f" | {us('compile')} | {us('liger')} | **{us('fuselens')}** | {fl.get('path', '–')}"
+            f" | {_f(r.get('x_compile'), '.2f')} | {_f(r.get('x_fastest_peer'), '.2f')} ({r.get('fastest_peer', '–')})"
+            f" | {_f(r.get('x_floor'), '.2f')} | {_f(fl.get('rel_err'), '.1e')} / {_f(vs.get('eager', {}).get('rel_err'), '.1e')}"
+            f" | {r.get('verdict', 'n/a')} |"
+        )
+    small = [r for r in rows if any("graph_us" in v or "launch_bound_us" in v for v in r["variants"].values())]
+    if small:
+        out += [
+            "",
+            f"Rows of <= {LAUNCH_BOUND_TOKENS} tokens, launch-bound µs (one forward at a time from the host, as"
+            " triton.testing.do_bench issues them) / CUDA-graph replay µs:",
+            "",
+            "| row | dtype | eager | compile | liger | fuselens |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for r in small:
+            cells = []
+            for name in (*PEERS, "fuselens"):
+                v = r["variants"].get(name, {})
+                cells.append(f"{_f(v.get('launch_bound_us'))} / {_f(v.get('graph_us'))}")
+            out.append(f"| {r['what']} | {r['dtype']} | " + " | ".join(cells) + " |")
+    return out
+
+
+def run(shape_set: str, ceilings: dict) -> list[dict]:
+    rows = []
+    for row in SHAPE_SETS[shape_set]:
+        try:
+            rows.append(bench_row(row, ceilings))
+            gc.collect()  # the row's models, compiled graphs and references are garbage now
+            torch.cuda.empty_cache()
+        except torch.cuda.OutOfMemoryError:
+            rid, what, workload, dname, tokens, d, h = row
+            rows.append(
+                {"id": rid, "what": what, "workload": workload, "dtype": dname, "tokens": tokens, "d_model": d}
+                | {"hidden": h, "floor_us": None, "variants": {}, "verdict": "n/a", "error": "CUDA out of memory"}
+            )
+            torch.cuda.empty_cache()
+    return rows

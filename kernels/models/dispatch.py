@@ -1,0 +1,151 @@
+"""Which implementation the `fuselens` variant runs for an MLP call, chosen by measuring the candidates at the first
+call of each (device, workload, activation, dtype, token bucket, d_model, hidden), not by rules about shapes.
+
+Paths (PATHS; every one computes the same forward, so the choice is only about speed):
+  dual_gemm   gated: fuselens::dual_gemm_glu (persistent TMA kernel on sm_90+ with aligned rows and M > 64, else the
+              pointer kernel) + cuBLAS down_proj
+  gemm_act    plain: fuselens::gemm_bias_act (fc1 + bias + GELU in one kernel) + cuBLAS fc2
+  gating      gated: cuBLAS gate_proj and up_proj + fuselens::glu_gating + cuBLAS down_proj
+  aten        the module's own forward: cuBLAS GEMMs + ATen elementwise kernels (where fusion cannot pay)
+Why measure: fusion wins where the GEMMs are big enough to hide the epilogue and the gate/up round trip is
+expensive (the HF shape: dual GEMM 164 us vs 223 for cuBLAS + gating), and can lose where a 77-row GEMM leaves most
+SMs idle or rows are not 16-byte aligned (the pointer kernel then competes with cuBLAS's tuned kernels).
+
+The probe (`choose`): each candidate is warmed up (which also tunes its Triton kernels), then timed like the bench
+(kernels.lab.timing: CUDA events, L2 flushed by a read, launches queued ahead) in two interleaved passes; the
+fastest mean wins. Inside CUDA-graph capture, or for CPU tensors (the interpreter), there is nothing to time: the
+first path applies. Decisions are cached in-process (`decisions()`), and a profiler trace names the path that ran
+as a record_function range `fuselens::path=<path>` around the forward.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from kernels.models import custom_ops as ops
+from kernels.models.workloads import GatedMLP, PlainMLP
+
+PATHS = {"gated": ("dual_gemm", "gating", "aten"), "plain": ("gemm_act", "aten")}
+FUSED_PATH = {"gated": "dual_gemm", "plain": "gemm_act"}
+PROBE_PASSES = 2
+
+_DECISIONS: dict[tuple, str] = {}
+_PROBES: dict[tuple, dict[str, float]] = {}
+
+
+def kind_of(model) -> str:
+    if isinstance(model, GatedMLP):
+        return "gated"
+    if isinstance(model, PlainMLP):
+        return "plain"
+    raise TypeError(f"fuselens: unsupported module {type(model).__name__}")
+
+
+def decision_key(model, x2d: torch.Tensor) -> tuple:
+    """Tokens go by power-of-two bucket: a probe per exact token count would re-time every path at each new batch
+    size; within a bucket the GEMMs keep their shape class."""
+    kind = kind_of(model)
+    d, h = (model.gate_proj if kind == "gated" else model.fc1).weight.shape[::-1]
+    m = x2d.shape[0]
+    bucket = 1 << max(m - 1, 0).bit_length()
+    return (
+        x2d.device.type,
+        x2d.device.index,
+        kind,
+        model.activation,
+        str(x2d.dtype).removeprefix("torch."),
+        bucket,
+        d,
+        h,
+    )
+
+
+def run_path(path: str, model, x2d: torch.Tensor) -> torch.Tensor:
+    """The forward of `model` on 2-D x through one path."""
+    if isinstance(model, GatedMLP):
+        wg, wu, wd = model.gate_proj.weight, model.up_proj.weight, model.down_proj.weight
+        if path == "dual_gemm":
+            return torch.matmul(ops.dual_gemm_glu(x2d, wg, wu, model.activation), wd.t())
+        if path == "gating":
+            return F.linear(ops.glu_gating(F.linear(x2d, wg), F.linear(x2d, wu), model.activation), wd)
+    elif isinstance(model, PlainMLP) and path == "gemm_act":
+        h = ops.gemm_bias_act(x2d, model.fc1.weight, model.fc1.bias, "gelu")
+        return F.linear(h, model.fc2.weight, model.fc2.bias)
+    if path == "aten":
+        return model(x2d)
+    raise ValueError(f"fuselens: path {path!r} does not apply to {type(model).__name__}")
+
+
+def _time_us(fn) -> float:
+    from kernels.lab.timing import median_us
+
+    n = 40
+    est = median_us(fn, n_iter=5, warmup=0, flush_l2=True)["median_us"]
+    if est > 2000:  # a 4 ms LLM forward: 10 calls are plenty, and keep the probe under ~0.3 s per path
+        n = 10
+    return median_us(fn, n_iter=n, warmup=0, flush_l2=True)["median_us"]
+
+
+def choose(model, x2d: torch.Tensor) -> str:
+    """The path for this call: cached, or measured now."""
+    key = decision_key(model, x2d)
+    path = _DECISIONS.get(key)
+    if path is not None:
+        return path
+    paths = PATHS[key[2]]
+    if not x2d.is_cuda or torch.cuda.is_current_stream_capturing():
+        return paths[0]  # nothing to time here; not cached, so a later eager call still measures
+    times: dict[str, list[float]] = {p: [] for p in paths}
+    usable = []
+    for p in paths:
+        try:
+            for _ in range(2):  # the first call tunes and compiles the path's Triton kernels
+                run_path(p, model, x2d)
+            torch.cuda.synchronize()
+            usable.append(p)
+        except (RuntimeError, ValueError) as exc:  # e.g. out of resources: the path is not a candidate
+            times[p] = [float("inf")]
+            _PROBES.setdefault(key, {})[f"{p} error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
+    for _ in range(PROBE_PASSES):
+        for p in usable:
+            times[p].append(_time_us(lambda p=p: run_path(p, model, x2d)))
+    means = {p: sum(t) / len(t) for p, t in times.items()}
+    path = min(paths, key=lambda p: means[p])
+    _DECISIONS[key] = path
+    _PROBES.setdefault(key, {}).update({p: round(us, 2) for p, us in means.items()})
+    return path
+
+
+def fuselens_forward(model, x: torch.Tensor) -> torch.Tensor:
+    """The `fuselens` variant: the measured-fastest path for this call (see the module docstring)."""
+    x2d = x.reshape(-1, x.shape[-1])
+    path = choose(model, x2d)
+    if torch.autograd._profiler_enabled():
+        with torch.profiler.record_function(f"fuselens::path={path}"):
+            y = run_path(path, model, x2d)
+    else:
+        y = run_path(path, model, x2d)
+    return y.view(*x.shape[:-1], y.shape[-1])
+
+
+def decisions() -> list[dict]:
+    """Every decision made in this process, with the probe's mean µs per path (bench and runner manifests)."""
+    names = ("device_type", "device", "kind", "activation", "dtype", "tokens_bucket", "d_model", "hidden")
+    return [
+        {**dict(zip(names, key, strict=True)), "path": path, "probe_us": _PROBES.get(key, {})}
+        for key, path in _DECISIONS.items()
+    ]
+
+
+def decision_for(model, x: torch.Tensor) -> dict | None:
+    """The decision a `fuselens` call on x would use, or None before the first such call."""
+    key = decision_key(model, x.reshape(-1, x.shape[-1]))
+    if key not in _DECISIONS:
+        return None
+    return {"path": _DECISIONS[key], "probe_us": _PROBES.get(key, {}), "fused": _DECISIONS[key] == FUSED_PATH[key[2]]}
+
+
+def clear() -> None:
+    _DECISIONS.clear()
+    _PROBES.clear()

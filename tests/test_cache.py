@@ -1,0 +1,203 @@
+"""The columnar trace cache (analyzer.readers.cache): identical results cached and not, invalidation by schema /
+code version, changed files and corrupt entries, the off switches, and the size bound. Real traces throughout."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import os
+import subprocess
+import sys
+
+import numpy as np
+import orjson
+import pandas as pd
+import pytest
+
+from analyzer import load_trace, schema, summarize
+from analyzer.readers import cache
+from tests.conftest import ROOT, TRACES, reference_events
+
+TABLES = ("gpu_ops", "cpu_ops", "launches", "annotations", "steps", "step_categories")
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv(cache.ENV_DIR, str(d))
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    monkeypatch.delenv(cache.ENV_MAX_BYTES, raising=False)
+    return d
+
+
+def assert_same_trace(a, b):
+    assert [f.name for f in dataclasses.fields(a)] == [f.name for f in dataclasses.fields(b)]
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, pd.DataFrame):
+            pd.testing.assert_frame_equal(x, y, check_exact=True, obj=f.name)
+        elif f.name == "gpu" and x is not None:
+            assert orjson.dumps(dataclasses.asdict(x)) == orjson.dumps(dataclasses.asdict(y))  # NaN-safe
+        else:
+            assert x == y, f.name
+
+
+@pytest.mark.parametrize(
+    "key", ["h100_bert", "mi300_triton", "legacy_resnet", "hta_cuda_graph", "b200_vllm", "hta_diff_control"]
+)
+def test_cached_and_uncached_loads_are_identical(key, cache_dir):
+    path = TRACES[key]
+    fresh = load_trace(path, cache=False)
+    assert not cache_dir.exists()  # cache=False writes nothing
+    first = load_trace(path)  # parses, then stores
+    (entry,) = cache.entries()
+    assert entry.name.startswith(cache.content_key(path) + "-" + cache.version())
+    second = load_trace(path)  # reads the entry
+    assert cache.lookup(cache.content_key(path), "x") is not None
+    for t in (first, second):
+        assert_same_trace(fresh, t)
+    # the same content uploaded under another name: a hit, named as uploaded
+    up = load_trace(path.read_bytes(), name="upload.json.gz")
+    assert up.meta.source == "upload.json.gz" and len(cache.entries()) == 1
+    assert_same_trace(fresh, dataclasses.replace(up, meta=dataclasses.replace(up.meta, source=fresh.meta.source)))
+    # equal values share one object again, as the decoder made them (the cost/summary keys rely on it)
+    dims = second.cpu_ops["input_dims"].to_numpy(dtype=object)
+    assert len({id(d) for d in dims}) == len(set(map(orjson.dumps, dims)))
+    s1, s2 = summarize(fresh), summarize(second)
+    assert orjson.dumps(s1.to_json(), option=orjson.OPT_SERIALIZE_NUMPY) == orjson.dumps(
+        s2.to_json(), option=orjson.OPT_SERIALIZE_NUMPY
+    )
+
+
+def test_a_schema_change_makes_the_entry_stale(cache_dir, monkeypatch):
+    path = TRACES["h100_bert"]
+    load_trace(path)
+    (old,) = cache.entries()
+    bumped = tuple(dataclasses.replace(c, doc=c.doc + " (v2)") if c.name == "bytes" else c for c in schema.GPU_OPS)
+    monkeypatch.setitem(schema.TABLES, "gpu_ops", bumped)
+    assert cache.lookup(cache.content_key(path), "x") is None  # never read …
+    assert not old.exists()  # … and deleted
+    trace = load_trace(path)
+    (new,) = cache.entries()
+    assert new != old and cache.version() in new.name
+    assert_same_trace(load_trace(path, cache=False), trace)
+
+
+def test_a_code_change_makes_the_entry_stale(cache_dir, monkeypatch):
+    path = TRACES["h100_bert"]
+    load_trace(path)
+    (old,) = cache.entries()
+    monkeypatch.setattr(cache, "_code_hash", lambda: "an edited analyzer")
+    load_trace(path)
+    (new,) = cache.entries()
+    assert new != old and not old.exists()
+
+
+def test_a_changed_file_gets_its_own_entry(cache_dir, tmp_path):
+    top, events = reference_events(TRACES["h100_bert"])
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({**top, "traceEvents": events}))
+    before = load_trace(path)
+    k = next(i for i, e in enumerate(events) if e.get("cat") == "kernel")
+    events = [dict(e) for e in events]
+    events[k]["dur"] = events[k]["dur"] + 1000.0  # same name, size and (after a write) any mtime
+    path.write_bytes(orjson.dumps({**top, "traceEvents": events}))
+    after = load_trace(path)
+    assert len(cache.entries()) == 2
+    assert after.gpu_ops["dur_us"].sum() == pytest.approx(before.gpu_ops["dur_us"].sum() + 1000.0)
+    assert_same_trace(load_trace(path, cache=False), after)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "other_entry"])
+def test_a_corrupt_entry_is_rebuilt_never_trusted(cache_dir, damage):
+    path, other = TRACES["h100_bert"], TRACES["mi300_bert"]
+    fresh = load_trace(path, cache=False)
+    load_trace(path)
+    (entry,) = cache.entries()
+    data = entry.read_bytes()
+    if damage == "truncate":
+        entry.write_bytes(data[: len(data) // 2])
+    elif damage == "flip":  # one byte inside a column: the zip member's CRC-32 catches it
+        b = bytearray(data)
+        b[len(b) // 3] ^= 0x40
+        entry.write_bytes(bytes(b))
+    elif damage == "garbage":
+        entry.write_bytes(b"not a zip at all")
+    else:  # a valid entry of another trace under this trace's name
+        load_trace(other)
+        (o,) = [p for p in cache.entries() if p != entry]
+        entry.write_bytes(o.read_bytes())
+    assert cache.lookup(cache.content_key(path), "x") is None
+    assert not entry.exists()
+    assert_same_trace(fresh, load_trace(path))
+    assert entry.exists()  # rebuilt
+    assert_same_trace(fresh, load_trace(path))
+
+
+def test_off_switches_and_non_default_limits_bypass_the_cache(cache_dir, monkeypatch):
+    path = TRACES["h100_bert"]
+    monkeypatch.setenv(cache.ENV_OFF, "1")
+    load_trace(path)
+    assert not cache.entries()
+    load_trace(path, cache=True)  # the argument wins
+    assert len(cache.entries()) == 1
+    monkeypatch.delenv(cache.ENV_OFF)
+    cache.clear()
+    load_trace(path, max_decompressed_bytes=2_000_000)
+    load_trace(path, max_gzip_ratio=50)
+    assert not cache.entries()
+
+
+def test_size_bound_evicts_least_recently_used(cache_dir, monkeypatch):
+    a, b, c = TRACES["h100_bert"], TRACES["mi300_bert"], TRACES["h100_vit"]
+    load_trace(a)
+    load_trace(b)
+    sizes = {p: p.stat().st_size for p in cache.entries()}
+    os.utime(cache.entry_path(cache.content_key(b)), (1, 1))  # b is the least recently used
+    load_trace(a)  # a hit refreshes a
+    assert cache.entry_path(cache.content_key(a)).stat().st_mtime > 1
+    monkeypatch.setenv(cache.ENV_MAX_BYTES, str(max(sizes.values()) * 2 + 100_000))
+    load_trace(c)  # the write evicts b
+    names = {p.name.split("-")[0] for p in cache.entries()}
+    assert cache.content_key(b) not in names and cache.content_key(a) in names and cache.content_key(c) in names
+    monkeypatch.setenv(cache.ENV_MAX_BYTES, "1000")  # an entry alone over the bound is not written
+    cache.clear()
+    load_trace(a)
+    assert not cache.entries()
+
+
+def test_an_uncacheable_value_skips_the_store(cache_dir):
+    trace = load_trace(TRACES["h100_bert"], cache=False)
+    trace.meta.extra["odd"] = float("nan")  # JSON has no NaN: it would come back as null
+    assert cache.store("0" * 32, trace) is None
+    assert not cache.entries()
+
+
+def test_cli_no_cache_flag_and_cache_command(cache_dir, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    src = tmp_path / "t.json.gz"
+    src.write_bytes(gzip.compress(gzip.decompress(TRACES["h100_bert"].read_bytes())))
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "analyzer", *args], capture_output=True, text=True, env=env, cwd=ROOT, check=True
+        ).stdout
+
+    out_nc = cli("summary", str(src), "--json", "--no-cache")
+    assert not cache.entries()
+    out = cli("summary", str(src), "--json")
+    assert len(cache.entries()) == 1
+    assert cli("summary", str(src), "--json") == out == out_nc  # the cached answer is the same answer
+    assert "1 cached traces" in cli("cache")
+    assert "removed 1 cached traces" in cli("cache", "--clear")
+    assert not cache.entries()
+
+
+def test_object_columns_are_dictionary_encoded(cache_dir):
+    path = TRACES["hta_diff_control"]
+    load_trace(path)
+    (entry,) = cache.entries()
+    with np.load(entry, allow_pickle=False) as z:
+        codes = z["cpu_ops/name#codes"]
+        values = orjson.loads(z["cpu_ops/name#values"].tobytes())
+    assert codes.dtype == np.int32 and len(values) < len(codes) // 10

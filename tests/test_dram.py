@@ -1,0 +1,136 @@
+"""The L2-aware DRAM model (analyzer.dram) pinned on Nsight Compute counters measured in sequence.
+
+Measurements: `tests/data/ncu_warm_h100_round0/` — ncu `--cache-control none --clock-control none` over 3
+steady-state forwards in a row on an H100 80GB HBM3 (GPU round 0), the same code and kernels as the traces in
+`sample_traces/hf_geglu_bf16` and `sample_traces/plain_8192tok_bf16`. The model is run on those traces' steady step
+and compared per kernel (launch order) and per step. docs/COST_MODEL.md ("DRAM model") lists the misses below and
+why; a change to the model that moves them fails here.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyzer import load_trace, summarize
+from analyzer.dram import hit_fraction, predict_step
+from analyzer.gpus import SPECS
+from kernels.lab import ncu
+
+ROOT = Path(__file__).resolve().parent.parent
+WARM = ROOT / "tests" / "data" / "ncu_warm_h100_round0"
+RUNS = [("hf_geglu_bf16", "geglu", v) for v in ("eager", "compile", "liger", "fuselens-gating", "fuselens")] + [
+    ("plain_8192tok_bf16", "plain", v) for v in ("eager", "compile", "fuselens")
+]
+# (case, variant, kernel index) -> the documented r+w error, %: kernels outside ±10% and why (COST_MODEL.md)
+MISSES = {
+    # the step's last GEMM also writes back the dirty tail the kernel before it left in L2 (10-16 MB)
+    ("hf_geglu_bf16", "eager", 4): -17.7,
+    ("hf_geglu_bf16", "compile", 3): -19.8,
+    ("hf_geglu_bf16", "liger", 3): -16.7,
+    ("hf_geglu_bf16", "fuselens-gating", 3): -22.2,
+    ("hf_geglu_bf16", "fuselens", 1): -18.2,
+    ("plain_8192tok_bf16", "eager", 2): -20.9,
+    ("plain_8192tok_bf16", "compile", 2): -19.8,
+    ("plain_8192tok_bf16", "fuselens", 1): -21.8,
+    # the step's first GEMM leaves 11-18 MB of its output dirty for the next kernel to write back
+    ("hf_geglu_bf16", "eager", 0): 16.5,
+    ("hf_geglu_bf16", "liger", 0): 15.6,
+    ("plain_8192tok_bf16", "eager", 0): 16.4,
+    ("plain_8192tok_bf16", "fuselens", 0): 26.4,
+    # ... and the kernel after a pointwise one inherits its tail; cuBLAS reads 8.4 MB more than its operands
+    ("hf_geglu_bf16", "eager", 2): -13.2,
+    # Inductor's in-place GELU rewrites fc1's output while part of it is still dirty: 8 MB of writes merge
+    ("plain_8192tok_bf16", "compile", 1): 12.2,
+}
+
+
+def _run(case: str, prefix: str, variant: str):
+    trace = load_trace(SAMPLES / case / f"{variant}.json.gz")
+    s = summarize(trace)
+    step = s.per_step["dram_step"]
+    g = trace.gpu_ops[trace.gpu_ops["step"] == step].sort_values("ts_us")
+    pred = predict_step(g, trace.gpu)
+    kernels = (g["kind"] == "kernel").to_numpy()
+    per_kernel, block = ncu.warm_summary(ncu.parse_csv((WARM / f"{prefix}_{variant}_none.csv").read_text()), 3)
+    return g[kernels], pred[kernels], per_kernel, block, s
+
+
+SAMPLES = ROOT / "sample_traces"
+
+
+@pytest.mark.parametrize("case, prefix, variant", RUNS, ids=[f"{c}/{v}" for c, _, v in RUNS])
+def test_step_dram_within_10pct_of_warm_counters(case, prefix, variant):
+    g, pred, meas, block, s = _run(case, prefix, variant)
+    assert [str(n) for n in g["name"]][: len(meas)] and len(meas) == len(g)  # same kernels, launch order
+    measured = block["step_dram_bytes_read"] + block["step_dram_bytes_write"]
+    predicted = s.per_step["dram_bytes"]
+    assert predicted == pytest.approx(float(pred["dram_bytes"].sum()) + 4 * s.per_step["memops"], abs=64)
+    assert abs(predicted / measured - 1) <= 0.10, (predicted, measured)
+    # every dirty byte of a steady step is written back once: writes are the logical writes, within 7%
+    assert abs(s.per_step["dram_write_bytes"] / block["step_dram_bytes_write"] - 1) <= 0.07
+
+
+@pytest.mark.parametrize("case, prefix, variant", RUNS, ids=[f"{c}/{v}" for c, _, v in RUNS])
+def test_kernels_within_10pct_or_a_documented_miss(case, prefix, variant):
+    g, pred, meas, _, _ = _run(case, prefix, variant)
+    for i, (p, m) in enumerate(zip(pred["dram_bytes"], meas, strict=True)):
+        err = 100 * (p / (m["warm_dram_bytes_read"] + m["warm_dram_bytes_write"]) - 1)
+        doc = MISSES.get((case, variant, i))
+        if doc is None:
+            assert abs(err) <= 10, (i, g["name"].iloc[i], err)
+        else:
+            assert abs(err - doc) <= 3, (i, g["name"].iloc[i], err, doc)
+
+
+def test_last_first_walk_reads_what_the_gemm_just_wrote():
+    """FuseLens' gating kernel walks last-first: it finds the up projection's tail in L2 and leaves h's head there
+    for the down GEMM. Measured: the gating kernel reads 10.4 MB less than its 100.7 MB of inputs, the down GEMM
+    11.8 MB less than compile's; the model, from the cache size and launch order alone: 12.1 MB each."""
+    _, pred, meas, _, _ = _run("hf_geglu_bf16", "geglu", "fuselens-gating")
+    _, pred_c, meas_c, _, _ = _run("hf_geglu_bf16", "geglu", "compile")
+    gating_hits = 2 * 50_331_648 - meas[2]["warm_dram_bytes_read"]
+    down_saved = meas_c[3]["warm_dram_bytes_read"] - meas[3]["warm_dram_bytes_read"]
+    assert 8e6 < gating_hits < 14e6 and 8e6 < down_saved < 14e6
+    assert abs(pred["l2_hit_bytes"].iloc[2] - gating_hits) < 2.5e6
+    assert abs(pred["l2_hit_bytes"].iloc[3] - down_saved) < 2.5e6
+    # in-order readers of a 50 MB tensor written by the kernel before find (almost) nothing: measured < 2 MB
+    assert float(pred_c["l2_hit_bytes"].sum()) == 0.0
+    assert meas_c[2]["warm_dram_bytes_read"] > 0.98 * 2 * 50_331_648
+
+
+def test_a_bigger_cache_never_predicts_more_dram():
+    trace = load_trace(SAMPLES / "hf_geglu_bf16" / "fuselens-gating.json.gz")
+    g = trace.gpu_ops[trace.gpu_ops["step"] == summarize(trace).per_step["dram_step"]].sort_values("ts_us")
+    h100 = predict_step(g, SPECS["H100 SXM5 80GB"])
+    h200 = predict_step(g, SPECS["H200 SXM 141GB"])
+    assert (h200["dram_bytes"] <= h100["dram_bytes"] + 1e-6).all()
+    assert h200["l2_hit_bytes"].sum() > h100["l2_hit_bytes"].sum()  # 60 MiB keeps more of the reversed reads
+
+
+def test_hit_fraction_is_the_share_of_bytes_under_the_cache_size():
+    a = np.array([10.0, 60.0, 10.0, 60.0, 40.0, 40.0])
+    b = np.array([100.0, 100.0, -100.0, -100.0, 0.0, 0.0])
+    got = hit_fraction(a, b, 50.0)
+    f = np.linspace(0, 1, 200_001)
+    want = [np.mean(x + y * f < 50.0) for x, y in zip(a, b, strict=True)]
+    assert got == pytest.approx(want, abs=1e-4)
+    assert list(hit_fraction(np.array([60.0]), np.array([0.0]), 50.0)) == [0.0]
+
+
+def test_unknown_gpu_or_bytes_is_nan_with_a_reason():
+    trace = load_trace(SAMPLES / "hf_geglu_bf16" / "eager.json.gz")
+    g = trace.gpu_ops[trace.gpu_ops["step"] == summarize(trace).per_step["dram_step"]]
+    out = predict_step(g, None)
+    assert out["dram_bytes"].isna().all() and out["dram_basis"].str.startswith("unknown: GPU").all()
+    nobytes = g.assign(bytes=np.nan)
+    out = predict_step(nobytes, trace.gpu)
+    assert out["dram_bytes"].isna().all() and out["dram_basis"].str.contains("no byte estimate").all()
+
+
+def test_summary_json_gives_dram_bytes_for_every_kernel_with_shapes():
+    for v in ("eager", "compile", "liger", "fuselens-gating", "fuselens"):
+        doc = summarize(load_trace(SAMPLES / "hf_geglu_bf16" / f"{v}.json.gz")).to_json()
+        for k in doc["kernels"]:
+            assert k["dram_bytes_per_call"] is not None and k["dram_basis"].startswith("predicted"), (v, k["name"])
+        assert doc["per_step"]["dram_bytes"] > 0 and "LOGICAL" in doc["dram_model"]

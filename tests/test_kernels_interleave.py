@@ -1,0 +1,116 @@
+"""The runner's interleaved recording (kernels.lab.interleave, kernels.lab.conditions, kernels.lab.profile):
+round-robin order, one profiler session split into one trace per variant, the clock/power/temperature record."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+
+import pytest
+
+from analyzer import summarize
+from analyzer.diff.facts import conditions_text, recorded_conditions
+from analyzer.readers.load import load_trace
+from kernels.lab.conditions import Sampler
+from kernels.lab.interleave import round_orders, split_trace
+from tests.conftest import DATA
+
+# real H100 runner traces (3 ProfilerSteps each; tests/data/ATTRIBUTION.md)
+RECORDED = {
+    "hf_forward": DATA / "comparability" / "h100_hf_geglu_run10" / "eager.json.gz",
+    "train_step": DATA / "comparability" / "h100_geglu_train_run10" / "eager.json.gz",
+}
+
+
+def test_round_orders_rotate():
+    assert round_orders(["a", "b", "c"], 4) == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+    assert round_orders([], 2) == [[], []]
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED))
+def test_split_keeps_each_variants_steps_and_their_gpu_ops(case, tmp_path):
+    """A real H100 runner trace (3 ProfilerSteps) split as if steps 2 and 4 were one variant and 3 another: every
+    GPU op lands with the step that launched it, the forward's and the backward's (autograd thread) alike."""
+    src = RECORDED[case]
+    with gzip.open(src) as fh:
+        doc = json.load(fh)
+    whole = summarize(load_trace(src)).trace
+    parts = split_trace(doc, {2: "a", 3: "b", 4: "a"})
+    assert set(parts) == {"a", "b"}
+    got = {}
+    for v, part in parts.items():
+        p = tmp_path / f"{v}.json"
+        p.write_text(json.dumps(part))
+        got[v] = load_trace(p)
+    assert got["a"].steps["step"].tolist() == [2, 4] and got["b"].steps["step"].tolist() == [3]
+    per_step = whole.gpu_ops.groupby("step").size()
+    for t in got.values():
+        for step, n in t.gpu_ops.groupby("step").size().items():
+            assert n == per_step[step]  # the same GPU ops per step as in the unsplit trace
+        assert (t.gpu_ops["step"] >= 0).all()
+        assert len(t.cpu_ops) > 0 and t.meta.gpu_name == whole.meta.gpu_name
+    assert len(got["a"].gpu_ops) + len(got["b"].gpu_ops) == int((whole.gpu_ops["step"] >= 0).sum())
+    # durations survive byte for byte
+    k = whole.gpu_ops[whole.gpu_ops["step"] == 3]["dur_us"].sum()
+    assert got["b"].gpu_ops["dur_us"].sum() == pytest.approx(k)
+
+
+def test_profile_rounds_on_cpu_interleaves_and_splits(tmp_path):
+    """The runner's own profiling loop (CPU activity only, since this machine has no GPU): three variants take turns
+    over 3 rounds of 2 steps; each variant's trace holds exactly its 6 steps and only its own ops."""
+    torch = pytest.importorskip("torch")
+    from kernels.lab import profile
+
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    live = [
+        profile._Live("mm", lambda: torch.mm(a, b), 0.0),
+        profile._Live("add", lambda: torch.add(a, b), 0.0),
+        profile._Live("relu", lambda: torch.relu(a), 0.0),
+    ]
+    sampler = Sampler()
+    msgs = []
+    docs = profile._profile_rounds(live, argparse.Namespace(rounds=3, steps_per_turn=2), tmp_path, sampler, msgs.append)
+    assert msgs == [f"profiling, round {r}/3" for r in (1, 2, 3)]
+    assert not list(tmp_path.iterdir())  # the combined session file is removed
+    steps = {}
+    for v, doc in docs.items():
+        steps[v] = sorted(
+            int(e["name"].split("#")[1]) for e in doc["traceEvents"] if "ProfilerStep#" in e.get("name", "")
+        )
+        ops = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "cpu_op"}
+        want = {"mm": "aten::mm", "add": "aten::add", "relu": "aten::relu"}[v]
+        assert want in ops and not ({"aten::mm", "aten::add", "aten::relu"} - {want}) & ops
+    assert all(len(s) == 6 for s in steps.values())
+    # round 1: mm add relu, round 2: add relu mm, round 3: relu mm add (2 steps per turn, after 3 warm-up steps)
+    assert steps["mm"] == [3, 4, 13, 14, 17, 18]
+    assert steps["add"] == [5, 6, 9, 10, 19, 20]
+    assert [m[0] for m in sampler.marks] == ["mm", "add", "relu", "add", "relu", "mm", "relu", "mm", "add"]
+
+
+def test_sampler_gives_each_variant_the_samples_of_its_turns():
+    s = Sampler(interval_s=0.02)
+    s.samples = [(t / 100, 1980.0 - (t >= 50) * 300, 400.0 + t, 40.0) for t in range(100)]  # 10 ms apart
+    s.marks = [("a", "profiled", 0.10, 0.30), ("b", "profiled", 0.60, 0.80), ("a", "profiled", 0.905, 0.906)]
+    got = s.per_variant("profiled")
+    assert got["a"]["sm_clock_mhz"]["median"] == 1980.0 and got["b"]["sm_clock_mhz"]["median"] == 1680.0
+    assert got["a"]["n_samples"] == 21 + 1  # 21 inside its first turn, the nearest one for the 1 ms turn
+    assert got["b"]["how"] == "samples taken while its steps ran"
+    assert s.per_variant("timed") == {}
+
+
+def test_recorded_conditions_read_back_and_text():
+    entry = {
+        "conditions": {
+            "profiled": {
+                "sm_clock_mhz": {"median": 1980.0, "min": 1755.0, "max": 1980.0},
+                "power_w": {"median": 512.3, "min": 400.0, "max": 690.0},
+                "temperature_c": {"median": "hot"},  # hand-edited damage: left out, never shown
+                "n_samples": 37,
+            }
+        }
+    }
+    c = recorded_conditions(entry)
+    assert set(c) == {"sm_clock_mhz", "power_w", "n_samples"}
+    assert conditions_text(c) == "SM 1,980 MHz (1,755–1,980) · 512 W"
+    assert recorded_conditions({"conditions": "x"}) is None and conditions_text(None) is None
