@@ -81,6 +81,7 @@ def text_lines(diff) -> list[str]:
         sp = h.get("spread") or {}
         calls = sp.get("calls") or {}
         rb, rc = sp.get("gpu_time_us_per_step") or [None, None]
+        ib, ic = sp.get("idle_us_per_step") or [None, None]
         norm = h.get("normalised_gpu_time_change_pct")
         out.append(
             f"  kernels/step {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]} · GPU time/step "
@@ -91,7 +92,7 @@ def text_lines(diff) -> list[str]:
                 if norm is not None
                 else ""
             )
-            + f" · idle {fmt_us(b.idle_us_per_step)} → {fmt_us(r.idle_us_per_step)}"
+            + f" · idle {fmt_us(b.idle_us_per_step)}{_rng(ib)} → {fmt_us(r.idle_us_per_step)}{_rng(ic)}"
         )
         ev = h.get("cuda_event_time_us_per_step") or [None, None]
         if ev[0] is not None and ev[1] is not None:
