@@ -125,6 +125,23 @@ STEPS = _table(
     ("launch_latency_us", "float64", "median launch → kernel start over the step's GPU ops (NaN unknown)"),
 )
 
+# Summary.steps: one row per profiler step (warm-up included) with the figures the per-step medians are taken over.
+STEP_TABLE = _table(
+    ("step", "int64", "step number"),
+    ("steady", "bool", "a steady-state step: the medians and spreads are taken over these"),
+    ("kernels", "int64", "kernels in the step"),
+    ("memops", "int64", "memcpy/memset ops in the step"),
+    ("launches", "int64", "distinct launches of its kernels (a CUDA-graph replay is one)"),
+    ("gpu_time_us", "float64", "sum of its GPU op durations, µs (overlapping streams counted twice; NaN unknown)"),
+    ("ops_without_duration", "int64", "GPU ops with no usable duration (then gpu_time_us is NaN)"),
+    ("bytes", "float64", "sum of estimated bytes (NaN if any is unknown)"),
+    ("ops_without_bytes", "int64", "GPU ops with no byte estimate"),
+    ("gpu_busy_us", "float64", "GPU busy time: union of its GPU op intervals, µs"),
+    ("span_us", "float64", "first GPU op start to last GPU op end, µs"),
+    ("idle_us", "float64", "span_us - gpu_busy_us: GPU idle inside the step, µs"),
+    ("launch_latency_us", "float64", "median launch → start, µs (NaN unknown)"),
+)
+
 # Long table: GPU time per (step, category).
 STEP_CATEGORIES = _table(
     ("step", "int64", "step number"),
@@ -174,6 +191,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "annotations": ANNOTATIONS,
     "steps": STEPS,
     "step_categories": STEP_CATEGORIES,
+    "step_table": STEP_TABLE,
     "kernel_summary": KERNEL_SUMMARY,
 }
 

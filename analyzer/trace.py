@@ -92,6 +92,8 @@ def build_trace(decoded, source: str) -> Trace:
         gpu[col] = pd.Series(values, dtype=object, index=gpu.index)
     if "op_name" in gpu:  # the launching op says what a shared kernel computes for it (classify.OP_RULES)
         gpu["ops"] = classify.refine_by_op(gpu["ops"], gpu["op_name"])
+        if "input_dims" in gpu:  # a GEMM template's name also lists its inputs' producers: its buffers decide
+            gpu["ops"] = classify.refine_templates(gpu)
     # memcpy/memset are known by their event category, whatever their name says
     for kind in ("memcpy", "memset"):
         gpu.loc[(gpu["kind"] == kind).to_numpy() & (gpu["category"] == "other").to_numpy(), "category"] = kind

@@ -34,6 +34,12 @@ from analyzer.errors import DiffError
 from analyzer.fmt import clean_json, file_label, finite, fmt_bytes, fmt_us, safe_text, short_name, unique_label
 from analyzer.schema import CATEGORIES
 
+CHANGE_PCT_BASIS = (
+    "gpu_time_change_pct compares gpu_time_us_per_step: the sum of GPU op durations per step (median over steady "
+    "steps), which leaves out GPU idle time inside the step and counts work on overlapping streams twice; "
+    "gpu_busy_change_pct compares GPU busy time (union of GPU op intervals) and span_change_pct the step's GPU span "
+    "(first op start to last op end = busy + idle): a run can be busy for less time yet take longer per step"
+)
 # A difference below 0.5% of the baseline's kernel time per step is a tie whatever the step ranges say: two runs'
 # steady steps can each be tight (0.05% on the H100) yet differ by a memset's worth of time, which is no finding.
 RESOLUTION = 0.005
@@ -327,9 +333,16 @@ class CandidateDiff:
         floor = RESOLUTION * b.kernel_time_us if finite(b.kernel_time_us) else 0.0
         out: dict = {"steps": [len(b.steps_used), len(c.steps_used)]}
         calls: dict = {}
-        for key, name in (("gpu_time_us", "gpu_time_us_per_step"), ("idle_us", "idle_us_per_step")):
+        for key, name in (
+            ("gpu_time_us", "gpu_time_us_per_step"),
+            ("idle_us", "idle_us_per_step"),
+            ("gpu_busy_us", "gpu_busy_us_per_step"),
+            ("span_us", "span_us_per_step"),
+        ):
             rb, rc = b.step_range(key), c.step_range(key)
             out[name] = [rb, rc]
+            if key in ("gpu_busy_us", "span_us"):
+                calls[key.removesuffix("_us")] = _call(_saved_range(rb, rc), floor)
             if key == "gpu_time_us":
                 calls["gpu_time"] = _call(_saved_range(rb, rc), floor)
                 if eff is not None:
@@ -409,6 +422,11 @@ class CandidateDiff:
                 "normalised_gpu_time_us_per_step": [b.gpu_time_us_per_step, self.normalised_gpu_time_us_per_step],
                 "normalised_gpu_time_change_pct": _pct(self.normalised_gpu_time_us_per_step, b.gpu_time_us_per_step),
                 "idle_us_per_step": [b.idle_us_per_step, c.idle_us_per_step],
+                "gpu_busy_us_per_step": [b.gpu_busy_us_per_step, c.gpu_busy_us_per_step],
+                "gpu_busy_change_pct": _pct(c.gpu_busy_us_per_step, b.gpu_busy_us_per_step),
+                "span_us_per_step": [b.span_us_per_step, c.span_us_per_step],
+                "span_change_pct": _pct(c.span_us_per_step, b.span_us_per_step),
+                "change_pct_basis": CHANGE_PCT_BASIS,
                 "hbm_bytes_avoided_per_step": self.hbm_bytes_avoided_per_step,
                 "hbm_bytes_avoided_complete": self.bytes_complete,
                 "time_saved_us_per_step": self.time_saved_us_per_step,
@@ -652,18 +670,10 @@ def _predict_dram(summary, seq: RunSeq) -> tuple[float, str]:
 
 
 def _step_values(summary) -> dict[str, list[float]]:
-    """Per steady step (summary.steps_used): GPU time (sum of GPU op durations), busy, idle and span, in µs."""
-    used = [int(x) for x in (summary.steps_used or [])]
-    trace = summary.trace
-    g = trace.gpu_ops
-    gpu_time = g.loc[g["step"].isin(used), "dur_us"].groupby(g["step"]).sum().reindex(used).fillna(0.0)
-    steps = trace.steps.set_index("step").reindex(used)
-    return {
-        "gpu_time_us": gpu_time.astype(float).tolist(),
-        "gpu_busy_us": steps["gpu_busy_us"].astype(float).tolist(),
-        "idle_us": steps["gpu_idle_us"].astype(float).tolist(),
-        "span_us": steps["gpu_span_us"].astype(float).tolist(),
-    }
+    """Per steady step (the Summary's step table, steps_used order): GPU time, busy, idle and span, in µs."""
+    t = summary.steps
+    steady = t[t["steady"].to_numpy(dtype=bool)]
+    return {k: steady[k].astype(float).tolist() for k in ("gpu_time_us", "gpu_busy_us", "idle_us", "span_us")}
 
 
 def _cross_run_notes(runs: list[RunFacts]) -> list[str]:

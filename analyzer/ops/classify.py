@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 
 from analyzer.ops import names
@@ -226,20 +227,28 @@ def _functor(name: str) -> str:
     return ""
 
 
-def _index(name: str) -> str:
+# substring of the lower-cased name → op, first match wins (indexing kernels; reductions, scans, sorts, pooling)
+_INDEX_WORDS = (
+    ("index_put", "index_put"), ("index_copy", "index_copy"), ("embedding", "embedding"), ("scatter", "scatter"),
+    ("gather", "gather"), ("indexfunc", "index_add"), ("page_indices", "copy"),
+)  # fmt: skip
+_REDUCE_WORDS = (
+    ("radixsort", "sort"), ("scan", "scan"), ("cumsum", "scan"), ("compact", "scan"), ("reducebykey", "reduce_by_key"),
+    ("max_pool", "max_pool"), ("avg_pool", "avg_pool"), ("average_pool", "avg_pool"), ("routing", "moe_routing"),
+    ("finalize", "moe_finalize"), ("meanops", "mean"), ("welford", "var_mean"), ("normtwo", "norm"),
+    ("maxops", "max"), ("minops", "min"), ("argmax", "argmax"), ("and_kernel", "all"), ("or_kernel", "any"),
+    ("sum_functor", "sum"), ("prod", "prod"),
+)  # fmt: skip
+
+
+def _first_word(name: str, table: tuple[tuple[str, str], ...], default: str) -> str:
     low = name.lower()
-    for word, op in (
-        ("index_put", "index_put"),
-        ("index_copy", "index_copy"),
-        ("embedding", "embedding"),
-        ("scatter", "scatter"),
-        ("gather", "gather"),
-        ("indexfunc", "index_add"),
-        ("page_indices", "copy"),
-    ):
-        if word in low:
-            return op + ("_add" if op == "scatter" and "reduceadd" in low else "")
-    return "index"
+    return next((op for word, op in table if word in low), default)
+
+
+def _index(name: str) -> str:
+    op = _first_word(name, _INDEX_WORDS, "index")
+    return op + ("_add" if op == "scatter" and "reduceadd" in name.lower() else "")
 
 
 def _norm(name: str) -> str:
@@ -259,32 +268,7 @@ def _norm(name: str) -> str:
 
 
 def _reduce(name: str) -> str:
-    low = name.lower()
-    for word, op in (
-        ("radixsort", "sort"),
-        ("scan", "scan"),
-        ("cumsum", "scan"),
-        ("compact", "scan"),
-        ("reducebykey", "reduce_by_key"),
-        ("max_pool", "max_pool"),
-        ("avg_pool", "avg_pool"),
-        ("average_pool", "avg_pool"),
-        ("routing", "moe_routing"),
-        ("finalize", "moe_finalize"),
-        ("meanops", "mean"),
-        ("welford", "var_mean"),
-        ("normtwo", "norm"),
-        ("maxops", "max"),
-        ("minops", "min"),
-        ("argmax", "argmax"),
-        ("and_kernel", "all"),
-        ("or_kernel", "any"),
-        ("sum_functor", "sum"),
-        ("prod", "prod"),
-    ):
-        if word in low:
-            return op
-    return "reduce"
+    return _first_word(name, _REDUCE_WORDS, "reduce")
 
 
 def _library(name: str) -> str:
@@ -372,6 +356,50 @@ def refine_one(ops: str, op_name: str) -> str:
         if op_rx.search(op_name) and ops_rx.search(ops):
             return new
     return ops
+
+
+def template_ops(name: str, ops: str, dims, types) -> str:
+    """The ops of an Inductor GEMM template given its buffers (it runs under a cpu_op of its own name).
+
+    Inductor names a template after the nodes whose code it holds AND the producers of its inputs:
+    `triton_tem_fused__unsafe_view_gelu_mm_mul_t_view_1` is a plain mm over the gated product that a separate
+    `triton_poi_fused__unsafe_view_gelu_mul_0` wrote (gelu and mul are the producers of its A). A fused prologue or
+    epilogue shows in the buffers: an operand beyond A, B and the output (a bias, a residual, the second input of a
+    product). Without one, the name's other ops are the inputs' producers, and the kernel is its GEMM alone."""
+    from analyzer.ops import gemm as gemm_reader
+    from analyzer.ops.tensors import tensors
+
+    ts = tensors(dims, types)
+    g = gemm_reader.read(name, ts)
+    if not isinstance(g, gemm_reader.Gemm) or "+" not in ops:
+        return ops
+    used = {id(g.a), id(g.b), id(g.out)}
+    if any(id(t) not in used for t in ts):
+        return ops
+    return ops.split("+")[0]
+
+
+def refine_templates(gpu: pd.DataFrame) -> pd.Series:
+    """template_ops for the rows of Inductor GEMM templates launched under their own cpu_op (others: ops as is),
+    worked out once per distinct (name, input dims, input types)."""
+    from analyzer.ops import gemm as gemm_reader
+
+    ops = gpu["ops"]
+    names_ = gpu["name"].astype(object)
+    codes, uniques = pd.factorize(names_, sort=False)
+    is_tem = np.array([isinstance(u, str) and gemm_reader.is_template(u) for u in uniques], dtype=bool)
+    rows = np.flatnonzero(is_tem[codes] & (names_ == gpu["op_name"]).to_numpy()) if len(gpu) else []
+    if len(rows) == 0:
+        return ops
+    out = ops.to_numpy(dtype=object).copy()
+    cache: dict = {}
+    dims, types = gpu["input_dims"].to_numpy(dtype=object), gpu["input_types"].to_numpy(dtype=object)
+    for i in rows:
+        key = (names_.iat[i], out[i], repr(dims[i]), repr(types[i]))
+        if key not in cache:
+            cache[key] = template_ops(names_.iat[i], str(out[i]), dims[i], types[i])
+        out[i] = cache[key]
+    return pd.Series(out, index=ops.index, dtype=object)
 
 
 def refine_by_op(ops: pd.Series, op_names: pd.Series) -> pd.Series:

@@ -378,6 +378,8 @@ def triton_args(c: Call) -> Estimate:
         if isinstance(g, gemm_reader.Gemm):
             flops = g.flops
             peak = dtypes.peak_key(g.dtype, c.name)
+            if g.out is not None:  # A, B and the output buffer are all args: each moves once
+                note = "each tensor arg once: A, B and the output buffer (+ any epilogue operand)"
             note += f"; FLOPs 2·M·N·K with {g.dims()} read as {g.how}"
     elif c.category in ("pointwise", "reduction", "normalization"):
         xnumel = max(a.numel for a in t)
