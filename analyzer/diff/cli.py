@@ -91,7 +91,6 @@ def text_lines(diff) -> list[str]:
         sp = h.get("spread") or {}
         calls = sp.get("calls") or {}
         rb, rc = sp.get("gpu_time_us_per_step") or [None, None]
-        ib, ic = sp.get("idle_us_per_step") or [None, None]
         norm = h.get("normalised_gpu_time_change_pct")
         out.append(
             f"  kernels/step {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]} · GPU time/step "
@@ -102,7 +101,6 @@ def text_lines(diff) -> list[str]:
                 if norm is not None
                 else ""
             )
-            + f" · idle {fmt_us(b.idle_us_per_step)}{_rng(ib)} → {fmt_us(r.idle_us_per_step)}{_rng(ic)}"
         )
         busy_call = " ".join(x for x in (fmt_pct(h.get("gpu_busy_change_pct")), calls.get("gpu_busy")) if x)
         span_call = " ".join(x for x in (fmt_pct(h.get("span_change_pct")), calls.get("span")) if x)
