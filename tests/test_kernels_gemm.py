@@ -88,6 +88,20 @@ def test_single_tma_split_store_epilogue(monkeypatch, dname):
     assert rel_err_ok(ours, err_eager, dname), f"rel err {ours:.2e} (eager {err_eager:.2e})"
 
 
+@pytest.mark.skipif(ON_GPU, reason="interpreter switch; on the GPU check_configs forces every config")
+@pytest.mark.parametrize("cfg", hopper_gemm.GATED_CONFIGS[:1] + hopper_gemm.GATED_CONFIGS_FEW_ROWS, ids=str)
+def test_gated_tma_tiles_of_every_shape(monkeypatch, cfg):
+    """The interleaved epilogue's reshape/split at each shipped tile shape (64- and 128-row, 64- and 128-column
+    outputs), under the interpreter at an odd shape: M 130, K 72, N 200 (not multiples of any tile)."""
+    monkeypatch.setattr(hopper_gemm, "_INTERP_GATED_META", dict(cfg.kwargs))
+    x, (wg, wu) = _inputs(130, 72, 200, "fp16", seed=seed_of("tiles", str(cfg)), n_weights=2)
+    out = dual_gemm_gated(x, wg, wu, "silu", impl="tma")
+    ref = F.silu(F.linear(x.double(), wg.double())) * F.linear(x.double(), wu.double())
+    eager = F.silu(F.linear(x, wg)) * F.linear(x, wu)
+    ours, err_eager = rel_err(out, ref), rel_err(eager, ref)
+    assert rel_err_ok(ours, err_eager, "fp16"), f"rel err {ours:.2e} (eager {err_eager:.2e})"
+
+
 def test_interleaved_weight_cache_follows_in_place_updates():
     wg = randn(24, 16, dtype=torch.float16, seed=21)
     wu = randn(24, 16, dtype=torch.float16, seed=22)

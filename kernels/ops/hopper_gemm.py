@@ -25,7 +25,7 @@ import triton.language as tl
 
 from kernels.ops.activations import act_f32
 from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
-from kernels.ops.launch import Tuned, int_spec, ptr_spec
+from kernels.ops.launch import Tuned
 from kernels.ops.triton_util import interpreting
 
 try:
@@ -155,9 +155,27 @@ GATED_CONFIGS = [
     # Run 9d: BK 128 with 2 stages 146 us, BK 32 with 7 stages 124 us: both slower than BK 64 with 4 stages.
     # Run 10b: 110.8-112.6 us with 8-row blocks + tanh.approx (bf16); the epilogue is now ~6 us of it.
 ]
-_gated_tuned = Tuned(fuselens_dual_gemm_glu_kernel, GATED_CONFIGS, "dual_gemm_glu_tma")
+# Few rows (M <= 1024): 128 x 128 tiles leave SMs idle (333 x 2816: 3 x 22 = 66 tiles on 132 SMs); 64-row tiles
+# (one warpgroup, 64 x 256 wgmma) and 64-column outputs double the tile count. Tuned only for such M (prune_gated).
+GATED_CONFIGS_FEW_ROWS = [
+    gated_config(64, 128, 64, 4, 4),
+    gated_config(128, 64, 64, 4, 4),
+]
+
+
+def prune_gated(configs, M: int):
+    if M <= 1024:
+        return configs
+    few = {id(c) for c in GATED_CONFIGS_FEW_ROWS}
+    return [c for c in configs if id(c) not in few] or configs
+
+
+_gated_tuned = Tuned(
+    fuselens_dual_gemm_glu_kernel, GATED_CONFIGS + GATED_CONFIGS_FEW_ROWS, "dual_gemm_glu_tma", prune_gated
+)
 _single_tuned = Tuned(fuselens_gemm_bias_act_kernel, SINGLE_CONFIGS, "gemm_bias_act_tma")
 _INTERP_SUBTILE = False  # tests flip it to run the split-store epilogue under the interpreter
+_INTERP_GATED_META: dict | None = None  # tests set a shipped config's tile here to run it under the interpreter
 
 
 @functools.lru_cache(maxsize=8)
@@ -270,7 +288,7 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
     wgu = cached_interleaved(w_gate, w_up, rows)
     if out is None:
         out = torch.empty((M, N), device=x.device, dtype=x.dtype)
-    dev = x.device.index or 0
+    dev = x.get_device()
     n_sms = _sms(dev)
     consts = {
         "ACT": act_id,
@@ -286,14 +304,16 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
         out_desc = TensorDescriptor(out, out.shape, out.stride(), [bm, bn])
         return (x_desc, weight_desc(wgu, (2 * bn, bk)), out_desc, M, N, K)
 
+    dt = x.dtype
     _gated_tuned.launch(
-        (dev, x.dtype, act_id, rows, m_bucket(M), N, K),
-        (int_spec(M), int_spec(N), int_spec(K)),
+        (dev, dt, act_id, rows, M, N, K),
+        lambda: (dev, dt, act_id, rows, m_bucket(M), N, K),
         args,
         lambda cfg: consts,
         lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
         dev,
-        interp_config=triton.Config(INTERP_META),
+        prune_arg=M,
+        interp_config=triton.Config(_INTERP_GATED_META or INTERP_META),
     )
     return out
 
@@ -303,7 +323,7 @@ def launch_single(x, w, bias, act_id, out, tuned=None):
     of the same kernel with the same signature, for the sweep)."""
     M, K = x.shape
     N = w.shape[0]
-    dev = x.device.index or 0
+    dev = x.get_device()
     n_sms = _sms(dev)
     consts = {
         "HAS_BIAS": bias is not None,
@@ -320,9 +340,11 @@ def launch_single(x, w, bias, act_id, out, tuned=None):
         out_desc = TensorDescriptor(out, out.shape, out.stride(), [bm, bn // 2 if cfg.kwargs["SUBTILE"] else bn])
         return (x_desc, weight_desc(w, (bn, bk)), out_desc, b, M, N, K)
 
+    dt = x.dtype
+    has_bias = bias is not None
     (tuned or _single_tuned).launch(
-        (dev, x.dtype, bias is not None, act_id, m_bucket(M), N, K),
-        (int_spec(M), int_spec(N), int_spec(K), ptr_spec(b)),
+        (dev, dt, has_bias, act_id, M, N, K, b.data_ptr() & 15),
+        lambda: (dev, dt, has_bias, act_id, m_bucket(M), N, K),
         args,
         lambda cfg: consts,
         lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
