@@ -116,5 +116,8 @@ def test_conditions_badge_agrees_with_the_diff(at):
     assert f"GPU conditions: {c.verdict} · factor {c.factor:.3f}" in badges[0]
     assert ("red-badge" if c.verdict == "skewed" else "green-badge") in badges[0]
     captions = s.texts(at, "caption")
-    assert any(x.startswith("conditions: ") for x in captions)
+    assert c.reason in captions  # the why, under the badge
     assert any(x.startswith("changed kernels ") for x in captions)
+    m = s.metric_values(at)
+    label = "GPU time per step (normalised)" if c.verdict == "skewed" else "GPU time per step"
+    assert label in m  # a skewed pair shows the candidate at the baseline's conditions

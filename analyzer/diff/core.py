@@ -403,8 +403,8 @@ class CandidateDiff:
         if norm is not None:
             nr = sp.get("changed_kernels_saved_normalised_us_per_step")
             saved = (
-                f"changed kernels {_saved_text(norm)}/step, normalised ({_range_text(nr)} over {n} steps: "
-                f"{_call_text(calls.get('changed_kernels_normalised'))}); {_saved_text(raw)} as recorded"
+                f"changed kernels {_saved_text(norm)}/step at equal conditions ({_range_text(nr)} over {n} steps: "
+                f"{_call_text(calls.get('changed_kernels_normalised'))}; as recorded: {_saved_text(raw)})"
             )
         else:
             saved = (
