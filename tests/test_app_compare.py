@@ -121,3 +121,13 @@ def test_conditions_badge_agrees_with_the_diff(at):
     m = s.metric_values(at)
     label = "GPU time per step (normalised)" if c.verdict == "skewed" else "GPU time per step"
     assert label in m  # a skewed pair shows the candidate at the baseline's conditions
+
+
+def test_traffic_avoided_three_ways(at):
+    """Compare states the saving logical vs predicted DRAM (vs measured where the runner recorded warm counters)."""
+    md = " ".join(s.texts(at, "markdown"))
+    assert "HBM traffic avoided per step: 100.7 MB logical, ≈" in md and "DRAM predicted" in md
+    captions = " ".join(s.texts(at, "caption"))
+    assert "Predicted DRAM: predicted DRAM traffic in sequence: an LRU cache of 50 MiB" in captions
+    measured = [d.value for d in at.dataframe if "predicted_dram_bytes" in d.value.columns and "run" in d.value.columns]
+    assert measured and measured[0].set_index("run").loc["eager", "predicted_dram_bytes"] > 0
