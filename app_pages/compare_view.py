@@ -349,6 +349,9 @@ def unmatched(cd) -> None:
 
 def remaining(cd) -> None:
     """Where the rest is: HBM round trips the candidate still makes that a fusion could remove."""
+    if cd.run.remaining_unknown:
+        st.caption(f"Unknown for {ui.esc(cd.label)}: {ui.esc(cd.run.remaining_unknown)}.")
+        return
     rows = [
         {
             "kind": r["kind"],
