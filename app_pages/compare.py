@@ -109,7 +109,7 @@ cv.unmatched(cd)
 # Estimate vs measurement, where the runner recorded Nsight Compute counters (<variant>.ncu.json beside the trace).
 runs = {r.label: r for r in state.runs()}
 measured = [(lab, runs[lab]) for lab in (cd.base_label, cd.label) if lab in runs and runs[lab].measured]
-st.subheader("Estimated vs measured HBM bytes")
+st.subheader("Logical vs predicted vs measured DRAM bytes")
 if not measured:
     st.caption(
         "No Nsight Compute counters for these runs. Record them with **Profile → Measure bytes** (or "
@@ -120,13 +120,16 @@ else:
     for lab, r in measured:
         step = r.summary.steps_used[-1] if r.summary.steps_used else int(r.trace.steps["step"].iloc[0])
         k = r.trace.kernels
-        table, tot = kt.measured_bytes(k[k["step"] == step], r.measured)
+        table, tot = kt.measured_bytes(k[k["step"] == step], r.measured, r.trace.gpu)
         totals.append(
             {
                 "run": lab,
                 **tot,
                 "measured / estimate": tot["measured_bytes"] / tot["estimated_bytes"]
                 if tot["estimated_bytes"]
+                else float("nan"),
+                "measured / predicted": tot["measured_bytes"] / tot["predicted_dram_bytes"]
+                if tot["predicted_dram_bytes"]
                 else float("nan"),
             }
         )
@@ -136,9 +139,12 @@ else:
                 hide_index=True,
                 width="stretch",
                 column_config={
-                    "estimated_bytes": st.column_config.NumberColumn("estimate (B)", format="localized"),
+                    "estimated_bytes": st.column_config.NumberColumn("logical estimate (B)", format="localized"),
+                    "predicted_dram_bytes": st.column_config.NumberColumn("predicted DRAM (B)", format="localized"),
                     "measured_bytes": st.column_config.NumberColumn("ncu DRAM read+write (B)", format="localized"),
+                    "measured_flushed_bytes": st.column_config.NumberColumn("ncu, flushed (B)", format="localized"),
                     "measured / estimate": st.column_config.NumberColumn(format="%.2f"),
+                    "measured / predicted": st.column_config.NumberColumn(format="%.2f"),
                 },
             )
     st.dataframe(
@@ -146,12 +152,16 @@ else:
         hide_index=True,
         width="stretch",
         column_config={
-            "estimated_bytes": st.column_config.NumberColumn("estimate per step (B)", format="localized"),
+            "estimated_bytes": st.column_config.NumberColumn("logical estimate per step (B)", format="localized"),
+            "predicted_dram_bytes": st.column_config.NumberColumn("predicted DRAM per step (B)", format="localized"),
             "measured_bytes": st.column_config.NumberColumn("measured per step (B)", format="localized"),
             "measured / estimate": st.column_config.NumberColumn(format="%.2f"),
+            "measured / predicted": st.column_config.NumberColumn(format="%.2f"),
         },
     )
     st.caption(
-        "Measured = Nsight Compute dram__bytes_read.sum + dram__bytes_write.sum over one step: bytes that reached HBM. "
-        "What L2 absorbed is not counted, so an intermediate that fits in L2 shows fewer bytes than the estimate."
+        "Measured = Nsight Compute dram__bytes_read.sum + dram__bytes_write.sum over one step: bytes that reached HBM, "
+        "in sequence (--cache-control none: each kernel sees the L2 its predecessors left) where the runner recorded "
+        "it, else with caches flushed before each kernel (which leaves writes still in L2 uncounted). Predicted DRAM = "
+        "the L2-aware model (docs/COST_MODEL.md, 'DRAM model'); logical = every tensor once."
     )

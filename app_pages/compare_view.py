@@ -129,14 +129,19 @@ def headline(d, label: str | None = None) -> None:
         "and dtypes; see 'how bytes avoided are counted' below).",
     )
     gpu_b, gpu_c = b.gpu_time_us_per_step, c.gpu_time_us_per_step
+    # runs recorded under other GPU conditions: the metric shows the candidate normalised (analyzer.diff.comparability)
+    norm = h.get("comparability") == "skewed" and _finite(h.get("normalised_gpu_time_change_pct"))
+    calls = (h.get("spread") or {}).get("calls") or {}
+    pct = h.get("normalised_gpu_time_change_pct" if norm else "gpu_time_change_pct")
+    call = calls.get("gpu_time_normalised" if norm else "gpu_time")
     m[2].metric(
-        "GPU time per step",
-        ui.fmt_us(gpu_c),
-        delta=f"{h.get('gpu_time_change_pct', math.nan):+.1f}% vs {ui.fmt_us(gpu_b)}"
-        if _finite(h.get("gpu_time_change_pct"))
-        else None,
-        delta_color="inverse",
-        help="Sum of GPU kernel durations per step, median over steady-state steps (measured).",
+        "GPU time per step" + (" (normalised)" if norm else ""),
+        ui.fmt_us(cd.normalised_gpu_time_us_per_step if norm else gpu_c),
+        delta=f"{pct:+.1f}% vs {ui.fmt_us(gpu_b)}" + (" · a tie" if call == "tie" else "") if _finite(pct) else None,
+        delta_color="off" if call == "tie" else "inverse",
+        help="Sum of GPU kernel durations per step, median over steady-state steps (measured). A tie: the two runs' "
+        "per-step ranges overlap. Normalised (when the GPU conditions differed): the candidate's kernel times "
+        f"divided by the condition factor of their class; as recorded {ui.fmt_us(gpu_c)}.",
     )
     m[3].metric(
         "Time saved by fusion per step",
@@ -194,7 +199,9 @@ def conditions_badge(cd) -> None:
     if comp is not None and comp.factor is not None:
         text += f" · factor {comp.factor:.3f}"
     st.badge(text, color=color, icon=icon)
-    for line in cd.lead_lines():
+    lines = cd.lead_lines()
+    st.caption(ui.esc(lines[0].split(" — ", 1)[-1], limit=600))  # the verdict is on the badge
+    for line in lines[1:]:
         st.caption(ui.esc(line, limit=600))
 
 

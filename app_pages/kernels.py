@@ -43,13 +43,21 @@ st.dataframe(
         "time/step (µs)": num("%.1f", "total duration per step (median over steps)"),
         "% of run's GPU time": pct("share of this run's GPU time per step"),
         "median call (µs)": num("%.2f"),
-        "bytes/call (est.)": num("%.3e", "ESTIMATED HBM bytes read + written per call, from shapes and dtypes"),
+        "bytes/call (est.)": num(
+            "%.3e", "ESTIMATED HBM bytes read + written per call, from shapes and dtypes (LOGICAL: every tensor once)"
+        ),
+        "DRAM bytes/call (predicted)": num(
+            "%.3e",
+            "PREDICTED DRAM traffic per call in sequence: what stays in L2 between kernels and the write-back of "
+            "outputs (docs/COST_MODEL.md, 'DRAM model')",
+        ),
         "FLOPs/call (est.)": num("%.3e", "ESTIMATED floating-point operations per call"),
         "GB/s (est.)": num("%.0f", "estimated bytes / measured duration"),
         "TFLOP/s (est.)": num("%.1f", "estimated FLOPs / measured duration"),
         "% peak BW (est.)": pct("of the GPU's peak HBM bandwidth (blank: GPU not in the peak table)"),
         "% peak FLOP/s (est.)": pct("of the GPU's dense peak for the op's dtype"),
         "estimate basis": st.column_config.TextColumn(help="what the byte/FLOP estimate rests on"),
+        "DRAM prediction basis": st.column_config.TextColumn(help="what the DRAM prediction rests on"),
     },
 )
 st.caption(

@@ -116,5 +116,18 @@ def test_conditions_badge_agrees_with_the_diff(at):
     assert f"GPU conditions: {c.verdict} · factor {c.factor:.3f}" in badges[0]
     assert ("red-badge" if c.verdict == "skewed" else "green-badge") in badges[0]
     captions = s.texts(at, "caption")
-    assert any(x.startswith("conditions: ") for x in captions)
+    assert c.reason in captions  # the why, under the badge
     assert any(x.startswith("changed kernels ") for x in captions)
+    m = s.metric_values(at)
+    label = "GPU time per step (normalised)" if c.verdict == "skewed" else "GPU time per step"
+    assert label in m  # a skewed pair shows the candidate at the baseline's conditions
+
+
+def test_traffic_avoided_three_ways(at):
+    """Compare states the saving logical vs predicted DRAM (vs measured where the runner recorded warm counters)."""
+    md = " ".join(s.texts(at, "markdown"))
+    assert "HBM traffic avoided per step: 100.7 MB logical, ≈" in md and "DRAM predicted" in md
+    captions = " ".join(s.texts(at, "caption"))
+    assert "Predicted DRAM: predicted DRAM traffic in sequence: an LRU cache of 50 MiB" in captions
+    measured = [d.value for d in at.dataframe if "predicted_dram_bytes" in d.value.columns and "run" in d.value.columns]
+    assert measured and measured[0].set_index("run").loc["eager", "predicted_dram_bytes"] > 0
