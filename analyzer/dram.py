@@ -248,6 +248,9 @@ def predict_step(step_ops: pd.DataFrame, gpu: GpuSpec | None) -> pd.DataFrame:
     out["dram_write_bytes"] = np.where(ok, writes, np.nan)
     out["l2_hit_bytes"] = np.where(ok, hit_bytes, np.nan)
     out["dram_bytes"] = out["dram_read_bytes"] + out["dram_write_bytes"]
+    missing = int((~ok).sum())
+    if missing:  # their traffic is not in the reuse distances: hits can be overstated
+        base += f"; {missing} GPU ops of the step have no byte estimate and are not in the reuse distances"
     d_basis = np.array([base + (f"; {r.why}" if r.why else "") if r.ok else r.why for r in rows], dtype=object)
     return _frame(step_ops, out, d_basis[codes] if n else np.zeros(0, dtype=object))
 

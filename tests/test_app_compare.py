@@ -32,7 +32,7 @@ def test_headline_kernels_bytes_time(at):
 
 def test_fusion_group_card_names_the_fused_kernel_and_the_intermediate(at):
     md = " ".join(s.texts(at, "markdown"))
-    assert "**triton_poi_fused__unsafe_view_gelu_mul_0** ← 2 kernels (gelu+mul)" in md
+    assert "**GEGLU gating: triton_poi_fused__unsafe_view_gelu_mul_0** ← 2 kernels (gelu+mul)" in md
     assert "intermediate **8192×3072 bf16**, 50.3 MB" in md  # the GELU output, written then read back by mul
     assert "→ 100.7 MB of HBM traffic no longer made" in md
     captions = " ".join(s.texts(at, "caption"))
