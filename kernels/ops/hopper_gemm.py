@@ -161,17 +161,34 @@ GATED_CONFIGS_FEW_ROWS = [
     gated_config(64, 128, 64, 4, 4),
     gated_config(128, 64, 64, 4, 4),
 ]
+# LLM shapes (M >= 2048, K >= 2048: Llama-2/3, TinyLlama; the HF shape's K is 768): the MLP is ~1.1x its compute floor
+# with the 128 x 128 tiles, and the dual GEMM is two thirds of it. Candidates: 256-row tiles (16 warps, or 8 warps on
+# 64-column outputs: each weight tile read from shared memory for twice the rows), and GROUP_M 4 / 32 (L2 reuse of
+# the 2 MB weight tile columns at K = 4096). Tuned only for such shapes; `python -m kernels.lab.sweep --cases llm`
+# times each.
+GATED_CONFIGS_LLM = [
+    gated_config(256, 128, 32, 4, 16),
+    gated_config(256, 64, 64, 4, 8),
+    gated_config(128, 128, 64, 4, 8, group_m=4),
+    gated_config(128, 128, 64, 4, 8, group_m=32),
+]
 
 
-def prune_gated(configs, M: int):
-    if M <= 1024:
-        return configs
-    few = {id(c) for c in GATED_CONFIGS_FEW_ROWS}
-    return [c for c in configs if id(c) not in few] or configs
+def prune_gated(configs, m_k: tuple):
+    M, K = m_k
+    drop = set()
+    if M > 1024:
+        drop |= {id(c) for c in GATED_CONFIGS_FEW_ROWS}
+    if M < 2048 or K < 2048:
+        drop |= {id(c) for c in GATED_CONFIGS_LLM}
+    return [c for c in configs if id(c) not in drop] or configs
 
 
 _gated_tuned = Tuned(
-    fuselens_dual_gemm_glu_kernel, GATED_CONFIGS + GATED_CONFIGS_FEW_ROWS, "dual_gemm_glu_tma", prune_gated
+    fuselens_dual_gemm_glu_kernel,
+    GATED_CONFIGS + GATED_CONFIGS_FEW_ROWS + GATED_CONFIGS_LLM,
+    "dual_gemm_glu_tma",
+    prune_gated,
 )
 _single_tuned = Tuned(fuselens_gemm_bias_act_kernel, SINGLE_CONFIGS, "gemm_bias_act_tma")
 _INTERP_SUBTILE = False  # tests flip it to run the split-store epilogue under the interpreter
@@ -332,7 +349,7 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
         lambda cfg: consts,
         lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
         dev,
-        prune_arg=M,
+        prune_arg=(M, K),
         interp_config=triton.Config(_INTERP_GATED_META or INTERP_META),
     )
     return out
