@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analyzer.codes import object_codes
 from analyzer.gpus import GpuSpec
 from analyzer.ops import dtypes
 from analyzer.ops.dataflow import tensor_io
@@ -84,7 +85,13 @@ class _Row:
         self.why = why
 
 
-def _row_for(kind: str, name: str, op: str, dims, types, logical: float) -> _Row:
+GEMM_NOTE = (
+    "GEMM operands counted once: a lower bound where the kernel's tile order re-reads one from DRAM (H100, cuBLAS "
+    "nvjet: +8.6 MB at 8192×768·768×3072; a 67 MB weight read 1.9 times)"
+)
+
+
+def _row_for(kind: str, name: str, op: str, dims, types, logical: float, category: str = "") -> _Row:
     if not (logical >= 0):  # NaN: no estimate
         return _Row(False, why="unknown: no byte estimate for this kernel (see cost_basis)")
     if kind in ("memset", "memcpy"):
@@ -120,49 +127,104 @@ def _row_for(kind: str, name: str, op: str, dims, types, logical: float) -> _Row
             out = ((int(writes // size), dtype), writes)
     if name in REVERSED:
         why = "; ".join(x for x in (why, f"{name} {REVERSED[name]}") if x)
+    if category == "gemm":
+        why = "; ".join(x for x in (why, GEMM_NOTE) if x)
     return _Row(True, reads=total_in, writes=writes, inputs=tuple(ins), output=out, why=why, reversed=name in REVERSED)
 
 
-def _rows(step_ops: pd.DataFrame) -> list[_Row]:
-    """One _Row per GPU op, worked out once per distinct (kind, name, op, shapes, types, bytes)."""
-    cols = [
-        step_ops[c].tolist() if c in step_ops.columns else [None] * len(step_ops)
-        for c in ("kind", "name", "op_name", "input_dims", "input_types", "bytes")
+def _distinct_rows(step_ops: pd.DataFrame) -> tuple[np.ndarray, list[_Row]]:
+    """(code per GPU op, one _Row per code): worked out once per distinct (kind, name, op, shapes, types, bytes);
+    shape columns keyed by object identity first (analyzer.codes), never one Python object per row."""
+    n = len(step_ops)
+    key = np.zeros(n, dtype=np.int64)
+    for c in ("kind", "name", "op_name", "input_dims", "input_types", "bytes"):
+        if c not in step_ops.columns:
+            continue
+        if c in ("bytes", "kind", "name", "op_name"):  # numbers and text: factorized as they are
+            vals = step_ops[c].to_numpy(dtype=float if c == "bytes" else object)
+            codes, uniq = pd.factorize(vals, use_na_sentinel=False)
+            size = len(uniq)
+        else:
+            codes, first = object_codes(step_ops[c].to_numpy(dtype=object))
+            size = len(first)
+        key = key * max(size, 1) + codes
+    codes, uniq = pd.factorize(key)
+    first = np.full(len(uniq), -1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(n - 1, -1, -1)
+    get = {
+        c: step_ops[c].to_numpy(dtype=object) if c in step_ops.columns else np.full(n, None, dtype=object)
+        for c in ("kind", "name", "op_name", "input_dims", "input_types", "category")
+    }
+    logical = step_ops["bytes"].to_numpy(dtype=float) if "bytes" in step_ops.columns else np.full(n, np.nan)
+    rows = [
+        _row_for(
+            str(get["kind"][i] or "kernel"),
+            str(get["name"][i] or ""),
+            str(get["op_name"][i] or ""),
+            get["input_dims"][i],
+            get["input_types"][i],
+            float(logical[i]),
+            str(get["category"][i] or ""),
+        )
+        for i in first.tolist()
     ]
-    cache: dict[tuple, _Row] = {}
-    out = []
-    for kind, name, op, dims, types, logical in zip(*cols, strict=True):
-        logical = float(logical) if logical is not None else float("nan")
-        k = (kind, name if kind != "kernel" else "", op, repr(dims), repr(types), logical)
-        hit = cache.get(k)
-        if hit is None:
-            hit = cache[k] = _row_for(str(kind or "kernel"), str(name or ""), str(op or ""), dims, types, logical)
-        out.append(hit)
-    return out
+    return codes.astype(np.int64), rows
 
 
-def _links(rows: list[_Row]) -> list[list]:
-    """Tensor id of every input: ('p', producer position) for the latest earlier output with its element count and
-    dtype (each producer at most once per reader, like analyzer.diff.match.flow_edges), else ('x', position, slot):
-    a tensor from before the step, the one this kernel read one step earlier."""
-    by_key: dict[tuple, list[int]] = {}
-    ids: list[list] = []
-    for pos, r in enumerate(rows):
-        used: set[int] = set()
-        mine = []
-        for slot, (key, _) in enumerate(r.inputs):
-            tid = ("x", pos, slot)
-            if key is not None:
-                for p in reversed(by_key.get(key, ())):
-                    if p not in used:
-                        used.add(p)
-                        tid = ("p", p)
-                        break
-            mine.append(tid)
-        ids.append(mine)
-        if r.ok and r.output is not None:
-            by_key.setdefault(r.output[0], []).append(pos)
-    return ids
+def _reads(codes: np.ndarray, rows: list[_Row]) -> dict[str, np.ndarray]:
+    """Every tensor read of the step, flattened (reader position, bytes, id of the last kernel that touched it,
+    steps back), in launch order. Linking: an input comes from the latest earlier output with its element count and
+    dtype, each producer at most once per reader (a reader's k-th input of one key takes the k-th latest, like
+    analyzer.diff.match.flow_edges); else it is a tensor from before the step, the one this kernel read a step
+    earlier. The last toucher of a tensor is its producer or its previous reader. All of it sorts and searches."""
+    n = len(codes)
+    key_ids: dict = {}
+    d_ok = np.array([r.ok for r in rows], dtype=bool)
+    d_nin = np.array([len(r.inputs) if r.ok else 0 for r in rows], dtype=np.int64)
+    d_off = np.concatenate([[0], np.cumsum(d_nin)])
+    d_in_key = np.array(
+        [key_ids.setdefault(k, len(key_ids)) if k is not None else -1 for r in rows if r.ok for k, _ in r.inputs],
+        dtype=np.int64,
+    )
+    d_in_bytes = np.array([b for r in rows if r.ok for _, b in r.inputs], dtype=float)
+    d_out_key = np.array(
+        [key_ids.setdefault(r.output[0], len(key_ids)) if r.ok and r.output is not None else -1 for r in rows],
+        dtype=np.int64,
+    )
+    pos = np.arange(n, dtype=np.int64)
+    nin = d_nin[codes]
+    reader = np.repeat(pos, nin)
+    slot = np.arange(len(reader), dtype=np.int64) - np.repeat(np.cumsum(nin) - nin, nin)
+    flat = np.repeat(d_off[:-1][codes], nin) + slot
+    key = d_in_key[flat] if len(flat) else np.zeros(0, dtype=np.int64)
+    nbytes = d_in_bytes[flat] if len(flat) else np.zeros(0)
+    # producers: outputs sorted by (key, position); an input takes the latest one before its reader, minus its rank
+    out_key = d_out_key[codes]
+    has_out = (out_key >= 0) & d_ok[codes]
+    span = n + 1
+    comb_out = np.sort(out_key[has_out] * span + pos[has_out])
+    rank = pd.Series(np.ones(len(key), dtype=np.int64)).groupby([reader, key]).cumsum().to_numpy() - 1
+    at = np.searchsorted(comb_out, key * span + reader, side="left") - 1 - rank
+    linked = (key >= 0) & (at >= 0)
+    at_c = np.clip(at, 0, max(len(comb_out) - 1, 0))
+    if len(comb_out):
+        linked &= comb_out[at_c] // span == key
+        producer = np.where(linked, comb_out[at_c] % span, -1)
+    else:
+        linked &= False
+        producer = np.full(len(key), -1, dtype=np.int64)
+    # tensor id: the producer's position, or a unique id per (reader, slot) for a tensor from before the step
+    tid = np.where(linked, producer, n + np.arange(len(key), dtype=np.int64))
+    order = np.lexsort((reader, tid))
+    t_sorted, r_sorted = tid[order], reader[order]
+    first = np.r_[True, t_sorted[1:] != t_sorted[:-1]] if len(order) else np.zeros(0, dtype=bool)
+    prev = np.r_[-1, r_sorted[:-1]] if len(order) else np.zeros(0, dtype=np.int64)
+    toucher = np.empty(len(key), dtype=np.int64)
+    back = np.zeros(len(key), dtype=np.int64)
+    own = np.where(linked[order], producer[order], r_sorted)  # first touch: its producer, or itself a step earlier
+    toucher[order] = np.where(first, own, prev)
+    back[order] = np.where(first & ~linked[order], 1, 0)
+    return {"reader": reader, "bytes": nbytes, "toucher": toucher, "back": back}
 
 
 def predict_step(step_ops: pd.DataFrame, gpu: GpuSpec | None) -> pd.DataFrame:
@@ -173,56 +235,39 @@ def predict_step(step_ops: pd.DataFrame, gpu: GpuSpec | None) -> pd.DataFrame:
     if not (cap > 0):
         why = "unknown: GPU not in the peak table" if gpu is None else f"unknown: no cache size for {gpu.name}"
         return _frame(step_ops, out, np.full(n, why, dtype=object))
-    rows = _rows(step_ops)
-    ids = _links(rows)
+    codes, rows = _distinct_rows(step_ops)
     which = "Infinity Cache" if gpu.llc_bytes == gpu.llc_bytes else "L2"
     base = MODEL.format(cap=f"{cap / 2**20:.0f} MiB", why=f"{gpu.name} {which}")
-    ok = np.array([r.ok for r in rows], dtype=bool)
-    touched = np.array([r.reads + r.writes if r.ok else 0.0 for r in rows])  # bytes each kernel streams
+    ok = np.array([r.ok for r in rows], dtype=bool)[codes]
+    reads = np.array([r.reads if r.ok else 0.0 for r in rows])[codes]
+    writes = np.array([r.writes if r.ok else 0.0 for r in rows])[codes]
+    rev = np.array([r.reversed for r in rows], dtype=bool)[codes]
+    touched = reads + writes  # bytes each kernel streams (0 for ops without an estimate: left out)
     start = np.concatenate([[0.0], np.cumsum(touched)[:-1]])  # where each kernel's stream begins in the step
     period = float(touched.sum())  # the same kernel one step later is this far on
-    rev = np.array([r.reversed for r in rows], dtype=bool)
-    # every read: (reader, size, last kernel that touched the tensor, steps back); a sequential pass over the
-    # step's tensors (each read once), the distances below are column arithmetic
-    last: dict = {}  # tensor id -> position of its last toucher in this step
-    reader, size, toucher, back = [], [], [], []
-    for pos, r in enumerate(rows):
-        if not r.ok:
-            continue
-        for tid, (_, nbytes) in zip(ids[pos], r.inputs, strict=True):
-            q = last.get(tid)
-            if q is None:  # first touch this step: the same read one step earlier (a weight, the step's input)
-                q, steps_back = pos, 1
-            else:
-                steps_back = 0
-            reader.append(pos)
-            size.append(nbytes)
-            toucher.append(q)
-            back.append(steps_back)
-            last[tid] = pos
-        if r.output is not None:
-            last[("p", pos)] = pos
-    k = np.asarray(reader, dtype=np.int64)
-    q = np.asarray(toucher, dtype=np.int64)
+    rd = _reads(codes, rows)
+    k, q = rd["reader"], rd["toucher"]
     # distance(f) = [start_k + g_k(f)·T_k] − [start_q + g_q(f)·T_q − back·period], g(f) = f or 1 − f (REVERSED)
-    a = start[k] - start[q] + np.asarray(back, dtype=float) * period
+    a = start[k] - start[q] + rd["back"] * period
     a = a + np.where(rev[k], touched[k], 0.0) - np.where(rev[q], touched[q], 0.0)
     b = np.where(rev[k], -touched[k], touched[k]) - np.where(rev[q], -touched[q], touched[q])
-    hits = np.asarray(size, dtype=float) * hit_fraction(a, b, cap)
+    hits = rd["bytes"] * hit_fraction(a, b, cap)
     hit_bytes = np.bincount(k, weights=hits, minlength=n) if len(k) else np.zeros(n)
-    reads = np.array([r.reads for r in rows])
-    writes = np.array([r.writes for r in rows])
     out["dram_read_bytes"] = np.where(ok, reads - hit_bytes, np.nan)
     out["dram_write_bytes"] = np.where(ok, writes, np.nan)
     out["l2_hit_bytes"] = np.where(ok, hit_bytes, np.nan)
     out["dram_bytes"] = out["dram_read_bytes"] + out["dram_write_bytes"]
-    basis = np.array([base + (f"; {r.why}" if r.why else "") if r.ok else r.why for r in rows], dtype=object)
-    return _frame(step_ops, out, basis)
+    missing = int((~ok).sum())
+    if missing:  # their traffic is not in the reuse distances: hits can be overstated
+        base += f"; {missing} GPU ops of the step have no byte estimate and are not in the reuse distances"
+    d_basis = np.array([base + (f"; {r.why}" if r.why else "") if r.ok else r.why for r in rows], dtype=object)
+    return _frame(step_ops, out, d_basis[codes] if n else np.zeros(0, dtype=object))
 
 
 def _frame(step_ops: pd.DataFrame, out: dict, basis: np.ndarray) -> pd.DataFrame:
     df = pd.DataFrame({c: out[c] for c in COLUMNS[:-1]}, index=step_ops.index)
-    df["dram_basis"] = basis
+    # object dtype: pandas 3 would turn a text column into Arrow strings, ~0.5 s per 300k rows
+    df["dram_basis"] = pd.Series(basis, index=step_ops.index, dtype=object)
     return df
 
 

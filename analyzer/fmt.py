@@ -146,6 +146,20 @@ def fmt_us(us, missing: str = "unknown") -> str:
     return no_neg_zero(f"{us:,.1f}") + " µs"
 
 
+def fmt_range(r, what: str = "") -> str:
+    """' (255.4–255.8)' or ' (p10–p90 261.4–264.6)': a figure's spread over steps, shown beside its median; ''
+    when there is none."""
+    if not r or len(r) != 2 or not (finite(r[0]) and finite(r[1])):
+        return ""
+    lo, hi = no_neg_zero(f"{float(r[0]):,.1f}"), no_neg_zero(f"{float(r[1]):,.1f}")
+    return f" ({what + ' ' if what else ''}{lo}–{hi})"
+
+
+def fmt_us_spread(us, r, missing: str = "unknown") -> str:
+    """'226.7 µs (226.5–226.9)': a per-step median with its spread over steps."""
+    return fmt_us(us, missing) + (fmt_range(r) if finite(us) else "")
+
+
 def fmt_num(x, spec: str = ",.1f", unit: str = "", missing: str = MISSING) -> str:
     """`x` formatted with `spec` (+ unit), `missing` for None/NaN/inf; never '-0.0'."""
     if not finite(x):

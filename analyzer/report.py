@@ -25,7 +25,7 @@ import time
 from analyzer.cells import spreadsheet_safe
 from analyzer.diff import BYTES_RULE, ESTIMATES
 from analyzer.diff.facts import diff_context, workload_parts
-from analyzer.fmt import finite, fmt_bytes, fmt_num, fmt_pct, fmt_us, safe_text, short_name
+from analyzer.fmt import finite, fmt_bytes, fmt_num, fmt_pct, fmt_range, fmt_us, fmt_us_spread, safe_text, short_name
 
 # A report is a list of blocks rendered twice: ("h1"|"h2"|"h3"|"p"|"note", text), ("cards", [(title, [lines])]),
 # ("table", headers, rows), ("figure", fig) — HTML only, ("bars", rows) — Markdown only, ("list", [items]).
@@ -183,13 +183,19 @@ def _card(diff, cd) -> tuple[str, list[str]]:
         *cd.lead_lines()[1:],
         f"kernels per step: {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]}",
         f"{cd.traffic_avoided()['text']}; logical: {cd.hbm_bytes_avoided_per_step:,.0f} B, estimate",
-        f"GPU time per step: {fmt_us(b.gpu_time_us_per_step)}{_rng(rb)} → {fmt_us(r.gpu_time_us_per_step)}{_rng(rc)}"
+        f"GPU time per step: {fmt_us(b.gpu_time_us_per_step)}{fmt_range(rb)} → {fmt_us(r.gpu_time_us_per_step)}{fmt_range(rc)}"
         + (f": {fmt_pct(pct)} {calls.get('gpu_time') or ''}".rstrip() if pct is not None else "")
         + (
             f"; normalised {fmt_pct(norm)} {calls.get('gpu_time_normalised') or ''}".rstrip()
             if norm is not None
             else ""
         ),
+        f"GPU busy per step: {fmt_us_spread(b.gpu_busy_us_per_step, b.step_range('gpu_busy_us'))} → "
+        f"{fmt_us_spread(r.gpu_busy_us_per_step, r.step_range('gpu_busy_us'))} ({fmt_pct(h.get('gpu_busy_change_pct'))}); "
+        f"step span {fmt_us_spread(b.span_us_per_step, b.step_range('span_us'))} → "
+        f"{fmt_us_spread(r.span_us_per_step, r.step_range('span_us'))} ({fmt_pct(h.get('span_change_pct'))}); "
+        f"idle {fmt_us_spread(b.idle_us_per_step, b.step_range('idle_us'))} → "
+        f"{fmt_us_spread(r.idle_us_per_step, r.step_range('idle_us'))}",
         f"kernel time of the replaced vs replacing kernels: {_saved(cd.time_saved_us_per_step)} per step",
     ]
     n = sum(f.count_per_step for f in cd.fusions)
@@ -205,7 +211,7 @@ def _card(diff, cd) -> tuple[str, list[str]]:
     if ev[0] is not None and ev[1] is not None:
         eb, ec = sp.get("cuda_event_time_us_per_step") or [None, None]
         lines.append(
-            f"time per step by CUDA events (runner, p10–p90): {fmt_us(ev[0])}{_rng(eb)} → {fmt_us(ev[1])}{_rng(ec)}"
+            f"time per step by CUDA events (runner, p10–p90): {fmt_us(ev[0])}{fmt_range(eb)} → {fmt_us(ev[1])}{fmt_range(ec)}"
             + (f": {calls['cuda_events']}" if calls.get("cuda_events") else "")
         )
     epi = [x for x in r.remaining if x["kind"] == "GEMM epilogue"]
@@ -224,10 +230,6 @@ def _card(diff, cd) -> tuple[str, list[str]]:
 def _badge_text(cd) -> str:
     why = cd.comparability.reason if cd.comparability is not None else "no control group"
     return f"GPU conditions of {cd.label} vs {cd.base_label}: {why}"
-
-
-def _rng(r) -> str:
-    return f" ({r[0]:,.1f}–{r[1]:,.1f})" if r else ""
 
 
 def _comparability_blocks(cd) -> list[tuple]:
@@ -281,9 +283,10 @@ def _side_by_side(diff) -> tuple:
         "kernels",
         "memops",
         "launches",
-        "GPU time",
         "GPU busy",
+        "step span",
         "idle",
+        "GPU time (sum of op durations)",
         "launch latency (median)",
         "still round-tripping",
         "measured DRAM bytes",
@@ -297,9 +300,10 @@ def _side_by_side(diff) -> tuple:
                 str(r.kernels_per_step),
                 str(r.memops_per_step),
                 _n(r.launches_per_step, 0),
-                fmt_us(r.gpu_time_us_per_step),
-                fmt_us(r.gpu_busy_us_per_step),
-                fmt_us(r.idle_us_per_step),
+                fmt_us_spread(r.gpu_busy_us_per_step, r.step_range("gpu_busy_us")),
+                fmt_us_spread(r.span_us_per_step, r.step_range("span_us")),
+                fmt_us_spread(r.idle_us_per_step, r.step_range("idle_us")),
+                fmt_us_spread(r.gpu_time_us_per_step, r.step_range("gpu_time_us")),
                 fmt_us(r.launch_latency_us),
                 fmt_bytes(r.remaining_bytes_per_step),
                 fmt_bytes(r.measured_dram_bytes) if r.measured_dram_bytes is not None else "not measured",
@@ -466,7 +470,9 @@ def _candidate_blocks(diff, cd, html_figures: bool) -> list[tuple]:
         b.append(("p", "None: every kernel on both sides is matched or in a group above."))
 
     b.append(("h3", f"What is left: tensors {cd.label} still writes to HBM and reads straight back"))
-    if cd.run.remaining:
+    if cd.run.remaining_unknown:
+        b.append(("p", f"Unknown: {cd.run.remaining_unknown}."))
+    elif cd.run.remaining:
         rows = [
             [
                 x["kind"],

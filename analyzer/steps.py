@@ -166,3 +166,20 @@ def _union_by_group(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> di
     contrib = np.maximum(0.0, end - np.maximum(start, prev_max))
     sums = pd.Series(contrib).groupby(group).sum()
     return sums.to_dict()
+
+
+def spread_range(values) -> tuple[float, float]:
+    """(low, high) of a per-step figure over steps: (min, max); (p10, p90) from 10 steps on, so one outlier step
+    in a long run does not stand for the run's spread. (nan, nan) when no value is finite."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return (float("nan"), float("nan"))
+    if v.size >= 10:
+        return (float(np.percentile(v, 10)), float(np.percentile(v, 90)))
+    return (float(v.min()), float(v.max()))
+
+
+def spread_rule(n_steps: int) -> str:
+    """What `spread_range` gives for n steps, as a label beside the range."""
+    return "p10–p90" if n_steps >= 10 else "min–max"

@@ -22,6 +22,7 @@ from analyzer.codes import object_codes
 from analyzer.cost import hbm_flags
 from analyzer.dram import predict_steady
 from analyzer.fmt import clean_json
+from analyzer.steps import spread_range, spread_rule
 from analyzer.trace import Trace
 
 STEP_POLICY = "first step dropped as warm-up when a trace has 3 or more steps; steps with no GPU op are skipped"
@@ -32,7 +33,8 @@ ESTIMATES_NOTE = (
 DRAM_NOTE = (
     "bytes_per_call is LOGICAL (every tensor read and written once, as if none stayed in cache); "
     "dram_bytes_per_call is PREDICTED DRAM traffic in sequence (analyzer.dram: reuse of earlier kernels' tensors "
-    "against the GPU's L2 size, write-back when evicted), on per_step.dram_step; dram_basis says what it rests on"
+    "against the GPU's L2 size in launch order, outputs written back by their kernel), on per_step.dram_step; "
+    "dram_basis says what it rests on"
 )
 _MEMOP_KINDS = ("memcpy", "memset")
 # Loader warnings that put a run's figures in doubt (the file was cut, damaged, or held values of the wrong type).
@@ -43,11 +45,13 @@ DOUBTFUL_LOAD = ("truncated", "corrupt", "unexpected types", "implausible", "che
 class Summary:
     trace: Trace
     steps_used: list[int]  # steady-state steps the medians are taken over
-    # medians over steps_used: {'kernels', 'memops', 'launches', 'gpu_time_us', 'gpu_busy_us', 'idle_us', 'span_us',
-    #  'launch_latency_us', 'bytes', 'ops_without_bytes', 'ops_without_duration',
+    # medians over steps_used of the step table's columns: {'kernels', 'memops', 'launches', 'gpu_time_us',
+    #  'gpu_busy_us', 'span_us', 'idle_us', 'launch_latency_us', 'bytes', 'ops_without_bytes',
+    #  'ops_without_duration', 'spread': {time: [low, high]}, 'spread_rule',
     #  'by_category': {category: {'count', 'time_us', 'bytes', 'ops_without_bytes'}}}
     per_step: dict
     kernels: pd.DataFrame  # KERNEL_SUMMARY contract
+    steps: pd.DataFrame = field(default_factory=lambda: schema.empty("step_table"))  # STEP_TABLE: every step
     warnings: list[str] = field(default_factory=list)  # summary-level remarks (steps dropped, unknown bytes …)
 
     @property
@@ -118,6 +122,7 @@ class Summary:
             "steps_used": [int(s) for s in self.steps_used],
             "step_policy": STEP_POLICY,
             "per_step": self.per_step,
+            "step_table": self.steps.to_dict("records"),
             "kernels": kernels,
             "estimates": ESTIMATES_NOTE,
             "dram_model": DRAM_NOTE,
@@ -157,12 +162,16 @@ def _whole(x: float):
     return int(x) if math.isfinite(x) and float(x).is_integer() else x
 
 
-def _per_step(trace: Trace, g: pd.DataFrame, used: list[int]) -> dict:
-    """Medians over `used` of per-step totals. g: gpu_ops of the used steps."""
-    steps = trace.steps.set_index("step")
+def step_table(trace: Trace, used: list[int]) -> pd.DataFrame:
+    """STEP_TABLE: every profiler step's own figures (the warm-up step included, `steady` marks the steps the
+    medians are taken over), in step order. The one place per-step times are computed: the Summary's medians and
+    spreads, `summary --json`'s step_table, the diff and every page read them from here."""
+    steps = trace.steps.sort_values("start_us", kind="stable").set_index("step")
+    g = trace.gpu_ops[(trace.gpu_ops["step"] >= 0).to_numpy()]
+    order = steps.index
     is_kernel = (g["kind"] == "kernel").to_numpy()
-    by_step = g.groupby("step")
-    per = pd.DataFrame(index=pd.Index(used, name="step"))
+    per = pd.DataFrame(index=pd.Index(order, name="step"))
+    per["steady"] = per.index.isin(used)
     per["kernels"] = pd.Series(is_kernel, index=g.index).groupby(g["step"]).sum()
     per["memops"] = pd.Series(~is_kernel, index=g.index).groupby(g["step"]).sum()
     corr = g.loc[is_kernel & (g["correlation"] >= 0).to_numpy(), ["step", "correlation"]]
@@ -170,7 +179,7 @@ def _per_step(trace: Trace, g: pd.DataFrame, used: list[int]) -> dict:
     # A step holding a GPU op of unknown duration (a value of the wrong type in the file, an implausible one set
     # to unknown by the trace builder) has an unknown GPU time: summing the rest gave "1.6 µs, -99.3%" headlines.
     no_dur = g["dur_us"].isna()
-    per["gpu_time_us"] = by_step["dur_us"].sum().where(~no_dur.groupby(g["step"]).any())
+    per["gpu_time_us"] = g["dur_us"].groupby(g["step"]).sum().where(~no_dur.groupby(g["step"]).any())
     per["ops_without_duration"] = no_dur.groupby(g["step"]).sum()
     unknown = g["bytes"].isna()
     per["bytes"] = g["bytes"].groupby(g["step"]).sum().where(~unknown.groupby(g["step"]).any())
@@ -179,16 +188,35 @@ def _per_step(trace: Trace, g: pd.DataFrame, used: list[int]) -> dict:
     per.loc[per["kernels"] + per["memops"] == 0, "gpu_time_us"] = 0.0  # no op in the step: 0 µs is a fact
     for ours, theirs in (
         ("gpu_busy_us", "gpu_busy_us"),
-        ("idle_us", "gpu_idle_us"),
         ("span_us", "gpu_span_us"),
+        ("idle_us", "gpu_idle_us"),
         ("launch_latency_us", "launch_latency_us"),
     ):
-        per[ours] = steps[theirs].reindex(used).to_numpy(dtype=float) if len(used) else []
-    out = {c: _median(per[c]) for c in per.columns}
-    for c in ("kernels", "memops", "launches", "ops_without_bytes", "ops_without_duration"):
+        per[ours] = steps[theirs].to_numpy(dtype=float)
+    return schema.conform(per.reset_index(), "step_table")
+
+
+# the per-step times whose spread over steady steps is shown beside their median
+SPREAD_KEYS = ("gpu_time_us", "gpu_busy_us", "span_us", "idle_us")
+_COUNTS = ("kernels", "memops", "launches", "ops_without_bytes", "ops_without_duration")
+
+
+def _per_step(table: pd.DataFrame, g: pd.DataFrame, used: list[int]) -> dict:
+    """Medians over the steady rows of the step table, their spreads, and the per-category medians."""
+    steady = table[table["steady"].to_numpy(dtype=bool)]
+    cols = [c for c in table.columns if c not in ("step", "steady")]
+    out = {c: _median(steady[c]) for c in cols}
+    for c in _COUNTS:
         out[c] = _whole(out[c])
+    out["spread"] = {c: _range(steady[c]) for c in SPREAD_KEYS}
+    out["spread_rule"] = spread_rule(len(steady))
     out["by_category"] = _by_category(g, used)
     return out
+
+
+def _range(values) -> list[float] | None:
+    lo, hi = spread_range(values)
+    return None if not (math.isfinite(lo) and math.isfinite(hi)) else [lo, hi]
 
 
 def _by_category(g: pd.DataFrame, used: list[int]) -> dict:
@@ -277,12 +305,17 @@ def _kernel_table(trace: Trace, g: pd.DataFrame, used: list[int], dram: pd.DataF
     ]
     # predicted DRAM bytes: the model runs on one steady step (analyzer.dram), so calls of a key outside that step
     # have none; a key's calls in it can differ (what the cache holds depends on the neighbours): their median
-    d = dram if dram is not None else pd.DataFrame(columns=["dram_bytes", "dram_basis"])
-    tab["dram_bytes_per_call"] = d["dram_bytes"].reindex(g.index).groupby(k, sort=True).median().to_numpy()
-    basis = d["dram_basis"].reindex(g.index).groupby(k, sort=True).first()
-    tab["dram_basis"] = (
-        basis.reindex(range(len(tab))).fillna("unknown: not in the step the DRAM model ran on").to_numpy()
-    )
+    dram_per_call = np.full(len(tab), np.nan)
+    dram_basis = np.full(len(tab), "unknown: not in the step the DRAM model ran on", dtype=object)
+    if dram is not None and len(dram):
+        at = g.index.get_indexer(dram.index)  # the model's step is a subset of g
+        codes = k.to_numpy()[at]
+        per = pd.Series(dram["dram_bytes"].to_numpy(dtype=float)).groupby(codes).median()
+        dram_per_call[per.index.to_numpy()] = per.to_numpy()
+        first = pd.Series(np.arange(len(at))).groupby(codes).first()
+        dram_basis[first.index.to_numpy()] = dram["dram_basis"].to_numpy(dtype=object)[first.to_numpy()]
+    tab["dram_bytes_per_call"] = dram_per_call
+    tab["dram_basis"] = pd.Series(dram_basis, dtype=object)
     # a rate above the HBM peak is flagged where the rate is HBM traffic (pct_peak_bw is NaN for host copies)
     gpu = trace.gpu
     tab["flags"] = hbm_flags(tab["achieved_gbps"], gpu.hbm_gbps if gpu else None, tab["pct_peak_bw"].notna())
@@ -294,7 +327,8 @@ def summarize(trace: Trace) -> Summary:
     used, remarks = steady_steps(trace.steps)
     gpu_ops = trace.gpu_ops
     g = gpu_ops[gpu_ops["step"].isin(used).to_numpy()] if used else gpu_ops.iloc[0:0]
-    per_step = _per_step(trace, g, used)
+    table = step_table(trace, used)
+    per_step = _per_step(table, g, used)
     dram = predict_steady(trace, g, used)
     per_step.update(dram.totals())
     unknown = per_step.get("ops_without_bytes")
@@ -311,5 +345,6 @@ def summarize(trace: Trace) -> Summary:
         steps_used=used,
         per_step=per_step,
         kernels=_kernel_table(trace, g, used, dram.ops),
+        steps=table,
         warnings=remarks,
     )

@@ -7,7 +7,17 @@ from __future__ import annotations
 
 import sys
 
-from analyzer.fmt import MISSING, fmt_bytes, fmt_num, json_text, safe_block, safe_text, short_name
+from analyzer.fmt import (
+    MISSING,
+    fmt_bytes,
+    fmt_num,
+    fmt_us,
+    fmt_us_spread,
+    json_text,
+    safe_block,
+    safe_text,
+    short_name,
+)
 from analyzer.summary import ESTIMATES_NOTE, Summary, summarize
 
 TOP_KERNELS = 15
@@ -49,12 +59,33 @@ def render_text(s: Summary) -> str:
         out.append(f"GPU: {gpu}  (no peak table entry: % of peak not shown)")
     out.append(f"Steps: {j['steps']} in trace; medians over steps {j['steps_used']} ({j['step_policy']})")
     out.append("")
+    sp = p.get("spread") or {}
+    out.append(f"Per step (median over steady steps, spread {p.get('spread_rule', 'min–max')}):")
     out.append(
-        f"Per step: {p['kernels']} kernels, {p['memops']} memcpy/memset, {p['launches']} launches | "
-        f"GPU time {fmt_num(p['gpu_time_us'])} µs, busy {fmt_num(p['gpu_busy_us'])} µs, idle {fmt_num(p['idle_us'])} µs, "
-        f"span {fmt_num(p['span_us'])} µs | launch→start {fmt_num(p['launch_latency_us'])} µs | "
-        f"HBM bytes (est.) {fmt_bytes(p['bytes'], MISSING)}"
+        f"  GPU busy {fmt_us_spread(p['gpu_busy_us'], sp.get('gpu_busy_us'))} · step span "
+        f"{fmt_us_spread(p['span_us'], sp.get('span_us'))} · idle {fmt_us_spread(p['idle_us'], sp.get('idle_us'))} · "
+        f"GPU time (sum of op durations) {fmt_us_spread(p['gpu_time_us'], sp.get('gpu_time_us'))}"
     )
+    out.append(
+        f"  {p['kernels']} kernels, {p['memops']} memcpy/memset, {p['launches']} launches · launch→start "
+        f"{fmt_us(p['launch_latency_us'])} · HBM bytes (est.) {fmt_bytes(p['bytes'], MISSING)}"
+    )
+    rows = [
+        [
+            str(r["step"]) + ("" if r["steady"] else " (warm-up)" if i == 0 else " (not used)"),
+            fmt_num(r["kernels"], "d"),
+            fmt_num(r["memops"], "d"),
+            fmt_num(r["gpu_busy_us"]),
+            fmt_num(r["span_us"]),
+            fmt_num(r["idle_us"]),
+            fmt_num(r["gpu_time_us"]),
+        ]
+        for i, r in enumerate(j["step_table"])
+    ]
+    out.append("  Every step:")
+    headers = ["step", "kernels", "memops", "busy µs", "span µs", "idle µs", "GPU time µs"]
+    out += ["    " + x for x in _table(headers, rows, {1, 2, 3, 4, 5, 6})]
+    out.append("")
     total = p["gpu_time_us"] or 0.0
     rows = [
         [

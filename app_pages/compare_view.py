@@ -150,14 +150,21 @@ def headline(d, label: str | None = None) -> None:
         "and dtypes; see 'how bytes avoided are counted' below).",
     )
     gpu_b, gpu_c = b.gpu_time_us_per_step, c.gpu_time_us_per_step
+    # runs recorded under other GPU conditions: the metric shows the candidate normalised (analyzer.diff.comparability)
+    norm = h.get("comparability") == "skewed" and _finite(h.get("normalised_gpu_time_change_pct"))
+    calls = (h.get("spread") or {}).get("calls") or {}
+    pct = h.get("normalised_gpu_time_change_pct" if norm else "gpu_time_change_pct")
+    call = calls.get("gpu_time_normalised" if norm else "gpu_time")
     m[2].metric(
-        "GPU time per step",
-        ui.fmt_us(gpu_c),
-        delta=f"{ui.fmt_pct(h.get('gpu_time_change_pct'))} vs {ui.fmt_us(gpu_b)}"
-        if _finite(h.get("gpu_time_change_pct"))
+        "GPU time per step" + (" (normalised)" if norm else ""),
+        ui.fmt_us(cd.normalised_gpu_time_us_per_step if norm else gpu_c),
+        delta=f"{ui.fmt_pct(pct)} vs {ui.fmt_us(gpu_b)}" + (" · a tie" if call == "tie" else "")
+        if _finite(pct)
         else None,
-        delta_color="inverse",
-        help="Sum of GPU kernel durations per step, median over steady-state steps (measured).",
+        delta_color="off" if call == "tie" else "inverse",
+        help="Sum of GPU kernel durations per step, median over steady-state steps (measured). A tie: the two runs' "
+        "per-step ranges overlap. Normalised (when the GPU conditions differed): the candidate's kernel times "
+        f"divided by the condition factor of their class; as recorded {ui.fmt_us(gpu_c)}.",
     )
     m[3].metric(
         "Time saved by fusion per step",
@@ -238,7 +245,9 @@ def conditions_badge(cd) -> None:
     if comp is not None and comp.factor is not None:
         text += f" · factor {comp.factor:.3f}"
     st.badge(text, color=color, icon=icon)
-    for line in cd.lead_lines():
+    lines = cd.lead_lines()
+    st.caption(ui.esc(lines[0].split(" — ", 1)[-1], limit=600))  # the verdict is on the badge
+    for line in lines[1:]:
         st.caption(ui.esc(line, limit=600))
 
 
@@ -257,16 +266,19 @@ def candidates_table(d) -> None:
     ui.copy_markdown(df, "fl_copy_candidates", "every candidate side by side")
 
 
+CARDS = 4  # fusion groups shown as cards, by time saved; the rest (a layer has ~6-10) fold into one table
+
+
 def fusion_card(f) -> None:
-    """One fusion group as a card: fused kernel ← replaced kernels, the intermediates it keeps on chip, the gain."""
+    """One fusion group as a card: what it computes, fused kernel ← replaced kernels, the gain, and how its bytes
+    avoided add up. Long lists (an RMSNorm replaces 10 kernels and keeps 10 tensors on chip) fold into expanders."""
     with st.container(border=True):
+        what = f"{ui.esc(f.pattern)}: " if getattr(f, "pattern", "") else ""
         st.markdown(
-            f"**{ui.esc(short_name(f.fused_kernel, 100))}** ← {len(f.replaces)} kernels ({ui.esc('+'.join(f.ops))})"
+            f"**{what}{ui.esc(short_name(f.fused_kernel, 100))}** ← {len(f.replaces)} kernels ({ui.esc('+'.join(f.ops))})"
         )
-        for name, op in zip(f.replaces, f.replaced_ops, strict=False):
-            st.caption(f"replaces {ui.esc(short_name(name, 120))}" + (f" · {ui.esc(op)}" if op else ""))
         c = st.columns(4)
-        c[0].metric("per step", f"×{f.count_per_step}")
+        c[0].metric("time saved", f"{f.time_saved_us_per_step:,.1f} µs", help=f"×{f.count_per_step} per step")
         c[1].metric(
             "HBM bytes avoided (est.)",
             ui.fmt_bytes(f.bytes_avoided_per_step),
@@ -275,22 +287,64 @@ def fusion_card(f) -> None:
         c[2].metric("kernel time", f"{f.base_time_us_per_step:,.1f} → {f.candidate_time_us_per_step:,.1f} µs")
         if _finite(f.base_gbps) and _finite(f.candidate_gbps):
             c[3].metric("achieved GB/s (est.)", f"{f.base_gbps:,.0f} → {f.candidate_gbps:,.0f}")
-        for i in f.intermediates:
-            shape = i.get("matrix") or "×".join(str(x) for x in i["shape"])
-            reads = int(i.get("reads") or 1)
-            st.markdown(
-                f"- intermediate **{ui.esc(shape)} {ui.esc(i['dtype'])}**, {ui.fmt_bytes(i['bytes'])}: written by "
-                f"{ui.esc(short_name(i.get('producer_op') or i.get('producer'), 60))}, read {reads}× → "
-                f"{ui.fmt_bytes(i['round_trip_bytes'])} of HBM traffic no longer made"
-            )
+        if getattr(f, "bytes_note", ""):
+            st.caption(f"bytes avoided: {ui.esc(f.bytes_note)}")
+        long = len(f.replaces) + len(f.intermediates) > 6
+        box = (
+            st.expander(f"replaced kernels ({len(f.replaces)}) and intermediates ({len(f.intermediates)})")
+            if long
+            else st.container()
+        )
+        with box:
+            for name, op in zip(f.replaces, f.replaced_ops, strict=False):
+                st.caption(f"replaces {ui.esc(short_name(name, 120))}" + (f" · {ui.esc(op)}" if op else ""))
+            for i in f.intermediates:
+                shape = i.get("matrix") or "×".join(str(x) for x in i["shape"])
+                reads = int(i.get("reads") or 1)
+                st.markdown(
+                    f"- intermediate **{ui.esc(shape)} {ui.esc(i['dtype'])}**, {ui.fmt_bytes(i['bytes'])}: written by "
+                    f"{ui.esc(short_name(i.get('producer_op') or i.get('producer'), 60))}, read {reads}× → "
+                    f"{ui.fmt_bytes(i['round_trip_bytes'])} of HBM traffic no longer made"
+                )
 
 
 def fusion_groups(cd) -> None:
-    """Fusion groups as cards (what a review slide needs); swaps and kernel choices as a table below."""
+    """Fusion groups as cards, the most time saved first (what a review slide needs); beyond CARDS groups the rest
+    fold into one table; swaps and kernel choices as a table below."""
     if not cd.fusions:
         st.info("No fusion groups: no candidate kernel replaced several baseline kernels.")
-    for f in cd.fusions:
+    ranked = sorted(cd.fusions, key=lambda f: -(f.time_saved_us_per_step if _finite(f.time_saved_us_per_step) else 0))
+    for f in ranked[:CARDS]:
         fusion_card(f)
+    if len(ranked) > CARDS:
+        small = ranked[CARDS:]
+        saved = sum(f.time_saved_us_per_step for f in small if _finite(f.time_saved_us_per_step))
+        with st.expander(f"{len(small)} smaller fusion groups ({saved:,.1f} µs saved per step together)"):
+            st.dataframe(
+                pd.DataFrame(
+                    [
+                        {
+                            "what": getattr(f, "pattern", ""),
+                            "fused kernel": short_name(f.fused_kernel, 60),
+                            "replaces": f"{len(f.replaces)} kernels ({'+'.join(f.ops)})",
+                            "×/step": f.count_per_step,
+                            "bytes avoided (est.)": f.bytes_avoided_per_step,
+                            "before (µs)": f.base_time_us_per_step,
+                            "after (µs)": f.candidate_time_us_per_step,
+                            "saved (µs)": f.time_saved_us_per_step,
+                        }
+                        for f in small
+                    ]
+                ),
+                hide_index=True,
+                width="stretch",
+                column_config={
+                    "bytes avoided (est.)": st.column_config.NumberColumn(format="localized"),
+                    "before (µs)": st.column_config.NumberColumn(format="%.1f"),
+                    "after (µs)": st.column_config.NumberColumn(format="%.1f"),
+                    "saved (µs)": st.column_config.NumberColumn(format="%.1f"),
+                },
+            )
     others = cd.swaps + cd.kernel_choices
     if others:
         rows = [
@@ -399,6 +453,7 @@ def remaining_table(cd) -> pd.DataFrame:
                 "tensor": f"{r.get('matrix') or r['shape']} {r['dtype']}"
                 + (f" ×{r['count_per_step']}" if int(r.get("count_per_step") or 1) > 1 else ""),
                 "round trip/step (est.)": ui.fmt_bytes(r["round_trip_bytes"]),
+                "at the HBM roof": ui.fmt_us(r.get("time_at_roof_us")),
                 "what would avoid it": _fix_short(r["would_avoid"]),
                 "written by → read by": f"{short_name(producer, 30)} → "
                 + " + ".join(short_name(x, 30) for x in r["readers"]),
@@ -409,7 +464,11 @@ def remaining_table(cd) -> pd.DataFrame:
 
 
 def remaining(cd) -> None:
-    """Where the rest is: HBM round trips the candidate still makes that a fusion could remove."""
+    """Where the rest is: HBM round trips the candidate still makes that a fusion could remove, ranked by their
+    time at the bandwidth roof (the first row is the fusion to do next). Kernel names shortened; the JSON has them."""
+    if cd.run.remaining_unknown:
+        st.caption(f"Unknown for {ui.esc(cd.label)}: {ui.esc(cd.run.remaining_unknown)}.")
+        return
     if not cd.run.remaining:
         st.caption(f"{ui.esc(cd.label)} makes no HBM round trip a fusion could remove (by the diff's rule).")
         return
@@ -421,6 +480,9 @@ def remaining(cd) -> None:
         column_config={
             "round trip/step (est.)": st.column_config.TextColumn(
                 help="bytes written to HBM and read back per step (estimate from shapes and dtypes)"
+            ),
+            "at the HBM roof": st.column_config.TextColumn(
+                help="the round trip's bytes at the GPU's peak HBM bandwidth: the least it costs per step"
             ),
             "what would avoid it": st.column_config.TextColumn(width="medium"),
         },

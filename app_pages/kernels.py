@@ -52,6 +52,7 @@ order = [c for c in shown.columns if c in DEFAULT_COLUMNS or c in extra]
 NUM_FORMATS = {
     "calls/step": "{:,.1f}", "time/step (µs)": "{:,.1f}", "median call (µs)": "{:,.2f}", "bytes/call (est.)": "{:.3e}",
     "FLOPs/call (est.)": "{:.3e}", "GB/s (est.)": "{:,.0f}", "TFLOP/s (est.)": "{:,.1f}",
+    "DRAM bytes/call (predicted)": "{:.3e}",
 }  # fmt: skip
 styled = shown.style.format({c: f for c, f in NUM_FORMATS.items() if c in shown}, na_rep=ui.NONE)
 pct = lambda h: st.column_config.ProgressColumn(  # noqa: E731
@@ -74,13 +75,21 @@ st.dataframe(
         "time/step (µs)": num("total duration per step (median over steps)"),
         "% of run": pct("share of this run's GPU time per step"),
         "median call (µs)": num(),
-        "bytes/call (est.)": num("ESTIMATED HBM bytes read + written per call, from shapes and dtypes"),
+        "bytes/call (est.)": num(
+            "ESTIMATED HBM bytes read + written per call, from shapes and dtypes (LOGICAL: every tensor once)"
+        ),
+        "DRAM bytes/call (predicted)": num(
+            "PREDICTED DRAM traffic per call in sequence: what stays in L2 between kernels and the write-back of "
+            "outputs (docs/COST_MODEL.md, 'DRAM model')"
+        ),
+        "flags": st.column_config.TextColumn(help="HBM flags from the byte model (analyzer.ops)"),
         "FLOPs/call (est.)": num("ESTIMATED floating-point operations per call"),
         "GB/s (est.)": num("estimated bytes / measured duration; — = no byte estimate"),
         "TFLOP/s (est.)": num("estimated FLOPs / measured duration; — = no FLOP estimate (e.g. data movement)"),
         "% peak BW": pct("estimated GB/s as % of the GPU's peak HBM bandwidth (empty: GPU not in the peak table)"),
         "% peak FLOP/s": pct("estimated TFLOP/s as % of the GPU's dense peak for the op's dtype"),
         "estimate basis": st.column_config.TextColumn(help="what the byte/FLOP estimate rests on"),
+        "DRAM prediction basis": st.column_config.TextColumn(help="what the DRAM prediction rests on"),
     },
 )
 st.caption(

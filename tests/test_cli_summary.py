@@ -53,11 +53,43 @@ def test_hf_eager_json_says_five_kernels():
     assert by_ops["mul"]["bytes_per_call"] == 150_994_944
 
 
+@pytest.mark.skipif(not HF_EAGER.exists(), reason="HF recordings not present")
+def test_step_table_every_step_with_spreads():
+    """Issue 12 bug 6: busy, span and idle per step for EVERY step (warm-up marked), medians and spreads over the
+    steady ones, the same figures as the steps table of the trace."""
+    from analyzer import load_trace
+
+    r = _run(str(HF_EAGER.relative_to(ROOT)), "--json")
+    j = json.loads(r.stdout)
+    table = j["step_table"]
+    steps = load_trace(HF_EAGER).steps.set_index("step")
+    assert [row["step"] for row in table] == steps.index.tolist() == [2, 3, 4]
+    assert [row["steady"] for row in table] == [False, True, True]
+    for row in table:
+        assert set(row) >= {"step", "kernels", "gpu_busy_us", "span_us", "idle_us"}
+        assert row["gpu_busy_us"] == pytest.approx(steps.loc[row["step"], "gpu_busy_us"])
+        assert row["span_us"] == pytest.approx(steps.loc[row["step"], "gpu_span_us"])
+        assert row["idle_us"] == pytest.approx(row["span_us"] - row["gpu_busy_us"])
+        assert row["kernels"] == 5
+    p = j["per_step"]
+    steady = [row for row in table if row["steady"]]
+    for key in ("gpu_busy_us", "span_us", "idle_us", "gpu_time_us"):
+        vals = [row[key] for row in steady]
+        assert p["spread"][key] == pytest.approx([min(vals), max(vals)])
+        assert min(vals) <= p[key] <= max(vals)
+    assert p["spread_rule"] == "min–max"
+    out = _run(str(HF_EAGER.relative_to(ROOT))).stdout
+    assert "2 (warm-up)" in out
+    busy = f"GPU busy {p['gpu_busy_us']:,.1f} µs ({p['spread']['gpu_busy_us'][0]:,.1f}–{p['spread']['gpu_busy_us'][1]:,.1f})"
+    assert busy in out
+
+
 def test_text_output():
     r = _run(str(BERT))
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert "GPU: NVIDIA H100 80GB HBM3" in out and "Per step: 60 kernels" in out and "Top kernels" in out
+    assert "GPU: NVIDIA H100 80GB HBM3" in out and "  60 kernels" in out and "Top kernels" in out
+    assert "GPU busy " in out and "step span " in out and " idle " in out  # the headline times, each with its spread
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("µs/step"))
     assert set(lines[header + 1].strip()) <= {"-", " "}  # a rule under the header

@@ -126,7 +126,7 @@ def test_dispatch_key_buckets_tokens_and_names_everything_else():
     swiglu = build_model("swiglu", 40, 72, torch.float32, DEVICE)
     x = torch.zeros(77, 40, device=DEVICE)
     kg, ks = dispatch.decision_key(geglu, x), dispatch.decision_key(swiglu, x)
-    assert kg != ks and kg[2:] == ("gated", "gelu_tanh", "float32", 128, 40, 72)
+    assert kg != ks and kg[1:] == ("gated", "gelu_tanh", torch.float32, 128, 40, 72)
     assert dispatch.decision_key(geglu, torch.zeros(128, 40, device=DEVICE)) == kg  # same bucket
     assert dispatch.decision_key(geglu, torch.zeros(129, 40, device=DEVICE)) != kg
     assert dispatch.decision_key(geglu, torch.zeros(77, 40, device=DEVICE, dtype=torch.float16)) != kg
@@ -142,7 +142,9 @@ def test_bench_and_sweep_entry_points_reach_every_tuner():
     choices = bench.autotune_choices()
     assert set(choices) == {"gating", "gemm_act_pointer", "dual_gemm_pointer", "tma_dual", "tma_single", "tma_gated"}
     assert hopper_gemm._single_tuned.configs == hopper_gemm.SINGLE_CONFIGS
-    assert hopper_gemm._gated_tuned.configs == hopper_gemm.GATED_CONFIGS
+    assert hopper_gemm._gated_tuned.configs == (
+        hopper_gemm.GATED_CONFIGS + hopper_gemm.GATED_CONFIGS_FEW_ROWS + hopper_gemm.GATED_CONFIGS_LLM
+    )
     if not ON_GPU:
         assert sweep.main([]) == 3  # no sm_90 GPU: a one-line error and exit code 3
 

@@ -12,7 +12,17 @@ import os
 from pathlib import Path
 
 from analyzer.errors import DiffError
-from analyzer.fmt import fmt_bytes, fmt_pct, fmt_us, json_text, safe_block, safe_text, short_name
+from analyzer.fmt import (
+    fmt_bytes,
+    fmt_pct,
+    fmt_range,
+    fmt_us,
+    fmt_us_spread,
+    json_text,
+    safe_block,
+    safe_text,
+    short_name,
+)
 
 REPORT_SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
@@ -84,20 +94,29 @@ def text_lines(diff) -> list[str]:
         norm = h.get("normalised_gpu_time_change_pct")
         out.append(
             f"  kernels/step {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]} · GPU time/step "
-            f"{fmt_us(b.gpu_time_us_per_step)}{_rng(rb)} → {fmt_us(r.gpu_time_us_per_step)}{_rng(rc)}{change}"
+            f"{fmt_us(b.gpu_time_us_per_step)}{fmt_range(rb)} → {fmt_us(r.gpu_time_us_per_step)}{fmt_range(rc)}{change}"
             + (f" {calls['gpu_time']}" if calls.get("gpu_time") else "")
             + (
                 f", normalised {fmt_pct(norm)} {calls.get('gpu_time_normalised') or ''}".rstrip()
                 if norm is not None
                 else ""
             )
-            + f" · idle {fmt_us(b.idle_us_per_step)} → {fmt_us(r.idle_us_per_step)}"
+        )
+        busy_call = " ".join(x for x in (fmt_pct(h.get("gpu_busy_change_pct")), calls.get("gpu_busy")) if x)
+        span_call = " ".join(x for x in (fmt_pct(h.get("span_change_pct")), calls.get("span")) if x)
+        out.append(
+            f"  GPU busy/step {fmt_us_spread(b.gpu_busy_us_per_step, b.step_range('gpu_busy_us'))} → "
+            f"{fmt_us_spread(r.gpu_busy_us_per_step, r.step_range('gpu_busy_us'))} ({busy_call})"
+            f" · step span {fmt_us_spread(b.span_us_per_step, b.step_range('span_us'))} → "
+            f"{fmt_us_spread(r.span_us_per_step, r.step_range('span_us'))} ({span_call})"
+            f" · idle {fmt_us_spread(b.idle_us_per_step, b.step_range('idle_us'))} → "
+            f"{fmt_us_spread(r.idle_us_per_step, r.step_range('idle_us'))}"
         )
         ev = h.get("cuda_event_time_us_per_step") or [None, None]
         if ev[0] is not None and ev[1] is not None:
             eb, ec = sp.get("cuda_event_time_us_per_step") or [None, None]
             out.append(
-                f"  CUDA events (runner): {fmt_us(ev[0])}{_rng(eb, 'p10–p90')} → {fmt_us(ev[1])}{_rng(ec, 'p10–p90')}"
+                f"  CUDA events (runner): {fmt_us(ev[0])}{fmt_range(eb, 'p10–p90')} → {fmt_us(ev[1])}{fmt_range(ec, 'p10–p90')}"
                 + (f" {calls['cuda_events']}" if calls.get("cuda_events") else "")
             )
         out.append(
@@ -110,8 +129,10 @@ def text_lines(diff) -> list[str]:
                 f"  fusion{' ×' + str(f.count_per_step) if f.count_per_step > 1 else ''}: {short_name(f.fused_kernel)} ← "
                 f"{' + '.join(f.ops) or '?'} ({len(f.replaces)} kernels) · intermediates {inter} · "
                 f"{fmt_bytes(f.bytes_avoided_per_step)} avoided · {fmt_us(f.base_time_us_per_step)} → "
-                f"{fmt_us(f.candidate_time_us_per_step)}"
+                f"{fmt_us(f.candidate_time_us_per_step)}" + (f" · {f.pattern}" if f.pattern else "")
             )
+            if f.bytes_note:
+                out.append(f"      bytes: {f.bytes_note}")
         for f in cd.swaps:
             out.append(f"  swap: {short_name(f.fused_kernel)} ← {short_name(f.replaces[0])} ({'+'.join(f.ops) or '?'})")
         if cd.kernel_choices:
@@ -121,15 +142,10 @@ def text_lines(diff) -> list[str]:
         if n_ub or n_uc:
             out.append(f"  unmatched kernels/step: {n_ub} baseline, {n_uc} candidate (see --json or --report)")
         left = r.remaining_bytes_per_step
-        if left > 0:
+        if r.remaining_unknown:
+            out.append(f"  still round-tripping through HBM: unknown ({r.remaining_unknown})")
+        elif left > 0:
             out.append(f"  still round-tripping through HBM: {fmt_bytes(left)}/step (see the report's 'What is left')")
     for n in diff.notes:
         out.append(f"note: {n}")
     return out
-
-
-def _rng(r, what: str = "") -> str:
-    """' (255.4–255.8)': a figure's range over the profiled steps."""
-    if not r:
-        return ""
-    return f" ({what + ' ' if what else ''}{r[0]:,.1f}–{r[1]:,.1f})"

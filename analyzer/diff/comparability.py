@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from analyzer.steps import spread_range  # noqa: F401  (re-exported: one rule for every shown spread)
+
 MIN_TOLERANCE_PCT = 3.0  # clock/power drift below this is normal between two recordings on one H100
 UNSTABLE_SPREAD_PCT = 10.0  # control group varying more than this within one run: conditions changed mid-run
 MIN_CONTROL_SHARE = 0.02  # control kernels must carry >= 2% of the baseline's kernel time to set a factor
@@ -182,6 +184,10 @@ def check(bseq, cseq) -> Comparability:
     }
     cand_factors = _candidate_factors(kernel_classes(c), class_factors, factor)
     by_class = ", ".join(f"{k} {v:.3f}" for k, v in class_factors.items())
+    if "memory" not in class_factors:
+        by_class += "; memory-bound kernels: no control kernel, taken at 1.0"
+    elif "compute" not in class_factors:
+        by_class += "; GEMM/attention: no control kernel, taken at the overall factor"
     known = [s for s in spreads.values() if s is not None]
     tol = max([MIN_TOLERANCE_PCT, *known])
     dev = 100.0 * (factor - 1.0)
@@ -315,17 +321,6 @@ def spread_pct(values) -> float | None:
         return None
     lo, hi = spread_range(v)
     return 100.0 * (hi - lo) / med
-
-
-def spread_range(values) -> tuple[float, float]:
-    """(low, high) of per-step values: (min, max), or (p10, p90) from 10 values on."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return (math.nan, math.nan)
-    if v.size >= 10:
-        return (float(np.percentile(v, 10)), float(np.percentile(v, 90)))
-    return (float(v.min()), float(v.max()))
 
 
 def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:

@@ -9,7 +9,6 @@ kernels (0 FLOPs) cannot sit on a log axis; `roofline_points` reports them so th
 from __future__ import annotations
 
 import html
-import re
 
 import numpy as np
 import pandas as pd
@@ -17,20 +16,12 @@ import plotly.graph_objects as go
 
 from analyzer.figures.timeline import CATEGORY_COLORS
 from analyzer.gpus import GpuSpec
+from analyzer.ops import dtypes as dt
 
 DODGE_DECADES = 0.05  # ±15 % in intensity per run: apart on screen, far below what would change a reading
 MAX_GEMM_LABELS = 12  # more would cover the chart; the hover names every marker
 SYMBOLS = ("circle", "diamond", "square", "triangle-up", "x", "star", "cross", "pentagon")
 ROOF_DTYPES = ("fp8", "bf16", "fp16", "tf32", "fp32")
-# Kineto 'Input type' names (c10 scalar types) → roof keys. 'float' alone is fp32 ('c10::BFloat16' must not match it).
-_DTYPE_RX = {
-    "bf16": re.compile(r"BFloat16|\bbf16\b"),
-    "fp16": re.compile(r"c10::Half|\bfp16\b"),
-    "fp32": re.compile(r"(?<![\w:])float(?!\w)|\bfp32\b"),
-    "fp8": re.compile(r"Float8|\bfp8"),
-}
-
-
 # x-axis byte figures: logical (every tensor once) or predicted DRAM traffic in sequence (analyzer.dram)
 BYTES = {"bytes_per_call": "HBM byte (logical estimate)", "dram_bytes_per_call": "DRAM byte (predicted, L2-aware)"}
 
@@ -188,8 +179,7 @@ def roofline_figure(
         if dtypes is None:
             used = set()
             if not pts.empty and "dtypes" in pts:
-                txt = " ".join(pts["dtypes"].astype(str))
-                used = {d for d, rx in _DTYPE_RX.items() if rx.search(txt)}
+                used = dt.peak_keys(pts["dtypes"].astype(str).unique())
             dtypes = tuple(d for d in ROOF_DTYPES if d in used and d in gpu.tflops) or tuple(
                 d for d in ("bf16", "fp32") if d in gpu.tflops
             )

@@ -227,20 +227,28 @@ def _functor(name: str) -> str:
     return ""
 
 
-def _index(name: str) -> str:
+# substring of the lower-cased name → op, first match wins (indexing kernels; reductions, scans, sorts, pooling)
+_INDEX_WORDS = (
+    ("index_put", "index_put"), ("index_copy", "index_copy"), ("embedding", "embedding"), ("scatter", "scatter"),
+    ("gather", "gather"), ("indexfunc", "index_add"), ("page_indices", "copy"),
+)  # fmt: skip
+_REDUCE_WORDS = (
+    ("radixsort", "sort"), ("scan", "scan"), ("cumsum", "scan"), ("compact", "scan"), ("reducebykey", "reduce_by_key"),
+    ("max_pool", "max_pool"), ("avg_pool", "avg_pool"), ("average_pool", "avg_pool"), ("routing", "moe_routing"),
+    ("finalize", "moe_finalize"), ("meanops", "mean"), ("welford", "var_mean"), ("normtwo", "norm"),
+    ("maxops", "max"), ("minops", "min"), ("argmax", "argmax"), ("and_kernel", "all"), ("or_kernel", "any"),
+    ("sum_functor", "sum"), ("prod", "prod"),
+)  # fmt: skip
+
+
+def _first_word(name: str, table: tuple[tuple[str, str], ...], default: str) -> str:
     low = name.lower()
-    for word, op in (
-        ("index_put", "index_put"),
-        ("index_copy", "index_copy"),
-        ("embedding", "embedding"),
-        ("scatter", "scatter"),
-        ("gather", "gather"),
-        ("indexfunc", "index_add"),
-        ("page_indices", "copy"),
-    ):
-        if word in low:
-            return op + ("_add" if op == "scatter" and "reduceadd" in low else "")
-    return "index"
+    return next((op for word, op in table if word in low), default)
+
+
+def _index(name: str) -> str:
+    op = _first_word(name, _INDEX_WORDS, "index")
+    return op + ("_add" if op == "scatter" and "reduceadd" in name.lower() else "")
 
 
 def _norm(name: str) -> str:
@@ -260,32 +268,7 @@ def _norm(name: str) -> str:
 
 
 def _reduce(name: str) -> str:
-    low = name.lower()
-    for word, op in (
-        ("radixsort", "sort"),
-        ("scan", "scan"),
-        ("cumsum", "scan"),
-        ("compact", "scan"),
-        ("reducebykey", "reduce_by_key"),
-        ("max_pool", "max_pool"),
-        ("avg_pool", "avg_pool"),
-        ("average_pool", "avg_pool"),
-        ("routing", "moe_routing"),
-        ("finalize", "moe_finalize"),
-        ("meanops", "mean"),
-        ("welford", "var_mean"),
-        ("normtwo", "norm"),
-        ("maxops", "max"),
-        ("minops", "min"),
-        ("argmax", "argmax"),
-        ("and_kernel", "all"),
-        ("or_kernel", "any"),
-        ("sum_functor", "sum"),
-        ("prod", "prod"),
-    ):
-        if word in low:
-            return op
-    return "reduce"
+    return _first_word(name, _REDUCE_WORDS, "reduce")
 
 
 def _library(name: str) -> str:
@@ -405,7 +388,9 @@ def refine_templates(gpu: pd.DataFrame) -> pd.Series:
     names_ = gpu["name"].astype(object)
     codes, uniques = pd.factorize(names_, sort=False)
     is_tem = np.array([isinstance(u, str) and gemm_reader.is_template(u) for u in uniques], dtype=bool)
-    rows = np.flatnonzero(is_tem[codes] & (names_ == gpu["op_name"]).to_numpy()) if len(gpu) else []
+    rows = np.flatnonzero(is_tem[codes]) if len(gpu) else np.zeros(0, dtype=np.int64)
+    op_names = gpu["op_name"].to_numpy(dtype=object)
+    rows = rows[names_.to_numpy(dtype=object)[rows] == op_names[rows]]
     if len(rows) == 0:
         return ops
     out = ops.to_numpy(dtype=object).copy()
@@ -420,12 +405,20 @@ def refine_templates(gpu: pd.DataFrame) -> pd.Series:
 
 
 def refine_by_op(ops: pd.Series, op_names: pd.Series) -> pd.Series:
-    """refine_one over every row, worked out once per distinct (ops, op) pair. Same index as ops."""
-    key = ops.astype(object).fillna("") + "\x1f" + op_names.astype(object).fillna("")
-    codes, uniques = pd.factorize(key, sort=False)
-    answers = [refine_one(*u.split("\x1f", 1)) for u in uniques]
-    return pd.Series(pd.Series(answers, dtype=object).to_numpy()[codes] if len(ops) else [], index=ops.index,
-                     dtype=object)  # fmt: skip
+    """refine_one over every row, worked out once per distinct (ops, op) pair (integer codes, no per-row text).
+    Same index as ops."""
+    o_codes, o_uni = pd.factorize(ops.to_numpy(dtype=object), use_na_sentinel=False)
+    p_codes, p_uni = pd.factorize(op_names.to_numpy(dtype=object), use_na_sentinel=False)
+    codes, uniq = pd.factorize(o_codes.astype(np.int64) * max(len(p_uni), 1) + p_codes)
+    if len(uniq) == 0:
+        return ops.copy()
+    at = np.zeros(len(uniq), dtype=np.int64)
+    at[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # first row of each pair
+    answers = np.empty(len(at), dtype=object)
+    for j, i in enumerate(at):
+        o, p = o_uni[o_codes[i]], p_uni[p_codes[i]]
+        answers[j] = refine_one(o, p) if isinstance(o, str) and isinstance(p, str) else o
+    return pd.Series(answers[codes], index=ops.index, dtype=object)
 
 
 def classify_names(names: pd.Series) -> pd.DataFrame:

@@ -126,3 +126,20 @@ def peak_key(short_name: str | None, kernel_name: str = "") -> str | None:
     if short_name in ("bf16", "fp16"):
         return short_name
     return "fp8" if short_name and short_name.startswith("fp8") else None
+
+
+def peak_keys(type_lists) -> set[str]:
+    """Peak keys of the dtypes named in KERNEL_SUMMARY 'dtypes' cells (JSON lists of 'Input type' names)."""
+    import json
+
+    keys: set[str] = set()
+    for cell in type_lists:
+        try:
+            names = json.loads(cell) if cell else []
+        except ValueError:
+            continue
+        for n in names if isinstance(names, list) else []:
+            k = peak_key(short(n) if isinstance(n, str) else None)
+            if k:
+                keys.add(k)
+    return keys

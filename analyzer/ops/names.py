@@ -346,3 +346,23 @@ def function_name(name: str) -> str:
             out.append("<>")
         i = j
     return "".join(out)
+
+
+# What a fusion group computes, by the ops of the kernels it replaced (first match wins; the diff's labels).
+FUSION_PATTERNS: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset(["pow", "mean", "rsqrt"]), "RMSNorm"),
+    (frozenset(["layer_norm"]), "LayerNorm"),
+    (frozenset(["rms_norm"]), "RMSNorm"),
+    (frozenset(["neg", "cat", "mul"]), "RoPE"),
+    (frozenset(["gelu", "mul"]), "GEGLU gating"),
+    (frozenset(["silu", "mul"]), "SwiGLU gating"),
+)
+
+
+def fusion_pattern(ops, attention: bool = False) -> str:
+    """'attention', 'RMSNorm', 'RoPE', 'GEGLU gating', … for a group whose replaced kernels computed `ops` ('' when
+    no pattern fits)."""
+    if attention:
+        return "attention (QKᵀ, scale, mask, softmax, PV)"
+    s = frozenset(ops)
+    return next((label for need, label in FUSION_PATTERNS if need <= s), "")

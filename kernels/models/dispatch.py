@@ -46,19 +46,9 @@ def decision_key(model, x2d: torch.Tensor) -> tuple:
     """Tokens go by power-of-two bucket: a probe per exact token count would re-time every path at each new batch
     size; within a bucket the GEMMs keep their shape class."""
     kind = kind_of(model)
-    d, h = (model.gate_proj if kind == "gated" else model.fc1).weight.shape[::-1]
-    m = x2d.shape[0]
-    bucket = 1 << max(m - 1, 0).bit_length()
-    return (
-        x2d.device.type,
-        x2d.device.index,
-        kind,
-        model.activation,
-        str(x2d.dtype).removeprefix("torch."),
-        bucket,
-        d,
-        h,
-    )
+    h, d = (model.gate_proj if kind == "gated" else model.fc1).weight.shape
+    bucket = 1 << max(x2d.shape[0] - 1, 0).bit_length()
+    return (x2d.get_device(), kind, model.activation, x2d.dtype, bucket, d, h)  # device -1: CPU
 
 
 def run_path(path: str, model, x2d: torch.Tensor) -> torch.Tensor:
@@ -93,7 +83,7 @@ def choose(model, x2d: torch.Tensor) -> str:
     path = _DECISIONS.get(key)
     if path is not None:
         return path
-    paths = PATHS[key[2]]
+    paths = PATHS[key[1]]
     if not x2d.is_cuda or torch.cuda.is_current_stream_capturing():
         return paths[0]  # nothing to time here; not cached, so a later eager call still measures
     times: dict[str, list[float]] = {p: [] for p in paths}
@@ -105,6 +95,8 @@ def choose(model, x2d: torch.Tensor) -> str:
             torch.cuda.synchronize()
             usable.append(p)
         except (RuntimeError, ValueError) as exc:  # e.g. out of resources: the path is not a candidate
+            if "inference-only" in str(exc):
+                raise  # grad mode with weights that need grads: say so, do not fall back to ATen silently
             times[p] = [float("inf")]
             _PROBES.setdefault(key, {})[f"{p} error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
     for _ in range(PROBE_PASSES):
@@ -131,9 +123,10 @@ def fuselens_forward(model, x: torch.Tensor) -> torch.Tensor:
 
 def decisions() -> list[dict]:
     """Every decision made in this process, with the probe's mean µs per path (bench and runner manifests)."""
-    names = ("device_type", "device", "kind", "activation", "dtype", "tokens_bucket", "d_model", "hidden")
+    names = ("device", "kind", "activation", "dtype", "tokens_bucket", "d_model", "hidden")
     return [
-        {**dict(zip(names, key, strict=True)), "path": path, "probe_us": _PROBES.get(key, {})}
+        {**dict(zip(names, key, strict=True)), "dtype": str(key[3]).removeprefix("torch."), "path": path}
+        | {"probe_us": _PROBES.get(key, {})}
         for key, path in _DECISIONS.items()
     ]
 
@@ -143,7 +136,7 @@ def decision_for(model, x: torch.Tensor) -> dict | None:
     key = decision_key(model, x.reshape(-1, x.shape[-1]))
     if key not in _DECISIONS:
         return None
-    return {"path": _DECISIONS[key], "probe_us": _PROBES.get(key, {}), "fused": _DECISIONS[key] == FUSED_PATH[key[2]]}
+    return {"path": _DECISIONS[key], "probe_us": _PROBES.get(key, {}), "fused": _DECISIONS[key] == FUSED_PATH[key[1]]}
 
 
 def clear() -> None:

@@ -96,21 +96,24 @@ def dual_gemm_gated(
     if activation not in ACTIVATIONS:
         raise ValueError(f"dual_gemm_gated: activation must be one of {ACTIVATIONS}, got {activation!r}")
     check_gemm_inputs("dual_gemm_gated", x, w_gate, w_up)
-    if w_gate.shape != w_up.shape or w_gate.stride() != w_up.stride():
+    w_stride = w_gate.stride()
+    if w_gate.shape != w_up.shape or w_stride != w_up.stride():
         raise ValueError(f"dual_gemm_gated: gate {tuple(w_gate.shape)} and up {tuple(w_up.shape)} must match")
     M, K = x.shape
     N = w_gate.shape[0]
-    out = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    dt = x.dtype
+    out = x.new_empty((M, N))
     if M == 0 or N == 0:
         return out
     if K == 0:
         return out.zero_()  # act(0) * 0 = 0 for gelu_tanh and silu
-    act = epilogue_act_id(activation, x.dtype)
+    act = epilogue_act_id(activation, dt)
     if impl != "pointer":
         if hopper_gemm.usable(x, w_gate, w_up):
             return hopper_gemm.persistent_gated(x, w_gate, w_up, act, out=out)
         if impl == "tma":
             raise ValueError("dual_gemm_gated: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
-    strides = (*x.stride(), *w_gate.stride(), *out.stride())
-    launch_pointer_gemm(_dual_gemm_tuned, (x, w_gate, w_up, out), M, N, K, strides, {"ACT": act, **dot_flags(x.dtype)})
+    flags = {"ACT": act, **dot_flags(dt)}
+    strides = (*x.stride(), *w_stride, N, 1)  # out: a fresh contiguous [M, N]
+    launch_pointer_gemm(_dual_gemm_tuned, (x, w_gate, w_up, out), M, N, K, strides, flags)
     return out

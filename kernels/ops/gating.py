@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from kernels.ops.activations import act_f32, act_id
-from kernels.ops.launch import Tuned, ptr_spec
+from kernels.ops.launch import Tuned
 from kernels.ops.triton_util import check_device
 
 ACTIVATIONS = ("gelu_tanh", "silu")
@@ -77,14 +77,12 @@ def fused_gating(gate: torch.Tensor, up: torch.Tensor, activation: str = "gelu_t
     if n == 0:
         return out
     act = act_id(activation)
-    dev = gate.device.index or 0
-    # tuned per power-of-two size bucket; the compiled code depends on n's divisibility (EVEN, Triton's int spec)
-    key = (dev, gate.dtype, act, triton.next_power_of_2(n))
-    spec = (n % 8192, ptr_spec(gate), ptr_spec(up), ptr_spec(out))
+    dev = gate.get_device()
+    dt = gate.dtype
     _gating_kernel_tuned.launch(
-        key,
-        spec,
-        lambda cfg: (gate, up, out, n),
+        (dev, dt, act, n, gate.data_ptr() & 15, up.data_ptr() & 15),
+        lambda: (dev, dt, act, triton.next_power_of_2(n)),  # tuned per power-of-two size bucket
+        (gate, up, out, n),
         lambda cfg: {"ACT": act, "EVEN": n % cfg.kwargs["BLOCK"] == 0},
         lambda cfg: (triton.cdiv(n, cfg.kwargs["BLOCK"]), 1, 1),
         dev,

@@ -96,27 +96,23 @@ def gemm_bias_act(
     check_gemm_inputs("gemm_bias_act", x, weight)
     M, K = x.shape
     N = weight.shape[0]
-    if bias is not None and (bias.shape != (N,) or bias.dtype != x.dtype):
-        raise ValueError(f"gemm_bias_act: bias must be [{N}] of {x.dtype}, got {tuple(bias.shape)} {bias.dtype}")
-    out = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    dt = x.dtype
+    if bias is not None and (bias.shape != (N,) or bias.dtype != dt):
+        raise ValueError(f"gemm_bias_act: bias must be [{N}] of {dt}, got {tuple(bias.shape)} {bias.dtype}")
+    out = x.new_empty((M, N))
     if M == 0 or N == 0:
         return out
     if K == 0:  # x @ W^T is all zeros, so the result is act(bias) in every row (act(0) = 0 for all four)
         if bias is None:
             return out.zero_()
-        return out.copy_(TORCH_ACTS[activation](bias.float()).to(x.dtype).expand(M, N))
+        return out.copy_(TORCH_ACTS[activation](bias.float()).to(dt).expand(M, N))
+    act = epilogue_act_id(activation, dt)
     if impl != "pointer":
         if hopper_gemm.usable(x, weight):
-            return hopper_gemm.persistent_gemm(x, weight, bias, epilogue_act_id(activation, x.dtype), out=out)
+            return hopper_gemm.persistent_gemm(x, weight, bias, act, out=out)
         if impl == "tma":
             raise ValueError("gemm_bias_act: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
-    launch_pointer_gemm(
-        _gemm_act_tuned,
-        (x, weight, bias if bias is not None else x, out),
-        M,
-        N,
-        K,
-        (*x.stride(), *weight.stride(), *out.stride()),
-        {"HAS_BIAS": bias is not None, "ACT": epilogue_act_id(activation, x.dtype), **dot_flags(x.dtype)},
-    )
+    flags = {"HAS_BIAS": bias is not None, "ACT": act, **dot_flags(dt)}
+    strides = (*x.stride(), *weight.stride(), N, 1)  # out: a fresh contiguous [M, N]
+    launch_pointer_gemm(_gemm_act_tuned, (x, weight, bias if bias is not None else x, out), M, N, K, strides, flags)
     return out

@@ -13,8 +13,8 @@ Why not `triton.autotune` + `kernel[grid](...)`:
 
 Specialisation: Triton compiles a kernel per "specialisation" of its integer and pointer arguments (an int equal to 1,
 or divisible by 16; a pointer 16-byte aligned). A compiled kernel reused for an argument outside its specialisation
-would read misaligned memory, so the wrappers put those properties in `spec` (see `int_spec`, `ptr_spec`) and a
-launcher is cached per (key, spec).
+would read misaligned memory, so a launcher is cached per `spec`: the raw sizes and strides, the pointers'
+alignment (data_ptr & 15), the device, dtype and constexpr flags, which fix the specialisation and the grid too.
 """
 
 from __future__ import annotations
@@ -24,29 +24,32 @@ from collections.abc import Callable
 
 import torch
 
-from kernels.ops.triton_util import autotune_bench, interpreting
+from kernels.ops.triton_util import INTERPRETING, autotune_bench
 
 # FUSELENS_FAST_LAUNCH=0 sends every call through JITFunction.run (scripts/host_overhead.py times both ways).
 FAST_LAUNCH = os.environ.get("FUSELENS_FAST_LAUNCH", "1") != "0"
 
 
-def int_spec(v: int) -> int:
-    """What Triton specialises an int argument on: 1 (folded to a constant), divisible by 16, or neither."""
-    return 1 if v == 1 else (16 if v % 16 == 0 else 0)
+try:  # Triton >= 3.4: launch enter/exit hooks (set by profilers such as proton) live in knobs.runtime
+    from triton import knobs as _knobs
+
+    _RUNTIME = _knobs.runtime
+except (ImportError, AttributeError):
+    _RUNTIME = None
 
 
-def ptr_spec(t: torch.Tensor) -> bool:
-    return t.data_ptr() % 16 == 0
+def _hook_active(hook) -> bool:
+    # Triton 3.6 keeps each hook as a HookChain (never None; active when it holds calls), 3.4-3.5 as a callable or None
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return True if calls is None else bool(calls)
 
 
-def _launch_hooks():
-    """Triton's launch enter/exit hooks (set by profilers such as proton): with one set, launches take the full path."""
-    try:
-        from triton import knobs
-
-        return knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
-    except (ImportError, AttributeError):
-        return None, None
+def _hooks_set() -> bool:
+    """With a launch hook set, launches take Triton's own path, which calls it. (Triton 3.6's own path also builds a
+    launch-metadata dict and calls the empty hook chains on every launch, hooks or not; the fast path does neither.)"""
+    return _RUNTIME is None or _hook_active(_RUNTIME.launch_enter_hook) or _hook_active(_RUNTIME.launch_exit_hook)
 
 
 class Tuned:
@@ -62,8 +65,9 @@ class Tuned:
         self.prune = prune  # (configs, prune_arg) -> the configs worth timing for this call
         self.cache: dict = {}
         self.timings: dict = {}
-        self._launchers: dict = {}  # (key, spec) -> (config, compiled kernel, constexpr tail)
+        self._launchers: dict = {}  # spec -> (key, config, compiled kernel, constexpr tail, grid)
         self.slow_calls = 0  # launches that went through JITFunction.run (tests count them)
+        self.signature_ok: bool | None = None  # interpreter runs: would the GPU path cache a launcher
 
     def clear(self) -> None:
         self.cache.clear()
@@ -71,29 +75,35 @@ class Tuned:
 
     def launch(
         self,
-        key: tuple,
         spec: tuple,
-        args_fn: Callable,
+        key_fn: Callable,
+        args,
         consts_fn: Callable,
         grid_fn: Callable,
         device_index: int,
         prune_arg=None,
         interp_config=None,
     ):
-        """Run the kernel once. key: everything the choice of config depends on (device, dtype, constexpr flags,
-        shape or its bucket); spec: what the compiled code depends on beyond key (int_spec / ptr_spec of the
-        arguments); args_fn(cfg): the kernel's leading runtime arguments in signature order; consts_fn(cfg): its
-        constexpr arguments other than the config's; grid_fn(cfg): a 3-tuple."""
-        if interpreting():
+        """Run the kernel once.
+        spec: a tuple that fixes everything the launch depends on (device, dtype, constexpr flags, the raw sizes
+              and strides, pointer alignment): the cached launcher's key;
+        key_fn(): the tuning key (device, dtype, flags, sizes or their bucket), computed on a launcher miss only;
+        args: the kernel's leading runtime arguments in signature order, or a callable(cfg) returning them (TMA
+              descriptors depend on the config's tile);
+        consts_fn(cfg): the constexpr arguments other than the config's; grid_fn(cfg): a 3-tuple."""
+        if INTERPRETING:
             cfg = interp_config
-            self.kernel[grid_fn(cfg)](*args_fn(cfg), **consts_fn(cfg), **cfg.kwargs)
+            a = args(cfg) if callable(args) else args
+            consts = consts_fn(cfg)
+            self.kernel[grid_fn(cfg)](*a, **consts, **cfg.kwargs)
+            # what the GPU path's launcher cache needs (runtime args first, then exactly these constexprs), checked
+            # here too so CPU tests catch a wrapper whose arguments would leave every GPU call on the slow path
+            self.signature_ok = self._tail(len(a), {**consts, **cfg.kwargs}) is not None
             return
-        hit = self._launchers.get((key, spec)) if FAST_LAUNCH else None
-        if hit is not None and self.cache.get(key) is hit[0]:
-            cfg, compiled, tail = hit
-            enter, leave = _launch_hooks()
-            if enter is None and leave is None:
-                g = grid_fn(cfg)
+        if FAST_LAUNCH:
+            hit = self._launchers.get(spec)
+            if hit is not None and self.cache.get(hit[0]) is hit[1] and not _hooks_set():
+                _key, cfg, compiled, tail, g = hit
                 compiled.run(
                     g[0],
                     g[1],
@@ -104,20 +114,22 @@ class Tuned:
                     None,
                     None,
                     None,
-                    *args_fn(cfg),
+                    *(args(cfg) if callable(args) else args),
                     *tail,
                 )
                 return
+        key = key_fn()
         cfg = self.cache.get(key)
         if cfg is None:
-            cfg = self._choose(key, args_fn, consts_fn, grid_fn, prune_arg)
+            cfg = self._choose(key, args, consts_fn, grid_fn, prune_arg)
         self.slow_calls += 1
-        args = args_fn(cfg)
+        a = args(cfg) if callable(args) else args
         consts = consts_fn(cfg)
-        compiled = self.kernel.run(*args, grid=grid_fn(cfg), warmup=False, **consts, **cfg.all_kwargs())
-        tail = self._tail(len(args), {**consts, **cfg.kwargs})
-        if tail is not None and all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata")):
-            self._launchers[(key, spec)] = (cfg, compiled, tail)
+        grid = grid_fn(cfg)
+        compiled = self.kernel.run(*a, grid=grid, warmup=False, **consts, **cfg.all_kwargs())
+        tail = self._tail(len(a), {**consts, **cfg.kwargs})
+        if tail is not None and all(hasattr(compiled, n) for n in ("run", "function", "packed_metadata")):
+            self._launchers[spec] = (key, cfg, compiled, tail, grid)
 
     def _tail(self, n_args: int, consts: dict) -> tuple | None:
         """The constexpr arguments after the n_args runtime ones, in signature order, or None when the signature
@@ -127,7 +139,7 @@ class Tuned:
             return None
         return tuple(consts[n] for n in names[n_args:])
 
-    def _choose(self, key, args_fn, consts_fn, grid_fn, prune_arg):
+    def _choose(self, key, args, consts_fn, grid_fn, prune_arg):
         configs = self.prune(self.configs, prune_arg) if self.prune else self.configs
         if len(configs) == 1 or torch.cuda.is_current_stream_capturing():
             # nothing to compare, or inside CUDA-graph capture (timing would synchronise): the first candidate
@@ -137,7 +149,8 @@ class Tuned:
         for cfg in configs:
 
             def call(cfg=cfg):
-                self.kernel.run(*args_fn(cfg), grid=grid_fn(cfg), warmup=False, **consts_fn(cfg), **cfg.all_kwargs())
+                a = args(cfg) if callable(args) else args
+                self.kernel.run(*a, grid=grid_fn(cfg), warmup=False, **consts_fn(cfg), **cfg.all_kwargs())
 
             try:
                 call()  # compiles; a config that does not fit (shared memory, registers) raises here
