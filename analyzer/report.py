@@ -470,7 +470,9 @@ def _candidate_blocks(diff, cd, html_figures: bool) -> list[tuple]:
         b.append(("p", "None: every kernel on both sides is matched or in a group above."))
 
     b.append(("h3", f"What is left: tensors {cd.label} still writes to HBM and reads straight back"))
-    if cd.run.remaining:
+    if cd.run.remaining_unknown:
+        b.append(("p", f"Unknown: {cd.run.remaining_unknown}."))
+    elif cd.run.remaining:
         rows = [
             [
                 x["kind"],

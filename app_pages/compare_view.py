@@ -407,6 +407,9 @@ def remaining(cd) -> None:
     def who(name, op) -> str:
         return f"{short_name(name, 36)}" + (f" ({op})" if op and op != name else "")
 
+    if cd.run.remaining_unknown:
+        st.caption(f"Unknown for {ui.esc(cd.label)}: {ui.esc(cd.run.remaining_unknown)}.")
+        return
     rows = [
         {
             "kind": r["kind"],
