@@ -218,3 +218,23 @@ def test_empty_k_gives_activation_of_bias(act):
     out = gemm_bias_act(torch.empty(5, 0, device=DEVICE), torch.empty(16, 0, device=DEVICE), b, act)
     want = {"gelu": F.gelu(b), "gelu_tanh": F.gelu(b, approximate="tanh"), "silu": F.silu(b), "identity": b}[act]
     assert torch.allclose(out, want.expand(5, 16), rtol=0, atol=1e-6)
+
+
+@pytest.mark.skipif(ON_GPU, reason="the GPU test (test_kernels_gpu) counts the launcher's slow calls instead")
+def test_every_wrapper_passes_arguments_the_launcher_can_cache():
+    """On the GPU each kernel is launched from a cached launcher after its first call, which needs the wrapper to pass
+    the kernel's runtime arguments first and exactly its constexprs after (kernels.ops.launch): checked here, under
+    the interpreter, for every shipped kernel."""
+    from kernels.ops import dual_gemm, gating, gemm_act
+    from kernels.ops.gating import fused_gating
+
+    x, (wg, wu) = _inputs(130, 72, 200, "bf16", seed=3, n_weights=2)
+    b = randn(200, dtype=x.dtype, seed=4)
+    dual_gemm_gated(x, wg, wu, "silu", impl="tma")
+    dual_gemm_gated(x, wg, wu, "silu", impl="pointer")
+    gemm_bias_act(x, wg, b, "gelu", impl="tma")
+    gemm_bias_act(x, wg, b, "gelu", impl="pointer")
+    fused_gating(F.linear(x, wg), F.linear(x, wu), "gelu_tanh")
+    tuners = [hopper_gemm._gated_tuned, hopper_gemm._single_tuned, dual_gemm._dual_gemm_tuned]
+    tuners += [gemm_act._gemm_act_tuned, gating._gating_kernel_tuned]
+    assert {t.name: t.signature_ok for t in tuners} == {t.name: True for t in tuners}
