@@ -52,6 +52,8 @@ chosen = st.pills(
     format_func=lambda k: state._state()[state.K_RUNS][k].label,
     key="fl_timeline_runs",
 )
+if st.session_state.get("fl_timeline_step", REPRESENTATIVE) not in (REPRESENTATIVE, *range(max_steps)):
+    st.session_state.pop("fl_timeline_step", None)  # a shared link's step these runs do not have
 c2, c3, c4 = st.columns([3, 2, 2], vertical_alignment="bottom")
 position = c2.selectbox(
     "Step",
