@@ -149,12 +149,13 @@ st.caption(
 )
 dl_cols = st.columns(min(len(sel), 4))
 for i, (r, v) in enumerate(zip(sel, views, strict=True)):
+    from analyzer.fmt import file_label
     from analyzer.perfetto import step_trace_bytes
 
     dl_cols[i % len(dl_cols)].download_button(
         f"{r.label}: step {v.step}",
         data=lambda r=r, v=v: step_trace_bytes(r.trace, v.step, r.label),
-        file_name=f"fuselens-{state.default_label(r.file_name)}-step{v.step}.json",
+        file_name=f"fuselens-{file_label(r.file_name)}-step{v.step}.json",
         mime="application/json",
         icon=":material/open_in_new:",
         on_click="ignore",
