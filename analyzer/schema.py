@@ -63,6 +63,11 @@ GPU_OPS = _table(
         "that op's 'Concrete Inputs' (list of str: scalar argument values, e.g. is_causal 'True') or None",
     ),
     ("shapes_known", "bool", "True when the kernel carries its op's input shapes (False: e.g. CUDA-graph replay)"),
+    (
+        "graph_replay",
+        "bool",
+        "launched by a CUDA-graph replay (one cudaGraphLaunch, many GPU ops): no op or shapes of its own",
+    ),
     ("step", "int64", "profiler step number the kernel belongs to (by its launch time; -1 outside any step)"),
     ("bytes", "float64", "ESTIMATED HBM bytes read + written (NaN unknown); basis in cost_basis"),
     ("flops", "float64", "ESTIMATED floating-point operations (NaN unknown / 0 for pure data movement)"),

@@ -19,7 +19,13 @@ DEFAULT_CASE = {"workload": "geglu", "batch": 64, "seq": 128, "d_model": 768, "h
 INDEX_SCHEMA = "fuselens.samples/1"
 # What the app opens on: the four variants the HF case is about (the set may hold more, e.g. fuselens-gating).
 OPENING_VARIANTS = ("eager", "compile", "liger", "fuselens")
-WORKLOAD_NAMES = {"geglu": "GEGLU MLP", "swiglu": "SwiGLU MLP", "plain": "MLP (Linear-GELU-Linear)"}
+WORKLOAD_NAMES = {
+    "geglu": "GEGLU MLP",
+    "swiglu": "SwiGLU MLP",
+    "plain": "MLP (Linear-GELU-Linear)",
+    "gemma-layer": "Gemma-style decoder layer",
+    "llama-layer": "Llama-style decoder layer",
+}
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,13 @@ def case_title(m: dict) -> str:
     if s:
         tokens = s.get("tokens") or (s.get("batch", 0) * s.get("seq", 0))
         parts.append(f"{s.get('batch')}×{s.get('seq')} tokens (M={tokens})")
-        parts.append(f"d_model {s.get('d_model')} · hidden {s.get('hidden')}")
+        if s.get("heads"):  # a decoder layer (kernels.models.layer): hidden size, heads, MLP intermediate size
+            parts.append(
+                f"hidden {s.get('d_model')} · {s.get('heads')} q / {s.get('kv_heads')} KV heads × {s.get('head_dim')}"
+                f" · intermediate {s.get('intermediate') or s.get('hidden')}"
+            )
+        else:
+            parts.append(f"d_model {s.get('d_model')} · hidden {s.get('hidden')}")
     if m.get("dtype"):
         parts.append(str(m["dtype"]))
     parts.append("training step" if m.get("train") else "forward")

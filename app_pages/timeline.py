@@ -43,25 +43,38 @@ def ordinal(k: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
-c1, c2, c3 = st.columns([3, 3, 2], vertical_alignment="bottom")
-chosen = c1.multiselect(
+# Runs as pills on their own row: multiselect chips cut labels ("fu…") once four runs share a third of the page.
+chosen = st.pills(
     "Runs",
     [r.key for r in runs],
+    selection_mode="multi",
     default=[r.key for r in runs],
     format_func=lambda k: state._state()[state.K_RUNS][k].label,
+    key="fl_timeline_runs",
 )
+c2, c3, c4 = st.columns([3, 2, 2], vertical_alignment="bottom")
 position = c2.selectbox(
     "Step",
     [REPRESENTATIVE, *range(max_steps)],
     format_func=lambda p: (
-        "representative (median GPU span of the steady-state steps)"
-        if p == REPRESENTATIVE
-        else f"{ordinal(p)} recorded step"
+        "representative step (median GPU span)" if p == REPRESENTATIVE else f"{ordinal(p)} recorded step"
     ),
-    help="Steps are matched by position, since step numbers differ between runs; each is re-based to its own start.",
+    help="Representative: each run's steady-state step with the median GPU span. Steps are matched by position, "
+    "since step numbers differ between runs; each is re-based to its own start.",
+    key="fl_timeline_step",
 )
-with_cpu = c3.toggle("CPU ops that launched them", value=False)
+with_cpu = c3.toggle("Show CPU ops", value=False, help="the CPU ops that launched the kernels, as extra lanes")
 sel = [r for r in runs if r.key in chosen]
+# A step of tens of kernels (a decoder layer: 15-50) reads best one equal slot per kernel; time-proportional bars
+# leave its 1-14 µs norm/RoPE kernels as slivers beside 180 µs GEMMs. The time layout stays one click away.
+ops_per_step = max((len(r.trace.gpu_ops) / max(1, len(_steps(r))) for r in sel), default=0)
+sequence = c4.toggle(
+    "Kernel order (equal widths)",
+    value=20 <= ops_per_step <= tl.SEQUENCE_MAX_OPS,
+    disabled=with_cpu,
+    help="One equal slot per GPU op in launch order, so short kernels get a readable label; hover for the real start "
+    "and duration. Off: bars on a µs scale.",
+)
 if not sel:
     st.info("Pick at least one run.")
     st.stop()
@@ -80,13 +93,13 @@ if longest > 0 and sum(len(v.gpu) for v in views) > 2000:
 
 title = f"GPU timeline, one step per run ({', '.join(v.label for v in views)})"
 # One figure memoized per view settings: reruns and page returns reuse it instead of re-aggregating 100k+ ops.
-memo_key = (tuple((r.key, r.label) for r in sel), tuple(v.step for v in views), with_cpu, window)
+memo_key = (tuple((r.key, r.label) for r in sel), tuple(v.step for v in views), with_cpu, window, sequence)
 memo = st.session_state.get("fl_timeline_memo")
 if memo is not None and memo[0] == memo_key:
     fig, build_ms = memo[1], memo[2]
 else:
     t0 = time.perf_counter()
-    fig = tl.timeline_figure(views, window=window)
+    fig = tl.timeline_figure(views, window=window, sequence=sequence and not with_cpu)
     build_ms = (time.perf_counter() - t0) * 1000
     st.session_state["fl_timeline_memo"] = (memo_key, fig, build_ms)
 meta = fig.layout.meta or {}

@@ -118,6 +118,17 @@ def sequence(summary, label: str, step: int | None = None) -> RunSeq:
         notes.append(f"GPU ops on devices {sorted(g['device'].unique().tolist())}; compared device {dev} only")
         g = g[g["device"] == dev]
     g = g.sort_values(["step", "ts_us"], kind="stable")
+    replay = g["graph_replay"].to_numpy(dtype=bool) if "graph_replay" in g else np.zeros(len(g), dtype=bool)
+    if replay.any():
+        # The op around a cudaGraphLaunch (often none) is not what a replayed kernel computes, and all its kernels
+        # share it: each replayed kernel is its own call, with no op, so no op's shapes or ops are read into it.
+        g = g.copy()
+        g.loc[replay, "op_name"] = ""
+        g.loc[replay, "op_index"] = -1
+        notes.append(
+            f"{int(replay.sum())} GPU ops ran as CUDA-graph replays: no op or shapes per kernel, so kernels are "
+            "aligned with the other run by name and order, and their bytes are unknown"
+        )
 
     key_text = g["name"].astype(str) + "\x1f" + g["op_name"].astype(str) + "\x1f" + g["input_dims"].map(repr)
     h = pd.util.hash_pandas_object(key_text, index=False).to_numpy(np.uint64)
@@ -423,17 +434,30 @@ class Alignment:
         return cb + (c_pos - cc) * (nb - cb) / max(nc - cc, 1)
 
 
+def _replayed(rows: pd.DataFrame) -> bool:
+    return "graph_replay" in rows and bool(rows["graph_replay"].any())
+
+
+def _name_keys(rows: pd.DataFrame) -> list[tuple]:
+    """Keys by kernel name alone, for a pair where one run replays CUDA graphs: its kernels have no op or shapes,
+    so a GEMM's (M, N, K) or a kernel's op cannot be compared; the same name in the same order is the evidence."""
+    return [("m" if k != "kernel" else "k", n) for k, n in zip(rows["kind"], rows["name"], strict=True)]
+
+
 def align(base: pd.DataFrame, cand: pd.DataFrame) -> Alignment:
     """Pairs of equal kernels: first the in-order matching blocks (match_blocks), then equal kernels left over on
-    both sides paired in order of appearance ('reordered': e.g. a second stream scheduled them differently)."""
+    both sides paired in order of appearance ('reordered': e.g. a second stream scheduled them differently).
+    When either run replays CUDA graphs, kernels are equal by name (`_name_keys`), and pairs say 'name'."""
+    by_name = _replayed(base) or _replayed(cand)
     codes: dict = {}
-    b_codes = [codes.setdefault(k, len(codes)) for k in base["key"]]
-    c_codes = [codes.setdefault(k, len(codes)) for k in cand["key"]]
+    b_codes = [codes.setdefault(k, len(codes)) for k in (_name_keys(base) if by_name else base["key"])]
+    c_codes = [codes.setdefault(k, len(codes)) for k in (_name_keys(cand) if by_name else cand["key"])]
     in_b, in_c = match_blocks(b_codes, c_codes)
     b_gemm = base["is_gemm"].to_numpy()
     b_has_gemm = [g is not None for g in base["gemm"]]
     pairs: list[tuple[int, int, str]] = [
-        (bi, cj, "gemm" if b_gemm[bi] and b_has_gemm[bi] else "same") for bi, cj in zip(in_b, in_c, strict=True)
+        (bi, cj, "name" if by_name else "gemm" if b_gemm[bi] and b_has_gemm[bi] else "same")
+        for bi, cj in zip(in_b, in_c, strict=True)
     ]
     anchors_b = list(in_b)
     anchors_c = list(in_c)

@@ -102,6 +102,8 @@ class RunFacts:
     # per steady step (steps_used order): 'gpu_time_us', 'gpu_busy_us', 'idle_us', 'span_us' — the values the
     # medians above are taken over, for their spread
     step_values: dict = field(default_factory=dict)
+    # why this run's round trips cannot be listed (e.g. CUDA-graph replays: kernels without op or shapes); '' = known
+    remaining_unknown: str = ""
 
     def step_range(self, key: str) -> list[float] | None:
         """[low, high] of a per-step figure over the steady steps (min–max; p10–p90 from 10 steps on), or None."""
@@ -123,6 +125,8 @@ class RunFacts:
 
     @property
     def remaining_bytes_per_step(self) -> float:
+        if self.remaining_unknown:
+            return float("nan")  # unknown is never 0
         return float(sum(r["round_trip_bytes"] for r in self.remaining if finite(r["round_trip_bytes"])))
 
 
@@ -468,6 +472,7 @@ class CandidateDiff:
         out["unmatched"] = clean_json({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
         out["time_breakdown"] = clean_json(self.time_breakdown)
         out["remaining"] = clean_json(self.run.remaining)
+        out["remaining_unknown"] = self.run.remaining_unknown or None
         comp = self.comparability.to_json() if self.comparability is not None else None
         if comp is not None:  # what the runner sampled while each run's steps ran (manifest), beside the factor
             comp["recorded_conditions"] = {
@@ -636,6 +641,13 @@ def _run_facts(summary, seq: RunSeq) -> RunFacts:
     gpu = getattr(summary.trace, "gpu", None)
     gbps = getattr(gpu, "hbm_gbps", None)
     remaining = _aggregate_round_trips([_round_trip_json(seq, r, gbps) for r in remaining_round_trips(seq)])
+    n_replay = int(seq.rows["graph_replay"].sum()) if "graph_replay" in seq.rows else 0
+    remaining_unknown = (
+        f"{n_replay} of its {len(seq.rows)} GPU ops per step ran as CUDA-graph replays, which record no op or "
+        "tensor shapes per kernel, so the tensors they write and read back are unknown"
+        if n_replay
+        else ""
+    )
     top_gemm, dtype = None, None
     gem = [(float(t), g) for t, g in zip(seq.rows["dur_us"], seq.rows["gemm"], strict=True) if g is not None]
     if gem:
@@ -669,6 +681,7 @@ def _run_facts(summary, seq: RunSeq) -> RunFacts:
         dram_bytes_per_step=dram_total,
         dram_basis=dram_basis,
         step_values=_step_values(summary),
+        remaining_unknown=remaining_unknown,
     )
 
 
@@ -1063,6 +1076,7 @@ def _run_json(r: RunFacts) -> dict:
             "by_category": r.by_category,
             "remaining": r.remaining,
             "remaining_round_trip_bytes_per_step": r.remaining_bytes_per_step,
+            "remaining_unknown": r.remaining_unknown or None,
             "top_gemm": r.top_gemm,
             "measured_dram_bytes_per_step": r.measured_dram_bytes,
             "measured_warm_dram_bytes_per_step": r.measured_warm_dram_bytes,

@@ -2,7 +2,7 @@
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
 #   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | configs | record | record-hf |
 #                                          record-fuselens | record-layer | record-llama-layer | record-templates |
-#                                          record-skew | check | gpu-tests | host | bench | bench-quick | bench-mlp |
+#                                          record-skew | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
@@ -155,6 +155,21 @@ host() {  # host time per op call, fast path vs JITFunction.run
   echo "host rc=$?"; sed -n '1,20p' "$R/logs/host_overhead.txt"
 }
 
+two_models() {  # the issue-16 scenario, this code and the code before the fix (83c02fe's kernels/), one process each
+  echo "== two models in one process"
+  timeout "$(left 150)" python3 scripts/two_models.py --order geglu,swiglu --json "$R/bench/two_models_new.json" \
+    >"$R/logs/two_models_new.txt" 2>&1
+  echo "two-models (this code) rc=$?"; grep -E "^[12] " "$R/logs/two_models_new.txt"
+  rm -rf /tmp/fuselens_old && mkdir -p /tmp/fuselens_old
+  if git archive 83c02fe kernels | tar -x -C /tmp/fuselens_old 2>"$R/logs/two_models_old.txt"; then
+    timeout "$(left 150)" python3 scripts/two_models.py --order geglu,swiglu --root /tmp/fuselens_old \
+      --json "$R/bench/two_models_old.json" >>"$R/logs/two_models_old.txt" 2>&1
+    echo "two-models (83c02fe) rc=$?"; grep -E "^[12] " "$R/logs/two_models_old.txt"
+  else
+    echo "two-models (83c02fe): git archive failed (no history on this machine?)"; tail -2 "$R/logs/two_models_old.txt"
+  fi
+}
+
 sweep_llm() {
   echo "== per-config sweep at the LLM shapes"
   timeout "$(left 240)" python3 -m kernels.lab.sweep --cases llm --out "$R/bench/sweep_llm.md" >"$R/logs/sweep_llm.txt" 2>&1
@@ -187,7 +202,7 @@ for step in "$@"; do
     record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
     record-skew) record_skew ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
-    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;;
+    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; two-models) two_models ;;
     bench-llm) bench --shapes llm ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;

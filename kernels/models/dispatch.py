@@ -95,6 +95,8 @@ def choose(model, x2d: torch.Tensor) -> str:
             torch.cuda.synchronize()
             usable.append(p)
         except (RuntimeError, ValueError) as exc:  # e.g. out of resources: the path is not a candidate
+            if "inference-only" in str(exc):
+                raise  # grad mode with weights that need grads: say so, do not fall back to ATen silently
             times[p] = [float("inf")]
             _PROBES.setdefault(key, {})[f"{p} error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
     for _ in range(PROBE_PASSES):
