@@ -345,7 +345,9 @@ def main(argv: list[str] | None = None) -> int:
             if "fuselens" in ok:
                 f = ok["fuselens"]
                 ft = f["load_s"] + f["summarize_s"]
-                notes.append(f"first open: peak PSS = {f['pss_peak_bytes'] / plain:.2f}× the uncompressed file (target ≤ 1.5×)")
+                notes.append(
+                    f"first open: peak PSS = {f['pss_peak_bytes'] / plain:.2f}× the uncompressed file (target ≤ 1.5×)"
+                )
                 if "orjson" in ok:
                     notes.append(f"first open / orjson+pandas time = {ft / ok['orjson']['load_s']:.2f} (target ≤ 0.25)")
                 if "hta" in ok:
