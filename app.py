@@ -30,6 +30,12 @@ if "fl_started" not in st.session_state:
     if sets:
         samples.load_set(sets[0], variants=samples.OPENING_VARIANTS)
 
+# Narrower page margins than Streamlit's 5rem / 6rem: at 1280 px with the sidebar open the main column gains ~100 px,
+# which is what keeps the tables inside the page on a laptop screen or a 16:10 slide (local CSS, nothing fetched).
+st.html(
+    "<style>[data-testid='stMainBlockContainer']{padding-left:2rem;padding-right:2rem;padding-top:2.5rem;"
+    "max-width:none}</style>"
+)
 sidebar.load_requested_sample()
 sidebar.render()
 page = st.navigation(nav.pages(), position="sidebar")

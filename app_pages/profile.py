@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 import shlex
 import sys
@@ -28,54 +27,10 @@ else:
     st.warning(f"Profiling is disabled: {ui.esc(gpu_text)}.", icon=":material/block:")
 
 
-FUSELENS_VARIANTS = ("fuselens", "fuselens-graph")
-
-
-def fuselens_path_notes(out_dir) -> list[str]:
-    """One line per fuselens variant of a finished run: which path its measurement chose (the runner's manifest,
-    kernels.models.dispatch), and a warning where it fell back from the fused kernel."""
-    try:
-        manifest = json.loads((out_dir / "manifest.json").read_text())
-        variants = [v for v in manifest.get("variants", []) if isinstance(v, dict)]
-    except (OSError, ValueError, AttributeError):
-        return []
-    notes = []
-    for v in variants:
-        if v.get("name") not in FUSELENS_VARIANTS or "fuselens_path" not in v:
-            continue
-        path, probe = v["fuselens_path"], v.get("fuselens_probe_us") or {}
-        times = ", ".join(f"{p} {us:.1f} µs" for p, us in probe.items() if isinstance(us, (int, float)))
-        if v.get("fuselens_fused") is False:
-            notes.append(
-                f"Warning: {v['name']} fell back to the {path} path at this size: its fused kernel measured slower"
-                + (f" (first-call probe: {times})" if times else "")
-            )
-        else:
-            notes.append(f"{v['name']} ran the {path} path" + (f" (first-call probe: {times})" if times else ""))
-    return notes
-
-
-def fallback_hint(params: profile_job.Params) -> str | None:
-    """Why FuseLens may not use its fused TMA kernel at these sizes (facts about where the kernel applies; the
-    runner measures the paths and picks): None where the fused TMA kernel applies."""
-    if not any(v in FUSELENS_VARIANTS for v in params.variants):
-        return None
-    reasons = []
-    tokens = params.batch * params.seq
-    if tokens <= 64:
-        reasons.append(f"{tokens} tokens: decode-sized, FuseLens uses its pointer kernel")
-    if params.dtype == "fp32":
-        reasons.append("fp32: no TMA kernel (tensor-core paths are fp16/bf16)")
-    elif params.d_model % 8 or params.hidden % 8:
-        reasons.append("d_model and hidden not multiples of 8: rows are not 16-byte aligned for TMA")
-    if not reasons:
-        return None
-    return (
-        "FuseLens may fall back at this size ("
-        + "; ".join(reasons)
-        + "). The runner measures its fused kernel against cuBLAS + gating and cuBLAS + ATen on the first call and"
-        " runs the fastest; the result names the path."
-    )
+# Pure helpers live in profile_job (importing a page file runs the page, forms and all).
+FUSELENS_VARIANTS = profile_job.FUSELENS_VARIANTS
+fuselens_path_notes = profile_job.fuselens_path_notes
+fallback_hint = profile_job.fallback_hint
 
 
 def _load_results(job: profile_job.Job) -> None:

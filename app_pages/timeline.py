@@ -43,24 +43,27 @@ def ordinal(k: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
-c1, c2, c3, c4 = st.columns([3, 3, 2, 2], vertical_alignment="bottom")
-chosen = c1.multiselect(
+# Runs as pills on their own row: multiselect chips cut labels ("fu…") once four runs share a third of the page.
+chosen = st.pills(
     "Runs",
     [r.key for r in runs],
+    selection_mode="multi",
     default=[r.key for r in runs],
     format_func=lambda k: state._state()[state.K_RUNS][k].label,
+    key="fl_timeline_runs",
 )
+c2, c3, c4 = st.columns([3, 2, 2], vertical_alignment="bottom")
 position = c2.selectbox(
     "Step",
     [REPRESENTATIVE, *range(max_steps)],
     format_func=lambda p: (
-        "representative (median GPU span of the steady-state steps)"
-        if p == REPRESENTATIVE
-        else f"{ordinal(p)} recorded step"
+        "representative step (median GPU span)" if p == REPRESENTATIVE else f"{ordinal(p)} recorded step"
     ),
-    help="Steps are matched by position, since step numbers differ between runs; each is re-based to its own start.",
+    help="Representative: each run's steady-state step with the median GPU span. Steps are matched by position, "
+    "since step numbers differ between runs; each is re-based to its own start.",
+    key="fl_timeline_step",
 )
-with_cpu = c3.toggle("CPU ops that launched them", value=False)
+with_cpu = c3.toggle("Show CPU ops", value=False, help="the CPU ops that launched the kernels, as extra lanes")
 sel = [r for r in runs if r.key in chosen]
 # A step of tens of kernels (a decoder layer: 15-50) reads best one equal slot per kernel; time-proportional bars
 # leave its 1-14 µs norm/RoPE kernels as slivers beside 180 µs GEMMs. The time layout stays one click away.

@@ -184,7 +184,7 @@ def test_page_runs_shows_busy_to_others_and_opens_compare(standin, monkeypatch):
 def test_fallback_hint_names_why_the_fused_kernel_may_not_apply():
     """The Profile page warns before a run where FuseLens's fused TMA kernel does not apply (the runner then
     measures its paths and may fall back): decode token counts, fp32, rows not 16-byte aligned. The HF shape: none."""
-    from app_pages.profile import fallback_hint
+    from app_pages.profile_job import fallback_hint
 
     assert fallback_hint(pj.Params(variants=("eager", "fuselens"))) is None
     assert fallback_hint(pj.Params(variants=("eager",), batch=1, seq=16)) is None  # fuselens not requested
@@ -199,7 +199,7 @@ def test_fuselens_path_notes_read_the_runner_manifest(tmp_path):
     (kernels/lab/profile.py: fuselens_path, fuselens_fused, fuselens_probe_us), and warns where it fell back."""
     import json
 
-    from app_pages.profile import fuselens_path_notes
+    from app_pages.profile_job import fuselens_path_notes
 
     manifest = {
         "variants": [
