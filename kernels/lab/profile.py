@@ -669,7 +669,14 @@ def run(argv: list[str] | None = None) -> int:
                 **lv.path,
             )
             if lv.name in measure:
-                entry.update(_measure_bytes(ns, lv.name, out_dir))
+                # the ncu child is a new process: it runs the path this run chose instead of measuring its own
+                forced = lv.path.get("fuselens_path") if lv.name in ("fuselens", "fuselens-graph") else None
+                if forced:
+                    os.environ["FUSELENS_PATH"] = forced
+                try:
+                    entry.update(_measure_bytes(ns, lv.name, out_dir))
+                finally:
+                    os.environ.pop("FUSELENS_PATH", None)
             entry["message"] = f"median {entry['median_us']:.1f} us per {'training step' if ns.train else 'forward'}"
             clk = (entry["conditions"]["profiled"] or {}).get("sm_clock_mhz")
             if clk:
