@@ -156,7 +156,8 @@ def test_partial_failure_keeps_what_was_recorded(standin, monkeypatch):
 
 @pytest.mark.skipif(not HF_OK, reason="sample_traces/hf_geglu_bf16 missing")
 def test_page_runs_shows_busy_to_others_and_opens_compare(standin, monkeypatch):
-    monkeypatch.setenv("STANDIN_DELAY_S", "1.0")
+    # long enough that the second session renders while the run is still going on a loaded 2-core machine
+    monkeypatch.setenv("STANDIN_DELAY_S", "3.0")
     at = s.app("profile")
     assert any("Stand-in for an H100" in t for t in s.texts(at, "success"))
     at.multiselect[0].set_value(["eager", "compile"])  # variants: form widgets commit with the submit

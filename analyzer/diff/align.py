@@ -219,12 +219,14 @@ def _annotate(rows: pd.DataFrame, trace) -> None:
     dims_col = rows["input_dims"].tolist()
     types_col = rows["input_types"].tolist()
     concrete_col = rows["concrete_inputs"].tolist() if "concrete_inputs" in rows else [None] * len(rows)
+    strides_col = rows["input_strides"].tolist() if "input_strides" in rows else [None] * len(rows)
     cols = zip(
         rows["name"].tolist(),
         rows["op_name"].tolist(),
         map(repr, dims_col),
         map(repr, types_col),
         map(repr, concrete_col),
+        map(repr, strides_col),
         roles.tolist(),
         rows["ops"].tolist(),
         rows["category"].tolist(),
@@ -238,7 +240,7 @@ def _annotate(rows: pd.DataFrame, trace) -> None:
         k = tuple(k)
         hit = cache.get(k)
         if hit is None:
-            hit = cache[k] = _row_facts(*k[:2], dims_col[i], types_col[i], concrete_col[i], *k[5:])
+            hit = cache[k] = _row_facts(*k[:2], dims_col[i], types_col[i], concrete_col[i], strides_col[i], *k[6:])
         facts.append(hit)
     rows["role"] = roles
     for n, col in enumerate(("gemm", "io", "op_ops", "name_ops", "is_gemm", "key", "dims", "attn")):
@@ -266,13 +268,17 @@ def _concat_dtypes(ios: list, lookback: int = 8) -> list:
     return out
 
 
-def _row_facts(name, op, dims, types, concrete, role: str, ops, category, kind) -> tuple:
+def _row_facts(name, op, dims, types, concrete, strides, role: str, ops, category, kind) -> tuple:
     """(gemm, io, op_ops, name_ops, is_gemm, key, dims, attn) of one GPU op (see _annotate); dims is dims_text of
     its op's input shapes; attn the attention call of an SDPA-family op (analyzer.ops.attention) or None.
     name_ops: the kernel name's ops as analyzer.ops.classify decoded them (the one decoder)."""
     op = op or ""
     g = gemm.gemm_problem(op, dims, types) if role == "main" else None
-    io = tensor_io(op, dims, types, concrete) if op and role in ("main", "first", "last") else TensorIO((), None)
+    io = (
+        tensor_io(op, dims, types, concrete, strides)
+        if op and role in ("main", "first", "last")
+        else TensorIO((), None)
+    )
     attn = None
     if role in ("main", "first", "last") and attention.is_attention_op(op):
         attn = attention.attention_problem(op, read_tensors(dims, types), concrete, name)

@@ -418,7 +418,9 @@ def attention_facts(trace_path: Path) -> dict:
     found = sorted({(m.group(1) + (m.group(2) or b"")).decode() for m in _ATTENTION_OP.finditer(text)})
     if _ATTENTION_MATH.search(text):
         found.append("math")
-    kernels = sorted({m.group(1).decode(errors="replace")[:160] for m in _ATTENTION_KERNEL.finditer(text)})
+    names = {m.group(1).decode(errors="replace")[:160] for m in _ATTENTION_KERNEL.finditer(text)}
+    # an Inductor pointwise kernel named after the SDPA op its output feeds (RoPE + layout copy) is not attention
+    kernels = sorted(n for n in names if not n.startswith(("triton_poi_", "triton_red_", "triton_per_")))
     return {"attention_backend": "+".join(found) or "none", "attention_kernels": kernels[:4]}
 
 
@@ -661,7 +663,14 @@ def run(argv: list[str] | None = None) -> int:
                 **lv.path,
             )
             if lv.name in measure:
-                entry.update(_measure_bytes(ns, lv.name, out_dir))
+                # the ncu child is a new process: it runs the path this run chose instead of measuring its own
+                forced = lv.path.get("fuselens_path") if lv.name in ("fuselens", "fuselens-graph") else None
+                if forced:
+                    os.environ["FUSELENS_PATH"] = forced
+                try:
+                    entry.update(_measure_bytes(ns, lv.name, out_dir))
+                finally:
+                    os.environ.pop("FUSELENS_PATH", None)
             entry["message"] = f"median {entry['median_us']:.1f} us per {'training step' if ns.train else 'forward'}"
             clk = (entry["conditions"]["profiled"] or {}).get("sm_clock_mhz")
             if clk:
