@@ -58,6 +58,7 @@ RECORD_FIELDS = (
     "key",
     "dims",
     "attn",
+    "kernel_gbps",
 )
 _Record = namedtuple("_Record", RECORD_FIELDS)
 
@@ -158,8 +159,26 @@ def sequence(summary, label: str, step: int | None = None) -> RunSeq:
         rows[col] = vals[shown_i]
     rows = rows.reset_index(drop=True)
     rows["pos"] = np.arange(len(rows))
+    rows["kernel_gbps"] = _summary_gbps(rows, summary)
     _annotate(rows, trace)
     return RunSeq(label, rows, [int(s) for s in same], steps_used or steps, int(same[shown_i]), notes, durs)
+
+
+def _summary_gbps(rows: pd.DataFrame, summary) -> np.ndarray:
+    """Each GPU op's achieved GB/s as the Summary's kernel table states it (its (name, op, shapes) row: estimated
+    bytes per call over the median call), so a fusion row's GB/s for one kernel is the figure every other surface
+    shows for it (NaN where the table has no such row)."""
+    from analyzer.summary import shapes_text
+
+    k = getattr(summary, "kernels", None)
+    if k is None or len(k) == 0:
+        return np.full(len(rows), np.nan)
+    table = {
+        (n, o, sh): g
+        for n, o, sh, g in zip(k["name"], k["op_name"], k["shapes"], k["achieved_gbps"].astype(float), strict=True)
+    }
+    keys = zip(rows["name"], rows["op_name"], map(shapes_text, rows["input_dims"]), strict=True)
+    return np.array([table.get(key, np.nan) for key in keys], dtype=float)
 
 
 def _roles(rows: pd.DataFrame) -> pd.Series:

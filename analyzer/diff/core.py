@@ -158,6 +158,10 @@ class FusionRow:
     # plain-words warnings about the figures (analyzer.cost.hbm_flags: a rate above the run's HBM peak)
     base_flags: list[str] = field(default_factory=list)
     candidate_flags: list[str] = field(default_factory=list)
+    # one kernel on a side: its GB/s as the Summary's kernel table states it (what summary, Kernels, Roofline show);
+    # several: NaN, and the side's GB/s is its bytes over its time in the representative step
+    base_kernel_gbps: float = float("nan")
+    candidate_kernel_gbps: float = float("nan")
 
     @property
     def dram_bytes_avoided_per_step(self) -> float:
@@ -171,10 +175,14 @@ class FusionRow:
 
     @property
     def base_gbps(self) -> float:
+        if finite(self.base_kernel_gbps):
+            return self.base_kernel_gbps
         return _gbps(self.base_bytes_per_step, self.base_time_us_per_step)
 
     @property
     def candidate_gbps(self) -> float:
+        if finite(self.candidate_kernel_gbps):
+            return self.candidate_kernel_gbps
         return _gbps(self.candidate_bytes_per_step, self.candidate_time_us_per_step)
 
     def to_json(self) -> dict:
@@ -905,6 +913,8 @@ def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -
         bytes_note=_bytes_note(g, attention),
         base_dram_bytes_per_step=float(b_dram[[*g.members, *g.side]].sum()) if b_dram is not None else float("nan"),
         candidate_dram_bytes_per_step=float(c_dram[g.fused].sum()) if c_dram is not None else float("nan"),
+        base_kernel_gbps=float(members[0].kernel_gbps) if len(members) == 1 and not g.side else float("nan"),
+        candidate_kernel_gbps=float(fr[0].kernel_gbps) if len(fr) == 1 else float("nan"),
     )
 
 
