@@ -184,7 +184,7 @@ def test_cli_text_leads_with_conditions_and_changed_kernels():
     ).stdout.splitlines()
     i = next(n for n, line in enumerate(out) if line.startswith("liger vs eager"))
     assert out[i + 1].startswith("  conditions: SKEWED — 2 kernels identical in both runs")
-    assert out[i + 2].startswith("  changed kernels saved") and "normalised" in out[i + 2]
+    assert out[i + 2].startswith("  changed kernels saved") and "at equal conditions" in out[i + 2]
 
 
 def test_report_shows_the_badge(hf):

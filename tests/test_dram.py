@@ -134,3 +134,62 @@ def test_summary_json_gives_dram_bytes_for_every_kernel_with_shapes():
         for k in doc["kernels"]:
             assert k["dram_bytes_per_call"] is not None and k["dram_basis"].startswith("predicted"), (v, k["name"])
         assert doc["per_step"]["dram_bytes"] > 0 and "LOGICAL" in doc["dram_model"]
+
+
+def _warm_sets():
+    """Every sample case whose runner recorded in-sequence ncu counters (`warm` in <variant>.ncu.json)."""
+    out = []
+    for doc in sorted(SAMPLES.glob("*/*.ncu.json")):
+        if '"warm"' in doc.read_text():
+            out.append((doc.parent.name, doc.name.removesuffix(".ncu.json")))
+    return out
+
+
+def _structural_miss(i: int, n: int, names: list[str], err: float) -> bool:
+    """The documented misses (COST_MODEL.md, "DRAM model"), by where a kernel sits: the step's last kernel writes
+    back the dirty tail its predecessor left (under-predicted by up to 30%); the first leaves its own tail to the next
+    (over-predicted by up to 30%); the kernel after a pointwise one inherits its tail (to -20%); an in-place
+    Inductor GELU merges writes (to +15%)."""
+    if i == n - 1:
+        return -30 <= err <= 0
+    if i == 0:
+        return 0 <= err <= 30
+    if "triton_poi_" in names[i]:
+        return 0 <= err <= 15
+    return -20 <= err <= 0
+
+
+@pytest.mark.parametrize("case, variant", _warm_sets() or [pytest.param("-", "-", marks=pytest.mark.skip("no set"))])
+def test_recorded_warm_sets(case, variant):
+    """Every set the runner recorded with in-sequence counters (H100 and H200): step within ±10%; for the MLP cases
+    the issue names (HF GEGLU, plain), each kernel within ±10% or one of the documented misses."""
+    import json
+
+    trace = load_trace(SAMPLES / case / f"{variant}.json.gz")
+    s = summarize(trace)
+    doc = json.loads((SAMPLES / case / f"{variant}.ncu.json").read_text())
+    block = doc["warm"]
+    measured = block["step_dram_bytes_read"] + block["step_dram_bytes_write"]
+    assert abs(s.per_step["dram_bytes"] / measured - 1) <= 0.10, (s.per_step["dram_bytes"], measured)
+    if block.get("l2_cache_bytes") and trace.gpu is not None:
+        assert trace.gpu.cache_bytes == block["l2_cache_bytes"]  # the peak table's L2 is the device's own
+    if not any(x in case for x in ("hf_geglu", "plain_")):
+        return  # other sets (the Gemma decoder layer): the step only; per kernel see COST_MODEL.md
+    g = trace.gpu_ops[trace.gpu_ops["step"] == s.per_step["dram_step"]].sort_values("ts_us")
+    g = g[g["kind"] == "kernel"]
+    pred = predict_step(g, trace.gpu)["dram_bytes"].to_numpy()
+    kernels = block.get("kernels") or doc["kernels"]
+    names = [str(x) for x in g["name"]]
+    assert len(kernels) == len(g)
+    for i, (p, m) in enumerate(zip(pred, kernels, strict=True)):
+        err = 100 * (p / (m["warm_dram_bytes_read"] + m["warm_dram_bytes_write"]) - 1)
+        assert abs(err) <= 10 or _structural_miss(i, len(g), names, err), (i, names[i], err)
+
+
+def test_structural_misses_cover_the_round0_misses():
+    for (case, variant, i), err in MISSES.items():
+        trace = load_trace(SAMPLES / case / f"{variant}.json.gz")
+        g = trace.gpu_ops[trace.gpu_ops["kind"] == "kernel"]
+        n = int((g["step"] == g["step"].iloc[-1]).sum())
+        names = [str(x) for x in g[g["step"] == g["step"].iloc[-1]].sort_values("ts_us")["name"]]
+        assert _structural_miss(i, n, names, err), (case, variant, i, err)

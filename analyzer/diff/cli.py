@@ -101,7 +101,6 @@ def text_lines(diff) -> list[str]:
                 if norm is not None
                 else ""
             )
-            + f" · idle {fmt_us(b.idle_us_per_step)} → {fmt_us(r.idle_us_per_step)}"
         )
         busy_call = " ".join(x for x in (fmt_pct(h.get("gpu_busy_change_pct")), calls.get("gpu_busy")) if x)
         span_call = " ".join(x for x in (fmt_pct(h.get("span_change_pct")), calls.get("span")) if x)
@@ -130,8 +129,10 @@ def text_lines(diff) -> list[str]:
                 f"  fusion{' ×' + str(f.count_per_step) if f.count_per_step > 1 else ''}: {short_name(f.fused_kernel)} ← "
                 f"{' + '.join(f.ops) or '?'} ({len(f.replaces)} kernels) · intermediates {inter} · "
                 f"{fmt_bytes(f.bytes_avoided_per_step)} avoided · {fmt_us(f.base_time_us_per_step)} → "
-                f"{fmt_us(f.candidate_time_us_per_step)}"
+                f"{fmt_us(f.candidate_time_us_per_step)}" + (f" · {f.pattern}" if f.pattern else "")
             )
+            if f.bytes_note:
+                out.append(f"      bytes: {f.bytes_note}")
         for f in cd.swaps:
             out.append(f"  swap: {short_name(f.fused_kernel)} ← {short_name(f.replaces[0])} ({'+'.join(f.ops) or '?'})")
         if cd.kernel_choices:
@@ -141,7 +142,9 @@ def text_lines(diff) -> list[str]:
         if n_ub or n_uc:
             out.append(f"  unmatched kernels/step: {n_ub} baseline, {n_uc} candidate (see --json or --report)")
         left = r.remaining_bytes_per_step
-        if left > 0:
+        if r.remaining_unknown:
+            out.append(f"  still round-tripping through HBM: unknown ({r.remaining_unknown})")
+        elif left > 0:
             out.append(f"  still round-tripping through HBM: {fmt_bytes(left)}/step (see the report's 'What is left')")
     for n in diff.notes:
         out.append(f"note: {n}")

@@ -184,6 +184,10 @@ def check(bseq, cseq) -> Comparability:
     }
     cand_factors = _candidate_factors(kernel_classes(c), class_factors, factor)
     by_class = ", ".join(f"{k} {v:.3f}" for k, v in class_factors.items())
+    if "memory" not in class_factors:
+        by_class += "; memory-bound kernels: no control kernel, taken at 1.0"
+    elif "compute" not in class_factors:
+        by_class += "; GEMM/attention: no control kernel, taken at the overall factor"
     known = [s for s in spreads.values() if s is not None]
     tol = max([MIN_TOLERANCE_PCT, *known])
     dev = 100.0 * (factor - 1.0)

@@ -28,10 +28,19 @@ from analyzer.diff import comparability as comp_
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.comparability import Comparability, spread_range
 from analyzer.diff.facts import conditions_text, measured_dram_bytes, run_facts, workload_text
-from analyzer.diff.match import Group, RoundTrip, group_kernels, member_bytes, remaining_round_trips
+from analyzer.diff.match import (
+    ROUND_TRIP_FIXES,
+    Group,
+    RoundTrip,
+    group_kernels,
+    member_bytes,
+    remaining_round_trips,
+)
 from analyzer.dram import predict_step
 from analyzer.errors import DiffError
 from analyzer.fmt import clean_json, file_label, finite, fmt_bytes, fmt_us, safe_text, short_name, unique_label
+from analyzer.ops import names
+from analyzer.ops.tensors import shape_text
 from analyzer.schema import CATEGORIES
 
 CHANGE_PCT_BASIS = (
@@ -93,6 +102,8 @@ class RunFacts:
     # per steady step (steps_used order): 'gpu_time_us', 'gpu_busy_us', 'idle_us', 'span_us' — the values the
     # medians above are taken over, for their spread
     step_values: dict = field(default_factory=dict)
+    # why this run's round trips cannot be listed (e.g. CUDA-graph replays: kernels without op or shapes); '' = known
+    remaining_unknown: str = ""
 
     def step_range(self, key: str) -> list[float] | None:
         """[low, high] of a per-step figure over the steady steps (min–max; p10–p90 from 10 steps on), or None."""
@@ -114,6 +125,8 @@ class RunFacts:
 
     @property
     def remaining_bytes_per_step(self) -> float:
+        if self.remaining_unknown:
+            return float("nan")  # unknown is never 0
         return float(sum(r["round_trip_bytes"] for r in self.remaining if finite(r["round_trip_bytes"])))
 
 
@@ -137,12 +150,18 @@ class FusionRow:
     candidate_bytes_per_step: float  # the fused kernel's own estimate (analyzer.cost, as in summary)
     evidence: list[str]
     also_removed: list[str] = field(default_factory=list)  # memsets / helper kernels of the replaced op calls
+    pattern: str = ""  # what the group computes: 'attention (…)', 'RMSNorm', 'RoPE', 'GEGLU gating', … or ''
+    bytes_note: str = ""  # how bytes_avoided_per_step adds up, tensor by tensor
     # PREDICTED DRAM traffic (analyzer.dram, in sequence) of the replaced kernels and of the replacing kernel(s)
     base_dram_bytes_per_step: float = float("nan")
     candidate_dram_bytes_per_step: float = float("nan")
     # plain-words warnings about the figures (analyzer.cost.hbm_flags: a rate above the run's HBM peak)
     base_flags: list[str] = field(default_factory=list)
     candidate_flags: list[str] = field(default_factory=list)
+    # one kernel on a side: its GB/s as the Summary's kernel table states it (what summary, Kernels, Roofline show);
+    # several: NaN, and the side's GB/s is its bytes over its time in the representative step
+    base_kernel_gbps: float = float("nan")
+    candidate_kernel_gbps: float = float("nan")
 
     @property
     def dram_bytes_avoided_per_step(self) -> float:
@@ -156,10 +175,14 @@ class FusionRow:
 
     @property
     def base_gbps(self) -> float:
+        if finite(self.base_kernel_gbps):
+            return self.base_kernel_gbps
         return _gbps(self.base_bytes_per_step, self.base_time_us_per_step)
 
     @property
     def candidate_gbps(self) -> float:
+        if finite(self.candidate_kernel_gbps):
+            return self.candidate_kernel_gbps
         return _gbps(self.candidate_bytes_per_step, self.candidate_time_us_per_step)
 
     def to_json(self) -> dict:
@@ -189,6 +212,8 @@ class FusionRow:
                 "dram_bytes_avoided_per_step": self.dram_bytes_avoided_per_step,
                 "evidence": self.evidence,
                 "also_removed": self.also_removed,
+                "pattern": self.pattern,
+                "bytes_note": self.bytes_note,
             }
         )
 
@@ -390,8 +415,8 @@ class CandidateDiff:
         if norm is not None:
             nr = sp.get("changed_kernels_saved_normalised_us_per_step")
             saved = (
-                f"changed kernels {_saved_text(norm)}/step, normalised ({_range_text(nr)} over {n} steps: "
-                f"{_call_text(calls.get('changed_kernels_normalised'))}); {_saved_text(raw)} as recorded"
+                f"changed kernels {_saved_text(norm)}/step at equal conditions ({_range_text(nr)} over {n} steps: "
+                f"{_call_text(calls.get('changed_kernels_normalised'))}; as recorded: {_saved_text(raw)})"
             )
         else:
             saved = (
@@ -455,6 +480,7 @@ class CandidateDiff:
         out["unmatched"] = clean_json({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
         out["time_breakdown"] = clean_json(self.time_breakdown)
         out["remaining"] = clean_json(self.run.remaining)
+        out["remaining_unknown"] = self.run.remaining_unknown or None
         comp = self.comparability.to_json() if self.comparability is not None else None
         if comp is not None:  # what the runner sampled while each run's steps ran (manifest), beside the factor
             comp["recorded_conditions"] = {
@@ -620,7 +646,16 @@ def _run_facts(summary, seq: RunSeq) -> RunFacts:
     by_cat = {}
     for cat, v in (per.get("by_category") or {}).items():
         by_cat[str(cat)] = {"count": _num(v, "count"), "time_us": _num(v, "time_us")}
-    remaining = _aggregate_round_trips([_round_trip_json(seq, r) for r in remaining_round_trips(seq)])
+    gpu = getattr(summary.trace, "gpu", None)
+    gbps = getattr(gpu, "hbm_gbps", None)
+    remaining = _aggregate_round_trips([_round_trip_json(seq, r, gbps) for r in remaining_round_trips(seq)])
+    n_replay = int(seq.rows["graph_replay"].sum()) if "graph_replay" in seq.rows else 0
+    remaining_unknown = (
+        f"{n_replay} of its {len(seq.rows)} GPU ops per step ran as CUDA-graph replays, which record no op or "
+        "tensor shapes per kernel, so the tensors they write and read back are unknown"
+        if n_replay
+        else ""
+    )
     top_gemm, dtype = None, None
     gem = [(float(t), g) for t, g in zip(seq.rows["dur_us"], seq.rows["gemm"], strict=True) if g is not None]
     if gem:
@@ -654,6 +689,7 @@ def _run_facts(summary, seq: RunSeq) -> RunFacts:
         dram_bytes_per_step=dram_total,
         dram_basis=dram_basis,
         step_values=_step_values(summary),
+        remaining_unknown=remaining_unknown,
     )
 
 
@@ -758,11 +794,16 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
             f"{sum(k['count_per_step'] for k in unmatched_cand)} candidate kernels per step matched nothing "
             "(listed under unmatched)"
         )
-    matched_share = len(res.pairs) / max(len(b_rows), 1)
+    # kernels with an equal in the candidate, or in an eager attention chain an attention kernel of its shapes took
+    # (shape evidence, analyzer.diff.attention): a compiled layer pairs only its GEMMs and fuses the rest. Op names
+    # alone do not count: unrelated runs (BERT vs an MI300 block) share op names
+    explained = len(res.pairs) + sum(len(g.members) for g in res.groups if g.edges is not None)
+    matched_share = explained / max(len(b_rows), 1)
     if matched_share < 0.3 and len(b_rows) >= 10:  # e.g. two different models: groups are guesses
         notes.append(
-            f"only {matched_share:.0%} of the baseline's GPU ops have an equal in {cseq.label}: these runs may not "
-            "run the same model or shapes, so fusion groups and bytes avoided are unreliable"
+            f"only {matched_share:.0%} of the baseline's GPU ops have an equal in {cseq.label} or a replacement named"
+            " by evidence: these runs may not run the same model or shapes, so fusion groups and bytes avoided are"
+            " unreliable"
         )
     if any(not f.bytes_complete for f in fusions):
         notes.append("some fusion groups have kernels without recorded shapes: their bytes avoided are lower bounds")
@@ -843,6 +884,13 @@ def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -
         )
     base_bytes = sum(member_bytes(m) for m in members)
     avoided = g.bytes_avoided if g.bytes_complete or g.intermediates else float("nan")
+    attention = any(r.attn is not None for r in fr)
+    pattern = names.fusion_pattern(ops, attention) if g.kind == "fusion" else ""
+    first = members[0] if members else None
+    if pattern.endswith("Norm") and first is not None and names.op_base(first.op_name) == "add":
+        out = first.io.output
+        if out is not None and out.dtype in ("bf16", "fp16"):  # the norm's own eps add is fp32 [.., 1]
+            pattern += " + residual add"
     cand_bytes = sum(member_bytes(r) for r in fr)  # the fused kernel's own estimate: what summary shows for it
     return FusionRow(
         kind=g.kind,
@@ -861,9 +909,34 @@ def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -
         base_bytes_per_step=base_bytes,
         candidate_bytes_per_step=cand_bytes,
         evidence=[f"{short_name(b_rows[m].name)}: {g.evidence.get(m, '')}" for m in g.members],
+        pattern=pattern,
+        bytes_note=_bytes_note(g, attention),
         base_dram_bytes_per_step=float(b_dram[[*g.members, *g.side]].sum()) if b_dram is not None else float("nan"),
         candidate_dram_bytes_per_step=float(c_dram[g.fused].sum()) if c_dram is not None else float("nan"),
+        base_kernel_gbps=float(members[0].kernel_gbps) if len(members) == 1 and not g.side else float("nan"),
+        candidate_kernel_gbps=float(fr[0].kernel_gbps) if len(fr) == 1 else float("nan"),
     )
+
+
+def _bytes_note(g: Group, attention: bool) -> str:
+    """bytes avoided spelled out: each kind of intermediate (element count, dtype, readers), its size and count,
+    e.g. '4 × [8,2048,2048] bf16 67,108,864 B × (1 write + 1 read) + … = 1,090,519,040 B'."""
+    if not g.intermediates:
+        return ""
+    kinds: dict[tuple, list] = {}
+    for it in g.intermediates:
+        t = it.tensor
+        kinds.setdefault((t.numel, t.dtype, len(it.consumers)), []).append(t)
+    parts = []
+    for (_, dtype, reads), ts in kinds.items():
+        rw = f"(1 write + {reads} read{'s' if reads > 1 else ''})"
+        shapes = "/".join(dict.fromkeys(shape_text(t.shape) for t in sorted(ts, key=lambda t: -len(t.shape))))
+        parts.append(f"{len(ts)} × {shapes} {dtype} {ts[0].nbytes:,.0f} B × {rw}")
+    total = f" = {g.bytes_avoided:,.0f} B" + ("" if g.bytes_complete else " (at least)")
+    lead = (
+        "scores and probabilities the attention kernel never writes, and the tensors around them: " if attention else ""
+    )
+    return lead + " + ".join(parts) + total
 
 
 def _aggregate(rows: list[FusionRow]) -> list[FusionRow]:
@@ -954,7 +1027,9 @@ def _kernel_list(rows: list) -> list[dict]:
     return sorted(agg.values(), key=lambda a: -a["time_us_per_step"])
 
 
-def _round_trip_json(seq: RunSeq, rt: RoundTrip) -> dict:
+def _round_trip_json(seq: RunSeq, rt: RoundTrip, hbm_gbps: float | None = None) -> dict:
+    """One round trip; time_at_roof_us: its bytes at the GPU's peak HBM bandwidth, the least time it costs (what a
+    fusion removing it would save at most, if the kernels around it are memory-bound)."""
     rows = seq.records
     t = rt.tensor
     return {
@@ -967,11 +1042,8 @@ def _round_trip_json(seq: RunSeq, rt: RoundTrip) -> dict:
         "dtype": t.dtype,
         "bytes": t.nbytes,
         "round_trip_bytes": rt.bytes,
-        "would_avoid": (
-            "a GEMM-epilogue fusion (GEMM + the pointwise work in one kernel) would keep this tensor on chip"
-            if rt.kind == "GEMM epilogue"
-            else "fusing the two pointwise kernels would keep this tensor on chip"
-        ),
+        "time_at_roof_us": rt.bytes / (hbm_gbps * 1e3) if hbm_gbps else float("nan"),
+        "would_avoid": ROUND_TRIP_FIXES[rt.kind],
     }
 
 
@@ -986,7 +1058,15 @@ def _aggregate_round_trips(items: list[dict]) -> list[dict]:
         else:
             a["count_per_step"] += 1
             a["round_trip_bytes"] += it["round_trip_bytes"]
-    return sorted(out.values(), key=lambda a: -(a["round_trip_bytes"] if finite(a["round_trip_bytes"]) else 0))
+            a["time_at_roof_us"] += it["time_at_roof_us"]
+    # ranked by time at the bandwidth roof (the same order as bytes on one GPU; unknown bytes last)
+    return sorted(
+        out.values(),
+        key=lambda a: (
+            -(a["time_at_roof_us"] if finite(a["time_at_roof_us"]) else 0),
+            -(a["round_trip_bytes"] if finite(a["round_trip_bytes"]) else 0),
+        ),
+    )
 
 
 def _run_json(r: RunFacts) -> dict:
@@ -1011,6 +1091,7 @@ def _run_json(r: RunFacts) -> dict:
             "by_category": r.by_category,
             "remaining": r.remaining,
             "remaining_round_trip_bytes_per_step": r.remaining_bytes_per_step,
+            "remaining_unknown": r.remaining_unknown or None,
             "top_gemm": r.top_gemm,
             "measured_dram_bytes_per_step": r.measured_dram_bytes,
             "measured_warm_dram_bytes_per_step": r.measured_warm_dram_bytes,

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analyzer.diff.align import Alignment, RunSeq
+from analyzer.diff.attention import attention_chains, moves_scores
 from analyzer.fmt import short_name
 from analyzer.ops.names import POINTWISE_OPS, canonical_ops, text_ops
 from analyzer.ops.tensors import Tensor
@@ -45,6 +46,8 @@ _SIDE_ROLES = ("memop", "helper")
 # kernels from different layers.
 MAX_CLAIM_DISTANCE = 24  # not the work of an op call: never a fusion member on their own evidence
 EXTRA_ANCHORS = 2  # see module doc, evidence 1
+MAX_RECLAIMS = 2  # passes that claim again without the stray pairs the previous pass found
+FRESH_SCAN = 8  # same-sized producers looked at for one not read yet, before the latest one is taken
 FLOW_LOOKBACK = 8  # kernels between a producer and its reader; HF GEGLU eager: gelu -> mul is 2 apart
 _POSITION = "position: new work between the same matched kernels"
 
@@ -73,6 +76,7 @@ class Group:
     side: list[int] = field(default_factory=list)  # base memsets / helper kernels of replaced op calls
     intermediates: list[Intermediate] = field(default_factory=list)
     bytes_complete: bool = True  # False when a member's tensors are unknown: bytes avoided is then a lower bound
+    edges: list | None = None  # (producer, consumer, tensor) known from the group's structure (an attention chain)
 
     @property
     def bytes_avoided(self) -> float:
@@ -105,148 +109,238 @@ def _cand_sources(row) -> list[tuple[str, frozenset[str]]]:
 
 
 def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
-    """Fusion groups of two aligned steps (module doc). Every search below is windowed — a claim lies within
-    MAX_CLAIM_DISTANCE kernels of its candidate on the base axis, data flow within FLOW_LOOKBACK — so the work is
-    ~49 look-ups per left-over kernel, with the same claims as pairing every left-over baseline kernel with every
-    left-over candidate kernel, which took 21 s for two unrelated real steps of 16k and 25k ops (0.4 s now;
-    tests/test_diff_align.py, bench/results/diff.md)."""
-    b = base.rows
-    c = cand.rows
-    n_b, n_c = len(b), len(c)
-    b_rows = base.records
-    c_rows = cand.records
-
+    """Fusion groups of two aligned steps (module doc), one evidence rule after another. Every search is windowed —
+    a claim lies within MAX_CLAIM_DISTANCE kernels of its candidate on the base axis, data flow within FLOW_LOOKBACK
+    — so the work is ~49 look-ups per left-over kernel, with the same claims as pairing every left-over baseline
+    kernel with every left-over candidate kernel, which took 21 s for two unrelated real steps of 16k and 25k ops
+    (0.4 s now; tests/test_diff_align.py, bench/results/diff.md)."""
+    b_rows, c_rows = base.records, cand.records
     # 0. same op, same shapes, other kernels (cuDNN picked another algorithm, a library update renamed a kernel):
     #    the same work, so no intermediate can have been avoided
     choices, taken_b, taken_c = _kernel_choices(b_rows, c_rows, al)
-    left_b = [i for i in al.unmatched_b if i not in taken_b]  # increasing (al.unmatched_b is)
-    left_c = [j for j in al.unmatched_c if j not in taken_c]
+    banned: set[tuple[int, int]] = set()
+    for _ in range(MAX_RECLAIMS + 1):
+        st = _Claims(b_rows, c_rows, al, taken_b, taken_c, banned)
+        _claim_attention(st)
+        _claim_by_ops(st)
+        _claim_by_position(st)
+        _claim_by_data_flow(st)
+        groups_by_c = _groups_of_claims(st)
+        stray = _strays(groups_by_c, b_rows)
+        if not stray or stray <= banned:
+            break
+        banned |= stray  # claim again without them: the nearer candidate that named the op may not be the one
+    pairs = _claim_epilogues(st, groups_by_c)
+    _claim_side_work(st, groups_by_c)
+    groups = sorted(groups_by_c.values(), key=lambda g: g.fused[0])
+    for g in groups:
+        g.kind = "fusion" if len(g.members) > 1 else "swap"
+        _intermediates(g, b_rows)
+    return GroupResult(
+        groups=sorted(groups + choices, key=lambda g: g.fused[0]),
+        unmatched_b=[i for i in st.left_b if i not in st.claim],
+        unmatched_c=[j for j in st.left_c if j not in groups_by_c],
+        pairs=pairs,
+    )
 
-    claim: dict[int, tuple[int, str]] = {}  # base pos -> (cand pos, evidence); insertion order matters (step 3)
-    coord = {j: al.base_coord(j, n_c, n_b) for j in left_c}
-    sources = {j: _cand_sources(c_rows[j]) for j in left_c}
-    all_ops = {j: frozenset().union(*(ops for _, ops in sources[j])) if sources[j] else frozenset() for j in sources}
 
-    base_names = frozenset(r.name for r in b_rows if r.kind == "kernel")
-    caps = {j: _claim_cap(c_rows[j], base_names) for j in left_c}
-    n_claims = dict.fromkeys(left_c, 0)
-    spent: dict[int, dict[str, int]] = {}  # capped cand pos -> op it computes -> op call whose kernel took it
+class _Claims:
+    """What the evidence rules share: the left-over kernels of both runs, each candidate's ops, cap and place on
+    the base axis, and the claims so far (base pos -> (cand pos, evidence); insertion order matters to data flow)."""
 
-    def room(j: int, i: int | None = None) -> bool:
-        if caps[j] is None:
-            return True
-        if n_claims[j] >= caps[j]:
+    def __init__(
+        self, b_rows: list, c_rows: list, al: Alignment, taken_b: set[int], taken_c: set[int], banned=frozenset()
+    ) -> None:
+        self.b_rows, self.c_rows, self.al = b_rows, c_rows, al
+        self.banned = banned  # (base pos, cand pos) pairs a previous pass found without a tensor in common
+        n_b, n_c = len(b_rows), len(c_rows)
+        self.left_b = [i for i in al.unmatched_b if i not in taken_b]  # increasing (al.unmatched_b is)
+        self.left_c = [j for j in al.unmatched_c if j not in taken_c]
+        self.claim: dict[int, tuple[int, str]] = {}
+        self.coord = {j: al.base_coord(j, n_c, n_b) for j in self.left_c}
+        self.sources = {j: _cand_sources(c_rows[j]) for j in self.left_c}
+        self.all_ops = {
+            j: frozenset().union(*(ops for _, ops in src)) if src else frozenset() for j, src in self.sources.items()
+        }
+        base_names = frozenset(r.name for r in b_rows if r.kind == "kernel")
+        self.caps = {j: _claim_cap(c_rows[j], base_names) for j in self.left_c}
+        self.n_claims = dict.fromkeys(self.left_c, 0)
+        self.spent: dict[int, dict[str, int]] = {}  # capped cand pos -> op it computes -> op call whose kernel took it
+        self.rank: dict[int, int] = {}  # base pos -> its place in claim's order
+        self.first_rank: dict[int, int] = {}  # cand pos -> rank of its first claim
+        # eager attention chains of the baseline (QKᵀ GEMM … PV GEMM): only an attention kernel, or a kernel that
+        # itself moves a tensor of the chain's score size, may take their members (analyzer.diff.attention)
+        self.chains = attention_chains(b_rows, self.left_b)
+        self.chain_of = {m: ch for ch in self.chains for m in ch.members}
+        self.chain_for: dict = {}  # cand pos -> the chain it took
+
+    def room(self, j: int, i: int | None = None) -> bool:
+        if i is not None and (i, j) in self.banned:
             return False
-        return i is None or _ops_free(spent.get(j, {}), _base_ops(b_rows[i]), b_rows[i].op_index)
+        if i is not None and i in self.chain_of and not moves_scores(self.c_rows[j], self.chain_of[i]):
+            return False  # position or an op name is no evidence that an attention chain went into this kernel
+        cap = self.caps[j]
+        if cap is None:
+            return True
+        if self.n_claims[j] >= cap:
+            return False
+        row = self.b_rows[i] if i is not None else None
+        return row is None or _ops_free(self.spent.get(j, {}), _base_ops(row), row.op_index)
 
-    rank: dict[int, int] = {}  # base pos -> its place in claim's order
-    first_rank: dict[int, int] = {}  # cand pos -> rank of its first claim
+    def take(self, i: int, j: int, how: str) -> None:
+        self.rank[i] = len(self.claim)
+        self.first_rank.setdefault(j, self.rank[i])
+        self.claim[i] = (j, how)
+        self.n_claims[j] += 1
+        if self.caps[j] is not None:
+            self.spent.setdefault(j, {}).update(dict.fromkeys(_base_ops(self.b_rows[i]), self.b_rows[i].op_index))
 
-    def take(i: int, j: int, how: str) -> None:
-        rank[i] = len(claim)
-        first_rank.setdefault(j, rank[i])
-        claim[i] = (j, how)
-        n_claims[j] += 1
-        if caps[j] is not None:
-            spent.setdefault(j, {}).update(dict.fromkeys(_base_ops(b_rows[i]), b_rows[i].op_index))
 
-    # 1. ops evidence, nearest pairs first (a capped candidate keeps the baseline kernel closest to it). Only
-    #    baseline kernels within MAX_CLAIM_DISTANCE of j's base coordinate can qualify: found by bisection (the
-    #    range is one wider on each side; the exact test below decides, as before).
+def _claim_attention(st: _Claims) -> None:
+    """An attention kernel (flash, cuDNN, memory-efficient) takes the eager chain whose QKᵀ and PV GEMMs have its
+    shapes (B·H, S_q, S_k, D, D_v): the GEMMs, the scale/mask/softmax/cast kernels on the [B, H, S_q, S_k] scores
+    between them, the K/V head-repeat copies feeding them and the layout copy of the PV output. Shapes are the
+    evidence, never position; the chain is within MAX_CLAIM_DISTANCE of the candidate's place on the base axis."""
+    for j in st.left_c:
+        att = st.c_rows[j].attn
+        if att is None or att.backward:
+            continue
+        best = None
+        for ch in st.chains:
+            if ch.taken or not ch.fits(att):
+                continue
+            d = min(abs(m - st.coord[j]) for m in ch.members)
+            if d <= MAX_CLAIM_DISTANCE and (best is None or d < best[0]):
+                best = (d, ch)
+        if best is None:
+            continue
+        ch = best[1]
+        ch.taken = True
+        st.chain_for[j] = ch
+        for m in ch.members:
+            if m not in st.claim:
+                st.take(m, j, ch.evidence[m])
+
+
+def _claim_by_ops(st: _Claims) -> None:
+    """Evidence 1: the candidate's ops cover the baseline kernel's, nearest pairs first (a capped candidate keeps
+    the baseline kernel closest to it). Only baseline kernels within MAX_CLAIM_DISTANCE of j's base coordinate can
+    qualify: found by bisection (the range is one wider on each side; the exact test decides)."""
+    b_rows, left_b = st.b_rows, st.left_b
     base_ops = {i: _base_ops(b_rows[i]) for i in left_b}
     pairs = []
-    for j in left_c:
-        if not all_ops[j] or caps[j] == 0:
+    for j in st.left_c:
+        ops_j = st.all_ops[j]
+        if not ops_j or st.caps[j] == 0:
             continue  # no ops named: nothing can be covered (a non-empty set is never <= the empty set)
-        lo, hi = al.base_window(j, EXTRA_ANCHORS)
-        cj = coord[j]
+        lo, hi = st.al.base_window(j, EXTRA_ANCHORS)
+        cj = st.coord[j]
         first = bisect.bisect_left(left_b, cj - MAX_CLAIM_DISTANCE - 1)
         last = bisect.bisect_right(left_b, cj + MAX_CLAIM_DISTANCE + 1)
         for i in left_b[first:last]:
             ops_b = base_ops[i]
-            if not ops_b:
-                continue
             d = abs(i - cj)
-            if not (lo < i < hi) or d > MAX_CLAIM_DISTANCE or not ops_b <= all_ops[j]:
+            if not ops_b or not (lo < i < hi) or d > MAX_CLAIM_DISTANCE or not ops_b <= ops_j:
                 continue
-            if b_rows[i].is_gemm and "mm" not in all_ops[j]:
+            if b_rows[i].is_gemm and "mm" not in ops_j:
                 continue
             pairs.append((d, -j, i, j))
     for _, _, i, j in sorted(pairs):
-        if i in claim or not room(j, i):
+        if i in st.claim or not st.room(j, i):
             continue
         ops_b = base_ops[i]
-        labels = [lbl for lbl, ops in sources[j] if ops_b & ops]
-        take(i, j, f"ops {'+'.join(sorted(ops_b))} named by {', '.join(labels)}")
+        labels = [lbl for lbl, ops in st.sources[j] if ops_b & ops]
+        st.take(i, j, f"ops {'+'.join(sorted(ops_b))} named by {', '.join(labels)}")
 
-    # 2. position: a gap's leftover baseline kernels go to a new kernel of the same gap whose names say nothing
-    #    (a user's @triton.jit kernel). A kernel that names its ops got its claims in 1; a memcpy replaces no compute.
-    #    Within one gap a candidate's base coordinate grows with its position, so the nearest one is a neighbour of
-    #    i in that order (bisection), not a scan of the gap.
-    opaque = [j for j in left_c if not all_ops[j] and c_rows[j].kind == "kernel" and not _vendor(c_rows[j])]
-    opaque = [j for j in opaque if caps[j] != 0]
+
+def _claim_by_position(st: _Claims) -> None:
+    """Evidence 2: a gap's left-over baseline kernels go to a new kernel of the same gap whose names say nothing (a
+    user's @triton.jit kernel). A kernel that names its ops got its claims in evidence 1; a memcpy replaces no
+    compute. Within one gap a candidate's base coordinate grows with its position, so the nearest one is a neighbour
+    of i in that order (bisection), not a scan of the gap."""
+    opaque = [
+        j
+        for j in st.left_c
+        if not st.all_ops[j] and st.c_rows[j].kind == "kernel" and not _vendor(st.c_rows[j]) and st.caps[j] != 0
+    ]
     by_gap: dict[int, tuple[list[float], list[int]]] = {}
     for j in opaque:  # increasing j: coordinates increase within a gap
-        cs, js = by_gap.setdefault(bisect.bisect_left(al.anchors_c, j), ([], []))
-        cs.append(coord[j])
+        cs, js = by_gap.setdefault(bisect.bisect_left(st.al.anchors_c, j), ([], []))
+        cs.append(st.coord[j])
         js.append(j)
-    for i in left_b:
-        if i in claim or b_rows[i].role in _SIDE_ROLES:
+    for i in st.left_b:
+        if i in st.claim or st.b_rows[i].role in _SIDE_ROLES:
             continue
-        hit = by_gap.get(bisect.bisect_left(al.anchors_b, i))  # as many anchors before i as before j: the same gap
+        hit = by_gap.get(bisect.bisect_left(st.al.anchors_b, i))  # as many anchors before i as before j: same gap
         if hit is None:
             continue
         j = _nearest(i, *hit)
-        if j is not None and room(j, i):
-            take(i, j, _POSITION)
+        if j is not None and st.room(j, i):
+            st.take(i, j, _POSITION)
 
-    # 3. data flow into / out of a group whose kernel is a fused one (not capped: an eager op's kernel does one op).
-    #    Rounds: each sees the members as they were when it began (claims made in a round join in the next), the
-    #    nearest member wins, ties to the group claimed first and its earliest member. A kernel left out of one round
-    #    can only join a later one through a member claimed since, within FLOW_LOOKBACK of it: only those are
-    #    looked at again.
-    left_b_set = set(left_b)
-    todo = left_b
+
+def _claim_by_data_flow(st: _Claims) -> None:
+    """Evidence 3: data flow into / out of a group whose kernel is a fused one (not capped: an eager op's kernel
+    does one op). Rounds: each sees the members as they were when it began (claims made in a round join in the
+    next), the nearest member wins, ties to the group claimed first and its earliest member. A kernel left out of
+    one round can only join a later one through a member claimed since, within FLOW_LOOKBACK of it: only those are
+    looked at again."""
+    b_rows = st.b_rows
+    left_b_set = set(st.left_b)
+    todo = st.left_b
     while todo:
-        seen = len(claim)  # members as the round began: rank < seen
+        seen = len(st.claim)  # members as the round began: rank < seen
         new: list[int] = []
         for i in todo:
-            if i in claim or b_rows[i].role in _SIDE_ROLES:
+            if i in st.claim or b_rows[i].role in _SIDE_ROLES:
                 continue
             best = None
             for m in range(i - FLOW_LOOKBACK, i + FLOW_LOOKBACK + 1):
-                if rank.get(m, seen) >= seen:
+                if st.rank.get(m, seen) >= seen:
                     continue
-                j = claim[m][0]
-                if caps[j] is not None or (b_rows[i].is_gemm and all_ops[j] and "mm" not in all_ops[j]):
+                j = st.claim[m][0]
+                if st.caps[j] is not None or (b_rows[i].is_gemm and st.all_ops[j] and "mm" not in st.all_ops[j]):
+                    continue
+                if not st.room(j, i):
                     continue
                 p, q = (i, m) if i < m else (m, i)
                 if _feeds(b_rows[p], b_rows[q]):
-                    key = (abs(m - i), first_rank[j], rank[m])
+                    key = (abs(m - i), st.first_rank[j], st.rank[m])
                     if best is None or key < best[0]:
                         best = (key, j, m)
             if best is not None:
-                take(i, best[1], f"data flow: its tensor passes to/from {short_name(b_rows[best[2]].name, 48)}")
+                st.take(i, best[1], f"data flow: its tensor passes to/from {short_name(b_rows[best[2]].name, 48)}")
                 new.append(i)
         near = {x for i in new for x in range(i - FLOW_LOOKBACK, i + FLOW_LOOKBACK + 1)}
-        todo = sorted(x for x in near & left_b_set if x not in claim)
+        todo = sorted(x for x in near & left_b_set if x not in st.claim)
 
+
+def _groups_of_claims(st: _Claims) -> dict[int, Group]:
+    """One group per claiming candidate; members claimed by position alone that no tensor links go back."""
     groups_by_c: dict[int, Group] = {}
-    for i, (j, how) in sorted(claim.items()):
+    for i, (j, how) in sorted(st.claim.items()):
         g = groups_by_c.setdefault(j, Group(fused=[j], members=[]))
         g.members.append(i)
         g.evidence[i] = how
     for j, g in groups_by_c.items():
-        for i in _unlinked(g, b_rows, coord[j]):
+        for i in _unlinked(g, st.b_rows, st.coord[j]):
             g.members.remove(i)
-            del g.evidence[i], claim[i]
+            del g.evidence[i], st.claim[i]
+        if j in st.chain_for:
+            g.edges = [e for e in st.chain_for[j].edges if e[0] in g.members and e[1] in g.members]
+    return groups_by_c
 
-    # 3b. a matched GEMM whose candidate kernel names an epilogue op absorbs the pointwise kernel it feeds
+
+def _claim_epilogues(st: _Claims, groups_by_c: dict[int, Group]) -> list[tuple[int, int, str]]:
+    """Evidence 4: a matched GEMM whose candidate kernel names an epilogue op absorbs the pointwise kernel it feeds.
+    Returns the alignment pairs that remain pairs (absorbed GEMM pairs become groups)."""
+    b_rows, c_rows, al = st.b_rows, st.c_rows, st.al
+    n_b, n_c = len(b_rows), len(c_rows)
     pair_of_b = {p[0]: p for p in al.pairs}
     absorbed: set[tuple[int, int, str]] = set()
-    for i in left_b:
-        if i in claim or b_rows[i].is_gemm or b_rows[i].role in _SIDE_ROLES:
-            continue  # an epilogue is pointwise work: a GEMM or a split-K reduction is not one
+    for i in st.left_b:
+        if i in st.claim or b_rows[i].is_gemm or b_rows[i].role in _SIDE_ROLES or i in st.chain_of:
+            continue  # an epilogue is pointwise work: a GEMM, a split-K reduction or attention scores are not
         ops_i = _base_ops(b_rows[i])
         for p in range(i - 1, max(-1, i - FLOW_LOOKBACK - 1), -1):
             pr = pair_of_b.get(p)
@@ -261,31 +355,48 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
                 g.members = sorted({*g.members, i})
                 g.evidence[i] = f"epilogue: {'+'.join(sorted(ops_i))} named by the candidate GEMM"
                 groups_by_c[cj] = g
-                claim[i] = (cj, g.evidence[i])
+                st.claim[i] = (cj, g.evidence[i])
                 absorbed.add(pr)
                 del pair_of_b[p]
                 break
-    pairs = [p for p in al.pairs if p not in absorbed] if absorbed else list(al.pairs)
+    return [p for p in al.pairs if p not in absorbed] if absorbed else list(al.pairs)
 
-    # side work (a cuBLAS workspace memset, a split-K reduction) of a replaced op call leaves with it
+
+def _claim_side_work(st: _Claims, groups_by_c: dict[int, Group]) -> None:
+    """Side work (a cuBLAS workspace memset, a split-K reduction) of a replaced op call leaves with it."""
+    b_rows = st.b_rows
     group_of_call = {b_rows[m].op_index: g for g in groups_by_c.values() for m in g.members if b_rows[m].op_index >= 0}
-    for i in left_b:
+    for i in st.left_b:
         g = group_of_call.get(b_rows[i].op_index)
-        if i not in claim and b_rows[i].role in _SIDE_ROLES and g is not None:
+        if i not in st.claim and b_rows[i].role in _SIDE_ROLES and g is not None:
             g.side.append(i)
-            claim[i] = (g.fused[0], "side work of a replaced op call")
+            st.claim[i] = (g.fused[0], "side work of a replaced op call")
 
-    groups = sorted(groups_by_c.values(), key=lambda g: g.fused[0])
-    for g in groups:
-        g.kind = "fusion" if len(g.members) > 1 else "swap"
-        _intermediates(g, b_rows)
-    groups = sorted(groups + choices, key=lambda g: g.fused[0])
-    return GroupResult(
-        groups=groups,
-        unmatched_b=[i for i in left_b if i not in claim],
-        unmatched_c=[j for j in left_c if j not in groups_by_c],
-        pairs=pairs,
-    )
+
+def _strays(groups_by_c: dict[int, Group], b_rows: list) -> set[tuple[int, int]]:
+    """(member, candidate) pairs where a member claimed by ops shares no tensor (element count and dtype) with any
+    other member of its group, all of whose tensors are known: the op name matched, the data did not (the FuseLens
+    dual-GEMM kernel names a mul; the nearest eager mul was an RMSNorm's fp32 ·(1 + w), not the gating mul)."""
+    out = set()
+    for j, g in groups_by_c.items():
+        if len(g.members) < 3 or g.edges is not None:
+            continue
+        sigs = {}
+        for m in g.members:
+            io = b_rows[m].io
+            if io.output is None or not io.inputs:
+                sigs = None
+                break
+            sigs[m] = {(t.numel, t.dtype) for t in (*io.inputs, io.output)}
+        if sigs is None:
+            continue
+        for m in g.members:
+            if not g.evidence.get(m, "").startswith("ops"):
+                continue
+            others = set().union(*(v for k, v in sigs.items() if k != m))
+            if not sigs[m] & others:
+                out.add((m, j))
+    return out
 
 
 def _unlinked(g: Group, b_rows: list, coord: float) -> list[int]:
@@ -455,7 +566,8 @@ def flow_edges(
     rows: list, order: list[int], lookback: int | None = None, consumers: set[int] | None = None
 ) -> list[tuple[int, int, Tensor]]:
     """(producer, consumer, tensor) edges among `order` (positions, increasing): each input of a consumer comes from
-    the latest earlier producer whose output has its element count and dtype (each producer once per consumer).
+    the latest earlier producer whose output has its element count and dtype and that no earlier consumer read
+    (else the latest such producer; each producer once per consumer).
     lookback: producers at most that many places earlier in `order`; consumers: only edges into these positions.
 
     Producers are indexed by element count, so each input walks back over same-sized outputs only (a 1000-kernel
@@ -466,6 +578,7 @@ def flow_edges(
         if out is not None:
             by_numel.setdefault(out.numel, []).append(ci)
     edges = []
+    read: set[int] = set()  # producers whose output an earlier consumer already took
     for ci, cpos in enumerate(order):
         if consumers is not None and cpos not in consumers:
             continue
@@ -476,30 +589,38 @@ def flow_edges(
             places = by_numel.get(t.numel)
             if not places:
                 continue
-            for x in range(bisect.bisect_left(places, ci) - 1, -1, -1):
+            hits = []  # matching producers, latest first; the first one nobody read yet wins (RoPE's add reads
+            for x in range(bisect.bisect_left(places, ci) - 1, -1, -1):  # q·cos, not the cat that mul already read)
                 pi = places[x]
-                if pi < start:
+                if pi < start or len(hits) >= FRESH_SCAN:
                     break
                 ppos = order[pi]
-                if ppos in used or _siblings(rows[ppos], reader):
+                if ppos in used or _siblings(rows[ppos], reader) or not _same_tensor(rows[ppos].io.output, t):
                     continue
-                out = rows[ppos].io.output
-                if _same_tensor(out, t):
-                    edges.append((ppos, cpos, out))
-                    used.add(ppos)
+                hits.append(ppos)
+                if ppos not in read:
                     break
+            fresh = next((p for p in hits if p not in read), None)
+            # a second reader of a tensor only for a reader whose op says what it reads (an aten op): an Inductor
+            # kernel's recorded args mix its inputs with its outputs (the residual x beside the o_proj output)
+            if fresh is not None or (hits and str(reader.op_name or "").startswith("aten::")):
+                ppos = fresh if fresh is not None else hits[0]
+                out = rows[ppos].io.output
+                edges.append((ppos, cpos, out if out.dtype or not t.dtype else t))  # a cat's: its reader's dtype
+                used.add(ppos)
+        read |= used
     return edges
 
 
 def _intermediates(g: Group, b_rows: list) -> None:
-    edges = flow_edges(b_rows, g.members)
+    edges = g.edges if g.edges is not None else flow_edges(b_rows, g.members)
     by_p: dict[int, Intermediate] = {}
     for p, cpos, t in edges:
         by_p.setdefault(p, Intermediate(t, p, [])).consumers.append(cpos)
     g.intermediates = [by_p[p] for p in sorted(by_p)]
-    known = all(
-        b_rows[m].io.inputs and b_rows[m].io.output is not None and b_rows[m].io.output.dtype for m in g.members
-    )
+    # every member's tensors known; an output of unknown dtype (a cat over a TensorList) is fine once every
+    # intermediate it passes on took its reader's dtype (the finite check below)
+    known = all(b_rows[m].io.inputs and b_rows[m].io.output is not None for m in g.members)
     # one kernel replaced by one kernel: no tensor passes between replaced kernels, 0 bytes avoided by the rule
     g.bytes_complete = len(g.members) == 1 or (bool(known) and all(not math.isnan(i.nbytes) for i in g.intermediates))
 
@@ -512,40 +633,92 @@ class RoundTrip:
     producer: int
     consumers: list[int]
     tensor: Tensor
-    kind: str  # 'GEMM epilogue' | 'pointwise chain'
+    kind: str  # 'attention scores' | 'GEMM epilogue' | 'GEMM prologue' | 'pointwise chain'
 
     @property
     def bytes(self) -> float:
         return self.tensor.nbytes * (1 + len(self.consumers))
 
 
+# what would keep each kind of round trip on chip (shown beside it)
+ROUND_TRIP_FIXES = {
+    "attention scores": "an attention kernel (SDPA: flash / cuDNN / memory-efficient) computes QKᵀ, mask, softmax and PV "
+    "in one pass and never writes the scores",
+    "GEMM epilogue": "a GEMM-epilogue fusion (GEMM + the pointwise work in one kernel) would keep this tensor on chip",
+    "GEMM prologue": "fusing this kernel into the GEMM that reads its output (a prologue: e.g. RMSNorm into the QKV "
+    "projections) would keep this tensor on chip",
+    "pointwise chain": "fusing the two kernels would keep this tensor on chip",
+}
+PROLOGUE_LOOKBACK = 3  # a norm's output is read by the GEMM(s) right after it (q, k, v projections: 1-3 kernels)
+
+
 def _is_pointwise(row) -> bool:
-    if row.category == "pointwise":
+    if row.category in ("pointwise", "normalization"):
         return True
     ops = row.op_ops or row.name_ops
     return bool(ops) and ops <= POINTWISE_OPS
 
 
+def _is_cast(row) -> bool:
+    ops = row.op_ops or row.name_ops
+    return bool(ops) and ops <= {"copy"} and not row.is_gemm
+
+
 def remaining_round_trips(seq: RunSeq) -> list[RoundTrip]:
-    """Tensors a run writes to HBM and reads straight back in a pointwise kernel: a GEMM output read by a pointwise
-    kernel (a GEMM-epilogue fusion would keep it on chip) or a pointwise output read by another pointwise kernel.
-    Found by shape and order (flow_edges, FLOW_LOOKBACK); producers whose output we cannot tell (an Inductor or user
-    kernel) are not counted, so this is a lower bound."""
+    """Tensors a run writes to HBM and reads straight back, by what would remove the round trip:
+    - attention scores: inside an eager attention chain (QKᵀ GEMM … PV GEMM, analyzer.diff.attention);
+    - GEMM epilogue: a GEMM output read by a pointwise / norm kernel;
+    - pointwise chain: a pointwise / norm output read by another;
+    - GEMM prologue: a normalization's output (or the cast that ends it) read by the GEMM(s) right after it. An
+      Inductor/user norm kernel does not say which of its tensor args it wrote: the arg with the GEMM input's size
+      and dtype is taken for its output (a norm writes its normalized input).
+    Found by shape and order (flow_edges, FLOW_LOOKBACK); other producers whose output we cannot tell (Inductor or
+    user kernels) are not counted, so this is a lower bound."""
     rows = seq.records
     order = list(range(len(rows)))
-    consumers = {i for i in order if _is_pointwise(rows[i]) and rows[i].io.inputs}
-    if not consumers:
-        return []
+    chain_of = {m: ch for ch in attention_chains(rows, order) for m in ch.members}
+    consumers = {i for i in order if (_is_pointwise(rows[i]) or i in chain_of) and rows[i].io.inputs}
     by_p: dict[int, RoundTrip] = {}
-    for p, cpos, t in flow_edges(rows, order, lookback=FLOW_LOOKBACK, consumers=consumers):
+    for p, cpos, t in flow_edges(rows, order, lookback=FLOW_LOOKBACK, consumers=consumers) if consumers else []:
         pr = rows[p]
-        if pr.is_gemm:
+        if p in chain_of and chain_of[p] is chain_of.get(cpos):
+            kind = "attention scores"
+        elif pr.is_gemm:
+            if rows[cpos].is_gemm:
+                continue
             kind = "GEMM epilogue"
         elif _is_pointwise(pr):
             kind = "pointwise chain"
         else:
             continue
         by_p.setdefault(p, RoundTrip(p, [], t, kind)).consumers.append(cpos)
+    for c in order:  # GEMM prologues
+        r = rows[c]
+        if not r.is_gemm or r.gemm is None or c in chain_of:
+            continue
+        a = r.io.inputs[0] if r.io.inputs else None
+        looked = 0
+        for p in range(c - 1, -1, -1):
+            pr = rows[p]
+            if pr.kind != "kernel" or pr.role in _SIDE_ROLES:
+                continue  # a GEMM's workspace memset sits between it and the norm
+            looked += 1
+            if looked > PROLOGUE_LOOKBACK:
+                break
+            if pr.is_gemm and pr.kind == "kernel" and p != c:
+                if pr.io.inputs and a is not None and _same_tensor(pr.io.inputs[0], a):
+                    continue  # a sibling projection reading the same input (q, k, v): look past it
+                break
+            out = pr.io.output if (pr.category == "normalization" or _is_cast(pr)) else None
+            if out is None and pr.category == "normalization":
+                out = next((t for t in pr.io.inputs if a is not None and _same_tensor(t, a)), None)
+            if a is not None and out is not None and _same_tensor(out, a) and p not in chain_of:
+                rt = by_p.get(p)
+                if rt is None:
+                    rt = by_p[p] = RoundTrip(p, [], out, "GEMM prologue")
+                if rt.kind == "GEMM prologue":
+                    rt.consumers.append(c)
+                break
     return [by_p[p] for p in sorted(by_p)]
 
 

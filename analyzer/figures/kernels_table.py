@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analyzer.cells import spreadsheet_safe
+from analyzer.dram import predict_step
 from analyzer.fmt import base_name, safe_text
 
 # Display order: where the time goes and how close to the roofs first, then what the kernel is. Units in names, like the schema; "(est.)" marks the estimates (bytes, FLOPs and what rests on them).
@@ -27,6 +28,7 @@ COLUMNS = {
     "flags": "flags",
     "pct_peak_flops": "% peak FLOP/s (est.)",
     "bytes_per_call": "bytes/call (est.)",
+    "dram_bytes_per_call": "DRAM bytes/call (predicted)",
     "flops_per_call": "FLOPs/call (est.)",
     "category": "category",
     "library": "library",
@@ -35,8 +37,21 @@ COLUMNS = {
     "shapes": "shapes",
     "dtypes": "dtypes",
     "cost_basis": "estimate basis",
+    "dram_basis": "DRAM prediction basis",
 }
-TEXT_COLUMNS = ("run", "name", "category", "library", "ops", "op_name", "shapes", "dtypes", "cost_basis", "flags")
+TEXT_COLUMNS = (
+    "run",
+    "name",
+    "category",
+    "library",
+    "ops",
+    "op_name",
+    "shapes",
+    "dtypes",
+    "cost_basis",
+    "flags",
+    "dram_basis",
+)
 
 
 def kernels_view(tables: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
@@ -110,44 +125,60 @@ def csv_bytes(df: pd.DataFrame, *, rename: bool = True) -> bytes:
     return out.to_csv(index=False, lineterminator="\r\n").encode("utf-8-sig")
 
 
-def measured_bytes(step_kernels: pd.DataFrame, ncu: dict) -> tuple[pd.DataFrame, dict]:
-    """Estimated vs Nsight-Compute-measured DRAM bytes for one step, per kernel and in total.
+def measured_bytes(step_kernels: pd.DataFrame, ncu: dict, gpu=None) -> tuple[pd.DataFrame, dict]:
+    """Logical, predicted-DRAM and Nsight-Compute-measured bytes for one step, per kernel and in total.
 
     `step_kernels`: GPU_OPS rows (kernels only) of one steady-state step; `ncu`: a runner <variant>.ncu.json
-    ({'kernels': [{'kernel', 'id', 'dram_bytes_read', 'dram_bytes_write'}, …]} in launch order, one step).
+    ({'kernels': [{'kernel', 'id', 'dram_bytes_read', 'dram_bytes_write', 'warm_dram_bytes_read', …}, …]} in launch
+    order, one step). `gpu`: the trace's GpuSpec, for the DRAM model's prediction (analyzer.dram; NaN without).
+    measured_bytes is the in-sequence ("warm") figure where the runner recorded it, else the flushed one
+    (`totals['measured']` says which); the flushed figure under-counts writes still in L2 when a kernel ends.
     Kernels pair by launch position when both sides have the same count (the runner profiles the same step
-    shape), else by base name. Measured bytes exclude what L2 absorbed, so measured < estimate is expected for
-    intermediates that fit in L2.
+    shape), else by base name.
     """
     meas = [k for k in ncu.get("kernels", []) if isinstance(k, dict)]
-    est = step_kernels.sort_values("ts_us")
+    warm = bool(meas) and all("warm_dram_bytes_read" in m for m in meas)
+    pre = "warm_" if warm else ""
+    est = step_kernels.sort_values("ts_us", kind="stable")
+    pred = predict_step(est, gpu)["dram_bytes"].to_numpy()
+
+    def got(m: dict, p: str) -> float:
+        r, w = m.get(f"{p}dram_bytes_read"), m.get(f"{p}dram_bytes_write")
+        return float(r) + float(w) if r is not None and w is not None else float("nan")
+
     rows = []
     if len(meas) == len(est):
-        for (_, e), m in zip(est.iterrows(), meas, strict=True):
-            rows.append(
-                (e["name"], e["bytes"], float(m.get("dram_bytes_read", 0)) + float(m.get("dram_bytes_write", 0)))
-            )
+        for name, logical, dram, m in zip(est["name"], est["bytes"], pred, meas, strict=True):
+            rows.append((name, logical, dram, got(m, pre), got(m, "")))
         how = "by launch position"
     else:
-        by_name: dict[str, float] = {}
+        by_name: dict[str, list[float]] = {}
         for m in meas:
-            key = base_name(m.get("kernel", ""))
-            by_name[key] = (
-                by_name.get(key, 0.0) + float(m.get("dram_bytes_read", 0)) + float(m.get("dram_bytes_write", 0))
-            )
-        for name, grp in est.groupby("name", sort=False):
-            rows.append((name, grp["bytes"].sum(min_count=1), by_name.pop(base_name(name), float("nan"))))
+            acc = by_name.setdefault(base_name(m.get("kernel", "")), [0.0, 0.0])
+            acc[0] += got(m, pre)
+            acc[1] += got(m, "")
+        frame = est.assign(_dram=pred)
+        for name, grp in frame.groupby("name", sort=False):
+            m_w, m_f = by_name.pop(base_name(name), [float("nan"), float("nan")])
+            rows.append((name, grp["bytes"].sum(min_count=1), grp["_dram"].sum(min_count=1), m_w, m_f))
         how = "by kernel name"
-    df = pd.DataFrame(rows, columns=["kernel", "estimated_bytes", "measured_bytes"])
+    cols = ["kernel", "estimated_bytes", "predicted_dram_bytes", "measured_bytes", "measured_flushed_bytes"]
+    df = pd.DataFrame(rows, columns=cols)
+    total = lambda s: s.sum(min_count=1)  # noqa: E731
     df = df.groupby("kernel", sort=False, as_index=False).agg(
         calls=("kernel", "size"),
-        estimated_bytes=("estimated_bytes", lambda s: s.sum(min_count=1)),
-        measured_bytes=("measured_bytes", lambda s: s.sum(min_count=1)),
+        estimated_bytes=("estimated_bytes", total),
+        predicted_dram_bytes=("predicted_dram_bytes", total),
+        measured_bytes=("measured_bytes", total),
+        measured_flushed_bytes=("measured_flushed_bytes", total),
     )
     df["measured / estimate"] = df["measured_bytes"] / df["estimated_bytes"]
+    df["measured / predicted"] = df["measured_bytes"] / df["predicted_dram_bytes"]
     totals = {
         "estimated_bytes": float(df["estimated_bytes"].sum()),
+        "predicted_dram_bytes": float(df["predicted_dram_bytes"].sum(min_count=len(df))),
         "measured_bytes": float(df["measured_bytes"].sum()),
+        "measured": "in sequence (--cache-control none)" if warm else "caches flushed before each kernel",
         "matched": how,
         "kernels_estimated": int(len(est)),
         "kernels_measured": int(len(meas)),

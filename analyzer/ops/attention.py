@@ -26,6 +26,7 @@ FORWARD_OPS: dict[str, tuple[int | None, int | None, str]] = {
     "aten::_scaled_dot_product_cudnn_attention":          (6, 4, "bhsd"),
     "aten::_flash_attention_forward":                     (8, None, "bshd"),
     "aten::_efficient_attention_forward":                 (None, 10, "bshd"),  # custom_mask_type at 9
+    "aten::_cudnn_attention_forward":                     (10, 8, "bhsd"),  # torch 2.9+: under _scaled_…_cudnn_…
 }
 BACKWARD_OPS: dict[str, tuple[int | None, str]] = {
     "aten::_scaled_dot_product_flash_attention_backward":     (11, "bhsd"),
@@ -33,6 +34,7 @@ BACKWARD_OPS: dict[str, tuple[int | None, str]] = {
     "aten::_scaled_dot_product_cudnn_attention_backward":     (14, "bhsd"),
     "aten::_flash_attention_backward":                        (11, "bshd"),
     "aten::_efficient_attention_backward":                    (None, "bshd"),  # custom_mask_type at 14
+    "aten::_cudnn_attention_backward":                        (14, "bhsd"),
 }
 # fmt: on
 _CUSTOM_MASK_TYPE = {"aten::_efficient_attention_forward": 9, "aten::_efficient_attention_backward": 14}
@@ -187,3 +189,7 @@ def attention_bytes(att: Attention, args: list, itemsize) -> tuple[float, str]:
 def backward_flops(att: Attention) -> float:
     """2.5 × the forward (five matmuls to the forward's two: the FlashAttention-2 paper's count), causal halved."""
     return 2.5 * att.forward_flops
+
+
+def is_attention_op(op: str) -> bool:
+    return op in ATTENTION_OPS

@@ -153,6 +153,11 @@ ATTENTION_WORDS = (
     "_scaled_dot_product_efficient_attention",
     "_scaled_dot_product_cudnn_attention",
     "scaled_dot_product_attention",
+    # the same for the FuseLens custom ops (kernels/models/custom_ops.py) under torch.compile: an RMSNorm kernel whose
+    # output feeds fuselens::dual_gemm_glu is named triton_red_fused_…_add_dual_gemm_glu_mean_mul_pow_rsqrt_…
+    "dual_gemm_glu",
+    "glu_gating",
+    "gemm_bias_act",
 )
 # aten op names Inductor joins with '_' (so they must be re-assembled); everything else is one word.
 _MULTIWORD = sorted(
@@ -345,3 +350,23 @@ def function_name(name: str) -> str:
             out.append("<>")
         i = j
     return "".join(out)
+
+
+# What a fusion group computes, by the ops of the kernels it replaced (first match wins; the diff's labels).
+FUSION_PATTERNS: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset(["pow", "mean", "rsqrt"]), "RMSNorm"),
+    (frozenset(["layer_norm"]), "LayerNorm"),
+    (frozenset(["rms_norm"]), "RMSNorm"),
+    (frozenset(["neg", "cat", "mul"]), "RoPE"),
+    (frozenset(["gelu", "mul"]), "GEGLU gating"),
+    (frozenset(["silu", "mul"]), "SwiGLU gating"),
+)
+
+
+def fusion_pattern(ops, attention: bool = False) -> str:
+    """'attention', 'RMSNorm', 'RoPE', 'GEGLU gating', … for a group whose replaced kernels computed `ops` ('' when
+    no pattern fits)."""
+    if attention:
+        return "attention (QKᵀ, scale, mask, softmax, PV)"
+    s = frozenset(ops)
+    return next((label for need, label in FUSION_PATTERNS if need <= s), "")
