@@ -53,6 +53,12 @@ class Tensor:
     def short(self) -> str:
         return self.dtype or "?"
 
+    @property
+    def transposed(self) -> bool:
+        """A 2-D view whose first dim is the contiguous one (a weight [N, K] read as [K, N])."""
+        s = self.strides
+        return bool(s and len(s) == 2 and len(self.shape) == 2 and s[0] == 1 and s[1] != 1 and self.shape[0] > 1)
+
     def matrix(self) -> str:
         """'8192×3072': rows (all leading dims) × last dim, how a GEMM sees it."""
         if len(self.shape) < 2:
