@@ -462,9 +462,8 @@ def remaining_table(cd) -> pd.DataFrame:
                 "round trip/step (est.)": ui.fmt_bytes(r["round_trip_bytes"]),
                 "at the HBM roof": ui.fmt_us(r.get("time_at_roof_us")),
                 "what would avoid it": _fix_short(r["would_avoid"]),
-                "written by → read by": f"{short_name(producer, 30)} → "
-                + " + ".join(short_name(x, 30) for x in r["readers"]),
-                "kind": r["kind"],
+                "written by → read by": f"{short_name(producer, 24)} → "
+                + " + ".join(short_name(x, 24) for x in r["readers"]),
             }
         )
     return pd.DataFrame(rows)
@@ -494,6 +493,6 @@ def remaining(cd) -> None:
             "what would avoid it": st.column_config.TextColumn(width="medium"),
         },
     )
-    full = sorted({" ".join(str(r["would_avoid"]).split()) for r in cd.run.remaining})
+    full = sorted({f"{r['kind']}: " + " ".join(str(r["would_avoid"]).split()) for r in cd.run.remaining})
     st.caption(ui.esc(" · ".join(full), 800))
     ui.copy_markdown(df, "fl_copy_remaining", "round trips left")

@@ -8,6 +8,7 @@ import streamlit as st
 
 from analyzer.diff.facts import conditions_text, recorded_conditions, side_number
 from analyzer.figures.overview import category_figure
+from analyzer.fmt import file_label
 from app_pages import nav, state, ui
 
 st.title("Overview")
@@ -45,6 +46,7 @@ def _num(d: dict, k: str) -> float:
 # GPU / PyTorch are in the caption above; as columns only when the runs differ (keeps the table inside 1280 px).
 show_gpu = len({r.gpu_name for r in runs}) > 1
 show_torch = len({r.torch_version for r in runs}) > 1
+show_file = any(r.label != file_label(r.file_name) for r in runs)
 show_conditions = any(conditions_text(recorded_conditions(r.variant)) for r in runs)
 rows = []
 for r in runs:
@@ -69,7 +71,8 @@ for r in runs:
         row["GPU"] = r.gpu_name
     if show_torch:
         row["PyTorch"] = r.torch_version
-    row["file"] = r.file_name
+    if show_file:  # the file only where a label does not already say it (a renamed run)
+        row["file"] = r.file_name
     rows.append(row)
 num = lambda h: st.column_config.TextColumn(help=h + " — = unknown or not recorded")  # noqa: E731
 st.dataframe(

@@ -63,6 +63,17 @@ def _load_results(job: profile_job.Job) -> None:
         st.switch_page(nav.page("compare.py"))
 
 
+# A run whose tab was closed or reloaded (its session is gone) passes to this session: Cancel, progress and results
+# work here as they would have there, instead of everyone seeing "busy" until the time limit.
+adopted = profile_job.orphan()
+if adopted is not None:
+    profile_job.adopt(adopted, session, _session_id())
+    st.info(
+        "This page took over a profiling run started in a tab that was closed or reloaded"
+        + (": cancel it below or wait for its results." if adopted.running else "."),
+        icon=":material/sync_problem:",
+    )
+
 mine = profile_job.last_for(session)
 if mine is not None and not mine.running and not mine.consumed:
     if mine.state in ("done", "partial"):
@@ -85,8 +96,8 @@ def progress_panel() -> None:
         return
     snap = job.snapshot()
     total = max(snap["total"], 1)
-    own = job.owner == session or profile_job.owner_gone(job)  # a closed/reloaded tab's run is anyone's to cancel
-    who = "" if job.owner == session else " (started in another tab)"
+    own = job.owner == session
+    who = "" if own else " (started by another session)"
     st.progress(
         min(snap["done"] / total, 1.0), text=f"{snap['done']}/{total} variants · {snap['elapsed_s']:,.0f} s{who}"
     )
@@ -107,24 +118,9 @@ def progress_panel() -> None:
 
 running = profile_job.current()
 if running is not None:
-    if running.owner != session and profile_job.owner_gone(running):
-        st.info(
-            "A profiling run started in a tab that was closed or reloaded is in progress: you can cancel it here, "
-            "or wait and open its results.",
-            icon=":material/sync_problem:",
-        )
-    elif running.owner != session:
+    if running.owner != session:
         st.info("Busy: a profiling run started by another session is in progress; one run at a time on this server.")
     progress_panel()
-else:
-    left = profile_job.orphan()
-    if left is not None and left.state in ("done", "partial"):
-        st.info(
-            f"A profiling run started in a tab that was closed or reloaded finished ({ui.esc(left.out_dir.name)}).",
-            icon=":material/sync_problem:",
-        )
-        if st.button("Open its results", key="fl_adopt", icon=":material/folder_open:"):
-            _load_results(left)
 
 with st.form("fl_profile_form"):
     c1, c2 = st.columns([2, 1])

@@ -291,6 +291,14 @@ def owner_gone(job: Job) -> bool:
         return False
 
 
+def adopt(job: Job, owner: str, owner_session: str | None) -> None:
+    """Make `owner` the job's owner (its tab was closed or reloaded): it gets the Cancel button, the progress and
+    the results, exactly as the session that started it would have."""
+    with _SLOT:
+        job.owner, job.owner_session = owner, owner_session
+        _LAST_BY_OWNER[owner] = job
+
+
 def orphan() -> Job | None:
     """The latest job whose owner session is gone and whose results nobody opened yet (running or finished)."""
     with _SLOT:
