@@ -216,6 +216,12 @@ def check(bseq, cseq) -> Comparability:
         verdict = "comparable"
         reason = f"{what}, within the ±{tol:.1f}% tolerance"
     ratios = both["ratio"].to_numpy(float)
+    notes = []
+    if "compute" not in class_factors and (kernel_classes(c) == "compute").any():
+        notes.append(
+            "no GEMM or attention kernel is identical in both runs: the control group is memory-bound, and a lower "
+            "SM clock barely shows in memory-bound kernels, so a clock difference may go unseen"
+        )
     return Comparability(
         verdict=verdict,
         reason=reason,
@@ -228,6 +234,7 @@ def check(bseq, cseq) -> Comparability:
         control_us_per_step=[ctrl_b, ctrl_c],
         control_share=float(share),
         steps=steps,
+        notes=notes,
         control_weight=weights,
         class_factors=class_factors,
         candidate_factors=cand_factors,
