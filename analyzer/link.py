@@ -110,6 +110,7 @@ def link(gpu: pd.DataFrame, launches: pd.DataFrame, cpu: pd.DataFrame, annotatio
     out["input_strides"] = pd.Series(strides, dtype=object, index=out.index)
     out["concrete_inputs"] = pd.Series(concrete, dtype=object, index=out.index)
     out["shapes_known"] = has_op & ~replay & np.not_equal(dims, None)
+    out["graph_replay"] = replay
     return out
 
 

@@ -359,10 +359,13 @@ def _candidate_blocks(diff, cd, html_figures: bool) -> list[tuple]:
     b.append(("h3", "Fusion groups"))
     if cd.fusions:
         rows = []
-        for f in cd.fusions:
+        for f in sorted(
+            cd.fusions, key=lambda f: -(f.time_saved_us_per_step if finite(f.time_saved_us_per_step) else 0)
+        ):
+            what = [f.pattern] if f.pattern else []
             rows.append(
                 [
-                    [Name(f.fused_kernel, f" (×{f.count_per_step} per step)" if f.count_per_step > 1 else "")],
+                    what + [Name(f.fused_kernel, f" (×{f.count_per_step} per step)" if f.count_per_step > 1 else "")],
                     _names(f.replaces, f.replaced_ops)
                     + (
                         [f"(also gone: {', '.join(short_name(x, 40) for x in f.also_removed)})"]
@@ -371,7 +374,9 @@ def _candidate_blocks(diff, cd, html_figures: bool) -> list[tuple]:
                     ),
                     "+".join(f.ops),
                     "\n".join(_inter_text(i) for i in f.intermediates) or "none",
-                    f"{fmt_bytes(f.bytes_avoided_per_step)}" + ("" if f.bytes_complete else " (at least)"),
+                    f"{fmt_bytes(f.bytes_avoided_per_step)}"
+                    + ("" if f.bytes_complete else " (at least)")
+                    + (f"\n{f.bytes_note}" if f.bytes_note else ""),
                     f"{fmt_us(f.base_time_us_per_step)} → {fmt_us(f.candidate_time_us_per_step)} "
                     f"({_saved(f.time_saved_us_per_step)})",
                     f"{fmt_num(f.base_gbps, ',.0f', missing='unknown')} → {fmt_num(f.candidate_gbps, ',.0f', missing='unknown')}",
@@ -470,7 +475,9 @@ def _candidate_blocks(diff, cd, html_figures: bool) -> list[tuple]:
         b.append(("p", "None: every kernel on both sides is matched or in a group above."))
 
     b.append(("h3", f"What is left: tensors {cd.label} still writes to HBM and reads straight back"))
-    if cd.run.remaining:
+    if cd.run.remaining_unknown:
+        b.append(("p", f"Unknown: {cd.run.remaining_unknown}."))
+    elif cd.run.remaining:
         rows = [
             [
                 x["kind"],
@@ -645,7 +652,9 @@ def _render_html(blocks: list[tuple], title: str) -> str:
                 out.append("<tr>" + "".join(f"<td>{_cell_html(c)}</td>" for c in row) + "</tr>")
             out.append("</tbody></table>")
         elif kind == "figure":
-            fig = blk[1]
+            from analyzer.figures.theme import fit_layout
+
+            fig = fit_layout(blk[1])  # the legend below the x-axis title, not on it (as in the app)
             # plotly.js (~4.6 MB) inlined once, so the file opens offline; later figures reuse it
             div = fig.to_html(
                 full_html=False,

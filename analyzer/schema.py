@@ -9,7 +9,8 @@ Unknown numbers are NaN (never 0); unknown strings are "" ; unknown ids are -1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -62,6 +63,11 @@ GPU_OPS = _table(
         "that op's 'Concrete Inputs' (list of str: scalar argument values, e.g. is_causal 'True') or None",
     ),
     ("shapes_known", "bool", "True when the kernel carries its op's input shapes (False: e.g. CUDA-graph replay)"),
+    (
+        "graph_replay",
+        "bool",
+        "launched by a CUDA-graph replay (one cudaGraphLaunch, many GPU ops): no op or shapes of its own",
+    ),
     ("step", "int64", "profiler step number the kernel belongs to (by its launch time; -1 outside any step)"),
     ("bytes", "float64", "ESTIMATED HBM bytes read + written (NaN unknown); basis in cost_basis"),
     ("flops", "float64", "ESTIMATED floating-point operations (NaN unknown / 0 for pure data movement)"),
@@ -184,6 +190,99 @@ KERNEL_SUMMARY = _table(
     ("dram_basis", "object", "what dram_bytes_per_call rests on (cache size, GPU, model)"),
 )
 
+# ---------------------------------------------------------------------------------------------------- raw tables
+# What a READER hands ``analyzer.trace.build_trace``: the raw-table contract. ``analyzer.readers.decode`` produces
+# it from Kineto JSON; a reader for another format (Nsight Systems export, a columnar dump …) produces the same
+# ``RawTrace`` and plugs in without touching build_trace. Each table is a dict of equal-length columns (numpy
+# arrays, or lists for object columns) with exactly these names; ``ts`` / ``dur`` are the file's own µs
+# (build_trace subtracts ``trace_start_raw``, sorts by (ts, event_index) and renames to the GPU_OPS … columns).
+# Unknown: NaN for floats, -1 for ids, "" for text, None for lists. An absent table is an empty dict.
+_RAW_COMMON = (
+    ("event_index", "int64", "position of the event in the file: equal ts keep file order"),
+    ("name", "object", "event name (str)"),
+    ("pid", "int64", "process id (-1 unknown)"),
+    ("tid", "int64", "thread id, or stream for GPU rows (-1 unknown)"),
+    ("ts", "float64", "start, µs, in the file's clock"),
+    ("dur", "float64", "duration, µs"),
+)
+RAW_GPU_OPS = _table(
+    *_RAW_COMMON,
+    ("kind", "object", "'kernel', 'memcpy' or 'memset'"),
+    ("correlation", "int64", "CUPTI correlation id (-1 unknown)"),
+    ("external_id", "int64", "External id (-1 unknown)"),
+    ("device", "int64", "GPU index (-1 unknown)"),
+    ("stream", "int64", "stream (-1 unknown)"),
+    ("grid", "object", "grid dims 'x,y,z' ('' unknown)"),
+    ("block", "object", "block dims 'x,y,z' ('' unknown)"),
+    ("registers", "float64", "registers per thread (NaN unknown)"),
+    ("shared_memory", "float64", "shared memory per block, bytes (NaN unknown)"),
+    ("bytes", "float64", "bytes a memcpy/memset moved (NaN unknown)"),
+)
+RAW_CPU_OPS = _table(
+    *_RAW_COMMON,
+    ("external_id", "int64", "External id (-1 unknown)"),
+    ("sequence_number", "int64", "autograd sequence number (-1 unknown)"),
+    ("input_dims", "object", "list of lists or None; equal values should share one object (cheap keys)"),
+    ("input_types", "object", "list of str or None"),
+    ("input_strides", "object", "list of lists or None"),
+    ("concrete_inputs", "object", "list of str or None"),
+)
+RAW_LAUNCHES = _table(
+    *_RAW_COMMON,
+    ("correlation", "int64", "correlation id (-1 unknown)"),
+    ("external_id", "int64", "External id (-1 unknown)"),
+)
+RAW_ANNOTATIONS = _table(
+    *_RAW_COMMON,
+    ("on_gpu", "bool", "True for a GPU-side annotation"),
+    ("external_id", "int64", "External id (-1 unknown)"),
+)
+RAW_TABLES: dict[str, tuple[Column, ...]] = {
+    "gpu": RAW_GPU_OPS,
+    "cpu": RAW_CPU_OPS,
+    "launches": RAW_LAUNCHES,
+    "annotations": RAW_ANNOTATIONS,
+}
+
+
+@dataclass
+class RawTrace:
+    """A reader's output: the raw tables plus what build_trace needs to name, check and time the trace."""
+
+    header: dict  # top-level keys of the file (deviceProperties, distributedInfo, baseTimeNanoseconds …)
+    form: str  # how the file was laid out ('object' / 'array' for Kineto JSON; free text for other readers)
+    n_events: int  # events read, of every kind
+    trace_start_raw: float  # smallest ts of any non-metadata event, in the file's µs; NaN if none
+    gpu: dict[str, Any]  # RAW_GPU_OPS columns, or {} when there is none
+    cpu: dict[str, Any]  # RAW_CPU_OPS
+    launches: dict[str, Any]  # RAW_LAUNCHES
+    annotations: dict[str, Any]  # RAW_ANNOTATIONS
+    categories: dict[str, int]  # event count per category (for "is this a PyTorch trace?" messages)
+    process_labels: list[str]  # process names (a TF/JAX trace names its processes by device)
+    legacy: bool  # PyTorch 1.x schema (integer epoch µs, Capitalised categories)
+    warnings: list[str] = field(default_factory=list)  # what the reader repaired or dropped, one line each
+
+
+def check_raw(raw: RawTrace) -> None:
+    """Raise ValueError naming the table and columns when a reader broke the raw-table contract (a bug)."""
+    for table, cols in RAW_TABLES.items():
+        data = getattr(raw, table)
+        if not data:
+            continue
+        names = [c.name for c in cols]
+        if set(data) != set(names):
+            missing, extra = sorted(set(names) - set(data)), sorted(set(data) - set(names))
+            raise ValueError(f"raw table {table!r}: missing columns {missing}, unexpected {extra}")
+        lengths = {len(v) for v in data.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"raw table {table!r}: columns of different lengths {sorted(lengths)}")
+
+
+def raw_empty(table: str) -> dict[str, pd.Series]:
+    """Empty columns of a raw table, with the contract's dtypes."""
+    return {c.name: pd.Series(dtype=c.dtype) for c in RAW_TABLES[table]}
+
+
 TABLES: dict[str, tuple[Column, ...]] = {
     "gpu_ops": GPU_OPS,
     "cpu_ops": CPU_OPS,
@@ -235,6 +334,17 @@ def markdown() -> str:
     lines = ["# FuseLens table columns", "", "Generated from `analyzer/schema.py`. Do not edit by hand.", ""]
     for table, cols in TABLES.items():
         lines += [f"## `{table}`", "", "| column | dtype | meaning |", "|---|---|---|"]
+        lines += [f"| `{c.name}` | {c.dtype} | {c.doc} |" for c in cols]
+        lines.append("")
+    lines += [
+        "## Raw tables (reader → `build_trace`)",
+        "",
+        "What a reader produces (`analyzer.schema.RawTrace`; Kineto JSON: `analyzer.readers.decode`). Times are the",
+        "file's own µs; `build_trace` makes them relative, sorts and renames them into the tables above.",
+        "",
+    ]
+    for table, cols in RAW_TABLES.items():
+        lines += [f"### raw `{table}`", "", "| column | dtype | meaning |", "|---|---|---|"]
         lines += [f"| `{c.name}` | {c.dtype} | {c.doc} |" for c in cols]
         lines.append("")
     return "\n".join(lines)

@@ -46,7 +46,8 @@ class Trace:
 
 # ---------------------------------------------------------------------------------------------------- build
 def build_trace(decoded, source: str) -> Trace:
-    """Decoded columns (analyzer.readers.decode.Decoded) → Trace: tables → link → classify → cost → steps.
+    """A reader's raw tables (``analyzer.schema.RawTrace``; the Kineto JSON reader is analyzer.readers.decode) →
+    Trace: tables → link → classify → cost → steps. Any reader that honours the raw-table contract plugs in here.
 
     Raises TraceError when the file is valid JSON but holds nothing a PyTorch profiler trace would.
     """
@@ -59,10 +60,11 @@ def build_trace(decoded, source: str) -> Trace:
     t0 = decoded.trace_start_raw if np.isfinite(decoded.trace_start_raw) else 0.0
     meta.trace_start_us = float(t0)
 
-    cpu = _frame(decoded.cpu, t0, _CPU_EMPTY)
-    launches = _frame(decoded.launches, t0, _LAUNCH_EMPTY)
-    ann = _frame(decoded.annotations, t0, _ANN_EMPTY)
-    gpu = _frame(decoded.gpu, t0, _GPU_EMPTY)
+    schema.check_raw(decoded)
+    cpu = _frame(decoded.cpu, t0, schema.raw_empty("cpu"))
+    launches = _frame(decoded.launches, t0, schema.raw_empty("launches"))
+    ann = _frame(decoded.annotations, t0, schema.raw_empty("annotations"))
+    gpu = _frame(decoded.gpu, t0, schema.raw_empty("gpu"))
     # the DataFrames hold sorted copies now: drop the decoded columns (~170 MB on a 1 GB trace) before the
     # memory-hungry stages below
     decoded.gpu = decoded.cpu = decoded.launches = decoded.annotations = {}
@@ -130,38 +132,6 @@ def build_trace(decoded, source: str) -> Trace:
     )
 
 
-_GPU_EMPTY = {
-    "event_index": "int64",
-    "kind": object, "name": object, "pid": "int64", "tid": "int64", "ts": float, "dur": float,
-    "correlation": "int64", "external_id": "int64", "device": "int64", "stream": "int64", "grid": object,
-    "block": object, "registers": float, "shared_memory": float, "bytes": float,
-}  # fmt: skip
-_CPU_EMPTY = {
-    "event_index": "int64",
-    "name": object, "pid": "int64", "tid": "int64", "ts": float, "dur": float, "external_id": "int64",
-    "sequence_number": "int64", "input_dims": object, "input_types": object, "input_strides": object,
-    "concrete_inputs": object,
-}  # fmt: skip
-_LAUNCH_EMPTY = {
-    "event_index": "int64",
-    "name": object,
-    "pid": "int64",
-    "tid": "int64",
-    "ts": float,
-    "dur": float,
-    "correlation": "int64",
-    "external_id": "int64",
-}
-_ANN_EMPTY = {
-    "event_index": "int64",
-    "name": object,
-    "pid": "int64",
-    "tid": "int64",
-    "ts": float,
-    "dur": float,
-    "on_gpu": bool,
-    "external_id": "int64",
-}
 _RENAME = {
     "ts": "ts_us",
     "dur": "dur_us",
@@ -173,7 +143,7 @@ _RENAME = {
 
 def _frame(cols: dict, t0: float, empty: dict) -> pd.DataFrame:
     if not cols:
-        df = pd.DataFrame({k: pd.Series(dtype=v) for k, v in empty.items()})
+        df = pd.DataFrame(empty)
     else:
         # object columns stay object (pandas 3 would infer 'str' and copy every interned name)
         df = pd.DataFrame(

@@ -19,7 +19,13 @@ DEFAULT_CASE = {"workload": "geglu", "batch": 64, "seq": 128, "d_model": 768, "h
 INDEX_SCHEMA = "fuselens.samples/1"
 # What the app opens on: the four variants the HF case is about (the set may hold more, e.g. fuselens-gating).
 OPENING_VARIANTS = ("eager", "compile", "liger", "fuselens")
-WORKLOAD_NAMES = {"geglu": "GEGLU MLP", "swiglu": "SwiGLU MLP", "plain": "MLP (Linear-GELU-Linear)"}
+WORKLOAD_NAMES = {
+    "geglu": "GEGLU MLP",
+    "swiglu": "SwiGLU MLP",
+    "plain": "MLP (Linear-GELU-Linear)",
+    "gemma-layer": "Gemma-style decoder layer",
+    "llama-layer": "Llama-style decoder layer",
+}
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,13 @@ def case_title(m: dict) -> str:
     if s:
         tokens = s.get("tokens") or (s.get("batch", 0) * s.get("seq", 0))
         parts.append(f"{s.get('batch')}×{s.get('seq')} tokens (M={tokens})")
-        parts.append(f"d_model {s.get('d_model')} · hidden {s.get('hidden')}")
+        if s.get("heads"):  # a decoder layer (kernels.models.layer): hidden size, heads, MLP intermediate size
+            parts.append(
+                f"hidden {s.get('d_model')} · {s.get('heads')} q / {s.get('kv_heads')} KV heads × {s.get('head_dim')}"
+                f" · intermediate {s.get('intermediate') or s.get('hidden')}"
+            )
+        else:
+            parts.append(f"d_model {s.get('d_model')} · hidden {s.get('hidden')}")
     if m.get("dtype"):
         parts.append(str(m["dtype"]))
     parts.append("training step" if m.get("train") else "forward")
@@ -118,6 +130,8 @@ def load_set(sample: SampleSet, origin: str = "sample", variants: tuple[str, ...
     """Load the recorded variants of a set (all, or those named), parsed once per server, with manifest and ncu."""
     loaded = []
     context = state.context_from_manifest(sample.manifest)
+    if origin == "sample":
+        context["_sample_set"] = sample.name  # lets a shared link name the set (app_pages.share)
     folder = sample.traces[0][1].parent
     traces = [(v, p) for v, p in sample.traces if variants is None or v.get("name") in variants] or list(sample.traces)
     n = len(traces)

@@ -111,3 +111,28 @@ def test_names_are_escaped_in_hover_and_labels():
     text = " ".join(s.strings(json.loads(fig.to_json())))
     assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
     assert "<b>run</b>" not in text and "&lt;b&gt;run&lt;/b&gt;" in text
+
+
+def test_a_layer_step_reads_in_kernel_order():
+    """A decoder layer's 49-52 GPU ops (tests/data/layer_h100): one equal slot each in launch order, a vertical label
+    in every slot, hovers with the real µs; the compiled layer's 17 ops end where its slots end."""
+    from tests.conftest import DATA
+
+    views = []
+    for name in ("eager", "compile"):
+        t = loaded_trace(DATA / "layer_h100" / f"{name}.json.gz")
+        views.append(tl.step_view(name, t.gpu_ops, int(t.steps["step"].iloc[-1])))
+    bars, info = tl.bars_frame(views, sequence=True)
+    for row, v in enumerate(views):
+        mine = bars[bars["row"] == row].sort_values("s")
+        assert mine["s"].tolist() == [float(i) for i in range(len(v.gpu))]  # every GPU op, one slot each
+        assert (mine["e"] - mine["s"]).round(6).eq(0.9).all()
+    assert {"softmax", "rsqrt", "neg", "cat", "sdpa"} <= set(bars["text"])
+    fig = tl.timeline_figure(views, sequence=True)
+    assert fig.layout.meta["sequence"] and fig.layout.meta["unit"] == "GPU ops"
+    labels = [a for a in fig.layout.annotations if a.textangle == -90]
+    assert len(labels) == len(bars)
+    hover = " ".join(h for t in fig.data for h in t.hovertext)
+    assert "µs" in hover  # real times stay in the hover
+    # the time layout is unchanged for the same views
+    assert not tl.timeline_figure(views).layout.meta["sequence"]

@@ -47,3 +47,17 @@ def test_not_causal_block_full_flops():
     assert a["flops"].iloc[0] == 4 * b * h * s * s * d
     assert a["bytes"].iloc[0] == 4 * b * h * s * d * 2 + b * h * s * 4
     assert "not causal" in a["cost_basis"].iloc[0]
+
+
+def test_recorded_layer_cudnn_attention_cost():
+    """The Gemma-style layer's SDPA on an H100 (tests/data/layer_h100): cuDNN attention, 8 query heads over ONE KV
+    head (enable_gqa), causal, no logsumexp in inference (compute_log_sumexp False)."""
+    a = _attention(DATA / "layer_h100" / "sdpa.json.gz")
+    assert len(a) == 3 and (a["library"] == "cuDNN").all()  # one per profiled step
+    q = o = 1 * 8 * 2048 * 256 * 2
+    k = v = 1 * 1 * 2048 * 256 * 2  # read once for the single KV head, not once per query head
+    assert (a["bytes"] == q + k + v + o).all()  # 18,874,368
+    assert (a["flops"] == 4 * 1 * 8 * 2048 * 2048 * 256 / 2).all()
+    basis = a["cost_basis"].iloc[0]
+    assert "H_kv=1" in basis and "causal from the is_causal argument" in basis
+    assert basis.endswith("from aten::_cudnn_attention_forward")

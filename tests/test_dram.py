@@ -161,8 +161,8 @@ def _structural_miss(i: int, n: int, names: list[str], err: float) -> bool:
 
 @pytest.mark.parametrize("case, variant", _warm_sets() or [pytest.param("-", "-", marks=pytest.mark.skip("no set"))])
 def test_recorded_warm_sets(case, variant):
-    """The sets the runner's ncu-warm step recorded (H100 and H200): step within ±10%, each kernel within ±10% or
-    one of the documented misses."""
+    """Every set the runner recorded with in-sequence counters (H100 and H200): step within ±10%; for the MLP cases
+    the issue names (HF GEGLU, plain), each kernel within ±10% or one of the documented misses."""
     import json
 
     trace = load_trace(SAMPLES / case / f"{variant}.json.gz")
@@ -173,6 +173,8 @@ def test_recorded_warm_sets(case, variant):
     assert abs(s.per_step["dram_bytes"] / measured - 1) <= 0.10, (s.per_step["dram_bytes"], measured)
     if block.get("l2_cache_bytes") and trace.gpu is not None:
         assert trace.gpu.cache_bytes == block["l2_cache_bytes"]  # the peak table's L2 is the device's own
+    if not any(x in case for x in ("hf_geglu", "plain_")):
+        return  # other sets (the Gemma decoder layer): the step only; per kernel see COST_MODEL.md
     g = trace.gpu_ops[trace.gpu_ops["step"] == s.per_step["dram_step"]].sort_values("ts_us")
     g = g[g["kind"] == "kernel"]
     pred = predict_step(g, trace.gpu)["dram_bytes"].to_numpy()

@@ -89,9 +89,13 @@ def test_single_tma_split_store_epilogue(monkeypatch, dname):
 
 
 @pytest.mark.skipif(ON_GPU, reason="interpreter switch; on the GPU check_configs forces every config")
-@pytest.mark.parametrize("cfg", hopper_gemm.GATED_CONFIGS[:1] + hopper_gemm.GATED_CONFIGS_FEW_ROWS, ids=str)
+@pytest.mark.parametrize(
+    "cfg",
+    hopper_gemm.GATED_CONFIGS[:1] + hopper_gemm.GATED_CONFIGS_FEW_ROWS + hopper_gemm.GATED_CONFIGS_LLM[:2],
+    ids=str,
+)
 def test_gated_tma_tiles_of_every_shape(monkeypatch, cfg):
-    """The interleaved epilogue's reshape/split at each shipped tile shape (64- and 128-row, 64- and 128-column
+    """The interleaved epilogue's reshape/split at each shipped tile shape (64-, 128- and 256-row, 64- and 128-column
     outputs), under the interpreter at an odd shape: M 130, K 72, N 200 (not multiples of any tile)."""
     monkeypatch.setattr(hopper_gemm, "_INTERP_GATED_META", dict(cfg.kwargs))
     x, (wg, wu) = _inputs(130, 72, 200, "fp16", seed=seed_of("tiles", str(cfg)), n_weights=2)
@@ -214,3 +218,23 @@ def test_empty_k_gives_activation_of_bias(act):
     out = gemm_bias_act(torch.empty(5, 0, device=DEVICE), torch.empty(16, 0, device=DEVICE), b, act)
     want = {"gelu": F.gelu(b), "gelu_tanh": F.gelu(b, approximate="tanh"), "silu": F.silu(b), "identity": b}[act]
     assert torch.allclose(out, want.expand(5, 16), rtol=0, atol=1e-6)
+
+
+@pytest.mark.skipif(ON_GPU, reason="the GPU test (test_kernels_gpu) counts the launcher's slow calls instead")
+def test_every_wrapper_passes_arguments_the_launcher_can_cache():
+    """On the GPU each kernel is launched from a cached launcher after its first call, which needs the wrapper to pass
+    the kernel's runtime arguments first and exactly its constexprs after (kernels.ops.launch): checked here, under
+    the interpreter, for every shipped kernel."""
+    from kernels.ops import dual_gemm, gating, gemm_act
+    from kernels.ops.gating import fused_gating
+
+    x, (wg, wu) = _inputs(130, 72, 200, "bf16", seed=3, n_weights=2)
+    b = randn(200, dtype=x.dtype, seed=4)
+    dual_gemm_gated(x, wg, wu, "silu", impl="tma")
+    dual_gemm_gated(x, wg, wu, "silu", impl="pointer")
+    gemm_bias_act(x, wg, b, "gelu", impl="tma")
+    gemm_bias_act(x, wg, b, "gelu", impl="pointer")
+    fused_gating(F.linear(x, wg), F.linear(x, wu), "gelu_tanh")
+    tuners = [hopper_gemm._gated_tuned, hopper_gemm._single_tuned, dual_gemm._dual_gemm_tuned]
+    tuners += [gemm_act._gemm_act_tuned, gating._gating_kernel_tuned]
+    assert {t.name: t.signature_ok for t in tuners} == {t.name: True for t in tuners}

@@ -142,7 +142,9 @@ def test_bench_and_sweep_entry_points_reach_every_tuner():
     choices = bench.autotune_choices()
     assert set(choices) == {"gating", "gemm_act_pointer", "dual_gemm_pointer", "tma_dual", "tma_single", "tma_gated"}
     assert hopper_gemm._single_tuned.configs == hopper_gemm.SINGLE_CONFIGS
-    assert hopper_gemm._gated_tuned.configs == hopper_gemm.GATED_CONFIGS + hopper_gemm.GATED_CONFIGS_FEW_ROWS
+    assert hopper_gemm._gated_tuned.configs == (
+        hopper_gemm.GATED_CONFIGS + hopper_gemm.GATED_CONFIGS_FEW_ROWS + hopper_gemm.GATED_CONFIGS_LLM
+    )
     if not ON_GPU:
         assert sweep.main([]) == 3  # no sm_90 GPU: a one-line error and exit code 3
 

@@ -58,6 +58,7 @@ RECORD_FIELDS = (
     "key",
     "dims",
     "attn",
+    "kernel_gbps",
 )
 _Record = namedtuple("_Record", RECORD_FIELDS)
 
@@ -118,6 +119,17 @@ def sequence(summary, label: str, step: int | None = None) -> RunSeq:
         notes.append(f"GPU ops on devices {sorted(g['device'].unique().tolist())}; compared device {dev} only")
         g = g[g["device"] == dev]
     g = g.sort_values(["step", "ts_us"], kind="stable")
+    replay = g["graph_replay"].to_numpy(dtype=bool) if "graph_replay" in g else np.zeros(len(g), dtype=bool)
+    if replay.any():
+        # The op around a cudaGraphLaunch (often none) is not what a replayed kernel computes, and all its kernels
+        # share it: each replayed kernel is its own call, with no op, so no op's shapes or ops are read into it.
+        g = g.copy()
+        g.loc[replay, "op_name"] = ""
+        g.loc[replay, "op_index"] = -1
+        notes.append(
+            f"{int(replay.sum())} GPU ops ran as CUDA-graph replays: no op or shapes per kernel, so kernels are "
+            "aligned with the other run by name and order, and their bytes are unknown"
+        )
 
     key_text = g["name"].astype(str) + "\x1f" + g["op_name"].astype(str) + "\x1f" + g["input_dims"].map(repr)
     h = pd.util.hash_pandas_object(key_text, index=False).to_numpy(np.uint64)
@@ -147,8 +159,26 @@ def sequence(summary, label: str, step: int | None = None) -> RunSeq:
         rows[col] = vals[shown_i]
     rows = rows.reset_index(drop=True)
     rows["pos"] = np.arange(len(rows))
+    rows["kernel_gbps"] = _summary_gbps(rows, summary)
     _annotate(rows, trace)
     return RunSeq(label, rows, [int(s) for s in same], steps_used or steps, int(same[shown_i]), notes, durs)
+
+
+def _summary_gbps(rows: pd.DataFrame, summary) -> np.ndarray:
+    """Each GPU op's achieved GB/s as the Summary's kernel table states it (its (name, op, shapes) row: estimated
+    bytes per call over the median call), so a fusion row's GB/s for one kernel is the figure every other surface
+    shows for it (NaN where the table has no such row)."""
+    from analyzer.summary import shapes_text
+
+    k = getattr(summary, "kernels", None)
+    if k is None or len(k) == 0:
+        return np.full(len(rows), np.nan)
+    table = {
+        (n, o, sh): g
+        for n, o, sh, g in zip(k["name"], k["op_name"], k["shapes"], k["achieved_gbps"].astype(float), strict=True)
+    }
+    keys = zip(rows["name"], rows["op_name"], map(shapes_text, rows["input_dims"]), strict=True)
+    return np.array([table.get(key, np.nan) for key in keys], dtype=float)
 
 
 def _roles(rows: pd.DataFrame) -> pd.Series:
@@ -189,12 +219,14 @@ def _annotate(rows: pd.DataFrame, trace) -> None:
     dims_col = rows["input_dims"].tolist()
     types_col = rows["input_types"].tolist()
     concrete_col = rows["concrete_inputs"].tolist() if "concrete_inputs" in rows else [None] * len(rows)
+    strides_col = rows["input_strides"].tolist() if "input_strides" in rows else [None] * len(rows)
     cols = zip(
         rows["name"].tolist(),
         rows["op_name"].tolist(),
         map(repr, dims_col),
         map(repr, types_col),
         map(repr, concrete_col),
+        map(repr, strides_col),
         roles.tolist(),
         rows["ops"].tolist(),
         rows["category"].tolist(),
@@ -208,7 +240,7 @@ def _annotate(rows: pd.DataFrame, trace) -> None:
         k = tuple(k)
         hit = cache.get(k)
         if hit is None:
-            hit = cache[k] = _row_facts(*k[:2], dims_col[i], types_col[i], concrete_col[i], *k[5:])
+            hit = cache[k] = _row_facts(*k[:2], dims_col[i], types_col[i], concrete_col[i], strides_col[i], *k[6:])
         facts.append(hit)
     rows["role"] = roles
     for n, col in enumerate(("gemm", "io", "op_ops", "name_ops", "is_gemm", "key", "dims", "attn")):
@@ -236,13 +268,17 @@ def _concat_dtypes(ios: list, lookback: int = 8) -> list:
     return out
 
 
-def _row_facts(name, op, dims, types, concrete, role: str, ops, category, kind) -> tuple:
+def _row_facts(name, op, dims, types, concrete, strides, role: str, ops, category, kind) -> tuple:
     """(gemm, io, op_ops, name_ops, is_gemm, key, dims, attn) of one GPU op (see _annotate); dims is dims_text of
     its op's input shapes; attn the attention call of an SDPA-family op (analyzer.ops.attention) or None.
     name_ops: the kernel name's ops as analyzer.ops.classify decoded them (the one decoder)."""
     op = op or ""
     g = gemm.gemm_problem(op, dims, types) if role == "main" else None
-    io = tensor_io(op, dims, types, concrete) if op and role in ("main", "first", "last") else TensorIO((), None)
+    io = (
+        tensor_io(op, dims, types, concrete, strides)
+        if op and role in ("main", "first", "last")
+        else TensorIO((), None)
+    )
     attn = None
     if role in ("main", "first", "last") and attention.is_attention_op(op):
         attn = attention.attention_problem(op, read_tensors(dims, types), concrete, name)
@@ -423,17 +459,30 @@ class Alignment:
         return cb + (c_pos - cc) * (nb - cb) / max(nc - cc, 1)
 
 
+def _replayed(rows: pd.DataFrame) -> bool:
+    return "graph_replay" in rows and bool(rows["graph_replay"].any())
+
+
+def _name_keys(rows: pd.DataFrame) -> list[tuple]:
+    """Keys by kernel name alone, for a pair where one run replays CUDA graphs: its kernels have no op or shapes,
+    so a GEMM's (M, N, K) or a kernel's op cannot be compared; the same name in the same order is the evidence."""
+    return [("m" if k != "kernel" else "k", n) for k, n in zip(rows["kind"], rows["name"], strict=True)]
+
+
 def align(base: pd.DataFrame, cand: pd.DataFrame) -> Alignment:
     """Pairs of equal kernels: first the in-order matching blocks (match_blocks), then equal kernels left over on
-    both sides paired in order of appearance ('reordered': e.g. a second stream scheduled them differently)."""
+    both sides paired in order of appearance ('reordered': e.g. a second stream scheduled them differently).
+    When either run replays CUDA graphs, kernels are equal by name (`_name_keys`), and pairs say 'name'."""
+    by_name = _replayed(base) or _replayed(cand)
     codes: dict = {}
-    b_codes = [codes.setdefault(k, len(codes)) for k in base["key"]]
-    c_codes = [codes.setdefault(k, len(codes)) for k in cand["key"]]
+    b_codes = [codes.setdefault(k, len(codes)) for k in (_name_keys(base) if by_name else base["key"])]
+    c_codes = [codes.setdefault(k, len(codes)) for k in (_name_keys(cand) if by_name else cand["key"])]
     in_b, in_c = match_blocks(b_codes, c_codes)
     b_gemm = base["is_gemm"].to_numpy()
     b_has_gemm = [g is not None for g in base["gemm"]]
     pairs: list[tuple[int, int, str]] = [
-        (bi, cj, "gemm" if b_gemm[bi] and b_has_gemm[bi] else "same") for bi, cj in zip(in_b, in_c, strict=True)
+        (bi, cj, "name" if by_name else "gemm" if b_gemm[bi] and b_has_gemm[bi] else "same")
+        for bi, cj in zip(in_b, in_c, strict=True)
     ]
     anchors_b = list(in_b)
     anchors_c = list(in_c)

@@ -142,7 +142,9 @@ def text_lines(diff) -> list[str]:
         if n_ub or n_uc:
             out.append(f"  unmatched kernels/step: {n_ub} baseline, {n_uc} candidate (see --json or --report)")
         left = r.remaining_bytes_per_step
-        if left > 0:
+        if r.remaining_unknown:
+            out.append(f"  still round-tripping through HBM: unknown ({r.remaining_unknown})")
+        elif left > 0:
             out.append(f"  still round-tripping through HBM: {fmt_bytes(left)}/step (see the report's 'What is left')")
     for n in diff.notes:
         out.append(f"note: {n}")

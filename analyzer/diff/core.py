@@ -102,6 +102,8 @@ class RunFacts:
     # per steady step (steps_used order): 'gpu_time_us', 'gpu_busy_us', 'idle_us', 'span_us' — the values the
     # medians above are taken over, for their spread
     step_values: dict = field(default_factory=dict)
+    # why this run's round trips cannot be listed (e.g. CUDA-graph replays: kernels without op or shapes); '' = known
+    remaining_unknown: str = ""
 
     def step_range(self, key: str) -> list[float] | None:
         """[low, high] of a per-step figure over the steady steps (min–max; p10–p90 from 10 steps on), or None."""
@@ -123,6 +125,8 @@ class RunFacts:
 
     @property
     def remaining_bytes_per_step(self) -> float:
+        if self.remaining_unknown:
+            return float("nan")  # unknown is never 0
         return float(sum(r["round_trip_bytes"] for r in self.remaining if finite(r["round_trip_bytes"])))
 
 
@@ -154,6 +158,10 @@ class FusionRow:
     # plain-words warnings about the figures (analyzer.cost.hbm_flags: a rate above the run's HBM peak)
     base_flags: list[str] = field(default_factory=list)
     candidate_flags: list[str] = field(default_factory=list)
+    # one kernel on a side: its GB/s as the Summary's kernel table states it (what summary, Kernels, Roofline show);
+    # several: NaN, and the side's GB/s is its bytes over its time in the representative step
+    base_kernel_gbps: float = float("nan")
+    candidate_kernel_gbps: float = float("nan")
 
     @property
     def dram_bytes_avoided_per_step(self) -> float:
@@ -167,10 +175,14 @@ class FusionRow:
 
     @property
     def base_gbps(self) -> float:
+        if finite(self.base_kernel_gbps):
+            return self.base_kernel_gbps
         return _gbps(self.base_bytes_per_step, self.base_time_us_per_step)
 
     @property
     def candidate_gbps(self) -> float:
+        if finite(self.candidate_kernel_gbps):
+            return self.candidate_kernel_gbps
         return _gbps(self.candidate_bytes_per_step, self.candidate_time_us_per_step)
 
     def to_json(self) -> dict:
@@ -470,6 +482,7 @@ class CandidateDiff:
         out["unmatched"] = clean_json({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
         out["time_breakdown"] = clean_json(self.time_breakdown)
         out["remaining"] = clean_json(self.run.remaining)
+        out["remaining_unknown"] = self.run.remaining_unknown or None
         comp = self.comparability.to_json() if self.comparability is not None else None
         if comp is not None:  # what the runner sampled while each run's steps ran (manifest), beside the factor
             comp["recorded_conditions"] = {
@@ -638,6 +651,13 @@ def _run_facts(summary, seq: RunSeq) -> RunFacts:
     gpu = getattr(summary.trace, "gpu", None)
     gbps = getattr(gpu, "hbm_gbps", None)
     remaining = _aggregate_round_trips([_round_trip_json(seq, r, gbps) for r in remaining_round_trips(seq)])
+    n_replay = int(seq.rows["graph_replay"].sum()) if "graph_replay" in seq.rows else 0
+    remaining_unknown = (
+        f"{n_replay} of its {len(seq.rows)} GPU ops per step ran as CUDA-graph replays, which record no op or "
+        "tensor shapes per kernel, so the tensors they write and read back are unknown"
+        if n_replay
+        else ""
+    )
     top_gemm, dtype = None, None
     gem = [(float(t), g) for t, g in zip(seq.rows["dur_us"], seq.rows["gemm"], strict=True) if g is not None]
     if gem:
@@ -671,6 +691,7 @@ def _run_facts(summary, seq: RunSeq) -> RunFacts:
         dram_bytes_per_step=dram_total,
         dram_basis=dram_basis,
         step_values=_step_values(summary),
+        remaining_unknown=remaining_unknown,
     )
 
 
@@ -775,11 +796,16 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
             f"{sum(k['count_per_step'] for k in unmatched_cand)} candidate kernels per step matched nothing "
             "(listed under unmatched)"
         )
-    matched_share = len(res.pairs) / max(len(b_rows), 1)
+    # kernels with an equal in the candidate, or in an eager attention chain an attention kernel of its shapes took
+    # (shape evidence, analyzer.diff.attention): a compiled layer pairs only its GEMMs and fuses the rest. Op names
+    # alone do not count: unrelated runs (BERT vs an MI300 block) share op names
+    explained = len(res.pairs) + sum(len(g.members) for g in res.groups if g.edges is not None)
+    matched_share = explained / max(len(b_rows), 1)
     if matched_share < 0.3 and len(b_rows) >= 10:  # e.g. two different models: groups are guesses
         notes.append(
-            f"only {matched_share:.0%} of the baseline's GPU ops have an equal in {cseq.label}: these runs may not "
-            "run the same model or shapes, so fusion groups and bytes avoided are unreliable"
+            f"only {matched_share:.0%} of the baseline's GPU ops have an equal in {cseq.label} or a replacement named"
+            " by evidence: these runs may not run the same model or shapes, so fusion groups and bytes avoided are"
+            " unreliable"
         )
     if any(not f.bytes_complete for f in fusions):
         notes.append("some fusion groups have kernels without recorded shapes: their bytes avoided are lower bounds")
@@ -902,6 +928,8 @@ def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -
         bytes_note=_bytes_note(g, attention),
         base_dram_bytes_per_step=float(b_dram[[*g.members, *g.side]].sum()) if b_dram is not None else float("nan"),
         candidate_dram_bytes_per_step=float(c_dram[g.fused].sum()) if c_dram is not None else float("nan"),
+        base_kernel_gbps=float(members[0].kernel_gbps) if len(members) == 1 and not g.side else float("nan"),
+        candidate_kernel_gbps=float(fr[0].kernel_gbps) if len(fr) == 1 else float("nan"),
     )
 
 
@@ -1078,6 +1106,7 @@ def _run_json(r: RunFacts) -> dict:
             "by_category": r.by_category,
             "remaining": r.remaining,
             "remaining_round_trip_bytes_per_step": r.remaining_bytes_per_step,
+            "remaining_unknown": r.remaining_unknown or None,
             "top_gemm": r.top_gemm,
             "measured_dram_bytes_per_step": r.measured_dram_bytes,
             "measured_warm_dram_bytes_per_step": r.measured_warm_dram_bytes,

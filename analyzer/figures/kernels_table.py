@@ -28,6 +28,7 @@ COLUMNS = {
     "flags": "flags",
     "pct_peak_flops": "% peak FLOP/s (est.)",
     "bytes_per_call": "bytes/call (est.)",
+    "dram_bytes_per_call": "DRAM bytes/call (predicted)",
     "flops_per_call": "FLOPs/call (est.)",
     "category": "category",
     "library": "library",
@@ -36,8 +37,21 @@ COLUMNS = {
     "shapes": "shapes",
     "dtypes": "dtypes",
     "cost_basis": "estimate basis",
+    "dram_basis": "DRAM prediction basis",
 }
-TEXT_COLUMNS = ("run", "name", "category", "library", "ops", "op_name", "shapes", "dtypes", "cost_basis", "flags")
+TEXT_COLUMNS = (
+    "run",
+    "name",
+    "category",
+    "library",
+    "ops",
+    "op_name",
+    "shapes",
+    "dtypes",
+    "cost_basis",
+    "flags",
+    "dram_basis",
+)
 
 
 def kernels_view(tables: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:

@@ -23,9 +23,15 @@ from analyzer.figures.theme import CATEGORY_COLORS as _THEME_COLORS
 from analyzer.fmt import base_name, fmt_bytes, safe_text
 
 # The theme's category colours (same category, same colour in every FuseLens chart) plus one for CPU-op lanes.
-CATEGORY_COLORS = {**_THEME_COLORS, "cpu op": "#9AA5B1"}
+# CPU ops are violet: grey is memset's (and memcpy's), and a CPU lane must not read as a memset.
+CATEGORY_COLORS = {**_THEME_COLORS, "cpu op": "#9F8FD0"}
 CPU_COLOR = CATEGORY_COLORS["cpu op"]
 LANE_PX = 34  # height of one lane: tall enough for a readable bar, short enough for 4 runs × 3 streams on a slide
+# Sequence layout (one equal slot per GPU op, launch order): for steps of tens of kernels, where time-proportional
+# bars leave the short ones (a layer's 1-14 µs norm/RoPE kernels beside 180 µs GEMMs) as slivers. Lanes are taller so
+# a label fits across each slot, written vertically.
+SEQUENCE_LANE_PX = 84
+SEQUENCE_MAX_OPS = 400  # beyond this a slot is under 3 px on a slide: the time layout (with merging) reads better
 NAME_CHARS = 110  # kernel names can be 1 kB of C++ template; the hover shows the head
 
 
@@ -194,12 +200,21 @@ def _merge_small(df: pd.DataFrame, bin_us: float) -> pd.DataFrame:
 
 
 def bars_frame(
-    views: list[StepView], *, max_bars: int = 6000, window: tuple[float, float] | None = None
+    views: list[StepView],
+    *,
+    max_bars: int = 6000,
+    window: tuple[float, float] | None = None,
+    sequence: bool = False,
 ) -> tuple[pd.DataFrame, dict]:
     """All bars to draw, one row each: row (run), lane (label), lane_y, s, e, category, n, hover, text.
+    sequence: s/e are each GPU op's slot in launch order (i, i + 0.9) instead of µs; CPU ops are not drawn; the
+    hover still gives the real start and duration.
 
     Returns (bars, info): info has 'kernels' (GPU ops in the views), 'bars', 'merged' (bool), 'bin_us', 'lanes'.
     """
+    if sequence:
+        views = [StepView(v.label, v.step, v.gpu, None, v.origin_us) for v in views]
+        max_bars, window = max(max_bars, sum(len(v.gpu) for v in views) + 1), None
     parts = []
     lane_names: dict[int, list[str]] = {}
     for row, v in enumerate(views):
@@ -267,6 +282,10 @@ def bars_frame(
         f"{int(n)}×" if n > 1 else _esc(short_label(nm, "" if k == "cpu op" else op), 40)
         for n, nm, op, k in zip(df["n"], names, ops, df["category"], strict=True)
     ]
+    if sequence:  # slots in launch order within each run (hover computed above from real times)
+        df = df.sort_values(["row", "s", "lane_y"], kind="stable")
+        slot = df.groupby("row").cumcount().to_numpy(dtype=float)
+        df["s"], df["e"] = slot, slot + 0.9
     info["bars"] = len(df)
     info["total_before_merge"] = total
     return df[cols], info
@@ -282,17 +301,23 @@ def timeline_figure(
     webgl: bool | None = None,
     window: tuple[float, float] | None = None,
     template: str | None = None,
+    sequence: bool = False,
 ) -> go.Figure:
     """Stacked step timelines (one subplot row per run, same x scale). `webgl=None` picks WebGL above `svg_limit` bars.
+    sequence: one equal slot per GPU op in launch order (bars_frame), labels written vertically; hovers keep times.
 
     The figure's layout.meta carries what was drawn ({'kernels', 'bars', 'merged', 'bin_us', 'webgl'}), so the page can
     say "37,112 kernels shown as 5,812 bars" instead of silently aggregating.
     """
-    bars, info = bars_frame(views, max_bars=max_bars, window=window)
-    use_gl = (info["bars"] > svg_limit) if webgl is None else bool(webgl)
+    sequence = sequence and sum(len(v.gpu) for v in views) <= SEQUENCE_MAX_OPS * max(1, len(views))
+    bars, info = bars_frame(views, max_bars=max_bars, window=window, sequence=sequence)
+    use_gl = (info["bars"] > svg_limit) if webgl is None and not sequence else bool(webgl)
     # Axis unit: µs for one forward, ms or s for a training step (hovers always say µs).
     x_max = float(bars["e"].max()) if len(bars) else 0.0
     unit, div = ("s", 1e6) if x_max >= 2e7 else ("ms", 1e3) if x_max >= 2e4 else ("µs", 1.0)
+    if sequence:
+        unit, div = "GPU ops", 1.0
+    lane_px = SEQUENCE_LANE_PX if sequence else LANE_PX
     lanes = info["lanes"]
     n_rows = max(1, len(views))
     heights = [max(1, len(lanes.get(i, []))) + 0.9 for i in range(n_rows)]
@@ -358,7 +383,7 @@ def timeline_figure(
                     marker=dict(color=color, line=dict(width=0)),
                     hovertext=part["hover"].to_numpy(),
                     hoverinfo="text",
-                    text=part["text"].to_numpy() if label_bars else None,
+                    text=part["text"].to_numpy() if label_bars and not sequence else None,
                     textposition="inside",
                     insidetextanchor="middle",
                     textangle=0,
@@ -385,25 +410,38 @@ def timeline_figure(
     for row, v in enumerate(views):
         if v.gpu.empty:
             continue
-        end = float(v.gpu["end_us"].max() - v.origin_us)
+        end = float(len(v.gpu)) if sequence else float(v.gpu["end_us"].max() - v.origin_us)
         fig.add_vline(x=end / div, line=dict(color="#444", width=1, dash="dot"), row=row + 1, col=1)
     fig.update_xaxes(showgrid=True, gridcolor="rgba(0,0,0,0.08)", zeroline=False)
-    fig.update_xaxes(title_text=f"{unit} since the step's start (each run re-based to its own step)", row=n_rows, col=1)
+    x_title = (
+        "GPU ops in launch order, one equal slot each (hover for times)"
+        if sequence
+        else f"{unit} since the step's start (each run re-based to its own step)"
+    )
+    fig.update_xaxes(title_text=x_title, row=n_rows, col=1)
     if window is not None:
         fig.update_xaxes(range=[window[0] / div, window[1] / div])
-    height = int(90 + sum(heights) * LANE_PX * 1.25 + 30 * n_rows)
+    height = int(90 + sum(heights) * lane_px * 1.25 + 30 * n_rows)
     fig.update_layout(
         title=dict(text=title, x=0.01, xanchor="left") if title else None,
         barmode="overlay",
         height=height,
-        legend=dict(orientation="h", yanchor="bottom", y=1.0 + 40 / height, x=1, xanchor="right", title=None),
+        # top LEFT: Plotly's toolbar appears at the top right on hover and covered a right-aligned legend
+        legend=dict(orientation="h", yanchor="bottom", y=1.0 + 40 / height, x=0, xanchor="left", title=None),
         hoverlabel=dict(align="left", font_size=12),
         margin=dict(l=90, r=20, t=90 if title else 60, b=50),
         bargap=0.2,
         uniformtext=dict(minsize=9, mode="hide"),  # a label that does not fit its bar is hidden, never overflows
         template=template,
-        meta={k: info[k] for k in ("kernels", "bars", "merged", "bin_us")} | {"webgl": use_gl, "unit": unit},
+        meta={k: info[k] for k in ("kernels", "bars", "merged", "bin_us")}
+        | {"webgl": use_gl, "unit": unit, "sequence": sequence},
     )
     for ann in fig.layout.annotations:  # subplot titles: left-aligned, like lane groups in Perfetto
         ann.update(x=0.0, xanchor="left", font=dict(size=13))
+    if sequence and label_bars:  # a vertical label in every slot (bar text cannot turn inside a horizontal bar)
+        for b in bars.itertuples(index=False):
+            fig.add_annotation(
+                x=(b.s + b.e) / 2, y=b.lane_y, text=b.text if len(b.text) <= 18 else b.text[:17] + "…", textangle=-90, showarrow=False,
+                font=dict(size=10, color="#1f1f1f"), row=int(b.row) + 1, col=1,
+            )  # fmt: skip
     return fig

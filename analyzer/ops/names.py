@@ -154,6 +154,11 @@ ATTENTION_WORDS = (
     "_scaled_dot_product_efficient_attention",
     "_scaled_dot_product_cudnn_attention",
     "scaled_dot_product_attention",
+    # the same for the FuseLens custom ops (kernels/models/custom_ops.py) under torch.compile: an RMSNorm kernel whose
+    # output feeds fuselens::dual_gemm_glu is named triton_red_fused_…_add_dual_gemm_glu_mean_mul_pow_rsqrt_…
+    "dual_gemm_glu",
+    "glu_gating",
+    "gemm_bias_act",
 )
 # aten op names Inductor joins with '_' (so they must be re-assembled); everything else is one word.
 _MULTIWORD = sorted(

@@ -41,7 +41,7 @@ import numpy as np
 from msgspec import Raw
 
 from analyzer.errors import TraceError
-from analyzer.readers.decode import ShapeError, decode_events, skip_ws, split_document
+from analyzer.readers.decode import ShapeError, accumulate_events, finish, skip_ws, split_document
 from analyzer.trace import Trace, build_trace
 
 ENV_MAX_DECOMPRESSED = "FUSELENS_MAX_DECOMPRESSED_BYTES"
@@ -123,12 +123,14 @@ def _parse(src, source: str, is_bytes: bool, max_decompressed_bytes, max_gzip_ra
     buf = data if isinstance(data, bytearray) else None
     del data  # `events` is a view that keeps the buffer alive exactly as long as decoding needs it
     try:
-        decoded = decode_events(form, header, events, buf)
+        acc = accumulate_events(events, buf)
     except msgspec.DecodeError as err:  # the validation pass skips strings' contents; a batch can still object
         raise TraceError(source, f"invalid JSON inside traceEvents ({err})") from None
     except RecursionError:
         raise TraceError(source, "JSON nested too deeply to read (msgspec stops at ~1,000 levels)") from None
-    del events, buf
+    del events, buf  # the JSON buffer is freed here, before the batches are joined into columns
+    decoded = finish(acc, form, header)
+    del acc
     decoded.warnings[:0] = warnings
     return build_trace(decoded, source)
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
 #   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | configs | record | record-hf |
-#                                          record-fuselens | record-layer | record-llama-layer | record-templates |
-#                                          record-skew | check | gpu-tests | host | bench | bench-quick | bench-mlp |
+#                                          record-fuselens | record-roofs | record-layer | record-llama-layer | record-templates |
+#                                          record-skew | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
@@ -70,6 +70,15 @@ for case in ("skew_normal", "skew_loaded"):
             print(case, v["name"], v["status"], v.get("median_us"), "sm", (c.get("sm_clock_mhz") or {}).get("median"),
                   "W", (c.get("power_w") or {}).get("median"), "C", (c.get("temperature_c") or {}).get("median"))
 PY
+}
+
+# Measured roofs (issue 13): the HF GEGLU eager/compile pair with the runner's --measure-roofs (copy bandwidth and
+# bf16 matmul ceiling in the manifest's "ceilings"), for the dashboard's Roofline. ~1.5 min on an H100.
+record_roofs() {
+  local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072)
+  rec hf_geglu_roofs_bf16 150 --workload geglu --variants eager,compile "${HF[@]}" --dtype bf16 --measure-roofs
+  python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('ceilings'))" \
+    "$R/sample_traces/hf_geglu_roofs_bf16/manifest.json" 2>&1 | tail -1
 }
 
 record_fuselens() {
@@ -155,6 +164,21 @@ host() {  # host time per op call, fast path vs JITFunction.run
   echo "host rc=$?"; sed -n '1,20p' "$R/logs/host_overhead.txt"
 }
 
+two_models() {  # the issue-16 scenario, this code and the code before the fix (83c02fe's kernels/), one process each
+  echo "== two models in one process"
+  timeout "$(left 150)" python3 scripts/two_models.py --order geglu,swiglu --json "$R/bench/two_models_new.json" \
+    >"$R/logs/two_models_new.txt" 2>&1
+  echo "two-models (this code) rc=$?"; grep -E "^[12] " "$R/logs/two_models_new.txt"
+  rm -rf /tmp/fuselens_old && mkdir -p /tmp/fuselens_old
+  if git archive 83c02fe kernels | tar -x -C /tmp/fuselens_old 2>"$R/logs/two_models_old.txt"; then
+    timeout "$(left 150)" python3 scripts/two_models.py --order geglu,swiglu --root /tmp/fuselens_old \
+      --json "$R/bench/two_models_old.json" >>"$R/logs/two_models_old.txt" 2>&1
+    echo "two-models (83c02fe) rc=$?"; grep -E "^[12] " "$R/logs/two_models_old.txt"
+  else
+    echo "two-models (83c02fe): git archive failed (no history on this machine?)"; tail -2 "$R/logs/two_models_old.txt"
+  fi
+}
+
 sweep_llm() {
   echo "== per-config sweep at the LLM shapes"
   timeout "$(left 240)" python3 -m kernels.lab.sweep --cases llm --out "$R/bench/sweep_llm.md" >"$R/logs/sweep_llm.txt" 2>&1
@@ -183,11 +207,11 @@ bench() {
 
 for step in "$@"; do
   case $step in
-    facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-fuselens) record_fuselens ;; check) check ;;
+    facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-roofs) record_roofs ;; record-fuselens) record_fuselens ;; check) check ;;
     record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
     record-skew) record_skew ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
-    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;;
+    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; two-models) two_models ;;
     bench-llm) bench --shapes llm ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;

@@ -6,9 +6,10 @@ Per row: eager, compile, liger (gated MLPs) and fuselens (whatever path its firs
 kernels.models.dispatch), each timed like the rest of the bench (kernels.lab.timing: CUDA events, L2 flushed by a
 read before every call, launches queued ahead, so GPU time) in two interleaved passes; a row's µs is the mean of
 the two passes' medians and their difference is its noise. Reported: µs, × compile, × the fastest peer, × the
-compute floor (FLOPs over this GPU's measured matmul rate for the dtype), the relative error against a float32
-reference (float64 for fp32 rows), the path fuselens ran, and a three-way verdict against the fastest peer: WIN
-(faster by more than the pass-to-pass spread), TIE (within it), LOSS. Rows of <= 512 tokens are launch-bound on
+compute floor (FLOPs over this GPU's measured matmul rate for the dtype), the relative error against the same
+module (same rounded weights and input) computed in float32 (float64 for fp32 rows), the path fuselens ran, and a
+three-way verdict against the fastest peer: WIN (faster by more than the pass-to-pass spread), TIE (within it),
+LOSS. Rows of <= 512 tokens are launch-bound on
 most hosts, so they also carry each variant's CUDA-graph replay time and its launch-bound time.
 
 Bounded for one <= 9-minute GPU command: huge forwards get fewer timed calls (n_iter_for), torch.compile's caches
@@ -18,6 +19,7 @@ eager after 8 rows).
 
 from __future__ import annotations
 
+import copy
 import gc
 import sys
 import time
@@ -95,8 +97,8 @@ def bench_row(row: tuple, ceilings: dict) -> dict:
     model = build_model(workload, d, h, dt, "cuda")
     x = make_input(1, tokens, d, dt, "cuda")
     ref_dt = torch.float64 if dname == "fp32" else torch.float32
-    with torch.no_grad():
-        ref = build_model(workload, d, h, ref_dt, "cuda")(x.to(ref_dt)).double()
+    with torch.no_grad():  # the same (rounded) weights, computed in the wider type
+        ref = copy.deepcopy(model).to(ref_dt)(x.to(ref_dt)).double()
     if dname not in ceilings:
         ceilings[dname] = matmul_ceiling_tflops(dname)
     floor_us = mlp_flops(workload, tokens, d, h) / (ceilings[dname] * 1e12) * 1e6

@@ -123,16 +123,13 @@ def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     return lines + _config_rows([hopper_gemm._gated_tuned], hopper_gemm.GATED_CONFIGS, runs, ref, tflop, n_iter)
 
 
-# Configs tried at the LLM shapes (big N and K: 4096 x 11008 .. 4096 x 14336), beside the shipped ones: more stages,
-# other GROUP_M (L2 reuse of the 2 MB weight tiles), BK 128, 256-row tiles over 16 warps (the same 64 x 256 wgmma per
-# warpgroup, twice the rows per weight tile read), 256 x 64 tiles. A row that does not fit reads "did not run".
+# Configs tried at the LLM shapes (big N and K: 4096 x 11008 .. 4096 x 14336) beside the shipped ones
+# (hopper_gemm.GATED_CONFIGS and GATED_CONFIGS_LLM): BK 128, 256 x 128 x 64 over 16 warps (may not fit: "did not
+# run"), fewer stages with GROUP_M 16.
 EXPLORE_GATED = [
-    hopper_gemm.gated_config(128, 128, 64, 4, 8, group_m=4),
-    hopper_gemm.gated_config(128, 128, 64, 4, 8, group_m=32),
     hopper_gemm.gated_config(128, 128, 128, 2, 8),
-    hopper_gemm.gated_config(256, 128, 32, 4, 16),
     hopper_gemm.gated_config(256, 128, 64, 3, 16),
-    hopper_gemm.gated_config(256, 64, 64, 4, 8),
+    hopper_gemm.gated_config(128, 128, 64, 3, 8, group_m=16),
 ]
 EXPLORE_SINGLE = [
     hopper_gemm.single_config(128, 256, 64, 4, 8, group_m=16, subtile=True),
@@ -167,7 +164,7 @@ def sweep_gated_llm(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     del wgu
     gated = partial(hopper_gemm.persistent_gated, x, wg, wu)
     runs = {"shipped": partial(gated, epilogue_act_id(act, dt)), "none": partial(gated, act_id("identity"))}
-    configs = hopper_gemm.GATED_CONFIGS + EXPLORE_GATED
+    configs = hopper_gemm.GATED_CONFIGS + hopper_gemm.GATED_CONFIGS_LLM + EXPLORE_GATED
     return lines + _config_rows([hopper_gemm._gated_tuned], configs, runs, ref, tflop, n_iter)
 
 

@@ -161,17 +161,34 @@ GATED_CONFIGS_FEW_ROWS = [
     gated_config(64, 128, 64, 4, 4),
     gated_config(128, 64, 64, 4, 4),
 ]
+# LLM shapes (M >= 2048, K >= 2048: Llama-2/3, TinyLlama; the HF shape's K is 768): the MLP is ~1.1x its compute floor
+# with the 128 x 128 tiles, and the dual GEMM is two thirds of it. Candidates: 256-row tiles (16 warps, or 8 warps on
+# 64-column outputs: each weight tile read from shared memory for twice the rows), and GROUP_M 4 / 32 (L2 reuse of
+# the 2 MB weight tile columns at K = 4096). Tuned only for such shapes; `python -m kernels.lab.sweep --cases llm`
+# times each.
+GATED_CONFIGS_LLM = [
+    gated_config(256, 128, 32, 4, 16),
+    gated_config(256, 64, 64, 4, 8),
+    gated_config(128, 128, 64, 4, 8, group_m=4),
+    gated_config(128, 128, 64, 4, 8, group_m=32),
+]
 
 
-def prune_gated(configs, M: int):
-    if M <= 1024:
-        return configs
-    few = {id(c) for c in GATED_CONFIGS_FEW_ROWS}
-    return [c for c in configs if id(c) not in few] or configs
+def prune_gated(configs, m_k: tuple):
+    M, K = m_k
+    drop = set()
+    if M > 1024:
+        drop |= {id(c) for c in GATED_CONFIGS_FEW_ROWS}
+    if M < 2048 or K < 2048:
+        drop |= {id(c) for c in GATED_CONFIGS_LLM}
+    return [c for c in configs if id(c) not in drop] or configs
 
 
 _gated_tuned = Tuned(
-    fuselens_dual_gemm_glu_kernel, GATED_CONFIGS + GATED_CONFIGS_FEW_ROWS, "dual_gemm_glu_tma", prune_gated
+    fuselens_dual_gemm_glu_kernel,
+    GATED_CONFIGS + GATED_CONFIGS_FEW_ROWS + GATED_CONFIGS_LLM,
+    "dual_gemm_glu_tma",
+    prune_gated,
 )
 _single_tuned = Tuned(fuselens_gemm_bias_act_kernel, SINGLE_CONFIGS, "gemm_bias_act_tma")
 _INTERP_SUBTILE = False  # tests flip it to run the split-store epilogue under the interpreter
@@ -261,6 +278,28 @@ def clear_interleaved_cache() -> None:
 _WEIGHT_DESCS: dict[int, tuple] = {}
 
 
+_DESC_TEMPLATES: dict[tuple, object] = {}
+
+
+def tensor_desc(t: torch.Tensor, block: tuple):
+    """TensorDescriptor(t, t.shape, t.stride(), block) for a tensor `usable` already checked (16-byte aligned base
+    and rows, contiguous last dim, no empty dim): the first one per (dtype, block) is built and validated by Triton;
+    later ones copy its fields and set base, shape and strides, skipping __post_init__'s checks (~2 us of host
+    time per descriptor, three per call)."""
+    tmpl = _DESC_TEMPLATES.get((t.dtype, block))
+    if tmpl is None:
+        d = TensorDescriptor(t, t.shape, t.stride(), list(block))
+        tmpl = object.__new__(TensorDescriptor)
+        tmpl.__dict__.update(d.__dict__)
+        tmpl.base = None  # the template holds no tensor
+        _DESC_TEMPLATES[(t.dtype, block)] = tmpl
+        return d
+    d = object.__new__(TensorDescriptor)
+    d.__dict__.update(tmpl.__dict__)
+    d.base, d.shape, d.strides = t, t.shape, t.stride()
+    return d
+
+
 def weight_desc(w: torch.Tensor, block: tuple):
     hit = _WEIGHT_DESCS.get(id(w))
     if hit is None or hit[0]() is not w or hit[1] != w._version or hit[2] != w.data_ptr():
@@ -270,7 +309,7 @@ def weight_desc(w: torch.Tensor, block: tuple):
         _WEIGHT_DESCS[id(w)] = hit
     desc = hit[3].get(block)
     if desc is None:
-        desc = hit[3][block] = TensorDescriptor(w, w.shape, w.stride(), list(block))
+        desc = hit[3][block] = TensorDescriptor(w, w.shape, w.stride(), list(block))  # validated: built once
     return desc
 
 
@@ -300,9 +339,7 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
 
     def args(cfg):
         bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
-        x_desc = TensorDescriptor(x, x.shape, x.stride(), [bm, bk])
-        out_desc = TensorDescriptor(out, out.shape, out.stride(), [bm, bn])
-        return (x_desc, weight_desc(wgu, (2 * bn, bk)), out_desc, M, N, K)
+        return (tensor_desc(x, (bm, bk)), weight_desc(wgu, (2 * bn, bk)), tensor_desc(out, (bm, bn)), M, N, K)
 
     dt = x.dtype
     _gated_tuned.launch(
@@ -312,7 +349,7 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
         lambda cfg: consts,
         lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
         dev,
-        prune_arg=M,
+        prune_arg=(M, K),
         interp_config=triton.Config(_INTERP_GATED_META or INTERP_META),
     )
     return out
@@ -336,9 +373,8 @@ def launch_single(x, w, bias, act_id, out, tuned=None):
 
     def args(cfg):
         bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
-        x_desc = TensorDescriptor(x, x.shape, x.stride(), [bm, bk])
-        out_desc = TensorDescriptor(out, out.shape, out.stride(), [bm, bn // 2 if cfg.kwargs["SUBTILE"] else bn])
-        return (x_desc, weight_desc(w, (bn, bk)), out_desc, b, M, N, K)
+        out_desc = tensor_desc(out, (bm, bn // 2 if cfg.kwargs["SUBTILE"] else bn))
+        return (tensor_desc(x, (bm, bk)), weight_desc(w, (bn, bk)), out_desc, b, M, N, K)
 
     dt = x.dtype
     has_bias = bias is not None

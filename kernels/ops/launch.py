@@ -67,6 +67,7 @@ class Tuned:
         self.timings: dict = {}
         self._launchers: dict = {}  # spec -> (key, config, compiled kernel, constexpr tail, grid)
         self.slow_calls = 0  # launches that went through JITFunction.run (tests count them)
+        self.signature_ok: bool | None = None  # interpreter runs: would the GPU path cache a launcher
 
     def clear(self) -> None:
         self.cache.clear()
@@ -92,7 +93,12 @@ class Tuned:
         consts_fn(cfg): the constexpr arguments other than the config's; grid_fn(cfg): a 3-tuple."""
         if INTERPRETING:
             cfg = interp_config
-            self.kernel[grid_fn(cfg)](*(args(cfg) if callable(args) else args), **consts_fn(cfg), **cfg.kwargs)
+            a = args(cfg) if callable(args) else args
+            consts = consts_fn(cfg)
+            self.kernel[grid_fn(cfg)](*a, **consts, **cfg.kwargs)
+            # what the GPU path's launcher cache needs (runtime args first, then exactly these constexprs), checked
+            # here too so CPU tests catch a wrapper whose arguments would leave every GPU call on the slow path
+            self.signature_ok = self._tail(len(a), {**consts, **cfg.kwargs}) is not None
             return
         if FAST_LAUNCH:
             hit = self._launchers.get(spec)
