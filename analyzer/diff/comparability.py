@@ -56,6 +56,7 @@ class Comparability:
     control_share: float  # control_us_per_step[0] / the baseline's kernel time per step
     steps: list[int]  # [base, candidate]: steady steps the spreads are taken over
     notes: list[str] = field(default_factory=list)
+    n_control_calls: int = 0  # calls paired one to one (the factor's median runs over these)
     # per GPU op of each run's representative step: the share of its time that belongs to the control group (1 for
     # a control kernel; m/n when a run makes n calls of a control kernel and the other only m; 0 otherwise)
     control_weight: tuple = field(default=(None, None), repr=False, compare=False)
@@ -100,6 +101,7 @@ class Comparability:
             "within_run_spread_pct": self.within_run_spread_pct,
             "tolerance_pct": self.tolerance_pct,
             "n_control_kernels": self.n_control_kernels,
+            "n_control_calls": self.n_control_calls,
             "control_kernels": self.control_kernels,
             "control_us_per_step": self.control_us_per_step,
             "control_share": self.control_share,
@@ -244,6 +246,7 @@ def check(bseq, cseq) -> Comparability:
         control_share=float(share),
         steps=steps,
         notes=notes,
+        n_control_calls=len(pairs),
         control_weight=weights,
         class_factors=class_factors,
         class_ratio_ranges=class_ranges,
