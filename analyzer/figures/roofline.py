@@ -19,6 +19,7 @@ from analyzer.gpus import GpuSpec
 from analyzer.ops import dtypes as dt
 
 DODGE_DECADES = 0.05  # ±15 % in intensity per run: apart on screen, far below what would change a reading
+MEASURED_ROOF_COLOR = "#D55E00"  # measured roofs: the theme's cost/attention-grabbing orange, dashed
 MAX_GEMM_LABELS = 12  # more would cover the chart; the hover names every marker
 SYMBOLS = ("circle", "diamond", "square", "triangle-up", "x", "star", "cross", "pentagon")
 ROOF_DTYPES = ("fp8", "bf16", "fp16", "tf32", "fp32")
@@ -82,8 +83,12 @@ def roofline_figure(
     dtypes: tuple[str, ...] | None = None,
     template: str | None = None,
     bytes_column: str = "bytes_per_call",
+    measured: dict | None = None,
 ) -> go.Figure:
     """The roofline of `tables` (label, Summary.kernels) on `gpu` (no roofs when None: unknown GPU).
+
+    `measured`: roofs the runner measured on this GPU ({'copy_gbps', 'matmul_tflops', 'matmul_dtype'}, from the
+    manifest's "ceilings"), drawn dashed in orange beside the datasheet roofs (what the card really reaches).
 
     `dtypes` picks the flat roofs to draw (default: the ones GpuSpec knows among bf16/fp16/fp32/tf32/fp8 that the
     kernels' dtypes use, else bf16 and fp32). Marker: symbol per run, colour per category, area ∝ time per step.
@@ -218,6 +223,29 @@ def roofline_figure(
                     legendgroup="roofs",
                 )
             )
+    copy_gbps, mm_tflops = (measured or {}).get("copy_gbps"), (measured or {}).get("matmul_tflops")
+    if copy_gbps or mm_tflops:
+        xs = np.logspace(np.log10(x_lo), np.log10(x_hi), 200)
+        ys = np.full(xs.size, np.inf)
+        parts = []
+        if copy_gbps:
+            ys = np.minimum(ys, copy_gbps * xs / 1000.0)
+            parts.append(f"copy {copy_gbps:,.0f} GB/s")
+        if mm_tflops:
+            ys = np.minimum(ys, mm_tflops)
+            parts.append(f"{html.escape(str(measured.get('matmul_dtype') or ''))} matmul {mm_tflops:,.0f} TFLOP/s")
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                name="measured: " + ", ".join(parts),
+                line=dict(color=MEASURED_ROOF_COLOR, width=2, dash="dash"),
+                hoverinfo="skip",
+                legendgroup="roofs",
+                legendgrouptitle_text=None if gpu is not None else "roofs",
+            )
+        )
     fig.update_xaxes(
         type="log",
         title_text=f"arithmetic intensity, FLOP per {BYTES.get(bytes_column, bytes_column)}",
