@@ -425,11 +425,18 @@ def unmatched(cd) -> None:
     for col, rows, who in ((c1, cd.unmatched_base, cd.base_label), (c2, cd.unmatched_candidate, cd.label)):
         col.markdown(f"**Only in {ui.esc(who)}**")
         if rows:
+            df = pd.DataFrame(rows)
+            if "name" in df:  # half a page wide: short names, shapes in a narrow column (full ones in the JSON)
+                df["name"] = df["name"].map(lambda n: short_name(n, 40))
             col.dataframe(
-                pd.DataFrame(rows),
+                df,
                 hide_index=True,
                 width="stretch",
-                column_config={"time_us_per_step": st.column_config.NumberColumn("µs/step", format="%.1f")},
+                column_config={
+                    "time_us_per_step": st.column_config.NumberColumn("µs/step", format="%.1f"),
+                    "shapes": st.column_config.TextColumn("shapes", width="small"),
+                    "op": st.column_config.TextColumn("op", width="small"),
+                },
             )
         else:
             col.caption("none")

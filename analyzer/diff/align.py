@@ -286,17 +286,19 @@ def _row_facts(name, op, dims, types, concrete, strides, role: str, ops, categor
         io = TensorIO(io.inputs, None)
     elif role == "last":
         io = TensorIO((), io.output)
-    # ops from the launching op: an aten op's own name, or words of an autograd Function / custom op name
-    if role in ("memop", "helper"):
-        oo = frozenset()  # a memset under aten::mm does not compute an mm
-    elif names.is_inductor_name(op):
-        oo = names.inductor_ops(op)
-    else:
-        oo = names.canonical_ops(op) if op.startswith("aten::") else names.text_ops(op)
     if ops and role not in ("memop", "helper"):
         no = frozenset().union(*(names.canonical_ops(o) for o in str(ops).split("+") if o))
     else:
         no = frozenset()
+    # ops from the launching op: an aten op's own name, or words of an autograd Function / custom op name
+    if role in ("memop", "helper"):
+        oo = frozenset()  # a memset under aten::mm does not compute an mm
+    elif op == name:  # an Inductor kernel under a cpu_op of its own name: the classifier's answer is the evidence
+        oo = no  # (a template's name also lists its inputs' producers; classify.template_ops decided)
+    elif names.is_inductor_name(op):
+        oo = names.inductor_ops(op)
+    else:
+        oo = names.canonical_ops(op) if op.startswith("aten::") else names.text_ops(op)
     shapes = dims_text(dims)
     if g is not None:
         key = g.key
