@@ -544,33 +544,6 @@ class Diff:
                 rows.append({"run": r.label, "category": cat, "count": v["count"], "time_us": v["time_us"]})
         return pd.DataFrame(rows, columns=["run", "category", "count", "time_us"])
 
-    def fusion_table(self, label: str | None = None) -> pd.DataFrame:
-        """Fusion groups and swaps of one candidate (default: the first) as a flat table for the app."""
-        cd = self.candidate(label) if label else self.candidates[0]
-        rows = []
-        for f in cd.fusions + cd.swaps:
-            rows.append(
-                {
-                    "kind": f.kind,
-                    "fused_kernel": f.fused_kernel,
-                    "replaces": " + ".join(f.replaces),
-                    "ops": "+".join(f.ops),
-                    "count_per_step": f.count_per_step,
-                    "intermediates": "; ".join(
-                        f"[{', '.join(str(s) for s in i['shape'])}] {i['dtype']} {i['bytes']:,.0f} B"
-                        for i in f.intermediates
-                    ),
-                    "bytes_avoided_per_step": f.bytes_avoided_per_step,
-                    "base_time_us_per_step": f.base_time_us_per_step,
-                    "candidate_time_us_per_step": f.candidate_time_us_per_step,
-                    "time_saved_us_per_step": f.time_saved_us_per_step,
-                    "base_gbps": f.base_gbps,
-                    "candidate_gbps": f.candidate_gbps,
-                    "evidence": "; ".join(f.evidence),
-                }
-            )
-        return pd.DataFrame(rows)
-
     def to_json(self) -> dict:
         out = {
             "base": self.base.label,
