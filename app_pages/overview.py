@@ -52,6 +52,7 @@ def _spread_cell(ps: dict, key: str) -> str:
 show_gpu = len({r.gpu_name for r in runs}) > 1
 show_torch = len({r.torch_version for r in runs}) > 1
 show_file = any(r.label != file_label(r.file_name) for r in runs)
+show_conditions = any(conditions_text(recorded_conditions(r.variant)) for r in runs)
 rows = []
 for r in runs:
     ps = r.summary.per_step or {}
