@@ -58,7 +58,7 @@ for r in runs:
     ps = r.summary.per_step or {}
     steps = r.trace.steps
     row = {
-        "run": r.label,
+        "run": r.label + (" ⚠" if r.summary.doubts else ""),  # in doubt: the reasons are in the warning below
         "role": "baseline" if r.key == base.key else "candidate",
         "kernels/step": ui.cell(_num(ps, "kernels"), "{:,.0f}"),
         "GPU busy µs": _spread_cell(ps, "gpu_busy_us"),
@@ -69,7 +69,6 @@ for r in runs:
         "launch µs": ui.cell(_num(ps, "launch_latency_us")),
         "steps": f"{len(r.summary.steps_used or [])} of {len(steps)}"
         + (" (whole trace)" if not steps.empty and (steps["source"] == "whole trace").all() else ""),
-        "data": "⚠ in doubt" if r.summary.doubts else "ok",
     }
     if show_gpu:
         row["GPU"] = r.gpu_name
@@ -84,7 +83,9 @@ st.dataframe(
     hide_index=True,
     width="stretch",
     column_config={
-        "run": st.column_config.TextColumn(pinned=True),
+        "run": st.column_config.TextColumn(
+            pinned=True, help="⚠: the file was cut, damaged or held values of the wrong type (reasons below the table)"
+        ),
         "role": st.column_config.TextColumn(width="small"),
         "kernels/step": num("GPU ops per steady-state step (median)."),
         "GPU busy µs": num(
@@ -99,9 +100,6 @@ st.dataframe(
         "launch µs": num("Launch latency: median time from the CPU's launch call to the kernel's start (µs)."),
         "CUDA-event µs": num(
             "CUDA-event time: the runner's median of 100 timed steps (manifest), µs; plain Kineto traces carry none."
-        ),
-        "data": st.column_config.TextColumn(
-            width="small", help="⚠: the file was cut, damaged or held values of the wrong type (reasons below)"
         ),
     },
 )

@@ -47,7 +47,7 @@ def test_per_run_table_has_gpu_torch_steps_kernels(at):
             lo, hi = ps["spread"][key]
             assert df.loc[r.label, col] == f"{ps[key]:,.1f} ({lo:,.1f}–{hi:,.1f})", (col, df.loc[r.label, col])
     assert all(_num(v) > 100 for v in df["CUDA-event µs"])
-    assert (df["data"] == "ok").all()
+    assert not any(r.endswith(" ⚠") for r in df.index)  # no run in doubt
 
 
 def test_headline_is_already_the_fusion_diff(at):

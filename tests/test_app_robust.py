@@ -89,7 +89,7 @@ def test_overview_marks_runs_in_doubt(broken):
     at = _everything(broken)
     s.goto(at, "overview")
     df = at.dataframe[0].value.set_index("run")
-    assert df.loc["wrong_types", "data"] == "⚠ in doubt"
-    assert df.loc["truncated_half", "GPU µs/step"] == "—"
+    assert "wrong_types ⚠" in df.index and "truncated_half ⚠" in df.index  # marked where the figures are
+    assert df.loc["truncated_half ⚠", "GPU µs/step"] == "—"
     assert df.loc["eager", "CUDA-event µs"] == "—"  # "abc" in the manifest: left out, not a crash
-    assert df.loc["compile", "data"] == "ok"
+    assert "compile" in df.index  # nothing wrong with it: no mark
