@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import streamlit as st
 
 from analyzer.diff.facts import conditions_text, recorded_conditions, side_number
@@ -77,30 +78,36 @@ for r in runs:
     if show_file:  # the file only where a label does not already say it (a renamed run)
         row["file"] = r.file_name
     rows.append(row)
-num = lambda h: st.column_config.TextColumn(help=h + " — = unknown or not recorded")  # noqa: E731
+# One column per run, one row per measure: a row per run with ten measures and their spreads ran past the right edge
+# at 1280 px once a run had a long label; per-run columns fit the page for up to ~6 runs (Compare's table does the
+# same). Each measure's meaning is in the first column's tooltip.
+MEASURE_HELP = {
+    "role": "the baseline every other run is compared against",
+    "kernels/step": "GPU ops per steady-state step (median)",
+    "GPU busy µs": "union of GPU op intervals per step (median over steady-state steps; in brackets the spread "
+    "over those steps, min–max, p10–p90 from 10 steps)",
+    "span µs": "first GPU op start → last GPU op end = busy + idle (median, spread)",
+    "idle µs": "gaps between GPU ops inside the step (median, spread)",
+    "GPU µs/step": "sum of GPU op durations per step (median; overlapping streams counted twice, idle left out)",
+    "CUDA-event µs": "the runner's median of 100 timed steps (manifest); plain Kineto traces carry none",
+    "launch µs": "median time from the CPU's launch call to the kernel's start",
+    "steps": "steady-state steps used of those recorded",
+}
+table = pd.DataFrame({row["run"]: {k: v for k, v in row.items() if k != "run"} for row in rows})
+table.index.name = "measure"
+table = table.reset_index()
 st.dataframe(
-    rows,
+    table,
     hide_index=True,
     width="stretch",
+    height=ui.table_height(len(table)),
     column_config={
-        "run": st.column_config.TextColumn(
-            pinned=True, help="⚠: the file was cut, damaged or held values of the wrong type (reasons below the table)"
-        ),
-        "role": st.column_config.TextColumn(width="small"),
-        "kernels/step": num("GPU ops per steady-state step (median)."),
-        "GPU busy µs": num(
-            "GPU busy time per step: union of GPU op intervals (median over steady-state steps; in brackets the "
-            "spread over those steps, min–max, p10–p90 from 10 steps)."
-        ),
-        "span µs": num("Step span: first GPU op start → last GPU op end = busy + idle (median, spread)."),
-        "idle µs": num("GPU idle inside the step: gaps between GPU ops (median, spread)."),
-        "GPU µs/step": num(
-            "Sum of GPU op durations per step (median; overlapping streams counted twice, idle left out)."
-        ),
-        "launch µs": num("Launch latency: median time from the CPU's launch call to the kernel's start (µs)."),
-        "CUDA-event µs": num(
-            "CUDA-event time: the runner's median of 100 timed steps (manifest), µs; plain Kineto traces carry none."
-        ),
+        "measure": st.column_config.TextColumn(
+            pinned=True,
+            help="; ".join(f"{k}: {v}" for k, v in MEASURE_HELP.items())
+            + ". — = unknown or not recorded. ⚠ beside a run: its file was cut, damaged or held values of the "
+            "wrong type (reasons below the table).",
+        )
     },
 )
 if show_conditions:  # below the table, not a column: the table already fills the page at 1280 px

@@ -28,7 +28,7 @@ def _num(text: str) -> float:
 
 
 def test_per_run_table_has_gpu_torch_steps_kernels(at):
-    df = at.dataframe[0].value.set_index("run")
+    df = at.dataframe[0].value.set_index("measure").T  # one column per run on the page; one row per run here
     assert list(df.index) == ["eager", "compile", "liger", "fuselens"]
     assert df.loc["eager", "kernels/step"] == "5"  # 3 GEMMs + gelu + mul (the HF post's eager forward)
     assert df.loc["compile", "kernels/step"] == "4"  # gelu and mul fused into one Triton kernel

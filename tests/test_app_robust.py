@@ -88,7 +88,7 @@ def test_only_an_empty_run_beside_one_good_run_says_why(broken):
 def test_overview_marks_runs_in_doubt(broken):
     at = _everything(broken)
     s.goto(at, "overview")
-    df = at.dataframe[0].value.set_index("run")
+    df = at.dataframe[0].value.set_index("measure").T  # one column per run on the page
     assert "wrong_types ⚠" in df.index and "truncated_half ⚠" in df.index  # marked where the figures are
     assert df.loc["truncated_half ⚠", "GPU µs/step"] == "—"
     assert df.loc["eager", "CUDA-event µs"] == "—"  # "abc" in the manifest: left out, not a crash
