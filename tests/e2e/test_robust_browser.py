@@ -65,6 +65,7 @@ def test_good_pair_beside_broken_files_offline(tmp_path):
         page.goto(url)
         h.wait_idle(page)
         h.upload(page, [s.HF / "eager.json.gz", s.HF / "compile.json.gz", *broken.values()])
+        page.locator('[data-testid="stAlertContentError"]', has_text="eager.ncu.json").first.wait_for(timeout=60_000)
         errors = page.locator('[data-testid="stAlertContentError"]').all_inner_texts()
         assert any("manifest.json: variant eager: median_us is" in e for e in errors), errors
         assert any("eager.ncu.json: kernel 0: dram_bytes_read is" in e for e in errors), errors
