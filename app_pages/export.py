@@ -33,6 +33,8 @@ def for_slide(fig: go.Figure, title: str, subtitle: str) -> go.Figure:
     out.update_layout(
         width=WIDTH, height=max(HEIGHT, int(out.layout.height or 0)), margin=dict(t=120 + 30 * lines)
     )  # a wrapped title keeps its room
+    if lines:
+        out.update_layout(title=dict(yref="container", yanchor="top", y=1.0 - (10 + 30 * lines) / out.layout.height))
     return out
 
 

@@ -147,8 +147,17 @@ def fit_layout(fig: go.Figure) -> go.Figure:
         # a title wrapped onto more lines (theme.wrap) needs the room above the plot, or its first line is cut
         extra = fig.layout.title.text.count("<br>")
         if extra:
+            # Plotly centres an 'auto' title in the top margin: each extra line needs ~2 line heights more margin
+            # or the first line leaves the figure (yanchor='top' misplaces multi-line titles with a subtitle)
             top = fig.layout.margin.t if fig.layout.margin.t is not None else TEMPLATE.layout.margin.t
-            fig.update_layout(margin=dict(t=max(top or 100, 100 + 28 * extra)))
+            # Plotly hangs a multi-line title from its LAST line: with the template's y=0.97/top the first lines
+            # left the figure. Lower the anchor by the extra lines (in container units of this figure's height;
+            # Streamlit draws an unsized figure 450 px tall).
+            height = fig.layout.height or 450
+            fig.update_layout(
+                title=dict(yref="container", yanchor="top", y=1.0 - (10 + 27 * extra) / height),
+                margin=dict(t=max(top or 100, 112 + 34 * extra)),
+            )
     leg = fig.layout.legend
     y = leg.y if leg.y is not None else (TEMPLATE.layout.legend.y or 1.0)
     if y < 0 and leg.yref != "container":
