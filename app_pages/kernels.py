@@ -38,6 +38,22 @@ PAGE_NAMES = {
     "% peak FLOP/s (est.)": "% peak FLOP/s",
 }
 shown = view.rename(columns=kt.COLUMNS).rename(columns=PAGE_NAMES)
+# Streamlit's table prints an unknown number as "None" whatever the formatting (a Styler's na_rep is ignored), so
+# the figures are shown as text ("—" when unknown), and sorting happens here, on the numbers.
+NUM_FORMATS = {
+    "time/step (µs)": "{:,.1f}", "GB/s (est.)": "{:,.0f}", "TFLOP/s (est.)": "{:,.1f}", "calls/step": "{:,.1f}",
+    "median call (µs)": "{:,.2f}", "bytes/call (est.)": "{:.3e}", "DRAM bytes/call (predicted)": "{:.3e}",
+    "FLOPs/call (est.)": "{:.3e}",
+}  # fmt: skip
+sort_cols = [c for c in ("time/step (µs)", "% of run", "GB/s (est.)", "TFLOP/s (est.)", "% peak BW", "% peak FLOP/s",
+                         "calls/step", "bytes/call (est.)", "FLOPs/call (est.)") if c in shown]  # fmt: skip
+s1, s2 = st.columns([3, 1], vertical_alignment="bottom")
+by = s1.selectbox("Sort by", sort_cols, key="fl_kernels_sort", help="largest first; unknown figures last")
+ascending = s2.toggle("smallest first", value=False, key="fl_kernels_ascending")
+shown = shown.sort_values(by, ascending=ascending, na_position="last", kind="stable", ignore_index=True)
+for c, f in NUM_FORMATS.items():
+    if c in shown:
+        shown[c] = shown[c].map(lambda v, f=f: ui.cell(v, f))
 shown.insert(2, "full name", shown["kernel"])
 shown["kernel"] = shown["kernel"].map(lambda n: short_name(n, 48))  # template arguments collapsed, whole name below
 extra = st.multiselect(
@@ -47,20 +63,12 @@ extra = st.multiselect(
     key="fl_kernels_columns",
 )
 order = [c for c in shown.columns if c in DEFAULT_COLUMNS or c in extra]
-# Unknown figures read "—" (a pandas Styler's display text), never "None"; the cells stay numbers, so sorting works.
-# Their column_config is a plain Column (help only): a NumberColumn would re-format the numbers and show "None".
-NUM_FORMATS = {
-    "calls/step": "{:,.1f}", "time/step (µs)": "{:,.1f}", "median call (µs)": "{:,.2f}", "bytes/call (est.)": "{:.3e}",
-    "FLOPs/call (est.)": "{:.3e}", "GB/s (est.)": "{:,.0f}", "TFLOP/s (est.)": "{:,.1f}",
-    "DRAM bytes/call (predicted)": "{:.3e}",
-}  # fmt: skip
-styled = shown.style.format({c: f for c, f in NUM_FORMATS.items() if c in shown}, na_rep=ui.NONE)
 pct = lambda h: st.column_config.ProgressColumn(  # noqa: E731
     format="%.0f%%", min_value=0, max_value=100, help=h, width="small"
 )
-num = lambda h=None: st.column_config.Column(help=h)  # noqa: E731
+num = lambda h=None: st.column_config.TextColumn(help=(h or "") + " — = unknown")  # noqa: E731
 st.dataframe(
-    styled,
+    shown,
     hide_index=True,
     width="stretch",
     height=ui.table_height(max(len(view), 3)),
@@ -93,7 +101,8 @@ st.dataframe(
     },
 )
 st.caption(
-    f"{len(view):,} of {len(df):,} kernels. Click a column header to sort. Bytes, FLOPs and everything derived from "
+    f"{len(view):,} of {len(df):,} kernels, sorted by {by} (*Sort by* above; — = unknown). Bytes, FLOPs and "
+    "everything derived from "
     "them are estimates from the launching op's shapes and dtypes (see 'estimate basis')."
 )
 st.download_button(

@@ -23,7 +23,13 @@ def test_table_filters_and_estimate_labels():
     assert "bytes/call (est.)" in df.columns and "TFLOP/s (est.)" in df.columns and "% peak BW" in df.columns
     # the names are shown with template arguments collapsed; the recorded name is one click away
     assert df["full name"].str.len().max() > df["kernel"].str.len().max()
-    assert df["time/step (µs)"].is_monotonic_decreasing  # where the time goes, first
+    times = df["time/step (µs)"].str.replace(",", "").astype(float)
+    assert times.is_monotonic_decreasing  # where the time goes, first (shown as text: "—" when unknown, never None)
+    assert not df.isin(["None", "nan"]).any().any()
+    assert (df.loc[df["kernel"].str.startswith("Memset"), "TFLOP/s (est.)"] == "—").all()  # no FLOPs: a dash
+    at.selectbox(key="fl_kernels_sort").set_value("GB/s (est.)").run()  # sorting happens on the numbers
+    gbps = at.dataframe[0].value["GB/s (est.)"].str.replace(",", "").astype(float)
+    assert gbps.is_monotonic_decreasing
     at.multiselect[1].set_value(["pointwise"]).run()  # category
     df = at.dataframe[0].value
     assert set(df["category"]) == {"pointwise"} and len(df) >= 4  # gelu, mul, and the fused gating kernels
