@@ -641,7 +641,9 @@ def _render_html(blocks: list[tuple], title: str) -> str:
                 out.append("<tr>" + "".join(f"<td>{_cell_html(c)}</td>" for c in row) + "</tr>")
             out.append("</tbody></table>")
         elif kind == "figure":
-            fig = blk[1]
+            from analyzer.figures.theme import fit_layout
+
+            fig = fit_layout(blk[1])  # the legend below the x-axis title, not on it (as in the app)
             # plotly.js (~4.6 MB) inlined once, so the file opens offline; later figures reuse it
             div = fig.to_html(
                 full_html=False,

@@ -21,6 +21,8 @@ if d is None:
     st.stop()
 
 labels = [c.label for c in d.candidates]
+if st.session_state.get("fl_compare_candidate") not in labels:  # a shared link's candidate that is not loaded here
+    st.session_state.pop("fl_compare_candidate", None)
 top = st.columns([3, 2, 2], vertical_alignment="bottom")
 label = top[0].selectbox(
     "Candidate", labels, key="fl_compare_candidate", help="Every candidate is diffed against the baseline."
@@ -51,6 +53,7 @@ top[2].download_button(
 )
 
 cv.headline(d, label=label)
+ui.copy_markdown(cv.headline_markdown(d, label), "fl_copy_headline", "headline")
 for n in d.notes + cd.notes:
     st.caption(f"Note: {ui.esc(n)}")
 
@@ -124,13 +127,18 @@ else:
         totals.append(
             {
                 "run": lab,
-                **tot,
-                "measured / estimate": tot["measured_bytes"] / tot["estimated_bytes"]
-                if tot["estimated_bytes"]
-                else float("nan"),
-                "measured / predicted": tot["measured_bytes"] / tot["predicted_dram_bytes"]
-                if tot["predicted_dram_bytes"]
-                else float("nan"),
+                "logical estimate": ui.fmt_bytes(tot["estimated_bytes"]),
+                "predicted DRAM": ui.fmt_bytes(tot.get("predicted_dram_bytes")),
+                "measured": ui.fmt_bytes(tot["measured_bytes"]),
+                "measured / estimate": ui.cell(
+                    tot["measured_bytes"] / tot["estimated_bytes"] if tot["estimated_bytes"] else None, "{:.2f}"
+                ),
+                "measured / predicted": ui.cell(
+                    tot["measured_bytes"] / tot["predicted_dram_bytes"] if tot.get("predicted_dram_bytes") else None,
+                    "{:.2f}",
+                ),
+                "kernels paired": f"{tot['kernels_measured']} measured, {tot['kernels_estimated']} estimated, "
+                f"{tot['matched']}",
             }
         )
         with st.expander(f"{ui.esc(lab)}: per kernel ({ui.esc(tot['matched'])})"):
@@ -152,13 +160,14 @@ else:
         hide_index=True,
         width="stretch",
         column_config={
-            "estimated_bytes": st.column_config.NumberColumn("logical estimate per step (B)", format="localized"),
-            "predicted_dram_bytes": st.column_config.NumberColumn("predicted DRAM per step (B)", format="localized"),
-            "measured_bytes": st.column_config.NumberColumn("measured per step (B)", format="localized"),
-            "measured / estimate": st.column_config.NumberColumn(format="%.2f"),
-            "measured / predicted": st.column_config.NumberColumn(format="%.2f"),
+            "logical estimate": st.column_config.TextColumn(help="HBM bytes per step, every tensor once (estimate)"),
+            "predicted DRAM": st.column_config.TextColumn(help="the L2-aware DRAM prediction per step"),
+            "measured": st.column_config.TextColumn(help="Nsight Compute DRAM read + write bytes per step"),
+            "measured / estimate": st.column_config.TextColumn(help="— = no estimate to divide by"),
+            "measured / predicted": st.column_config.TextColumn(help="— = no prediction to divide by"),
         },
     )
+    ui.copy_markdown(pd.DataFrame(totals), "fl_copy_measured", "estimated vs measured bytes")
     st.caption(
         "Measured = Nsight Compute dram__bytes_read.sum + dram__bytes_write.sum over one step: bytes that reached HBM, "
         "in sequence (--cache-control none: each kernel sees the L2 its predecessors left) where the runner recorded "

@@ -73,33 +73,54 @@ def _runs_by_label() -> dict[str, state.Run]:
     return {r.label: r for r in state.runs()}
 
 
+# (row label, tooltip) of the side-by-side table: one column per candidate, so 3-4 candidates fit a slide at 1280 px
+# (one row per candidate with 13 columns ran 600 px past the page's right edge).
+SIDE_BY_SIDE_HELP = {
+    "kernels/step": "GPU kernels in the representative steady-state step, baseline → candidate",
+    "GPU time/step": "sum of GPU kernel durations per step (median over steady-state steps) and its change",
+    "CUDA-event time": "the runner's median over 100 timed steps (manifest); — = not recorded (plain Kineto traces "
+    "carry no runner timing)",
+    "speed-up (CUDA events)": "baseline CUDA-event time / the candidate's; — = one of the two was not recorded",
+    "HBM bytes avoided/step (est.)": "intermediates no longer written and read back (estimate from shapes, dtypes)",
+    "DRAM bytes avoided/step (predicted)": "the bytes avoided that would have reached DRAM, after what the L2 cache "
+    "keeps (analyzer.dram's L2-aware prediction)",
+    "saved by fusion": "replaced kernels' time minus the fused kernels' time, per step",
+    "fusion groups": "fused kernels that replaced several baseline kernels",
+    "round trips left (est.)": "HBM round trips the candidate still makes that a fusion could remove",
+    "GPU conditions": "same GPU clocks/contention in both runs? (kernels identical in both runs compared); factor = "
+    "candidate / baseline time of those kernels; — = none to compare",
+    "data": "⚠: the candidate's file was cut, damaged or held wrong types",
+}
+
+
 def summary_table(d) -> pd.DataFrame:
-    """One row per candidate: what it changed against the baseline, per step."""
+    """What every candidate changed against the baseline, per step: one row per measure, one column per candidate
+    (all cells text: an unknown figure is "—", never None)."""
     runs = _runs_by_label()
-    rows = []
+    cols = {}
     for cd in d.candidates:
         h = cd.headline()
         base_ev = side_number(runs[cd.base_label].variant.get("median_us")) if cd.base_label in runs else None
         cand_ev = side_number(runs[cd.label].variant.get("median_us")) if cd.label in runs else None
-        rows.append(
-            {
-                "candidate": cd.label,
-                "conditions": h.get("comparability"),
-                "factor": ui.cell(h.get("condition_factor"), "{:.3f}"),
-                "kernels/step": f"{cd.base.kernels_per_step} → {cd.run.kernels_per_step}",
-                "GPU time/step (µs)": cd.run.gpu_time_us_per_step,
-                "change": (h.get("gpu_time_change_pct") or math.nan) / 100.0,
-                "CUDA-event time (µs)": ui.cell(cand_ev),
-                "speed-up (CUDA events)": ui.cell(base_ev / cand_ev if base_ev and cand_ev else None, "{:.2f}×"),
-                "HBM bytes avoided/step (est.)": cd.hbm_bytes_avoided_per_step,
-                "DRAM bytes avoided/step (predicted)": cd.predicted_dram_bytes_saved_per_step,
-                "saved by fusion (µs)": cd.time_saved_us_per_step,
-                "fusion groups": h.get("n_fusions", 0),
-                "round trips left (est. bytes)": cd.run.remaining_bytes_per_step,
-                "data": "⚠ in doubt" if runs.get(cd.label) and runs[cd.label].summary.doubts else "ok",
-            }
-        )
-    return pd.DataFrame(rows)
+        pct = h.get("gpu_time_change_pct")
+        verdict = h.get("comparability")
+        factor = ui.cell(h.get("condition_factor"), "{:.3f}")
+        cols[cd.label] = {
+            "kernels/step": f"{cd.base.kernels_per_step} → {cd.run.kernels_per_step}",
+            "GPU time/step": ui.fmt_us(cd.run.gpu_time_us_per_step) + (f" ({ui.fmt_pct(pct)})" if _finite(pct) else ""),
+            "CUDA-event time": ui.cell(cand_ev, "{:,.1f} µs"),
+            "speed-up (CUDA events)": ui.cell(base_ev / cand_ev if base_ev and cand_ev else None, "{:.2f}×"),
+            "HBM bytes avoided/step (est.)": ui.fmt_bytes(cd.hbm_bytes_avoided_per_step),
+            "DRAM bytes avoided/step (predicted)": ui.fmt_bytes(cd.predicted_dram_bytes_saved_per_step),
+            "saved by fusion": ui.fmt_us(cd.time_saved_us_per_step),
+            "fusion groups": str(h.get("n_fusions", 0)),
+            "round trips left (est.)": ui.fmt_bytes(cd.run.remaining_bytes_per_step),
+            "GPU conditions": f"{verdict or ui.NONE}" + (f" · {factor}" if factor != ui.NONE else ""),
+            "data": "⚠ in doubt" if runs.get(cd.label) and runs[cd.label].summary.doubts else "ok",
+        }
+    df = pd.DataFrame(cols)
+    df.index.name = f"vs {d.candidates[0].base_label}" if d.candidates else "measure"
+    return df.reset_index()
 
 
 def headline(d, label: str | None = None) -> None:
@@ -115,8 +136,8 @@ def headline(d, label: str | None = None) -> None:
     m[0].metric(
         "Kernels per step",
         f"{b.kernels_per_step} → {c.kernels_per_step}",
-        delta=f"{c.kernels_per_step - b.kernels_per_step:+d} kernels",
-        delta_color="inverse",
+        delta=f"{ui.signed(c.kernels_per_step - b.kernels_per_step, ',.0f')} kernels",
+        delta_color="inverse" if c.kernels_per_step != b.kernels_per_step else "off",
         help="GPU kernels in the representative steady-state step (memcpy/memset not counted).",
     )
     m[1].metric(
@@ -137,7 +158,9 @@ def headline(d, label: str | None = None) -> None:
     m[2].metric(
         "GPU time per step" + (" (normalised)" if norm else ""),
         ui.fmt_us(cd.normalised_gpu_time_us_per_step if norm else gpu_c),
-        delta=f"{pct:+.1f}% vs {ui.fmt_us(gpu_b)}" + (" · a tie" if call == "tie" else "") if _finite(pct) else None,
+        delta=f"{ui.fmt_pct(pct)} vs {ui.fmt_us(gpu_b)}" + (" · a tie" if call == "tie" else "")
+        if _finite(pct)
+        else None,
         delta_color="off" if call == "tie" else "inverse",
         help="Sum of GPU kernel durations per step, median over steady-state steps (measured). A tie: the two runs' "
         "per-step ranges overlap. Normalised (when the GPU conditions differed): the candidate's kernel times "
@@ -166,6 +189,29 @@ def headline(d, label: str | None = None) -> None:
         st.caption("Some fused kernels lack recorded shapes: the bytes avoided are a lower bound.")
     if len(d.candidates) > 1:
         candidates_table(d)
+
+
+def headline_markdown(d, label: str | None = None) -> str:
+    """The headline of one candidate as Markdown for a design doc (the same figures as the metrics above)."""
+    cd = d.candidate(label) if label else d.candidates[0]
+    b, c = cd.base, cd.run
+    h = cd.headline()
+    pct = h.get("gpu_time_change_pct")
+    change = f" ({ui.fmt_pct(pct)} vs {ui.fmt_us(b.gpu_time_us_per_step)})" if _finite(pct) else ""
+    lines = [
+        f"**{cd.label} vs {cd.base_label}** (per step, median over steady-state steps)",
+        "",
+        f"- Kernels per step: {b.kernels_per_step} → {c.kernels_per_step}",
+        f"- HBM bytes avoided per step: {ui.fmt_bytes(cd.hbm_bytes_avoided_per_step)} "
+        f"({cd.hbm_bytes_avoided_per_step:,.0f} B, estimate from recorded shapes and dtypes)",
+        f"- GPU time per step: {ui.fmt_us(c.gpu_time_us_per_step)}{change}",
+        f"- Time saved by fusion per step: {ui.fmt_us(cd.time_saved_us_per_step)} "
+        f"({h.get('n_fusions', 0)} fusion group(s))",
+    ]
+    for f in cd.fusions:
+        name = short_name(f.fused_kernel, 80).replace("`", "'")
+        lines.append(f"- Fusion: `{name}` ← {' + '.join(f.ops)} ({len(f.replaces)} kernels)")
+    return "\n".join(lines)
 
 
 def doubts(*labels: str) -> None:
@@ -206,32 +252,18 @@ def conditions_badge(cd) -> None:
 
 
 def candidates_table(d) -> None:
+    df = summary_table(d)
+    first = df.columns[0]
     st.dataframe(
-        summary_table(d),
+        df,
         hide_index=True,
         width="stretch",
-        column_config={
-            "GPU time/step (µs)": st.column_config.NumberColumn(format="%.1f"),
-            "change": st.column_config.NumberColumn(format="percent", help="GPU time per step vs the baseline"),
-            "HBM bytes avoided/step (est.)": st.column_config.NumberColumn(format="localized"),
-            "saved by fusion (µs)": st.column_config.NumberColumn(format="%.1f"),
-            "round trips left (est. bytes)": st.column_config.NumberColumn(
-                format="localized", help="HBM round trips this run still makes that a fusion could remove"
-            ),
-            "CUDA-event time (µs)": st.column_config.TextColumn(
-                help="The runner's median over 100 timed steps, from its manifest; — = not recorded (plain Kineto "
-                "traces carry no runner timing)"
-            ),
-            "speed-up (CUDA events)": st.column_config.TextColumn(
-                help="Baseline CUDA-event time / this run's; — = one of the two was not recorded"
-            ),
-            "data": st.column_config.TextColumn(help="⚠: this run's file was cut, damaged or held wrong types"),
-            "factor": st.column_config.TextColumn(
-                help="candidate / baseline time of the kernels identical in both runs (1 = same GPU conditions); "
-                "— = no such kernels to compare"
-            ),
-        },
-    )
+        height=ui.table_height(len(df)),
+        column_config={first: st.column_config.TextColumn(pinned=True, help="; ".join(
+            f"{k}: {v}" for k, v in SIDE_BY_SIDE_HELP.items()
+        ))},
+    )  # fmt: skip
+    ui.copy_markdown(df, "fl_copy_candidates", "every candidate side by side")
 
 
 CARDS = 4  # fusion groups shown as cards, by time saved; the rest (a layer has ~6-10) fold into one table
@@ -346,42 +378,46 @@ def fusion_groups(cd) -> None:
                 st.text(f"{short_name(f.fused_kernel, 120)}\n  " + "\n  ".join(safe_text(e, 240) for e in f.evidence))
 
 
+def gemms_table(cd) -> pd.DataFrame:
+    """Matched GEMMs as slide-width text: before → after in one cell per measure, short kernel names."""
+    rows = []
+    for g in cd.matched_gemms:
+        same = g.get("same_kernel") or g.get("base_kernel") == g.get("candidate_kernel")
+        kern = short_name(g.get("base_kernel"), 34)
+        if not same:
+            kern += " → " + short_name(g.get("candidate_kernel"), 34)
+        rows.append(
+            {
+                "GEMM (M×N×K dtype)": g.get("problem"),
+                "×/step": str(g.get("count_per_step", "")),
+                "time/step (µs)": f"{ui.cell(g.get('base_time_us_per_step'))} → "
+                f"{ui.cell(g.get('candidate_time_us_per_step'))}",
+                "saved (µs)": ui.signed_cell(g.get("time_saved_us_per_step")),
+                "TFLOP/s": f"{ui.cell(g.get('base_tflops'), '{:,.0f}')} → {ui.cell(g.get('candidate_tflops'), '{:,.0f}')}",
+                "kernel": kern if not same else f"{kern} (same)",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def gemms(cd) -> None:
     if not cd.matched_gemms:
         st.caption("No GEMMs matched between the two runs.")
         return
-    df = pd.DataFrame(cd.matched_gemms)
-    keep = [
-        "problem", "count_per_step", "base_kernel", "candidate_kernel", "base_time_us_per_step",
-        "candidate_time_us_per_step", "time_saved_us_per_step", "base_tflops", "candidate_tflops", "matched_by",
-    ]  # fmt: skip
-    df = df[[c for c in keep if c in df]].copy()
-    from analyzer.fmt import short_name
-
-    for c in ("base_kernel", "candidate_kernel"):  # full names in the diff's JSON; the table must fit a slide
-        if c in df:
-            df[c] = df[c].map(lambda n: short_name(n, 40))
-    for c in ("base_tflops", "candidate_tflops"):
-        if c in df:
-            df[c] = df[c].map(lambda v: ui.cell(v, "{:,.0f}"))
-    tf_help = "Estimated GEMM FLOPs / measured time; — = no FLOP estimate (shapes not recorded) or no time"
+    df = gemms_table(cd)
     st.dataframe(
         df,
         hide_index=True,
         width="stretch",
         column_config={
-            "problem": st.column_config.TextColumn("GEMM (M×N×K dtype)"),
-            "base_kernel": st.column_config.TextColumn("kernel before", width="medium"),
-            "candidate_kernel": st.column_config.TextColumn("kernel after", width="medium"),
-            "matched_by": st.column_config.TextColumn("matched by", width="small"),
-            "count_per_step": st.column_config.NumberColumn("×/step"),
-            "base_time_us_per_step": st.column_config.NumberColumn("before (µs)", format="%.1f"),
-            "candidate_time_us_per_step": st.column_config.NumberColumn("after (µs)", format="%.1f"),
-            "time_saved_us_per_step": st.column_config.NumberColumn("saved (µs)", format="%.1f"),
-            "base_tflops": st.column_config.TextColumn("TFLOP/s before", help=tf_help),
-            "candidate_tflops": st.column_config.TextColumn("TFLOP/s after", help=tf_help),
+            "TFLOP/s": st.column_config.TextColumn(
+                help="Estimated GEMM FLOPs / measured time, before → after; — = no FLOP estimate (shapes not "
+                "recorded) or no time"
+            ),
+            "kernel": st.column_config.TextColumn(help="kernel before → after (template arguments collapsed)"),
         },
     )
+    ui.copy_markdown(df, "fl_copy_gemms", "matched GEMMs")
 
 
 def unmatched(cd) -> None:
@@ -389,51 +425,75 @@ def unmatched(cd) -> None:
     for col, rows, who in ((c1, cd.unmatched_base, cd.base_label), (c2, cd.unmatched_candidate, cd.label)):
         col.markdown(f"**Only in {ui.esc(who)}**")
         if rows:
+            df = pd.DataFrame(rows)
+            if "name" in df:  # half a page wide: short names, shapes in a narrow column (full ones in the JSON)
+                df["name"] = df["name"].map(lambda n: short_name(n, 40))
             col.dataframe(
-                pd.DataFrame(rows),
+                df,
                 hide_index=True,
                 width="stretch",
-                column_config={"time_us_per_step": st.column_config.NumberColumn("µs/step", format="%.1f")},
+                column_config={
+                    "time_us_per_step": st.column_config.NumberColumn("µs/step", format="%.1f"),
+                    "shapes": st.column_config.TextColumn("shapes", width="small"),
+                    "op": st.column_config.TextColumn("op", width="small"),
+                },
             )
         else:
             col.caption("none")
 
 
+def _fix_short(text: str) -> str:
+    """'a GEMM-epilogue fusion (GEMM + the pointwise work …) would keep …' → 'a GEMM-epilogue fusion'."""
+    t = " ".join(str(text).split())
+    for cut in (" (", " would "):
+        if cut in t:
+            t = t.split(cut, 1)[0]
+    return t
+
+
+def remaining_table(cd) -> pd.DataFrame:
+    rows = []
+    for r in cd.run.remaining:
+        producer = r.get("producer_op") or short_name(r["producer"], 30)
+        rows.append(
+            {
+                "tensor": f"{r.get('matrix') or r['shape']} {r['dtype']}"
+                + (f" ×{r['count_per_step']}" if int(r.get("count_per_step") or 1) > 1 else ""),
+                "round trip/step (est.)": ui.fmt_bytes(r["round_trip_bytes"]),
+                "at the HBM roof": ui.fmt_us(r.get("time_at_roof_us")),
+                "what would avoid it": _fix_short(r["would_avoid"]),
+                "written by → read by": f"{short_name(producer, 30)} → "
+                + " + ".join(short_name(x, 30) for x in r["readers"]),
+                "kind": r["kind"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def remaining(cd) -> None:
     """Where the rest is: HBM round trips the candidate still makes that a fusion could remove, ranked by their
     time at the bandwidth roof (the first row is the fusion to do next). Kernel names shortened; the JSON has them."""
-    from analyzer.fmt import short_name
-
-    def who(name, op) -> str:
-        return f"{short_name(name, 36)}" + (f" ({op})" if op and op != name else "")
-
     if cd.run.remaining_unknown:
         st.caption(f"Unknown for {ui.esc(cd.label)}: {ui.esc(cd.run.remaining_unknown)}.")
         return
-    rows = [
-        {
-            "kind": r["kind"],
-            "at the HBM roof (µs)": r.get("time_at_roof_us"),
-            "round trip (est. bytes)": r["round_trip_bytes"],
-            "tensor": f"{r.get('matrix') or r['shape']} {r['dtype']}",
-            "×/step": r.get("count_per_step", 1),
-            "written by": who(r["producer"], r.get("producer_op")),
-            "read by": " + ".join(short_name(x, 28) for x in r["readers"]),
-            "what would avoid it": r["would_avoid"],
-        }
-        for r in cd.run.remaining
-    ]
-    if not rows:
+    if not cd.run.remaining:
         st.caption(f"{ui.esc(cd.label)} makes no HBM round trip a fusion could remove (by the diff's rule).")
         return
+    df = remaining_table(cd)
     st.dataframe(
-        pd.DataFrame(rows),
+        df,
         hide_index=True,
         width="stretch",
         column_config={
-            "round trip (est. bytes)": st.column_config.NumberColumn(format="localized"),
-            "at the HBM roof (µs)": st.column_config.NumberColumn(
-                format="%.1f", help="the round trip's bytes at the GPU's peak HBM bandwidth: the least it costs"
+            "round trip/step (est.)": st.column_config.TextColumn(
+                help="bytes written to HBM and read back per step (estimate from shapes and dtypes)"
             ),
+            "at the HBM roof": st.column_config.TextColumn(
+                help="the round trip's bytes at the GPU's peak HBM bandwidth: the least it costs per step"
+            ),
+            "what would avoid it": st.column_config.TextColumn(width="medium"),
         },
     )
+    full = sorted({" ".join(str(r["would_avoid"]).split()) for r in cd.run.remaining})
+    st.caption(ui.esc(" · ".join(full), 800))
+    ui.copy_markdown(df, "fl_copy_remaining", "round trips left")

@@ -29,7 +29,10 @@ def for_slide(fig: go.Figure, title: str, subtitle: str) -> go.Figure:
     the run context. `title` and `subtitle` are raw text: chart_title escapes them (they can come from uploads)."""
     out = go.Figure(copy.deepcopy(fig.to_dict()))
     theme.apply_slide_theme(out, title, subtitle=subtitle or "")
-    out.update_layout(width=WIDTH, height=max(HEIGHT, int(out.layout.height or 0)), margin=dict(t=120))
+    lines = str(out.layout.title.text or "").count("<br>") if out.layout.title else 0
+    out.update_layout(
+        width=WIDTH, height=max(HEIGHT, int(out.layout.height or 0)), margin=dict(t=120 + 30 * lines)
+    )  # a wrapped title keeps its room
     return out
 
 

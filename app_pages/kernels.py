@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from analyzer.figures import kernels_table as kt
+from analyzer.fmt import short_name
 from app_pages import ui
 
 st.title("Kernels")
@@ -27,35 +28,66 @@ libs = c3.multiselect("Library", sorted(x for x in df["library"].unique() if x),
 text = c4.text_input("Kernel, op or shape contains", placeholder="e.g. gemm, gelu, 8192", max_chars=200)
 view = kt.filter_view(df, runs=sel_runs, categories=cats, libraries=libs, text=text)
 
-pct = lambda h: st.column_config.ProgressColumn(format="%.0f%%", min_value=0, max_value=100, help=h)  # noqa: E731
-num = lambda f, h=None: st.column_config.NumberColumn(format=f, help=h)  # noqa: E731
+# What fits a 1280 px page beside the sidebar (every column of the table ran 2,000 px past the right edge); the
+# others are one click away, and all of them go into the CSV.
+DEFAULT_COLUMNS = ("run", "kernel", "time/step (µs)", "% of run", "GB/s (est.)", "% peak BW", "TFLOP/s (est.)")
+# Short headers on the page (the CSV keeps kt.COLUMNS' full names): a header wider than its numbers was cut.
+PAGE_NAMES = {
+    "% of run's GPU time": "% of run",
+    "% peak BW (est.)": "% peak BW",
+    "% peak FLOP/s (est.)": "% peak FLOP/s",
+}
+shown = view.rename(columns=kt.COLUMNS).rename(columns=PAGE_NAMES)
+shown.insert(2, "full name", shown["kernel"])
+shown["kernel"] = shown["kernel"].map(lambda n: short_name(n, 48))  # template arguments collapsed, whole name below
+extra = st.multiselect(
+    "More columns",
+    [c for c in shown.columns if c not in DEFAULT_COLUMNS],
+    placeholder="% peak FLOP/s, calls/step, ops, shapes, dtypes, bytes, FLOPs, estimate basis, full name …",
+    key="fl_kernels_columns",
+)
+order = [c for c in shown.columns if c in DEFAULT_COLUMNS or c in extra]
+# Unknown figures read "—" (a pandas Styler's display text), never "None"; the cells stay numbers, so sorting works.
+# Their column_config is a plain Column (help only): a NumberColumn would re-format the numbers and show "None".
+NUM_FORMATS = {
+    "calls/step": "{:,.1f}", "time/step (µs)": "{:,.1f}", "median call (µs)": "{:,.2f}", "bytes/call (est.)": "{:.3e}",
+    "FLOPs/call (est.)": "{:.3e}", "GB/s (est.)": "{:,.0f}", "TFLOP/s (est.)": "{:,.1f}",
+    "DRAM bytes/call (predicted)": "{:.3e}",
+}  # fmt: skip
+styled = shown.style.format({c: f for c, f in NUM_FORMATS.items() if c in shown}, na_rep=ui.NONE)
+pct = lambda h: st.column_config.ProgressColumn(  # noqa: E731
+    format="%.0f%%", min_value=0, max_value=100, help=h, width="small"
+)
+num = lambda h=None: st.column_config.Column(help=h)  # noqa: E731
 st.dataframe(
-    view.rename(columns=kt.COLUMNS),
+    styled,
     hide_index=True,
     width="stretch",
-    height=min(640, 38 + 35 * max(len(view), 3)),
+    height=ui.table_height(max(len(view), 3)),
+    column_order=order,
     column_config={
-        "run": st.column_config.TextColumn(pinned=True),
+        "run": st.column_config.TextColumn(pinned=True, width="small"),
         "kernel": st.column_config.TextColumn(
-            width="medium", pinned=True, help="kernel name as recorded by the profiler"
+            width="large", pinned=True, help="kernel name, C++ template arguments collapsed (full name: More columns)"
         ),
-        "calls/step": num("%.1f", "calls per steady-state step (median)"),
-        "time/step (µs)": num("%.1f", "total duration per step (median over steps)"),
-        "% of run's GPU time": pct("share of this run's GPU time per step"),
-        "median call (µs)": num("%.2f"),
+        "full name": st.column_config.TextColumn(width="large", help="kernel name as recorded by the profiler"),
+        "calls/step": num("calls per steady-state step (median)"),
+        "time/step (µs)": num("total duration per step (median over steps)"),
+        "% of run": pct("share of this run's GPU time per step"),
+        "median call (µs)": num(),
         "bytes/call (est.)": num(
-            "%.3e", "ESTIMATED HBM bytes read + written per call, from shapes and dtypes (LOGICAL: every tensor once)"
+            "ESTIMATED HBM bytes read + written per call, from shapes and dtypes (LOGICAL: every tensor once)"
         ),
         "DRAM bytes/call (predicted)": num(
-            "%.3e",
             "PREDICTED DRAM traffic per call in sequence: what stays in L2 between kernels and the write-back of "
-            "outputs (docs/COST_MODEL.md, 'DRAM model')",
+            "outputs (docs/COST_MODEL.md, 'DRAM model')"
         ),
-        "FLOPs/call (est.)": num("%.3e", "ESTIMATED floating-point operations per call"),
-        "GB/s (est.)": num("%.0f", "estimated bytes / measured duration"),
-        "TFLOP/s (est.)": num("%.1f", "estimated FLOPs / measured duration"),
-        "% peak BW (est.)": pct("of the GPU's peak HBM bandwidth (blank: GPU not in the peak table)"),
-        "% peak FLOP/s (est.)": pct("of the GPU's dense peak for the op's dtype"),
+        "flags": st.column_config.TextColumn(help="HBM flags from the byte model (analyzer.ops)"),
+        "FLOPs/call (est.)": num("ESTIMATED floating-point operations per call"),
+        "GB/s (est.)": num("estimated bytes / measured duration; — = no byte estimate"),
+        "TFLOP/s (est.)": num("estimated FLOPs / measured duration; — = no FLOP estimate (e.g. data movement)"),
+        "% peak BW": pct("estimated GB/s as % of the GPU's peak HBM bandwidth (empty: GPU not in the peak table)"),
+        "% peak FLOP/s": pct("estimated TFLOP/s as % of the GPU's dense peak for the op's dtype"),
         "estimate basis": st.column_config.TextColumn(help="what the byte/FLOP estimate rests on"),
         "DRAM prediction basis": st.column_config.TextColumn(help="what the DRAM prediction rests on"),
     },

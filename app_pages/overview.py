@@ -45,6 +45,7 @@ def _num(d: dict, k: str) -> float:
 # GPU / PyTorch are in the caption above; as columns only when the runs differ (keeps the table inside 1280 px).
 show_gpu = len({r.gpu_name for r in runs}) > 1
 show_torch = len({r.torch_version for r in runs}) > 1
+show_conditions = any(conditions_text(recorded_conditions(r.variant)) for r in runs)
 rows = []
 for r in runs:
     ps = r.summary.per_step or {}
@@ -53,23 +54,24 @@ for r in runs:
         "run": r.label,
         "role": "baseline" if r.key == base.key else "candidate",
         "kernels/step": ui.cell(_num(ps, "kernels"), "{:,.0f}"),
-        "GPU time/step (µs)": ui.cell(_num(ps, "gpu_time_us")),
-        "CUDA-event time (µs)": ui.cell(side_number(r.variant.get("median_us"))),
-        "GPU conditions": conditions_text(recorded_conditions(r.variant)) or "—",
-        "idle/step (µs)": ui.cell(_num(ps, "idle_us")),
-        "launch latency (µs)": ui.cell(_num(ps, "launch_latency_us")),
-        "step span (µs)": ui.cell(_num(ps, "span_us")),
+        "GPU µs/step": ui.cell(_num(ps, "gpu_time_us")),
+        "CUDA-event µs": ui.cell(side_number(r.variant.get("median_us"))),
+        "idle µs/step": ui.cell(_num(ps, "idle_us")),
+        "launch µs": ui.cell(_num(ps, "launch_latency_us")),
+        "span µs": ui.cell(_num(ps, "span_us")),
         "steps": f"{len(r.summary.steps_used or [])} of {len(steps)}"
         + (" (whole trace)" if not steps.empty and (steps["source"] == "whole trace").all() else ""),
         "data": "⚠ in doubt" if r.summary.doubts else "ok",
     }
+    if show_conditions:  # a column only when the runner recorded clocks for some run (keeps the table in the page)
+        row["GPU conditions"] = conditions_text(recorded_conditions(r.variant)) or ui.NONE
     if show_gpu:
         row["GPU"] = r.gpu_name
     if show_torch:
         row["PyTorch"] = r.torch_version
     row["file"] = r.file_name
     rows.append(row)
-num = lambda h: st.column_config.TextColumn(help=h + " — = unknown or not recorded", width="small")  # noqa: E731
+num = lambda h: st.column_config.TextColumn(help=h + " — = unknown or not recorded")  # noqa: E731
 st.dataframe(
     rows,
     hide_index=True,
@@ -78,12 +80,12 @@ st.dataframe(
         "run": st.column_config.TextColumn(pinned=True),
         "role": st.column_config.TextColumn(width="small"),
         "kernels/step": num("GPU ops per steady-state step (median)."),
-        "GPU time/step (µs)": num("Sum of GPU op durations per step (median over steady-state steps)."),
-        "step span (µs)": num("First GPU op start → last GPU op end."),
-        "idle/step (µs)": num("Gaps between GPU ops inside the step."),
-        "launch latency (µs)": num("Median time from the CPU's launch call to the kernel's start."),
-        "CUDA-event time (µs)": num(
-            "The runner's median of 100 timed steps (manifest); plain Kineto traces carry none."
+        "GPU µs/step": num("Sum of GPU op durations per step (median over steady-state steps)."),
+        "span µs": num("Step span: first GPU op start → last GPU op end (µs)."),
+        "idle µs/step": num("Gaps between GPU ops inside the step."),
+        "launch µs": num("Launch latency: median time from the CPU's launch call to the kernel's start (µs)."),
+        "CUDA-event µs": num(
+            "CUDA-event time: the runner's median of 100 timed steps (manifest), µs; plain Kineto traces carry none."
         ),
         "GPU conditions": st.column_config.TextColumn(
             width="medium",
@@ -93,7 +95,6 @@ st.dataframe(
         "data": st.column_config.TextColumn(
             width="small", help="⚠: the file was cut, damaged or held values of the wrong type (reasons below)"
         ),
-        "file": st.column_config.TextColumn(width="medium"),
     },
 )
 if any(r.summary.doubts for r in runs):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 import shlex
 import sys
@@ -28,54 +27,18 @@ else:
     st.warning(f"Profiling is disabled: {ui.esc(gpu_text)}.", icon=":material/block:")
 
 
-FUSELENS_VARIANTS = ("fuselens", "fuselens-graph")
+# Pure helpers live in profile_job (importing a page file runs the page, forms and all).
+FUSELENS_VARIANTS = profile_job.FUSELENS_VARIANTS
+fuselens_path_notes = profile_job.fuselens_path_notes
+fallback_hint = profile_job.fallback_hint
 
 
-def fuselens_path_notes(out_dir) -> list[str]:
-    """One line per fuselens variant of a finished run: which path its measurement chose (the runner's manifest,
-    kernels.models.dispatch), and a warning where it fell back from the fused kernel."""
-    try:
-        manifest = json.loads((out_dir / "manifest.json").read_text())
-        variants = [v for v in manifest.get("variants", []) if isinstance(v, dict)]
-    except (OSError, ValueError, AttributeError):
-        return []
-    notes = []
-    for v in variants:
-        if v.get("name") not in FUSELENS_VARIANTS or "fuselens_path" not in v:
-            continue
-        path, probe = v["fuselens_path"], v.get("fuselens_probe_us") or {}
-        times = ", ".join(f"{p} {us:.1f} µs" for p, us in probe.items() if isinstance(us, (int, float)))
-        if v.get("fuselens_fused") is False:
-            notes.append(
-                f"Warning: {v['name']} fell back to the {path} path at this size: its fused kernel measured slower"
-                + (f" (first-call probe: {times})" if times else "")
-            )
-        else:
-            notes.append(f"{v['name']} ran the {path} path" + (f" (first-call probe: {times})" if times else ""))
-    return notes
+def _session_id() -> str | None:
+    """This session's Streamlit id (the runtime tells whether it is still connected; the token above cannot)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-
-def fallback_hint(params: profile_job.Params) -> str | None:
-    """Why FuseLens may not use its fused TMA kernel at these sizes (facts about where the kernel applies; the
-    runner measures the paths and picks): None where the fused TMA kernel applies."""
-    if not any(v in FUSELENS_VARIANTS for v in params.variants):
-        return None
-    reasons = []
-    tokens = params.batch * params.seq
-    if tokens <= 64:
-        reasons.append(f"{tokens} tokens: decode-sized, FuseLens uses its pointer kernel")
-    if params.dtype == "fp32":
-        reasons.append("fp32: no TMA kernel (tensor-core paths are fp16/bf16)")
-    elif params.d_model % 8 or params.hidden % 8:
-        reasons.append("d_model and hidden not multiples of 8: rows are not 16-byte aligned for TMA")
-    if not reasons:
-        return None
-    return (
-        "FuseLens may fall back at this size ("
-        + "; ".join(reasons)
-        + "). The runner measures its fused kernel against cuBLAS + gating and cuBLAS + ATen on the first call and"
-        " runs the fastest; the result names the path."
-    )
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else None
 
 
 def _load_results(job: profile_job.Job) -> None:
@@ -122,8 +85,8 @@ def progress_panel() -> None:
         return
     snap = job.snapshot()
     total = max(snap["total"], 1)
-    own = job.owner == session
-    who = "" if own else " (started by another session)"
+    own = job.owner == session or profile_job.owner_gone(job)  # a closed/reloaded tab's run is anyone's to cancel
+    who = "" if job.owner == session else " (started in another tab)"
     st.progress(
         min(snap["done"] / total, 1.0), text=f"{snap['done']}/{total} variants · {snap['elapsed_s']:,.0f} s{who}"
     )
@@ -144,9 +107,24 @@ def progress_panel() -> None:
 
 running = profile_job.current()
 if running is not None:
-    if running.owner != session:
+    if running.owner != session and profile_job.owner_gone(running):
+        st.info(
+            "A profiling run started in a tab that was closed or reloaded is in progress: you can cancel it here, "
+            "or wait and open its results.",
+            icon=":material/sync_problem:",
+        )
+    elif running.owner != session:
         st.info("Busy: a profiling run started by another session is in progress; one run at a time on this server.")
     progress_panel()
+else:
+    left = profile_job.orphan()
+    if left is not None and left.state in ("done", "partial"):
+        st.info(
+            f"A profiling run started in a tab that was closed or reloaded finished ({ui.esc(left.out_dir.name)}).",
+            icon=":material/sync_problem:",
+        )
+        if st.button("Open its results", key="fl_adopt", icon=":material/folder_open:"):
+            _load_results(left)
 
 with st.form("fl_profile_form"):
     c1, c2 = st.columns([2, 1])
@@ -208,7 +186,7 @@ else:
 
 if submitted and has_gpu and not problems:
     try:
-        profile_job.start(params, session)
+        profile_job.start(params, session, owner_session=_session_id())
     except profile_job.Busy as exc:
         st.warning(f"Busy: {ui.esc(exc)}", icon=":material/hourglass_top:")
     except ValueError as exc:

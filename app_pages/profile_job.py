@@ -50,6 +50,12 @@ MAX_TOKENS = 65536
 # What runs. Module attributes so the tests can point them at a stand-in runner on a machine without a GPU.
 RUNNER_ARGV = [sys.executable, "-m", "kernels.profile"]
 GPU_PROBE_ARGV = ["nvidia-smi", "-L"]
+# Whoever starts the server may point these at another runner / GPU probe (a JSON argument list; the browser test
+# runs the page against tests/profile_standin.py this way). Set only from the server's environment, never a page.
+if os.environ.get("FUSELENS_PROFILE_RUNNER"):
+    RUNNER_ARGV = [str(a) for a in json.loads(os.environ["FUSELENS_PROFILE_RUNNER"])]
+if os.environ.get("FUSELENS_GPU_PROBE"):
+    GPU_PROBE_ARGV = [str(a) for a in json.loads(os.environ["FUSELENS_GPU_PROBE"])]
 TIMEOUT_S = float(os.environ.get("FUSELENS_PROFILE_TIMEOUT_S", 1800))
 EXIT_MEANING = {0: "done", 2: "bad arguments", 3: "no CUDA GPU", 4: "some variants failed"}
 
@@ -118,10 +124,13 @@ class Params:
 @dataclass
 class Job:
     params: Params
-    owner: str  # session id that started it: only it loads the results and may cancel
+    owner: str  # token of the session that started it: it loads the results and may cancel
     out_dir: Path
     argv: list[str]
     timeout_s: float
+    # the starting session's Streamlit id: when that session is gone (tab closed or reloaded), anyone may cancel the
+    # run or open its results (owner_gone)
+    owner_session: str | None = None
     started: float = field(default_factory=time.time)
     state: str = "running"  # running | done | partial | failed | cancelled | timeout
     returncode: int | None = None
@@ -207,6 +216,9 @@ class Job:
             _kill_tree(self._proc)
             rc = self._proc.wait()
             timed_out = True
+        # The runner exited, but what it started (an ncu, a compile worker, a stray `sleep`) may live on in its
+        # process group: reap the group, so a finished run leaves no process behind either.
+        _kill_group(self._proc.pid)
         for t in readers:
             t.join(timeout=5)
         recorded = _recorded_traces(self.out_dir)
@@ -252,6 +264,43 @@ def _kill_tree(proc: subprocess.Popen | None) -> None:
             time.sleep(0.05)
 
 
+def _kill_group(pgid: int, grace_s: float = 2.0) -> None:
+    """SIGTERM what is left of a process group whose leader has exited, SIGKILL it after `grace_s`."""
+    for sig, grace in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.time() + grace
+        while time.time() < deadline:
+            if not _group_alive(pgid):
+                return
+            time.sleep(0.05)
+
+
+def owner_gone(job: Job) -> bool:
+    """True when the session that started `job` no longer exists (its tab was closed or reloaded): then any session
+    may cancel the run or open its results, instead of everyone seeing "busy" until the time limit."""
+    if not job.owner_session:
+        return False
+    try:
+        from streamlit.runtime import Runtime
+
+        return Runtime.exists() and not Runtime.instance().is_active_session(job.owner_session)
+    except Exception:  # no runtime (bare mode, tests): nobody can tell, so nobody takes over
+        return False
+
+
+def orphan() -> Job | None:
+    """The latest job whose owner session is gone and whose results nobody opened yet (running or finished)."""
+    with _SLOT:
+        jobs = list(_LAST_BY_OWNER.values())
+    for job in sorted(jobs, key=lambda j: j.started, reverse=True):
+        if not job.consumed and owner_gone(job):
+            return job
+    return None
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -264,6 +313,57 @@ def _group_alive(pgid: int) -> bool:
 
 def _recorded_traces(out_dir: Path) -> list[Path]:
     return sorted(out_dir.glob("*.json.gz")) if out_dir.is_dir() else []
+
+
+# ---------------------------------------------------------------------------------------------------- fuselens paths
+FUSELENS_VARIANTS = ("fuselens", "fuselens-graph")
+
+
+def fuselens_path_notes(out_dir) -> list[str]:
+    """One line per fuselens variant of a finished run: which path its measurement chose (the runner's manifest,
+    kernels.models.dispatch), and a warning where it fell back from the fused kernel."""
+    try:
+        manifest = json.loads((out_dir / "manifest.json").read_text())
+        variants = [v for v in manifest.get("variants", []) if isinstance(v, dict)]
+    except (OSError, ValueError, AttributeError):
+        return []
+    notes = []
+    for v in variants:
+        if v.get("name") not in FUSELENS_VARIANTS or "fuselens_path" not in v:
+            continue
+        path, probe = v["fuselens_path"], v.get("fuselens_probe_us") or {}
+        times = ", ".join(f"{p} {us:.1f} µs" for p, us in probe.items() if isinstance(us, (int, float)))
+        if v.get("fuselens_fused") is False:
+            notes.append(
+                f"Warning: {v['name']} fell back to the {path} path at this size: its fused kernel measured slower"
+                + (f" (first-call probe: {times})" if times else "")
+            )
+        else:
+            notes.append(f"{v['name']} ran the {path} path" + (f" (first-call probe: {times})" if times else ""))
+    return notes
+
+
+def fallback_hint(params: Params) -> str | None:
+    """Why FuseLens may not use its fused TMA kernel at these sizes (facts about where the kernel applies; the
+    runner measures the paths and picks): None where the fused TMA kernel applies."""
+    if not any(v in FUSELENS_VARIANTS for v in params.variants):
+        return None
+    reasons = []
+    tokens = params.batch * params.seq
+    if tokens <= 64:
+        reasons.append(f"{tokens} tokens: decode-sized, FuseLens uses its pointer kernel")
+    if params.dtype == "fp32":
+        reasons.append("fp32: no TMA kernel (tensor-core paths are fp16/bf16)")
+    elif params.d_model % 8 or params.hidden % 8:
+        reasons.append("d_model and hidden not multiples of 8: rows are not 16-byte aligned for TMA")
+    if not reasons:
+        return None
+    return (
+        "FuseLens may fall back at this size ("
+        + "; ".join(reasons)
+        + "). The runner measures its fused kernel against cuBLAS + gating and cuBLAS + ATen on the first call and"
+        " runs the fastest; the result names the path."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- the slot
@@ -292,7 +392,7 @@ def _prune_runs() -> None:
         shutil.rmtree(p, ignore_errors=True)
 
 
-def start(params: Params, owner: str, *, timeout_s: float | None = None) -> Job:
+def start(params: Params, owner: str, *, timeout_s: float | None = None, owner_session: str | None = None) -> Job:
     """Start a run, or raise Busy (another is running) / ValueError (bad parameters)."""
     global _CURRENT
     problems = params.problems()
@@ -307,7 +407,14 @@ def start(params: Params, owner: str, *, timeout_s: float | None = None) -> Job:
         out_dir = RUNS_DIR / f"profile-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         out_dir.mkdir(mode=0o700)
         argv = params.argv(out_dir)
-        job = Job(params=params, owner=owner, out_dir=out_dir, argv=argv, timeout_s=timeout_s or TIMEOUT_S)
+        job = Job(
+            params=params,
+            owner=owner,
+            owner_session=owner_session,
+            out_dir=out_dir,
+            argv=argv,
+            timeout_s=timeout_s or TIMEOUT_S,
+        )
         job.total = len(params.variants)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         try:

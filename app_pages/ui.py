@@ -12,8 +12,9 @@ import re
 import plotly.graph_objects as go
 import streamlit as st
 
+from analyzer import fmt as _fmt
 from analyzer.figures import theme
-from analyzer.fmt import MISSING, finite, fmt_bytes, fmt_us, no_neg_zero  # noqa: F401  (pages format through ui.fmt_*: one rule, analyzer.fmt)
+from analyzer.fmt import MISSING, finite, fmt_pct, fmt_signed, no_neg_zero  # noqa: F401  (pages format through ui.fmt_*: one rule, analyzer.fmt)
 from app_pages import export, state
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&\"'])")
@@ -35,6 +36,54 @@ def cell(value, spec: str = "{:,.1f}") -> str:
     if not finite(value):
         return NONE
     return no_neg_zero(spec.format(float(value)))
+
+
+def fmt_us(us, missing: str = MISSING) -> str:
+    """analyzer.fmt.fmt_us, "—" when unknown (a page shows a dash where the CLI says "unknown")."""
+    return _fmt.fmt_us(us, missing)
+
+
+def fmt_bytes(n, missing: str = MISSING) -> str:
+    """analyzer.fmt.fmt_bytes, "—" when unknown."""
+    return _fmt.fmt_bytes(n, missing)
+
+
+def signed(value, spec: str = ",.1f", unit: str = "") -> str:
+    """A change with its sign, "0.0" (never "-0.0" / "+0") when it rounds to zero: analyzer.fmt.fmt_signed."""
+    return fmt_signed(value, spec, unit)
+
+
+def signed_cell(value, spec: str = ",.1f") -> str:
+    """A signed table figure ("+1.2", "-0.5", "0.0"), "—" when unknown."""
+    return fmt_signed(value, spec)
+
+
+def table_height(rows: int, cap: int = 640) -> int:
+    """Pixel height of an st.dataframe that shows all `rows` without a vertical scrollbar (35 px a row + header), up
+    to `cap`: Streamlit's default of ~10 rows hid the side-by-side table's last rows on a slide."""
+    return min(cap, 38 + 35 * max(rows, 1) + 2)
+
+
+def markdown_table(df) -> str:
+    """A GitHub-flavoured Markdown table of a DataFrame's cells as shown (text), for design docs. Pipes and newlines
+    in names are escaped so a kernel name cannot break the table."""
+
+    def c(v) -> str:
+        t = NONE if v is None or (isinstance(v, float) and not finite(v)) else str(v)
+        return " ".join(t.split()).replace("\\", "\\\\").replace("|", "\\|")
+
+    head = "| " + " | ".join(c(x) for x in df.columns) + " |"
+    sep = "|" + "|".join("---" for _ in df.columns) + "|"
+    body = ["| " + " | ".join(c(v) for v in row) + " |" for row in df.itertuples(index=False, name=None)]
+    return "\n".join([head, sep, *body])
+
+
+def copy_markdown(df_or_text, key: str, what: str) -> None:
+    """A "Copy as Markdown" expander: the table (or text) as Markdown in a code block, whose copy button puts it on
+    the clipboard (works offline; the page never reads the clipboard)."""
+    text = df_or_text if isinstance(df_or_text, str) else markdown_table(df_or_text)
+    with st.expander(f"Copy as Markdown: {what}", icon=":material/content_copy:"):
+        st.code(text, language="markdown", wrap_lines=False)
 
 
 def show_messages() -> None:
@@ -92,18 +141,8 @@ def subtitle() -> str:
 
 
 def fit_to_container(fig: go.Figure) -> go.Figure:
-    """Page-width fixes for any figure: tick labels grow the margins instead of being clipped, and a legend under
-    the plot sits at the container's bottom, below the x-axis title rather than on top of it."""
-    fig.update_xaxes(automargin=True)
-    fig.update_yaxes(automargin=True)
-    if fig.layout.title and fig.layout.title.text:  # long y labels push a plot-anchored title off the right edge
-        fig.update_layout(title=dict(xref="container", x=0.005, xanchor="left"))
-    leg = fig.layout.legend
-    y = leg.y if leg.y is not None else (theme.TEMPLATE.layout.legend.y or 1.0)
-    if y < 0 and leg.yref != "container":
-        fig.update_layout(legend=dict(yref="container", y=0.0, yanchor="bottom"))
-        fig.update_layout(margin=dict(b=(fig.layout.margin.b or 60) + 44))
-    return fig
+    """Page-width fixes for any figure (analyzer.figures.theme.fit_layout, shared with the HTML report)."""
+    return theme.fit_layout(fig)
 
 
 def chart(fig: go.Figure, name: str, title: str, *, key: str, caption: str | None = None) -> None:

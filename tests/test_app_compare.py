@@ -24,10 +24,17 @@ def test_headline_kernels_bytes_time(at):
     assert m["Kernels per step"][0] == "5 → 4"
     assert m["HBM bytes avoided per step"][1] == "100,663,296 B (estimate)"
     assert m["Time saved by fusion per step"][0].endswith("µs")
-    table = at.dataframe[0].value.set_index("candidate")
-    assert list(table.index) == ["compile", "liger", "fuselens"]
-    assert table.loc["compile", "kernels/step"] == "5 → 4"
-    assert table.loc["compile", "HBM bytes avoided/step (est.)"] == 100_663_296
+    # every candidate side by side: one column each (fits a slide), one row per measure, text cells
+    table = at.dataframe[0].value.set_index("vs eager")
+    assert list(table.columns) == ["compile", "liger", "fuselens"]
+    assert table.loc["kernels/step", "compile"] == "5 → 4"
+    assert table.loc["HBM bytes avoided/step (est.)", "compile"] == "100.7 MB"
+    assert table.loc["HBM bytes avoided/step (est.)", "fuselens"] == "302.0 MB"
+    assert table.loc["speed-up (CUDA events)", "fuselens"].endswith("×")
+    # copy as Markdown: the same table as a GitHub table, and the headline
+    codes = [c.value for c in at.code]
+    assert any(c.startswith("| vs eager | compile | liger | fuselens |") for c in codes), codes
+    assert any("- HBM bytes avoided per step: 100.7 MB (100,663,296 B" in c for c in codes)
 
 
 def test_fusion_group_card_names_the_fused_kernel_and_the_intermediate(at):
@@ -41,13 +48,14 @@ def test_fusion_group_card_names_the_fused_kernel_and_the_intermediate(at):
 
 def test_charts_matched_gemms_and_measured_bytes(at):
     assert len(at.get("plotly_chart")) == 3  # fusion groups, time breakdown, categories
-    gemm_tables = [d.value for d in at.dataframe if "problem" in d.value.columns]
+    gemm_tables = [d.value for d in at.dataframe if "GEMM (M×N×K dtype)" in d.value.columns]
     assert gemm_tables and len(gemm_tables[0]) == 2  # gate/up projections (×2) and down projection
-    measured = [d.value for d in at.dataframe if "measured_bytes" in d.value.columns and "run" in d.value.columns]
+    assert all(" → " in t for t in gemm_tables[0]["TFLOP/s"])
+    measured = [d.value for d in at.dataframe if {"run", "measured / predicted"} <= set(d.value.columns)]
     assert measured, "the HF case carries Nsight Compute bytes"
     row = measured[0].set_index("run").loc["eager"]
-    assert row["kernels_measured"] == row["kernels_estimated"] == 5
-    assert 0.5 < row["measured / estimate"] < 1.5
+    assert row["kernels paired"].startswith("5 measured, 5 estimated")
+    assert 0.5 < float(row["measured / estimate"]) < 1.5
 
 
 def test_other_candidate_and_downloads(at):
@@ -129,5 +137,5 @@ def test_traffic_avoided_three_ways(at):
     assert "HBM traffic avoided per step: 100.7 MB logical, ≈" in md and "DRAM predicted" in md
     captions = " ".join(s.texts(at, "caption"))
     assert "Predicted DRAM: predicted DRAM traffic in sequence: an LRU cache of 50 MiB" in captions
-    measured = [d.value for d in at.dataframe if "predicted_dram_bytes" in d.value.columns and "run" in d.value.columns]
-    assert measured and measured[0].set_index("run").loc["eager", "predicted_dram_bytes"] > 0
+    measured = [d.value for d in at.dataframe if {"run", "predicted DRAM"} <= set(d.value.columns)]
+    assert measured and measured[0].set_index("run").loc["eager", "predicted DRAM"].endswith(" MB")

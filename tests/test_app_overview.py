@@ -38,9 +38,9 @@ def test_per_run_table_has_gpu_torch_steps_kernels(at):
     cap = " ".join(s.texts(at, "caption"))
     assert "NVIDIA H100 80GB HBM3" in cap and "PyTorch 2." in cap  # from the runner's manifest
     assert df.loc["eager", "steps"].startswith("2 of 3")  # 3 active profiler steps, first dropped as warm-up
-    for col in ("GPU time/step (µs)", "idle/step (µs)", "launch latency (µs)"):
+    for col in ("GPU µs/step", "idle µs/step", "launch µs"):
         assert all(_num(v) > 0 for v in df[col]), col
-    assert all(_num(v) > 100 for v in df["CUDA-event time (µs)"])
+    assert all(_num(v) > 100 for v in df["CUDA-event µs"])
     assert (df["data"] == "ok").all()
 
 

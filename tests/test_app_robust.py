@@ -73,7 +73,7 @@ def test_truncated_baseline_and_wrong_types_candidate(broken):
     s.goto(at, "compare")
     at.selectbox(key="fl_compare_candidate").set_value("wrong_types").run()
     m = s.metric_values(at)
-    assert m["GPU time per step"][0] == "–"  # unknown, not "1.6 µs, -99.3%"
+    assert m["GPU time per step"][0] == "—"  # unknown, not "1.6 µs, -99.3%"
 
 
 def test_only_an_empty_run_beside_one_good_run_says_why(broken):
@@ -90,6 +90,6 @@ def test_overview_marks_runs_in_doubt(broken):
     s.goto(at, "overview")
     df = at.dataframe[0].value.set_index("run")
     assert df.loc["wrong_types", "data"] == "⚠ in doubt"
-    assert df.loc["truncated_half", "GPU time/step (µs)"] == "—"
-    assert df.loc["eager", "CUDA-event time (µs)"] == "—"  # "abc" in the manifest: left out, not a crash
+    assert df.loc["truncated_half", "GPU µs/step"] == "—"
+    assert df.loc["eager", "CUDA-event µs"] == "—"  # "abc" in the manifest: left out, not a crash
     assert df.loc["compile", "data"] == "ok"

@@ -8,6 +8,7 @@ import gzip
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import orjson
@@ -197,7 +198,25 @@ def test_object_columns_are_dictionary_encoded(cache_dir):
     path = TRACES["hta_diff_control"]
     load_trace(path)
     (entry,) = cache.entries()
-    with np.load(entry, allow_pickle=False) as z:
-        codes = z["cpu_ops/name#codes"]
-        values = orjson.loads(z["cpu_ops/name#values"].tobytes())
+    manifest, arrays = cache._read_container(entry)
+    codes = arrays["cpu_ops/name#codes"]
+    values = orjson.loads(memoryview(arrays["cpu_ops/name#values"]))
     assert codes.dtype == np.int32 and len(values) < len(codes) // 10
+    assert manifest["key"] == cache.content_key(path)
+
+
+def test_an_unchanged_path_is_not_hashed_again_but_a_rewrite_is(cache_dir, tmp_path):
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(TRACES["h100_bert"].read_bytes())
+    time.sleep(2.1)  # last changed (ctime) over 2 s ago: the key may be remembered
+    key = cache.content_key(path)
+    memo = cache._memo_path(path)
+    assert orjson.loads(memo.read_bytes())["key"] == key
+    memo.write_bytes(memo.read_bytes().replace(key.encode(), b"f" * 32))
+    assert cache.content_key(path) == "f" * 32  # the memo was used: no hash
+    path.write_bytes(TRACES["mi300_bert"].read_bytes())  # a rewrite changes mtime/ctime/size: hashed again
+    assert cache.content_key(path) == cache.content_key(TRACES["mi300_bert"].read_bytes())
+    fresh = tmp_path / "fresh.json.gz"
+    fresh.write_bytes(TRACES["h100_bert"].read_bytes())  # changed just now: a racy timestamp, never remembered
+    cache.content_key(fresh)
+    assert not cache._memo_path(fresh).exists()

@@ -58,6 +58,7 @@ RECORD_FIELDS = (
     "key",
     "dims",
     "attn",
+    "kernel_gbps",
 )
 _Record = namedtuple("_Record", RECORD_FIELDS)
 
@@ -158,8 +159,26 @@ def sequence(summary, label: str, step: int | None = None) -> RunSeq:
         rows[col] = vals[shown_i]
     rows = rows.reset_index(drop=True)
     rows["pos"] = np.arange(len(rows))
+    rows["kernel_gbps"] = _summary_gbps(rows, summary)
     _annotate(rows, trace)
     return RunSeq(label, rows, [int(s) for s in same], steps_used or steps, int(same[shown_i]), notes, durs)
+
+
+def _summary_gbps(rows: pd.DataFrame, summary) -> np.ndarray:
+    """Each GPU op's achieved GB/s as the Summary's kernel table states it (its (name, op, shapes) row: estimated
+    bytes per call over the median call), so a fusion row's GB/s for one kernel is the figure every other surface
+    shows for it (NaN where the table has no such row)."""
+    from analyzer.summary import shapes_text
+
+    k = getattr(summary, "kernels", None)
+    if k is None or len(k) == 0:
+        return np.full(len(rows), np.nan)
+    table = {
+        (n, o, sh): g
+        for n, o, sh, g in zip(k["name"], k["op_name"], k["shapes"], k["achieved_gbps"].astype(float), strict=True)
+    }
+    keys = zip(rows["name"], rows["op_name"], map(shapes_text, rows["input_dims"]), strict=True)
+    return np.array([table.get(key, np.nan) for key in keys], dtype=float)
 
 
 def _roles(rows: pd.DataFrame) -> pd.Series:
@@ -200,12 +219,14 @@ def _annotate(rows: pd.DataFrame, trace) -> None:
     dims_col = rows["input_dims"].tolist()
     types_col = rows["input_types"].tolist()
     concrete_col = rows["concrete_inputs"].tolist() if "concrete_inputs" in rows else [None] * len(rows)
+    strides_col = rows["input_strides"].tolist() if "input_strides" in rows else [None] * len(rows)
     cols = zip(
         rows["name"].tolist(),
         rows["op_name"].tolist(),
         map(repr, dims_col),
         map(repr, types_col),
         map(repr, concrete_col),
+        map(repr, strides_col),
         roles.tolist(),
         rows["ops"].tolist(),
         rows["category"].tolist(),
@@ -219,7 +240,7 @@ def _annotate(rows: pd.DataFrame, trace) -> None:
         k = tuple(k)
         hit = cache.get(k)
         if hit is None:
-            hit = cache[k] = _row_facts(*k[:2], dims_col[i], types_col[i], concrete_col[i], *k[5:])
+            hit = cache[k] = _row_facts(*k[:2], dims_col[i], types_col[i], concrete_col[i], strides_col[i], *k[6:])
         facts.append(hit)
     rows["role"] = roles
     for n, col in enumerate(("gemm", "io", "op_ops", "name_ops", "is_gemm", "key", "dims", "attn")):
@@ -247,13 +268,17 @@ def _concat_dtypes(ios: list, lookback: int = 8) -> list:
     return out
 
 
-def _row_facts(name, op, dims, types, concrete, role: str, ops, category, kind) -> tuple:
+def _row_facts(name, op, dims, types, concrete, strides, role: str, ops, category, kind) -> tuple:
     """(gemm, io, op_ops, name_ops, is_gemm, key, dims, attn) of one GPU op (see _annotate); dims is dims_text of
     its op's input shapes; attn the attention call of an SDPA-family op (analyzer.ops.attention) or None.
     name_ops: the kernel name's ops as analyzer.ops.classify decoded them (the one decoder)."""
     op = op or ""
     g = gemm.gemm_problem(op, dims, types) if role == "main" else None
-    io = tensor_io(op, dims, types, concrete) if op and role in ("main", "first", "last") else TensorIO((), None)
+    io = (
+        tensor_io(op, dims, types, concrete, strides)
+        if op and role in ("main", "first", "last")
+        else TensorIO((), None)
+    )
     attn = None
     if role in ("main", "first", "last") and attention.is_attention_op(op):
         attn = attention.attention_problem(op, read_tensors(dims, types), concrete, name)
@@ -261,17 +286,19 @@ def _row_facts(name, op, dims, types, concrete, role: str, ops, category, kind) 
         io = TensorIO(io.inputs, None)
     elif role == "last":
         io = TensorIO((), io.output)
-    # ops from the launching op: an aten op's own name, or words of an autograd Function / custom op name
-    if role in ("memop", "helper"):
-        oo = frozenset()  # a memset under aten::mm does not compute an mm
-    elif names.is_inductor_name(op):
-        oo = names.inductor_ops(op)
-    else:
-        oo = names.canonical_ops(op) if op.startswith("aten::") else names.text_ops(op)
     if ops and role not in ("memop", "helper"):
         no = frozenset().union(*(names.canonical_ops(o) for o in str(ops).split("+") if o))
     else:
         no = frozenset()
+    # ops from the launching op: an aten op's own name, or words of an autograd Function / custom op name
+    if role in ("memop", "helper"):
+        oo = frozenset()  # a memset under aten::mm does not compute an mm
+    elif op == name:  # an Inductor kernel under a cpu_op of its own name: the classifier's answer is the evidence
+        oo = no  # (a template's name also lists its inputs' producers; classify.template_ops decided)
+    elif names.is_inductor_name(op):
+        oo = names.inductor_ops(op)
+    else:
+        oo = names.canonical_ops(op) if op.startswith("aten::") else names.text_ops(op)
     shapes = dims_text(dims)
     if g is not None:
         key = g.key

@@ -207,6 +207,8 @@ _WORKLOAD_NAMES = {
     "geglu": "GEGLU MLP",
     "swiglu": "SwiGLU MLP",
     "plain": "Linear→GELU→Linear MLP",
+    "gemma-layer": "Gemma-style decoder layer",
+    "llama-layer": "Llama-style decoder layer",
 }
 
 

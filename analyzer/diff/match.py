@@ -46,6 +46,7 @@ _SIDE_ROLES = ("memop", "helper")
 # kernels from different layers.
 MAX_CLAIM_DISTANCE = 24  # not the work of an op call: never a fusion member on their own evidence
 EXTRA_ANCHORS = 2  # see module doc, evidence 1
+MAX_RECLAIMS = 2  # passes that claim again without the stray pairs the previous pass found
 FRESH_SCAN = 8  # same-sized producers looked at for one not read yet, before the latest one is taken
 FLOW_LOOKBACK = 8  # kernels between a producer and its reader; HF GEGLU eager: gelu -> mul is 2 apart
 _POSITION = "position: new work between the same matched kernels"
@@ -117,12 +118,18 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     # 0. same op, same shapes, other kernels (cuDNN picked another algorithm, a library update renamed a kernel):
     #    the same work, so no intermediate can have been avoided
     choices, taken_b, taken_c = _kernel_choices(b_rows, c_rows, al)
-    st = _Claims(b_rows, c_rows, al, taken_b, taken_c)
-    _claim_attention(st)
-    _claim_by_ops(st)
-    _claim_by_position(st)
-    _claim_by_data_flow(st)
-    groups_by_c = _groups_of_claims(st)
+    banned: set[tuple[int, int]] = set()
+    for _ in range(MAX_RECLAIMS + 1):
+        st = _Claims(b_rows, c_rows, al, taken_b, taken_c, banned)
+        _claim_attention(st)
+        _claim_by_ops(st)
+        _claim_by_position(st)
+        _claim_by_data_flow(st)
+        groups_by_c = _groups_of_claims(st)
+        stray = _strays(groups_by_c, b_rows)
+        if not stray or stray <= banned:
+            break
+        banned |= stray  # claim again without them: the nearer candidate that named the op may not be the one
     pairs = _claim_epilogues(st, groups_by_c)
     _claim_side_work(st, groups_by_c)
     groups = sorted(groups_by_c.values(), key=lambda g: g.fused[0])
@@ -141,8 +148,11 @@ class _Claims:
     """What the evidence rules share: the left-over kernels of both runs, each candidate's ops, cap and place on
     the base axis, and the claims so far (base pos -> (cand pos, evidence); insertion order matters to data flow)."""
 
-    def __init__(self, b_rows: list, c_rows: list, al: Alignment, taken_b: set[int], taken_c: set[int]) -> None:
+    def __init__(
+        self, b_rows: list, c_rows: list, al: Alignment, taken_b: set[int], taken_c: set[int], banned=frozenset()
+    ) -> None:
         self.b_rows, self.c_rows, self.al = b_rows, c_rows, al
+        self.banned = banned  # (base pos, cand pos) pairs a previous pass found without a tensor in common
         n_b, n_c = len(b_rows), len(c_rows)
         self.left_b = [i for i in al.unmatched_b if i not in taken_b]  # increasing (al.unmatched_b is)
         self.left_c = [j for j in al.unmatched_c if j not in taken_c]
@@ -165,6 +175,8 @@ class _Claims:
         self.chain_for: dict = {}  # cand pos -> the chain it took
 
     def room(self, j: int, i: int | None = None) -> bool:
+        if i is not None and (i, j) in self.banned:
+            return False
         if i is not None and i in self.chain_of and not moves_scores(self.c_rows[j], self.chain_of[i]):
             return False  # position or an op name is no evidence that an attention chain went into this kernel
         cap = self.caps[j]
@@ -359,6 +371,32 @@ def _claim_side_work(st: _Claims, groups_by_c: dict[int, Group]) -> None:
         if i not in st.claim and b_rows[i].role in _SIDE_ROLES and g is not None:
             g.side.append(i)
             st.claim[i] = (g.fused[0], "side work of a replaced op call")
+
+
+def _strays(groups_by_c: dict[int, Group], b_rows: list) -> set[tuple[int, int]]:
+    """(member, candidate) pairs where a member claimed by ops shares no tensor (element count and dtype) with any
+    other member of its group, all of whose tensors are known: the op name matched, the data did not (the FuseLens
+    dual-GEMM kernel names a mul; the nearest eager mul was an RMSNorm's fp32 ·(1 + w), not the gating mul)."""
+    out = set()
+    for j, g in groups_by_c.items():
+        if len(g.members) < 3 or g.edges is not None:
+            continue
+        sigs = {}
+        for m in g.members:
+            io = b_rows[m].io
+            if io.output is None or not io.inputs:
+                sigs = None
+                break
+            sigs[m] = {(t.numel, t.dtype) for t in (*io.inputs, io.output)}
+        if sigs is None:
+            continue
+        for m in g.members:
+            if not g.evidence.get(m, "").startswith("ops"):
+                continue
+            others = set().union(*(v for k, v in sigs.items() if k != m))
+            if not sigs[m] & others:
+                out.add((m, j))
+    return out
 
 
 def _unlinked(g: Group, b_rows: list, coord: float) -> list[int]:

@@ -18,6 +18,9 @@ from analyzer.figures.timeline import CATEGORY_COLORS
 from analyzer.gpus import GpuSpec
 from analyzer.ops import dtypes as dt
 
+DODGE_DECADES = 0.05  # ±15 % in intensity per run: apart on screen, far below what would change a reading
+MEASURED_ROOF_COLOR = "#D55E00"  # measured roofs: the theme's cost/attention-grabbing orange, dashed
+MAX_GEMM_LABELS = 12  # more would cover the chart; the hover names every marker
 SYMBOLS = ("circle", "diamond", "square", "triangle-up", "x", "star", "cross", "pentagon")
 ROOF_DTYPES = ("fp8", "bf16", "fp16", "tf32", "fp32")
 # x-axis byte figures: logical (every tensor once) or predicted DRAM traffic in sequence (analyzer.dram)
@@ -80,8 +83,12 @@ def roofline_figure(
     dtypes: tuple[str, ...] | None = None,
     template: str | None = None,
     bytes_column: str = "bytes_per_call",
+    measured: dict | None = None,
 ) -> go.Figure:
     """The roofline of `tables` (label, Summary.kernels) on `gpu` (no roofs when None: unknown GPU).
+
+    `measured`: roofs the runner measured on this GPU ({'copy_gbps', 'matmul_tflops', 'matmul_dtype'}, from the
+    manifest's "ceilings"), drawn dashed in orange beside the datasheet roofs (what the card really reaches).
 
     `dtypes` picks the flat roofs to draw (default: the ones GpuSpec knows among bf16/fp16/fp32/tf32/fp8 that the
     kernels' dtypes use, else bf16 and fp32). Marker: symbol per run, colour per category, area ∝ time per step.
@@ -92,15 +99,27 @@ def roofline_figure(
         tmax = float(pts["time_us_per_step"].max()) or 1.0
         size = 9 + 26 * np.sqrt(pts["time_us_per_step"].fillna(0).clip(lower=0) / tmax)
         pts = pts.assign(_size=size, _hover=_hover(pts, bytes_column))
+        n_runs = len(tables)
+        gemm_pts: list[tuple[float, float, str]] = []
         for i, (label, _) in enumerate(tables):
             p = pts[pts["run"] == label]
             if p.empty:
                 continue
             symbol = SYMBOLS[i % len(SYMBOLS)]
             group = f"run-{i}"
+            # The same GEMM in every run sits on one spot (same intensity, similar TFLOP/s): each run's markers are
+            # nudged DODGE_DECADES apart in x, and the GEMMs carry the run's name, so they can be told apart.
+            # The hover still gives the true intensity.
+            shift = 10 ** (DODGE_DECADES * (i - (n_runs - 1) / 2))
+            gemm_pts.extend(
+                (float(a) * shift, float(t), f"{html.escape(str(label))} · {u:,.0f} µs/step")
+                for a, t, u in p.loc[p["category"] == "gemm", ["ai", "tflops", "time_us_per_step"]].itertuples(
+                    index=False, name=None
+                )
+            )
             fig.add_trace(
                 go.Scatter(
-                    x=p["ai"],
+                    x=p["ai"] * shift,
                     y=p["tflops"],
                     mode="markers",
                     name=html.escape(str(label)),
@@ -128,6 +147,23 @@ def roofline_figure(
                     legendgrouptitle_text="run" if i == 0 else None,
                     marker=dict(symbol=symbol, size=12, color="#CBD2D9", line=dict(color="#1F2933", width=1.2)),
                 )
+            )
+        # GEMM labels: stacked one above the other to the left of the cluster, each with an arrow to its marker, so
+        # coinciding GEMMs of several runs are named (the markers alone sat on one spot, unlabelled).
+        for k, (x, y, text) in enumerate(sorted(gemm_pts, key=lambda g: (-g[1], g[0]))[:MAX_GEMM_LABELS]):
+            fig.add_annotation(
+                x=float(np.log10(x)),
+                y=float(np.log10(y)),
+                text=text,
+                showarrow=True,
+                arrowhead=0,
+                arrowwidth=1,
+                arrowcolor="#9AA5B1",
+                ax=-150,
+                ay=10 + 20 * k,
+                xanchor="right",
+                font=dict(size=11, color="#52606D"),
+                bgcolor="rgba(255,255,255,0.8)",
             )
         for j, cat in enumerate(sorted(pts["category"].unique())):  # legend-only swatches for the colours
             fig.add_trace(
@@ -187,6 +223,29 @@ def roofline_figure(
                     legendgroup="roofs",
                 )
             )
+    copy_gbps, mm_tflops = (measured or {}).get("copy_gbps"), (measured or {}).get("matmul_tflops")
+    if copy_gbps or mm_tflops:
+        xs = np.logspace(np.log10(x_lo), np.log10(x_hi), 200)
+        ys = np.full(xs.size, np.inf)
+        parts = []
+        if copy_gbps:
+            ys = np.minimum(ys, copy_gbps * xs / 1000.0)
+            parts.append(f"copy {copy_gbps:,.0f} GB/s")
+        if mm_tflops:
+            ys = np.minimum(ys, mm_tflops)
+            parts.append(f"{html.escape(str(measured.get('matmul_dtype') or ''))} matmul {mm_tflops:,.0f} TFLOP/s")
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                name="measured: " + ", ".join(parts),
+                line=dict(color=MEASURED_ROOF_COLOR, width=2, dash="dash"),
+                hoverinfo="skip",
+                legendgroup="roofs",
+                legendgrouptitle_text=None if gpu is not None else "roofs",
+            )
+        )
     fig.update_xaxes(
         type="log",
         title_text=f"arithmetic intensity, FLOP per {BYTES.get(bytes_column, bytes_column)}",

@@ -23,7 +23,8 @@ from analyzer.figures.theme import CATEGORY_COLORS as _THEME_COLORS
 from analyzer.fmt import base_name, fmt_bytes, safe_text
 
 # The theme's category colours (same category, same colour in every FuseLens chart) plus one for CPU-op lanes.
-CATEGORY_COLORS = {**_THEME_COLORS, "cpu op": "#9AA5B1"}
+# CPU ops are violet: grey is memset's (and memcpy's), and a CPU lane must not read as a memset.
+CATEGORY_COLORS = {**_THEME_COLORS, "cpu op": "#9F8FD0"}
 CPU_COLOR = CATEGORY_COLORS["cpu op"]
 LANE_PX = 34  # height of one lane: tall enough for a readable bar, short enough for 4 runs × 3 streams on a slide
 # Sequence layout (one equal slot per GPU op, launch order): for steps of tens of kernels, where time-proportional
@@ -425,7 +426,8 @@ def timeline_figure(
         title=dict(text=title, x=0.01, xanchor="left") if title else None,
         barmode="overlay",
         height=height,
-        legend=dict(orientation="h", yanchor="bottom", y=1.0 + 40 / height, x=1, xanchor="right", title=None),
+        # top LEFT: Plotly's toolbar appears at the top right on hover and covered a right-aligned legend
+        legend=dict(orientation="h", yanchor="bottom", y=1.0 + 40 / height, x=0, xanchor="left", title=None),
         hoverlabel=dict(align="left", font_size=12),
         margin=dict(l=90, r=20, t=90 if title else 60, b=50),
         bargap=0.2,

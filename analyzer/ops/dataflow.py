@@ -26,9 +26,9 @@ class TensorIO:
         return self.inputs if self.fresh is None else self.fresh
 
 
-def _tensors(dims, types) -> list[Tensor]:
+def _tensors(dims, types, strides=None) -> list[Tensor]:
     """Tensor arguments with at least one dim: a 0-dim tensor is a scalar next to the activations we track."""
-    return [t for t in read_tensors(dims, types) if t is not None and t.shape]
+    return [t for t in read_tensors(dims, types, strides) if t is not None and t.shape]
 
 
 # Reductions over `dim` with `keepdim` (Concrete Inputs positions 1 and 2: mean.dim(self, dim, keepdim, dtype),
@@ -79,7 +79,7 @@ def _concat_io(base: str, dims, concrete) -> TensorIO:
     return TensorIO(tuple(Tensor(x, None) for x in shapes), Tensor(out, None))
 
 
-def tensor_io(op_name: str, dims, types, concrete=None) -> TensorIO:
+def tensor_io(op_name: str, dims, types, concrete=None, strides=None) -> TensorIO:
     """Inputs and output of the op that launched a kernel, from its recorded shapes.
 
     GEMMs write [M, N] (batched: [B, M, N]; linear/matmul keep the leading dims; a template its output buffer);
@@ -88,7 +88,7 @@ def tensor_io(op_name: str, dims, types, concrete=None) -> TensorIO:
     argument) and reads the source; mean/sum/amax/amin over `dim` write the reduced shape when Concrete Inputs
     (`concrete`) record dim and keepdim. Anything else: output None (unknown, never guessed).
     """
-    ts = _tensors(dims, types)
+    ts = _tensors(dims, types, strides)
     base = names.op_base(op_name)
     inplace = base.endswith("_") and not base.startswith("_")
     base = base.rstrip("_") if inplace else base
@@ -110,7 +110,12 @@ def tensor_io(op_name: str, dims, types, concrete=None) -> TensorIO:
         else:
             shape = (g.m, g.n)
         n_in = {"mm": 2, "_scaled_mm": 2, "_int_mm": 2, "bmm": 2, "matmul": 2}.get(base, 3)
-        return TensorIO(tuple(ts[:n_in]), Tensor(shape, g.dtype))
+        ins = tuple(ts[:n_in])
+        # a 2-D B read transposed is a Linear weight ([N, K] as [K, N]): a parameter, never a tensor a kernel of the
+        # step wrote (a Gemma layer's up-projection weight [16384, 2048] has the element count of the GELU output)
+        weight = g.b if isinstance(g.b, Tensor) and g.b.transposed and len(g.b.shape) == 2 else None
+        fresh = tuple(t for t in ins if t is not weight) if weight is not None else None
+        return TensorIO(ins, Tensor(shape, g.dtype), fresh)
     if base == "copy" and len(ts) >= 2:  # copy_(dst, src): reads src, writes dst
         return TensorIO((ts[1],), ts[0])
     if base in _CASTS:  # the target dtype is an argument the trace does not type: size unknown, never guessed

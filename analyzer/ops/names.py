@@ -145,7 +145,6 @@ def canonical_ops(op_name: str | None) -> frozenset[str]:
 
 
 # ------------------------------------------------------------------------------------ Inductor kernel names
-INDUCTOR_KINDS = ("poi", "red", "per", "tem", "for", "spl", "mm", "bmm")
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem|for|spl|mm|bmm)_(?:fused_)?(.*?)(?:_\d+)*$")
 # SDPA ops Inductor names in a pointwise/reduction kernel that prepares their input (RoPE + layout copy for
 # cuDNN/flash inputs, named after the op its output feeds): the kernel computes none of the attention
@@ -154,6 +153,11 @@ ATTENTION_WORDS = (
     "_scaled_dot_product_efficient_attention",
     "_scaled_dot_product_cudnn_attention",
     "scaled_dot_product_attention",
+    # the same for the FuseLens custom ops (kernels/models/custom_ops.py) under torch.compile: an RMSNorm kernel whose
+    # output feeds fuselens::dual_gemm_glu is named triton_red_fused_…_add_dual_gemm_glu_mean_mul_pow_rsqrt_…
+    "dual_gemm_glu",
+    "glu_gating",
+    "gemm_bias_act",
 )
 # aten op names Inductor joins with '_' (so they must be re-assembled); everything else is one word.
 _MULTIWORD = sorted(

@@ -52,6 +52,7 @@ class RayEngine:
             if ray.is_initialized():  # the caller (a notebook, the app) already holds a Ray session: use it as is
                 pass
             elif self.address:
+                reachable(self.address)
                 pkg = str(Path(__file__).resolve().parent)
                 ray.init(address=self.address, runtime_env={"py_modules": [pkg]}, **quiet)
             else:
@@ -113,6 +114,44 @@ class RayEngine:
         if isinstance(job, SummaryJob):
             return SummaryJob(with_data(job.input))
         return DiffJob(job.rank, tuple(with_data(i) for i in job.inputs), job.labels)
+
+
+# ray.init(address=…) retries a dead GCS address for 10+ minutes and a dead ray:// one for ~31 s; a plain TCP
+# connect to the address first answers in milliseconds (refused) or this many seconds (a black-holed host).
+CONNECT_TIMEOUT_S = float(os.environ.get("FUSELENS_RAY_CONNECT_TIMEOUT_S", 5))
+_DEFAULT_PORTS = {"ray://": 10001, "": 6379}
+
+
+def reachable(address: str, timeout_s: float | None = None) -> None:
+    """Raise TraceError (one line) unless something accepts a TCP connection at `address` ('host:port',
+    'ray://host[:port]'); 'auto' and 'local' are left to Ray (they name no socket)."""
+    import socket
+
+    addr = address.strip()
+    if addr in ("auto", "local") or not addr:
+        return
+    scheme = "ray://" if addr.startswith("ray://") else ""
+    rest = addr[len(scheme) :].split("/", 1)[0]
+    if rest.startswith("["):  # [IPv6]:port
+        host, _, tail = rest[1:].partition("]")
+        port_text = tail[1:] if tail.startswith(":") else ""
+    elif rest.count(":") == 1:
+        host, port_text = rest.split(":")
+    else:  # a bare host name, or a bare IPv6 address
+        host, port_text = rest, ""
+    try:
+        port = int(port_text) if port_text else _DEFAULT_PORTS[scheme]
+    except ValueError:
+        raise TraceError(f"ray {address}", f"the port {port_text!r} is not a number") from None
+    limit = CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
+    try:
+        with socket.create_connection((host, port), timeout=limit):
+            return
+    except TimeoutError:
+        why = f"no answer within {limit:g} s"
+    except OSError as err:
+        why = err.strerror or type(err).__name__
+    raise TraceError(f"ray {address}", f"cannot connect to {host}:{port} ({why}); is a Ray head running there?")
 
 
 def _first_line(err: BaseException) -> str:

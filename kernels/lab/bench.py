@@ -298,8 +298,13 @@ def merge_results(old: dict, new: dict) -> dict:
         merged["shape_ceilings_tflops"] = {**old.get("shape_ceilings_tflops", {}), **new["shape_ceilings_tflops"]}
     elif "shapes" in old:
         merged["shapes"] = old["shapes"]
-    run = {k: new.get(k) for k in ("created_utc", "command", "sections")} | {"commit": new["env"].get("git_commit")}
-    merged["runs"] = [*old.get("runs", []), run]
+
+    def run_of(res):
+        return {k: res.get(k) for k in ("created_utc", "command", "sections")} | {
+            "commit": res.get("env", {}).get("git_commit")
+        }
+
+    merged["runs"] = [*(old.get("runs") or [run_of(old)]), run_of(new)]
     return merged
 
 
@@ -484,7 +489,26 @@ def main(argv=None) -> int:
         " kernels_<gpu>.json, so a long bench can run as several GPU commands)",
     )
     p.add_argument("--render", metavar="JSON", help="only re-render the .md beside a results .json (no GPU needed)")
+    p.add_argument(
+        "--merge",
+        metavar="JSON",
+        help="merge a results .json recorded elsewhere (a GPU run) into --out-dir's kernels_<gpu>.json and re-render"
+        " its .md (no GPU needed)",
+    )
     ns = p.parse_args(argv)
+    if ns.merge:
+        try:
+            new = json.loads(Path(ns.merge).read_text())
+            slug = envinfo.gpu_slug(new["env"]["gpu"]["name"])
+            target = Path(ns.out_dir) / f"kernels_{slug}.json"
+            res = merge_results(json.loads(target.read_text()), new) if target.is_file() else new
+            target.write_text(json.dumps(res, indent=1))
+            target.with_suffix(".md").write_text(to_markdown(res))
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"error: cannot merge {ns.merge}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
+        print(f"merged {ns.merge} into {target}")
+        return 0
     if ns.render:
         src = Path(ns.render)
         try:

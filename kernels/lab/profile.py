@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--train", action="store_true", help="record a forward+backward training step")
     p.add_argument(
+        "--measure-roofs",
+        action="store_true",
+        help="also measure this GPU's copy bandwidth and bf16 matmul ceiling (kernels.lab.bench, ~10 s) into the "
+        "manifest's 'ceilings': the dashboard's Roofline draws them beside the datasheet roofs",
+    )
+    p.add_argument(
         "--rounds", type=int, default=ROUNDS, help=f"rounds in which every variant takes a turn (default {ROUNDS})"
     )
     p.add_argument(
@@ -418,7 +424,9 @@ def attention_facts(trace_path: Path) -> dict:
     found = sorted({(m.group(1) + (m.group(2) or b"")).decode() for m in _ATTENTION_OP.finditer(text)})
     if _ATTENTION_MATH.search(text):
         found.append("math")
-    kernels = sorted({m.group(1).decode(errors="replace")[:160] for m in _ATTENTION_KERNEL.finditer(text)})
+    names = {m.group(1).decode(errors="replace")[:160] for m in _ATTENTION_KERNEL.finditer(text)}
+    # an Inductor pointwise kernel named after the SDPA op its output feeds (RoPE + layout copy) is not attention
+    kernels = sorted(n for n in names if not n.startswith(("triton_poi_", "triton_red_", "triton_per_")))
     return {"attention_backend": "+".join(found) or "none", "attention_kernels": kernels[:4]}
 
 
@@ -661,7 +669,14 @@ def run(argv: list[str] | None = None) -> int:
                 **lv.path,
             )
             if lv.name in measure:
-                entry.update(_measure_bytes(ns, lv.name, out_dir))
+                # the ncu child is a new process: it runs the path this run chose instead of measuring its own
+                forced = lv.path.get("fuselens_path") if lv.name in ("fuselens", "fuselens-graph") else None
+                if forced:
+                    os.environ["FUSELENS_PATH"] = forced
+                try:
+                    entry.update(_measure_bytes(ns, lv.name, out_dir))
+                finally:
+                    os.environ.pop("FUSELENS_PATH", None)
             entry["message"] = f"median {entry['median_us']:.1f} us per {'training step' if ns.train else 'forward'}"
             clk = (entry["conditions"]["profiled"] or {}).get("sm_clock_mhz")
             if clk:
@@ -688,11 +703,31 @@ def run(argv: list[str] | None = None) -> int:
         if lock is not None:
             lock.__exit__(None, None, None)
         torch.cuda.synchronize() if torch.cuda.is_initialized() else None
+    if getattr(ns, "measure_roofs", False):
+        manifest["ceilings"] = _measure_roofs()
     write_manifest()
     summary = ", ".join(f"{v['name']}: {v['status']}" for v in manifest["variants"])
     emit("done", None, total, total, summary)
     n_failed = sum(1 for v in manifest["variants"] if v["status"] == "failed")
     return EXIT_VARIANT_FAILED if n_failed else EXIT_OK
+
+
+def _measure_roofs() -> dict:
+    """Measured roofs for the Roofline (dashboard): 1 GiB dst.copy_(src) bandwidth (read + write) and the fastest of
+    three 8192^3 bf16 matmul passes (kernels.lab.bench.measure_ceilings), or the error that stopped them."""
+    try:
+        from kernels.lab.bench import measure_ceilings
+
+        c = measure_ceilings(n_iter=40)
+        return {
+            "copy_gbps": round(float(c["copy_gbps"]), 1),
+            "matmul_tflops": round(float(c["matmul_tflops"]), 1),
+            "matmul_dtype": "bf16",
+            "method": "copy: median of dst.copy_(src) on 1 GiB bf16, L2 flushed, read + write bytes; matmul: fastest "
+            "of three medians of an 8192x8192x8192 bf16 torch.matmul (kernels.lab.bench.measure_ceilings)",
+        }
+    except Exception as exc:  # a roof is a nice-to-have: never fail the recording for it
+        return {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
 
 
 def main() -> None:

@@ -155,3 +155,16 @@ def screenshot(page, path: Path) -> Path:
     page.screenshot(path=str(path), full_page=True)
     page.set_viewport_size(size)
     return path
+
+
+def cut_tables(page) -> list[str]:
+    """Tables (st.dataframe) whose columns run past their visible width, i.e. a slide would show them cut: one
+    line each, with the table's first column headers. The data grid scrolls inside `.dvn-scroller`."""
+    return page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid="stDataFrame"]')].flatMap(t => {
+            const s = t.querySelector('.dvn-scroller');
+            if (!s || s.scrollWidth <= s.clientWidth + 2) return [];
+            const heads = [...t.querySelectorAll('[role="columnheader"]')].map(h => h.innerText.trim()).slice(0, 4);
+            return [`table [${heads.join(' | ')}…] is ${s.scrollWidth}px wide in ${s.clientWidth}px`];
+        })"""
+    )
