@@ -24,7 +24,7 @@ import time
 
 from analyzer.cells import spreadsheet_safe
 from analyzer.diff import BYTES_RULE, ESTIMATES
-from analyzer.diff.facts import diff_context, workload_parts
+from analyzer.diff.facts import conditions_text, diff_context, workload_parts
 from analyzer.fmt import finite, fmt_bytes, fmt_num, fmt_pct, fmt_range, fmt_us, fmt_us_spread, safe_text, short_name
 
 # A report is a list of blocks rendered twice: ("h1"|"h2"|"h3"|"p"|"note", text), ("cards", [(title, [lines])]),
@@ -521,6 +521,7 @@ def _facts_table(diff) -> tuple:
         ("dtype", "dtype"),
         ("train", "training step"),
         ("timing", "CUDA-event timing"),
+        ("conditions", "GPU conditions while profiled (runner)"),
         ("top_gemm", "main GEMM (from the trace)"),
         ("steps", "steps used"),
     ]
@@ -539,12 +540,22 @@ def _facts_table(diff) -> tuple:
                 v = ", ".join(f"{k}={x}" for k, x in s.items()) if isinstance(s, dict) else None
             elif key == "workload":
                 v = workload_parts(r.facts)["workload"]
+            elif key == "conditions":
+                v = conditions_text(r.facts.get("conditions"))
             else:
                 v = r.facts.get(key)
             vals.append("unknown" if v is None or v == "" else str(v))
-        if key in ("torch", "cuda", "triton", "liger_kernel", "driver", "git_commit", "timing", "train") and all(
-            v == "unknown" for v in vals
-        ):
+        if key in (
+            "torch",
+            "cuda",
+            "triton",
+            "liger_kernel",
+            "driver",
+            "git_commit",
+            "timing",
+            "train",
+            "conditions",
+        ) and all(v == "unknown" for v in vals):
             continue
         rows.append([label, *vals])
     return ("table", ["fact", *[r.label for r in diff.runs]], rows)

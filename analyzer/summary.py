@@ -177,7 +177,7 @@ def step_table(trace: Trace, used: list[int]) -> pd.DataFrame:
     corr = g.loc[is_kernel & (g["correlation"] >= 0).to_numpy(), ["step", "correlation"]]
     per["launches"] = corr.drop_duplicates().groupby("step").size()  # a graph replay is one launch, many kernels
     # A step holding a GPU op of unknown duration (a value of the wrong type in the file, an implausible one set
-    # to unknown by the trace builder) has an unknown GPU time: summing the rest gave "1.6 µs, -99.3%" headlines.
+    # to unknown by the trace builder) has an unknown GPU time: summing the rest would headline "1.6 µs, -99.3%".
     no_dur = g["dur_us"].isna()
     per["gpu_time_us"] = g["dur_us"].groupby(g["step"]).sum().where(~no_dur.groupby(g["step"]).any())
     per["ops_without_duration"] = no_dur.groupby(g["step"]).sum()

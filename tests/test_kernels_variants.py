@@ -229,3 +229,23 @@ def test_shape_sweep_verdicts_and_merge():
     assert merged["gating"] == [1] and merged["mlp"] == [2]
     assert [r["id"] for r in merged["shapes"]] == ["a", "r"] and "old" not in merged["shapes"][1]
     assert merged["runs"][-1]["commit"] == "c"
+
+
+def test_committed_shape_sweep_verdicts_recompute():
+    """The committed H100 shape sweep (bench/results/kernels_h100_80gb_hbm3.json, run r1) re-judged here: each row's
+    verdict, ratios and fastest peer follow from its own timings, and the issue's eight rows are all WIN or TIE."""
+    import copy
+    import json
+    from pathlib import Path
+
+    from kernels.lab import shapes
+
+    res = json.loads((Path(__file__).parent.parent / "bench/results/kernels_h100_80gb_hbm3.json").read_text())
+    rows = {r["id"]: r for r in res["shapes"]}
+    for row in rows.values():
+        again = copy.deepcopy(row)
+        shapes.judge(again)
+        assert (again["verdict"], again.get("fastest_peer")) == (row["verdict"], row.get("fastest_peer")), row["id"]
+    issue_rows = [r[0] for r in shapes.LLM_ROWS]
+    assert {rows[i]["verdict"] for i in issue_rows} <= {"WIN", "TIE"}
+    assert rows["hf-geglu-bf16"]["variants"]["fuselens"]["path"] == "dual_gemm"

@@ -518,15 +518,14 @@ def align(base: pd.DataFrame, cand: pd.DataFrame) -> Alignment:
 # by a longest increasing subsequence, again inside each stretch), and each stretch in between is matched by a
 # longest common subsequence (Myers) in windows of WINDOW kernels that follow the match: O(n · WINDOW).
 #
-# It replaced difflib's SequenceMatcher (Ratcliff/Obershelp: the longest block first, then each side), for two
-# reasons. Cost: that search visits every pair of equal keys, again for every block it finds — quadratic in how often
+# Why not difflib's SequenceMatcher (Ratcliff/Obershelp: the longest block first, then each side)? Cost: that search visits every pair of equal keys, again for every block it finds — quadratic in how often
 # a kernel repeats: 35M pairs (~9 s) for a 19k-op V100 training step against itself, ~1e9 (432 s) for a 97k-op step
 # against a 116k-op one. Quality: on repeated layers with a kernel missing here and there, the longest block can pair
 # layer k with layer k+n and everything after inherits the shift — a real 1,198-op Qwen step with 5% of its kernels
 # dropped got 402 of its 1,142 kernels paired (a longest common subsequence: all 1,142). On every step pair the tests
 # diff, both give the same pairs and the same Diff (tests/test_diff_align.py). difflib's method is kept, metered, as
 # the reference for those tests and as the fallback for a window too different for Myers; EXACT_WORK > 0 makes
-# match_blocks use it first for steps under that many visited pairs (the old behaviour).
+# match_blocks use it first for steps under that many visited pairs.
 
 EXACT_WORK = 0  # kernel pairs difflib's search may visit before the landmark path takes over; 0: never used
 WINDOW = 128  # kernels per side in one window: ≤ 2·128 × 128 Myers steps; a 100k-op step ≈ 1,600 windows ≈ 0.3 s

@@ -371,8 +371,10 @@ class CandidateDiff:
             if key == "gpu_time_us":
                 calls["gpu_time"] = _call(_saved_range(rb, rc), floor)
                 if eff is not None:
-                    out["normalised_gpu_time_us_per_step"] = [rb, _div(rc, eff)]
-                    calls["gpu_time_normalised"] = _call(_saved_range(rb, _div(rc, eff)), floor)
+                    er = self.normalised.get("effective_factor_range") or [eff, eff]
+                    rn = [rc[0] / er[1], rc[1] / er[0]] if rc else None  # the factor's uncertainty widens it
+                    out["normalised_gpu_time_us_per_step"] = [rb, rn]
+                    calls["gpu_time_normalised"] = _call(_saved_range(rb, rn), floor)
         for what, kb, kc in (
             ("changed_kernels", "changed_base", "changed_candidate"),
             ("fusions", "fusion_base", "fusion_candidate"),
@@ -541,33 +543,6 @@ class Diff:
                     continue
                 rows.append({"run": r.label, "category": cat, "count": v["count"], "time_us": v["time_us"]})
         return pd.DataFrame(rows, columns=["run", "category", "count", "time_us"])
-
-    def fusion_table(self, label: str | None = None) -> pd.DataFrame:
-        """Fusion groups and swaps of one candidate (default: the first) as a flat table for the app."""
-        cd = self.candidate(label) if label else self.candidates[0]
-        rows = []
-        for f in cd.fusions + cd.swaps:
-            rows.append(
-                {
-                    "kind": f.kind,
-                    "fused_kernel": f.fused_kernel,
-                    "replaces": " + ".join(f.replaces),
-                    "ops": "+".join(f.ops),
-                    "count_per_step": f.count_per_step,
-                    "intermediates": "; ".join(
-                        f"[{', '.join(str(s) for s in i['shape'])}] {i['dtype']} {i['bytes']:,.0f} B"
-                        for i in f.intermediates
-                    ),
-                    "bytes_avoided_per_step": f.bytes_avoided_per_step,
-                    "base_time_us_per_step": f.base_time_us_per_step,
-                    "candidate_time_us_per_step": f.candidate_time_us_per_step,
-                    "time_saved_us_per_step": f.time_saved_us_per_step,
-                    "base_gbps": f.base_gbps,
-                    "candidate_gbps": f.candidate_gbps,
-                    "evidence": "; ".join(f.evidence),
-                }
-            )
-        return pd.DataFrame(rows)
 
     def to_json(self) -> dict:
         out = {
@@ -808,6 +783,7 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
     if any(not f.bytes_complete for f in fusions):
         notes.append("some fusion groups have kernels without recorded shapes: their bytes avoided are lower bounds")
     comp = comp_.check(bseq, cseq)
+    notes += [f"GPU conditions: {n}" for n in comp.notes]
     wb, wc = comp.control_weight
     wb = np.zeros(len(b)) if wb is None else wb
     wc = np.zeros(len(c)) if wc is None else wc
@@ -835,8 +811,20 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
             "changed_candidate_us": [float((cdur * (1.0 - wc)) @ i) for i in inv],
             "fusion_candidate_us": [float((cdur * fc) @ i) for i in inv],
         }
-        step_ranges["changed_candidate_normalised"] = _range_or_none(comp_.per_step_us(cseq, (1.0 - wc) * inv[0]))
-        step_ranges["fusion_candidate_normalised"] = _range_or_none(comp_.per_step_us(cseq, fc * inv[0]))
+        # normalised per-step ranges carry the factor's own uncertainty: the steps at the highest and the lowest
+        # factor each row could take (comparability.candidate_factor_bounds)
+        flo, fhi = comp.candidate_factor_bounds
+        for key, w in (("changed_candidate", 1.0 - wc), ("fusion_candidate", fc)):
+            a = _range_or_none(comp_.per_step_us(cseq, w / fhi))
+            z = _range_or_none(comp_.per_step_us(cseq, w / flo))
+            step_ranges[key + "_normalised"] = [a[0], z[1]] if a and z else None
+        raw_total = float(cdur.sum())
+        normalised["effective_factor_range"] = sorted(
+            [
+                raw_total / float(cdur @ (1.0 / fhi)),
+                raw_total / float(cdur @ (1.0 / flo)),
+            ]
+        )
     return CandidateDiff(
         label=cseq.label,
         base_label=bseq.label,

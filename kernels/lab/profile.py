@@ -645,13 +645,14 @@ def run(argv: list[str] | None = None) -> int:
         sampler.stop()
         profiled, timed = sampler.per_variant("profiled"), sampler.per_variant("timed")
         manifest["conditions"]["sampler"] = sampler.describe()
-        for lv in live:
+        recorded = []
+        for lv in live:  # every trace and the manifest first: a run stopped during ncu keeps them all
             if lv.error or lv.name not in traces or not lv.times_us:
                 failed(lv.name, lv.error or f"{lv.name}: no profiled step recorded")
                 continue
             entry = entries[lv.name]
             trace_name = f"{lv.name}.json.gz"
-            _gzip_json(traces[lv.name], out_dir / trace_name)
+            _gzip_json(traces.pop(lv.name), out_dir / trace_name)
             if getattr(model, "is_decoder_layer", False):
                 entry.update(attention_facts(out_dir / trace_name))
             t, launched = _pooled(lv.times_us), _pooled(lv.launch_us)
@@ -668,15 +669,6 @@ def run(argv: list[str] | None = None) -> int:
                 conditions={"profiled": profiled.get(lv.name), "timed": timed.get(lv.name)},
                 **lv.path,
             )
-            if lv.name in measure:
-                # the ncu child is a new process: it runs the path this run chose instead of measuring its own
-                forced = lv.path.get("fuselens_path") if lv.name in ("fuselens", "fuselens-graph") else None
-                if forced:
-                    os.environ["FUSELENS_PATH"] = forced
-                try:
-                    entry.update(_measure_bytes(ns, lv.name, out_dir))
-                finally:
-                    os.environ.pop("FUSELENS_PATH", None)
             entry["message"] = f"median {entry['median_us']:.1f} us per {'training step' if ns.train else 'forward'}"
             clk = (entry["conditions"]["profiled"] or {}).get("sm_clock_mhz")
             if clk:
@@ -685,17 +677,30 @@ def run(argv: list[str] | None = None) -> int:
                 entry["message"] += f"; path {entry['fuselens_path']}"
                 if entry["fuselens_fused"] is False and lv.name != "fuselens-gating":
                     entry["message"] += " (fusion measured slower at this size: fell back)"
-            if "ncu_error" in entry:
-                entry["message"] += f"; bytes not measured: {entry['ncu_error']}"
+            recorded.append(lv.name)
+            write_manifest()
+        for name in recorded:
+            entry = entries[name]
+            if name in measure:
+                # the ncu child is a new process: it runs the path this run chose instead of measuring its own
+                forced = entry.get("fuselens_path") if name in ("fuselens", "fuselens-graph") else None
+                if forced:
+                    os.environ["FUSELENS_PATH"] = forced
+                try:
+                    entry.update(_measure_bytes(ns, name, out_dir))
+                finally:
+                    os.environ.pop("FUSELENS_PATH", None)
+                if "ncu_error" in entry:
+                    entry["message"] += f"; bytes not measured: {entry['ncu_error']}"
             finished += 1
             emit(
                 "variant_done",
-                lv.name,
+                name,
                 finished,
                 total,
                 entry["message"],
                 median_us=entry["median_us"],
-                trace=trace_name,
+                trace=entry["trace"],
             )
             write_manifest()
     finally:
