@@ -70,8 +70,6 @@ for r in runs:
         + (" (whole trace)" if not steps.empty and (steps["source"] == "whole trace").all() else ""),
         "data": "⚠ in doubt" if r.summary.doubts else "ok",
     }
-    if show_conditions:  # a column only when the runner recorded clocks for some run (keeps the table in the page)
-        row["GPU conditions"] = conditions_text(recorded_conditions(r.variant)) or ui.NONE
     if show_gpu:
         row["GPU"] = r.gpu_name
     if show_torch:
@@ -100,16 +98,19 @@ st.dataframe(
         "CUDA-event µs": num(
             "CUDA-event time: the runner's median of 100 timed steps (manifest), µs; plain Kineto traces carry none."
         ),
-        "GPU conditions": st.column_config.TextColumn(
-            width="medium",
-            help="SM clock (range), power and temperature the runner sampled while this run's steps were profiled "
-            "(manifest); — = not recorded (plain Kineto traces, older runner manifests).",
-        ),
         "data": st.column_config.TextColumn(
             width="small", help="⚠: the file was cut, damaged or held values of the wrong type (reasons below)"
         ),
     },
 )
+if show_conditions:  # below the table, not a column: the table already fills the page at 1280 px
+    st.caption(
+        "GPU conditions while profiled (the runner's record: SM clock and its range, power, temperature): "
+        + " · ".join(
+            f"**{ui.esc(r.label)}** {ui.esc(conditions_text(recorded_conditions(r.variant)) or 'not recorded')}"
+            for r in runs
+        )
+    )
 with st.expander("Every profiled step (the warm-up step included; medians and spreads use the steady ones)"):
     import pandas as pd
 
