@@ -66,6 +66,7 @@ def test_other_candidate_and_downloads(at):
     assert {"Download report", "Diff as JSON", "Fusion groups as CSV", "PNG", "SVG"} <= labels
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_report_and_exports_render_offline(at):
     """What the download buttons hand out: the diff's offline HTML report, and slide PNG/SVG via kaleido."""
     from analyzer import report
