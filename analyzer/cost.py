@@ -55,10 +55,6 @@ def _per_unique(values: np.ndarray, fn) -> np.ndarray:
     return hit[codes] if len(values) else np.zeros(0, dtype=bool)
 
 
-def _contains(values: np.ndarray, needle: str) -> np.ndarray:
-    return _per_unique(values, lambda u: isinstance(u, str) and needle in u)
-
-
 def _kernel_estimates(k: pd.DataFrame) -> dict[str, np.ndarray]:
     """Estimate per unique (name, op, shapes, dtypes, strides, flags); map back to every kernel row."""
     n = len(k)

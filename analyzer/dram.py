@@ -49,7 +49,7 @@ MODEL = (
 )
 # Kernels that walk their tensors last-first (their byte f at fraction 1 - f of their traffic), and why we know.
 REVERSED = {
-    "fuselens_glu_gating_kernel": "walks its blocks last-first (kernels/ops/gating.py; docs/KERNELS.md, run 9c)",
+    "fuselens_glu_gating_kernel": "walks its blocks last-first (kernels/ops/gating.py; docs/KERNELS.md)",
 }
 
 

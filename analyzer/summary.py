@@ -177,7 +177,7 @@ def step_table(trace: Trace, used: list[int]) -> pd.DataFrame:
     corr = g.loc[is_kernel & (g["correlation"] >= 0).to_numpy(), ["step", "correlation"]]
     per["launches"] = corr.drop_duplicates().groupby("step").size()  # a graph replay is one launch, many kernels
     # A step holding a GPU op of unknown duration (a value of the wrong type in the file, an implausible one set
-    # to unknown by the trace builder) has an unknown GPU time: summing the rest gave "1.6 µs, -99.3%" headlines.
+    # to unknown by the trace builder) has an unknown GPU time: summing the rest would headline "1.6 µs, -99.3%".
     no_dur = g["dur_us"].isna()
     per["gpu_time_us"] = g["dur_us"].groupby(g["step"]).sum().where(~no_dur.groupby(g["step"]).any())
     per["ops_without_duration"] = no_dur.groupby(g["step"]).sum()
@@ -257,7 +257,8 @@ def _group_codes(g: pd.DataFrame) -> np.ndarray:
     return pd.factorize(key * len(first) + codes)[0]
 
 
-def _as_text(value) -> str:
+def shapes_text(value) -> str:
+    """A kernel's op input dims as the kernel table's `shapes` text ('' unknown)."""
     return "" if value is None else orjson.dumps(value).decode()
 
 
@@ -279,8 +280,8 @@ def _kernel_table(trace: Trace, g: pd.DataFrame, used: list[int], dram: pd.DataF
     tab = pd.DataFrame(
         {
             **{c: text[c] for c in ("name", "category", "library", "ops", "op_name")},
-            "shapes": [_as_text(v) for v in head["input_dims"].to_numpy(dtype=object)],
-            "dtypes": [_as_text(v) for v in head["input_types"].to_numpy(dtype=object)],
+            "shapes": [shapes_text(v) for v in head["input_dims"].to_numpy(dtype=object)],
+            "dtypes": [shapes_text(v) for v in head["input_types"].to_numpy(dtype=object)],
             "count_per_step": n.median(axis=1).to_numpy(),
             "time_us_per_step": t.median(axis=1).to_numpy(),
             "dur_us_median": by["dur_us"].median().to_numpy(),

@@ -108,7 +108,7 @@ def render_text(s: Summary) -> str:
             k["category"],
             "+".join(k["ops"]) or MISSING,
             fmt_bytes(k["bytes_per_call"], MISSING),
-            fmt_num(k["achieved_gbps"], ",.0f"),
+            fmt_num(k["achieved_gbps"], ",.0f") + ("!" if k.get("flags") else ""),
             fmt_num(k["pct_peak_bw"], ".0f", "%"),
             fmt_num(k["achieved_tflops"], ",.1f"),
             fmt_num(k["pct_peak_flops"], ".0f", "%"),
@@ -130,6 +130,10 @@ def render_text(s: Summary) -> str:
         "kernel",
     ]
     out += ["  " + x for x in _table(headers, rows, {0, 1, 2, 5, 6, 7, 8, 9})]
+    if any(k.get("flags") for k in j["kernels"][:TOP_KERNELS]):
+        out.append(
+            "  ! above the GPU's HBM peak: part of its traffic was likely served by L2 (--json: each kernel's flags)"
+        )
     out.append("")
     out.append(f"Note: {ESTIMATES_NOTE} ('—' in this table); --json prints each kernel's cost_basis.")
     for w in j["warnings"]:

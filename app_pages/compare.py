@@ -21,6 +21,8 @@ if d is None:
     st.stop()
 
 labels = [c.label for c in d.candidates]
+if st.session_state.get("fl_compare_candidate") not in labels:  # a shared link's candidate that is not loaded here
+    st.session_state.pop("fl_compare_candidate", None)
 top = st.columns([3, 2, 2], vertical_alignment="bottom")
 label = top[0].selectbox(
     "Candidate", labels, key="fl_compare_candidate", help="Every candidate is diffed against the baseline."

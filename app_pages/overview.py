@@ -8,6 +8,7 @@ import streamlit as st
 
 from analyzer.diff.facts import conditions_text, recorded_conditions, side_number
 from analyzer.figures.overview import category_figure
+from analyzer.fmt import fmt_range
 from app_pages import nav, state, ui
 
 st.title("Overview")
@@ -42,6 +43,11 @@ def _num(d: dict, k: str) -> float:
         return math.nan
 
 
+def _spread_cell(ps: dict, key: str) -> str:
+    """'226.7 (226.5–226.9)': the median and its spread over steady steps, as the CLI and the report show it."""
+    return ui.cell(_num(ps, key)) + fmt_range((ps.get("spread") or {}).get(key))
+
+
 # GPU / PyTorch are in the caption above; as columns only when the runs differ (keeps the table inside 1280 px).
 show_gpu = len({r.gpu_name for r in runs}) > 1
 show_torch = len({r.torch_version for r in runs}) > 1
@@ -54,17 +60,16 @@ for r in runs:
         "run": r.label,
         "role": "baseline" if r.key == base.key else "candidate",
         "kernels/step": ui.cell(_num(ps, "kernels"), "{:,.0f}"),
+        "GPU busy µs": _spread_cell(ps, "gpu_busy_us"),
+        "span µs": _spread_cell(ps, "span_us"),
+        "idle µs": _spread_cell(ps, "idle_us"),
         "GPU µs/step": ui.cell(_num(ps, "gpu_time_us")),
         "CUDA-event µs": ui.cell(side_number(r.variant.get("median_us"))),
-        "idle µs/step": ui.cell(_num(ps, "idle_us")),
         "launch µs": ui.cell(_num(ps, "launch_latency_us")),
-        "span µs": ui.cell(_num(ps, "span_us")),
         "steps": f"{len(r.summary.steps_used or [])} of {len(steps)}"
         + (" (whole trace)" if not steps.empty and (steps["source"] == "whole trace").all() else ""),
         "data": "⚠ in doubt" if r.summary.doubts else "ok",
     }
-    if show_conditions:  # a column only when the runner recorded clocks for some run (keeps the table in the page)
-        row["GPU conditions"] = conditions_text(recorded_conditions(r.variant)) or ui.NONE
     if show_gpu:
         row["GPU"] = r.gpu_name
     if show_torch:
@@ -80,23 +85,60 @@ st.dataframe(
         "run": st.column_config.TextColumn(pinned=True),
         "role": st.column_config.TextColumn(width="small"),
         "kernels/step": num("GPU ops per steady-state step (median)."),
-        "GPU µs/step": num("Sum of GPU op durations per step (median over steady-state steps)."),
-        "span µs": num("Step span: first GPU op start → last GPU op end (µs)."),
-        "idle µs/step": num("Gaps between GPU ops inside the step."),
+        "GPU busy µs": num(
+            "GPU busy time per step: union of GPU op intervals (median over steady-state steps; in brackets the "
+            "spread over those steps, min–max, p10–p90 from 10 steps)."
+        ),
+        "span µs": num("Step span: first GPU op start → last GPU op end = busy + idle (median, spread)."),
+        "idle µs": num("GPU idle inside the step: gaps between GPU ops (median, spread)."),
+        "GPU µs/step": num(
+            "Sum of GPU op durations per step (median; overlapping streams counted twice, idle left out)."
+        ),
         "launch µs": num("Launch latency: median time from the CPU's launch call to the kernel's start (µs)."),
         "CUDA-event µs": num(
             "CUDA-event time: the runner's median of 100 timed steps (manifest), µs; plain Kineto traces carry none."
-        ),
-        "GPU conditions": st.column_config.TextColumn(
-            width="medium",
-            help="SM clock (range), power and temperature the runner sampled while this run's steps were profiled "
-            "(manifest); — = not recorded (plain Kineto traces, older runner manifests).",
         ),
         "data": st.column_config.TextColumn(
             width="small", help="⚠: the file was cut, damaged or held values of the wrong type (reasons below)"
         ),
     },
 )
+if show_conditions:  # below the table, not a column: the table already fills the page at 1280 px
+    st.caption(
+        "GPU conditions while profiled (the runner's record: SM clock and its range, power, temperature): "
+        + " · ".join(
+            f"**{ui.esc(r.label)}** {ui.esc(conditions_text(recorded_conditions(r.variant)) or 'not recorded')}"
+            for r in runs
+        )
+    )
+with st.expander("Every profiled step (the warm-up step included; medians and spreads use the steady ones)"):
+    import pandas as pd
+
+    table = (
+        pd.concat([r.summary.steps.assign(run=r.label) for r in runs if len(r.summary.steps)], ignore_index=True)
+        if any(len(r.summary.steps) for r in runs)
+        else pd.DataFrame()
+    )
+    if len(table):
+        table["steady"] = table["steady"].map({True: "steady", False: "warm-up / not used"})
+        cols = ["run", "step", "steady", "kernels", "memops", "gpu_busy_us", "span_us", "idle_us", "gpu_time_us"]
+        st.dataframe(
+            table[cols].rename(
+                columns={
+                    "gpu_busy_us": "GPU busy µs",
+                    "span_us": "span µs",
+                    "idle_us": "idle µs",
+                    "gpu_time_us": "GPU µs (sum of ops)",
+                }
+            ),
+            hide_index=True,
+            width="stretch",
+            column_config={
+                c: st.column_config.NumberColumn(format="%.1f")
+                for c in ("GPU busy µs", "span µs", "idle µs", "GPU µs (sum of ops)")
+            },
+        )
+
 if any(r.summary.doubts for r in runs):
     from app_pages import compare_view as _cv
 

@@ -33,6 +33,14 @@ fuselens_path_notes = profile_job.fuselens_path_notes
 fallback_hint = profile_job.fallback_hint
 
 
+def _session_id() -> str | None:
+    """This session's Streamlit id (the runtime tells whether it is still connected; the token above cannot)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else None
+
+
 def _load_results(job: profile_job.Job) -> None:
     """Replace this session's runs with the job's traces and switch to Compare."""
     job.consumed = True
@@ -77,8 +85,8 @@ def progress_panel() -> None:
         return
     snap = job.snapshot()
     total = max(snap["total"], 1)
-    own = job.owner == session
-    who = "" if own else " (started by another session)"
+    own = job.owner == session or profile_job.owner_gone(job)  # a closed/reloaded tab's run is anyone's to cancel
+    who = "" if job.owner == session else " (started in another tab)"
     st.progress(
         min(snap["done"] / total, 1.0), text=f"{snap['done']}/{total} variants · {snap['elapsed_s']:,.0f} s{who}"
     )
@@ -99,9 +107,24 @@ def progress_panel() -> None:
 
 running = profile_job.current()
 if running is not None:
-    if running.owner != session:
+    if running.owner != session and profile_job.owner_gone(running):
+        st.info(
+            "A profiling run started in a tab that was closed or reloaded is in progress: you can cancel it here, "
+            "or wait and open its results.",
+            icon=":material/sync_problem:",
+        )
+    elif running.owner != session:
         st.info("Busy: a profiling run started by another session is in progress; one run at a time on this server.")
     progress_panel()
+else:
+    left = profile_job.orphan()
+    if left is not None and left.state in ("done", "partial"):
+        st.info(
+            f"A profiling run started in a tab that was closed or reloaded finished ({ui.esc(left.out_dir.name)}).",
+            icon=":material/sync_problem:",
+        )
+        if st.button("Open its results", key="fl_adopt", icon=":material/folder_open:"):
+            _load_results(left)
 
 with st.form("fl_profile_form"):
     c1, c2 = st.columns([2, 1])
@@ -163,7 +186,7 @@ else:
 
 if submitted and has_gpu and not problems:
     try:
-        profile_job.start(params, session)
+        profile_job.start(params, session, owner_session=_session_id())
     except profile_job.Busy as exc:
         st.warning(f"Busy: {ui.esc(exc)}", icon=":material/hourglass_top:")
     except ValueError as exc:

@@ -50,6 +50,12 @@ MAX_TOKENS = 65536
 # What runs. Module attributes so the tests can point them at a stand-in runner on a machine without a GPU.
 RUNNER_ARGV = [sys.executable, "-m", "kernels.profile"]
 GPU_PROBE_ARGV = ["nvidia-smi", "-L"]
+# Whoever starts the server may point these at another runner / GPU probe (a JSON argument list; the browser test
+# runs the page against tests/profile_standin.py this way). Set only from the server's environment, never a page.
+if os.environ.get("FUSELENS_PROFILE_RUNNER"):
+    RUNNER_ARGV = [str(a) for a in json.loads(os.environ["FUSELENS_PROFILE_RUNNER"])]
+if os.environ.get("FUSELENS_GPU_PROBE"):
+    GPU_PROBE_ARGV = [str(a) for a in json.loads(os.environ["FUSELENS_GPU_PROBE"])]
 TIMEOUT_S = float(os.environ.get("FUSELENS_PROFILE_TIMEOUT_S", 1800))
 EXIT_MEANING = {0: "done", 2: "bad arguments", 3: "no CUDA GPU", 4: "some variants failed"}
 
@@ -118,10 +124,13 @@ class Params:
 @dataclass
 class Job:
     params: Params
-    owner: str  # session id that started it: only it loads the results and may cancel
+    owner: str  # token of the session that started it: it loads the results and may cancel
     out_dir: Path
     argv: list[str]
     timeout_s: float
+    # the starting session's Streamlit id: when that session is gone (tab closed or reloaded), anyone may cancel the
+    # run or open its results (owner_gone)
+    owner_session: str | None = None
     started: float = field(default_factory=time.time)
     state: str = "running"  # running | done | partial | failed | cancelled | timeout
     returncode: int | None = None
@@ -207,6 +216,9 @@ class Job:
             _kill_tree(self._proc)
             rc = self._proc.wait()
             timed_out = True
+        # The runner exited, but what it started (an ncu, a compile worker, a stray `sleep`) may live on in its
+        # process group: reap the group, so a finished run leaves no process behind either.
+        _kill_group(self._proc.pid)
         for t in readers:
             t.join(timeout=5)
         recorded = _recorded_traces(self.out_dir)
@@ -250,6 +262,43 @@ def _kill_tree(proc: subprocess.Popen | None) -> None:
             if proc.poll() is not None and not _group_alive(pgid):
                 return
             time.sleep(0.05)
+
+
+def _kill_group(pgid: int, grace_s: float = 2.0) -> None:
+    """SIGTERM what is left of a process group whose leader has exited, SIGKILL it after `grace_s`."""
+    for sig, grace in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.time() + grace
+        while time.time() < deadline:
+            if not _group_alive(pgid):
+                return
+            time.sleep(0.05)
+
+
+def owner_gone(job: Job) -> bool:
+    """True when the session that started `job` no longer exists (its tab was closed or reloaded): then any session
+    may cancel the run or open its results, instead of everyone seeing "busy" until the time limit."""
+    if not job.owner_session:
+        return False
+    try:
+        from streamlit.runtime import Runtime
+
+        return Runtime.exists() and not Runtime.instance().is_active_session(job.owner_session)
+    except Exception:  # no runtime (bare mode, tests): nobody can tell, so nobody takes over
+        return False
+
+
+def orphan() -> Job | None:
+    """The latest job whose owner session is gone and whose results nobody opened yet (running or finished)."""
+    with _SLOT:
+        jobs = list(_LAST_BY_OWNER.values())
+    for job in sorted(jobs, key=lambda j: j.started, reverse=True):
+        if not job.consumed and owner_gone(job):
+            return job
+    return None
 
 
 def _group_alive(pgid: int) -> bool:
@@ -343,7 +392,7 @@ def _prune_runs() -> None:
         shutil.rmtree(p, ignore_errors=True)
 
 
-def start(params: Params, owner: str, *, timeout_s: float | None = None) -> Job:
+def start(params: Params, owner: str, *, timeout_s: float | None = None, owner_session: str | None = None) -> Job:
     """Start a run, or raise Busy (another is running) / ValueError (bad parameters)."""
     global _CURRENT
     problems = params.problems()
@@ -358,7 +407,14 @@ def start(params: Params, owner: str, *, timeout_s: float | None = None) -> Job:
         out_dir = RUNS_DIR / f"profile-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         out_dir.mkdir(mode=0o700)
         argv = params.argv(out_dir)
-        job = Job(params=params, owner=owner, out_dir=out_dir, argv=argv, timeout_s=timeout_s or TIMEOUT_S)
+        job = Job(
+            params=params,
+            owner=owner,
+            owner_session=owner_session,
+            out_dir=out_dir,
+            argv=argv,
+            timeout_s=timeout_s or TIMEOUT_S,
+        )
         job.total = len(params.variants)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         try:

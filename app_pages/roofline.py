@@ -27,7 +27,8 @@ by = st.radio(
     "with L2 reuse of earlier kernels' tensors and write-back when evicted (docs/COST_MODEL.md, 'DRAM model').",
 )
 column = "bytes_per_call" if by == "logical" else "dram_bytes_per_call"
-fig = roofline_figure([(r.label, r.summary.kernels) for r in sel], gpu, bytes_column=column)
+measured = state.measured_roofs(base) if base is not None else {}
+fig = roofline_figure([(r.label, r.summary.kernels) for r in sel], gpu, bytes_column=column, measured=measured)
 meta = fig.layout.meta or {}
 notes = [f"{meta.get('points', 0):,} kernels plotted; marker area ∝ time per step; colour = category"]
 if meta.get("zero_flops"):
@@ -38,6 +39,12 @@ if gpu is None:
     notes.append(f"no roofs: {ui.esc(base.gpu_name if base else 'this GPU')} is not in the peak table")
 else:
     notes.append(f"roofs: {ui.esc(gpu.name)} datasheet peaks ({ui.esc(gpu.source)})")
+if measured:
+    notes.append(
+        "dashed orange: roofs the runner measured on this GPU ("
+        + ", ".join(f"{k} {v:,.0f}" for k, v in measured.items() if isinstance(v, float))
+        + "; manifest 'ceilings')"
+    )
 if len(gpus) > 1:
     notes.append("runs come from different GPUs; the roofs are the baseline's")
 ui.chart(

@@ -130,6 +130,8 @@ def load_set(sample: SampleSet, origin: str = "sample", variants: tuple[str, ...
     """Load the recorded variants of a set (all, or those named), parsed once per server, with manifest and ncu."""
     loaded = []
     context = state.context_from_manifest(sample.manifest)
+    if origin == "sample":
+        context["_sample_set"] = sample.name  # lets a shared link name the set (app_pages.share)
     folder = sample.traces[0][1].parent
     traces = [(v, p) for v, p in sample.traces if variants is None or v.get("name") in variants] or list(sample.traces)
     n = len(traces)

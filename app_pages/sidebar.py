@@ -144,6 +144,9 @@ def render() -> None:
                         help=f"sample_traces/{s.name}: " + ", ".join(v.get("name", "?") for v, _ in s.traces),
                         width="stretch",
                     )
+        from app_pages import share
+
+        st.caption(share.link_caption())
         with st.expander("Chart titles"):
             st.text_input(
                 "Subtitle on exported charts",

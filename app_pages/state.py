@@ -269,6 +269,22 @@ def _apply_facts(run: Run) -> None:
         run.trace.meta.extra[MANIFEST_KEY] = manifest_facts(run.context, run.variant)
 
 
+def measured_roofs(run: Run) -> dict:
+    """{'copy_gbps', 'matmul_tflops', 'matmul_dtype'} the runner measured on the run's GPU (manifest "ceilings",
+    `kernels.profile --measure-roofs`), malformed figures left out; {} when none were recorded."""
+    from analyzer.diff.facts import side_number
+
+    c = run.context.get("ceilings") if isinstance(run.context.get("ceilings"), dict) else {}
+    out: dict = {}
+    for k in ("copy_gbps", "matmul_tflops"):
+        v = side_number(c.get(k))
+        if v:
+            out[k] = v
+    if out.get("matmul_tflops"):
+        out["matmul_dtype"] = " ".join(str(c.get("matmul_dtype") or "").split())[:12]
+    return out
+
+
 def context_from_manifest(manifest: dict) -> dict:
     """The run context every run of one manifest shares (everything but the per-variant list)."""
     return {k: v for k, v in manifest.items() if k != "variants"}

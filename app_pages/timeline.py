@@ -52,6 +52,8 @@ chosen = st.pills(
     format_func=lambda k: state._state()[state.K_RUNS][k].label,
     key="fl_timeline_runs",
 )
+if st.session_state.get("fl_timeline_step", REPRESENTATIVE) not in (REPRESENTATIVE, *range(max_steps)):
+    st.session_state.pop("fl_timeline_step", None)  # a shared link's step these runs do not have
 c2, c3, c4 = st.columns([3, 2, 2], vertical_alignment="bottom")
 position = c2.selectbox(
     "Step",
@@ -138,3 +140,25 @@ st.dataframe(rows, hide_index=True, width="stretch", column_config={
     "GPU span (µs)": st.column_config.NumberColumn(format="%.1f"),
     "busy (µs)": st.column_config.NumberColumn(format="%.1f", help="sum of GPU op durations (overlaps counted twice)"),
 })  # fmt: skip
+
+# Open in Perfetto: the step drawn above, as a small Kineto JSON with its launch → kernel flows, per run.
+st.caption(
+    "**Open in Perfetto**: download a run's step below (kernels, the CPU ops and launches in its window, flows), "
+    "then drop the file on ui.perfetto.dev (or chrome://tracing) for the zoomable timeline. Nothing is uploaded "
+    "from here."
+)
+dl_cols = st.columns(min(len(sel), 4))
+for i, (r, v) in enumerate(zip(sel, views, strict=True)):
+    from analyzer.fmt import file_label
+    from analyzer.perfetto import step_trace_bytes
+
+    dl_cols[i % len(dl_cols)].download_button(
+        f"{r.label}: step {v.step}",
+        data=lambda r=r, v=v: step_trace_bytes(r.trace, v.step, r.label),
+        file_name=f"fuselens-{file_label(r.file_name)}-step{v.step}.json",
+        mime="application/json",
+        icon=":material/open_in_new:",
+        on_click="ignore",
+        key=f"fl_perfetto_{r.key}",
+        help="Kineto/Chrome-trace JSON of this step only: Perfetto UI opens it offline in the browser.",
+    )

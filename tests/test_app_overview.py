@@ -38,8 +38,14 @@ def test_per_run_table_has_gpu_torch_steps_kernels(at):
     cap = " ".join(s.texts(at, "caption"))
     assert "NVIDIA H100 80GB HBM3" in cap and "PyTorch 2." in cap  # from the runner's manifest
     assert df.loc["eager", "steps"].startswith("2 of 3")  # 3 active profiler steps, first dropped as warm-up
-    for col in ("GPU µs/step", "idle µs/step", "launch µs"):
+    for col in ("GPU µs/step", "launch µs"):
         assert all(_num(v) > 0 for v in df[col]), col
+    # busy, span and idle: the median, then the spread over the steady steps (issue 12 bug 6), as the CLI shows them
+    for r in s.runs(at):
+        ps = r.summary.per_step
+        for col, key in (("GPU busy µs", "gpu_busy_us"), ("span µs", "span_us"), ("idle µs", "idle_us")):
+            lo, hi = ps["spread"][key]
+            assert df.loc[r.label, col] == f"{ps[key]:,.1f} ({lo:,.1f}–{hi:,.1f})", (col, df.loc[r.label, col])
     assert all(_num(v) > 100 for v in df["CUDA-event µs"])
     assert (df["data"] == "ok").all()
 

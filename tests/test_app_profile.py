@@ -156,7 +156,8 @@ def test_partial_failure_keeps_what_was_recorded(standin, monkeypatch):
 
 @pytest.mark.skipif(not HF_OK, reason="sample_traces/hf_geglu_bf16 missing")
 def test_page_runs_shows_busy_to_others_and_opens_compare(standin, monkeypatch):
-    monkeypatch.setenv("STANDIN_DELAY_S", "1.0")
+    # long enough that the second session renders while the run is still going on a loaded 2-core machine
+    monkeypatch.setenv("STANDIN_DELAY_S", "3.0")
     at = s.app("profile")
     assert any("Stand-in for an H100" in t for t in s.texts(at, "success"))
     at.multiselect[0].set_value(["eager", "compile"])  # variants: form widgets commit with the submit
@@ -214,3 +215,22 @@ def test_fuselens_path_notes_read_the_runner_manifest(tmp_path):
     assert notes[1] == "fuselens-graph ran the dual_gemm path"
     (tmp_path / "manifest.json").write_text("{not json")
     assert fuselens_path_notes(tmp_path) == []
+
+
+def test_a_normal_exit_reaps_the_process_group(standin, monkeypatch):
+    """Issue 13 item 7: the runner exits 0 but leaves a grandchild (a `sleep` it started): the group is reaped."""
+    pidfile = standin / "grandchild.pid"
+    monkeypatch.setenv("STANDIN_CHILD_PIDFILE", str(pidfile))
+    job = _wait(pj.start(pj.Params(variants=("eager",)), "owner"), 30)
+    assert job.state == "done"
+    grandchild = int(pidfile.read_text())
+    deadline = time.time() + 5
+    while _alive(grandchild) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+def test_owner_session_unknown_outside_a_server():
+    """Without a Streamlit runtime nobody can tell whether a session is gone: no run is taken over."""
+    job = pj.Job(params=pj.Params(), owner="t", out_dir=Path("/nonexistent"), argv=[], timeout_s=1, owner_session="x")
+    assert pj.owner_gone(job) is False

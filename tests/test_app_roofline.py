@@ -48,3 +48,27 @@ def test_points_and_roofs_follow_the_estimates():
     unknown = roofline_figure([("eager", k)], None)
     assert not [t for t in unknown.data if t.legendgroup == "roofs"]
     assert fig.layout.meta["points"] == len(pts)
+
+
+@pytest.mark.skipif(not (s.HF / "manifest.json").is_file(), reason="sample_traces/hf_geglu_bf16 missing")
+def test_measured_roofs_from_the_manifest_beside_the_datasheet(tmp_path):
+    """Issue 13, Beyond: where the runner measured roofs (`--measure-roofs`: manifest "ceilings"), the Roofline draws
+    them beside the datasheet roofs. The figures here are the H100 bench's (bench/results: 3.03 TB/s, 794 TFLOP/s);
+    a malformed one is left out."""
+    import json
+
+    man = json.loads((s.HF / "manifest.json").read_text())
+    man["ceilings"] = {"copy_gbps": 3030.0, "matmul_tflops": 794.0, "matmul_dtype": "bf16"}
+    p = tmp_path / "manifest.json"
+    p.write_text(json.dumps(man))
+    at = s.upload(s.app(), s.HF / "eager.json.gz", s.HF / "compile.json.gz", p)
+    s.goto(at, "roofline")
+    names = [t.get("name") or "" for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]]
+    assert "measured: copy 3,030 GB/s, bf16 matmul 794 TFLOP/s" in names, names
+    assert any(n.startswith("HBM 3,350 GB/s") for n in names)  # the datasheet roof stays
+    man["ceilings"] = {"copy_gbps": "fast", "matmul_tflops": 794.0, "matmul_dtype": "bf16"}
+    p.write_text(json.dumps(man))
+    at = s.upload(s.app(), s.HF / "eager.json.gz", s.HF / "compile.json.gz", p)
+    s.goto(at, "roofline")
+    names = [t.get("name") or "" for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]]
+    assert "measured: bf16 matmul 794 TFLOP/s" in names, names

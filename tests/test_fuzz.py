@@ -31,6 +31,8 @@ from analyzer import schema
 from analyzer.errors import DiffError, TraceError
 from tests.fuzz_strategies import fuzz_bytes, synthetic_doc, valid_bytes
 
+pytestmark = pytest.mark.fuzz  # the fuzz tier: `python -m pytest -m fuzz` (.ci/run runs it)
+
 PROFILE = os.environ.get("FUSELENS_FUZZ_PROFILE", "ci")
 SCALE = float(os.environ.get("FUSELENS_FUZZ_SCALE", {"ci": 1, "long": 5}[PROFILE]))  # SCALE: quick local runs
 _slow_ok = [

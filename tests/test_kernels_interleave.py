@@ -114,3 +114,29 @@ def test_recorded_conditions_read_back_and_text():
     assert set(c) == {"sm_clock_mhz", "power_w", "n_samples"}
     assert conditions_text(c) == "SM 1,980 MHz (1,755–1,980) · 512 W"
     assert recorded_conditions({"conditions": "x"}) is None and conditions_text(None) is None
+
+
+def test_runner_manifest_carries_clocks_power_temperature_per_variant():
+    """The interleaving runner's manifests from the H100 (round 1): every variant's conditions while profiled and
+    timed, and the sampler that took them; under a concurrent matmul load the card draws 3x the power."""
+    skew = DATA / "comparability" / "h100_hf_geglu_skew_round1"
+    power = {}
+    for case in ("normal", "loaded"):
+        m = json.loads((skew / case / "manifest.json").read_text())
+        assert m["profiler"]["interleaved"] and m["profiler"]["active_steps_per_variant"] == 16
+        assert m["conditions"]["sampler"]["source"].startswith("nvml") and m["conditions"]["sampler"]["n_samples"] > 100
+        assert m["conditions"]["limits"]["max_sm_clock_mhz"] == 1980.0
+        for v in m["variants"]:
+            for phase in ("profiled", "timed"):
+                c = v["conditions"][phase]
+                assert (
+                    1000 <= c["sm_clock_mhz"]["min"] <= c["sm_clock_mhz"]["median"] <= c["sm_clock_mhz"]["max"] <= 1980
+                )
+                assert 50 < c["power_w"]["median"] <= 700 and 20 < c["temperature_c"]["median"] < 95
+            power[case, v["name"]] = v["conditions"]["profiled"]["power_w"]["median"]
+            assert conditions_text(recorded_conditions(v)).startswith("SM 1,9")
+            trace = load_trace(skew / case / v["trace"])
+            assert len(trace.steps) == 16  # the variant's 8 turns × 2 steps, cut from one session
+    assert min(power["loaded", v] for v in ("eager", "compile")) > 3 * max(
+        power["normal", v] for v in ("eager", "compile")
+    )

@@ -84,14 +84,25 @@ def test_fuselens_kernels_show_in_traces_as_ops_with_shapes(workload, variant, o
 
     model = build_model(workload, 40, 72, torch.float32, DEVICE)
     x = make_input(1, 130, 40, torch.float32, DEVICE)
-    fn = build(variant, model)
+    from kernels.models import dispatch
+    from kernels.models.fused_mlp import forced_forward
+
+    fused = "dual_gemm" if workload == "geglu" else "gemm_act"
+    # fuselens runs whichever path measured fastest (on a GPU, ATen can win at this tiny size): the op's dims are
+    # checked on the fused path itself, and the trace label must name the path the variant chose
+    fn = build(variant, model) if variant != "fuselens" else (lambda x: forced_forward(model, x, fused))
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof, torch.no_grad():
         fn(x)
     recorded = [e.input_shapes for e in prof.events() if e.name == op]
     assert recorded == [dims]
     if variant == "fuselens":  # the trace names the dispatch path that ran (kernels.models.dispatch)
-        fused = "dual_gemm" if workload == "geglu" else "gemm_act"
-        assert [e.name for e in prof.events() if e.name.startswith("fuselens::path=")] == [f"fuselens::path={fused}"]
+        fn = build(variant, model)
+        with torch.no_grad():
+            fn(x)  # the first call decides (a measurement on a GPU; the fused path on the CPU)
+            with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+                fn(x)
+        chosen = (dispatch.decision_for(model, x) or {"path": fused})["path"]
+        assert [e.name for e in prof.events() if e.name.startswith("fuselens::path=")] == [f"fuselens::path={chosen}"]
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)
@@ -218,3 +229,28 @@ def test_shape_sweep_verdicts_and_merge():
     assert merged["gating"] == [1] and merged["mlp"] == [2]
     assert [r["id"] for r in merged["shapes"]] == ["a", "r"] and "old" not in merged["shapes"][1]
     assert merged["runs"][-1]["commit"] == "c"
+
+
+@pytest.mark.parametrize("gpu, losses", [("h100_80gb_hbm3", {"hf-swiglu-fp32"}), ("h200", {"unaligned-bf16"})])
+def test_committed_shape_sweep_verdicts_recompute(gpu, losses):
+    """The committed shape sweeps (bench/results/kernels_<gpu>.json, runs r1 on the H100 and r2 on the H200)
+    re-judged here: each row's verdict and fastest peer follow from its own timings; fuselens is WIN or TIE on every
+    row but one per card, both on the cuBLAS + gating path and within 1% of compile (H100 fp32 HF SwiGLU 2512.5 vs
+    2509.7 us; H200 77 x 1001 -> 3000 bf16 60.5 vs 60.0 us: docs/KERNELS.md, Open)."""
+    import copy
+    import json
+    from pathlib import Path
+
+    from kernels.lab import shapes
+
+    res = json.loads((Path(__file__).parent.parent / f"bench/results/kernels_{gpu}.json").read_text())
+    rows = {r["id"]: r for r in res["shapes"]}
+    assert {r[0] for r in shapes.SHAPE_SETS["llm-all"]} <= set(rows)
+    for row in rows.values():
+        again = copy.deepcopy(row)
+        shapes.judge(again)
+        assert (again["verdict"], again.get("fastest_peer")) == (row["verdict"], row.get("fastest_peer")), row["id"]
+    assert {i for i, r in rows.items() if r["verdict"] == "LOSS"} == losses
+    for i in losses:
+        assert rows[i]["variants"]["fuselens"]["path"] == "gating" and rows[i]["x_fastest_peer"] < 1.01
+    assert rows["hf-geglu-bf16"]["variants"]["fuselens"]["path"] == "dual_gemm"

@@ -159,6 +159,22 @@ def test_queued_warm_up_work_is_in_no_step(key):
     assert any("queued before profiling began" in w for w in t.meta.warnings)
 
 
+def test_warm_up_work_draining_into_the_first_step_is_not_counted_there():
+    """Bug 3 on a real compile recording (H100, tests/data/prewindow_h100_round1): 28 GPU ops queued in the profiler's
+    warm-up step (12 big matmuls + the warm-up forward) run while step 2's CPU window is open. By GPU time, 2 of them
+    landed in step 2 (8 ops instead of 6); by stream order none do, and all three steps hold the forward's 6 ops."""
+    from tests.conftest import DATA
+
+    t = loaded_trace(DATA / "prewindow_h100_round1" / "compile_prewindow.json.gz")
+    assert t.steps["kernels"].tolist() == [6, 6, 6]
+    g = t.gpu_ops
+    orphan = g["launch_name"] == ""
+    assert int(orphan.sum()) == 28 and (g.loc[orphan, "step"] == -1).all()
+    names = g[g["step"] == 2]["name"].str[:30].tolist()
+    assert names == g[g["step"] == 3]["name"].str[:30].tolist()  # the same forward in every step
+    assert any("queued before profiling began" in w for w in t.meta.warnings)
+
+
 def test_step_categories_bytes_unknown_when_any_unknown():
     t = loaded_trace(TRACES["legacy_resnet"])
     c = t.step_categories

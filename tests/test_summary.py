@@ -10,7 +10,7 @@ import pytest
 
 from analyzer.schema import names
 from analyzer.summary import summarize
-from tests.conftest import SAMPLE_TRACES, TRACES, loaded_trace, sample_trace_paths
+from tests.conftest import DATA, SAMPLE_TRACES, TRACES, loaded_trace, sample_trace_paths
 
 HF = SAMPLE_TRACES / "hf_geglu_bf16"
 M, D, H, BF16 = 8192, 768, 3072, 2
@@ -118,13 +118,19 @@ def test_json_is_plain_and_complete(trace):
     assert j["steps"] == len(loaded_trace(TRACES[trace]).steps)
 
 
-_FLAG_TRACES = [p for k, p in TRACES.items() if not k.startswith("legacy_gpu_metrics")]
+# every trace under tests/data (not the broken-input fixtures, reference CSV/JSON, manifests or ncu files)
+_FLAG_TRACES = sorted(
+    p
+    for p in DATA.rglob("*")
+    if p.name.endswith((".json", ".json.gz"))
+    and not any(x in p.as_posix() for x in ("/broken/", "reference", "manifest", ".ncu.", "_expected"))
+)
 
 
 @pytest.mark.parametrize(
     "path",
     _FLAG_TRACES + [p for p in sample_trace_paths() if not p.name.endswith(".ncu.json")],
-    ids=lambda p: p.parent.name + "/" + p.name,
+    ids=lambda p: p.parent.name + "/" + p.name.split(".json")[0],
 )
 def test_no_rate_above_the_hbm_peak_goes_unflagged(path):
     """Issue #12: an estimated rate above the GPU's HBM peak is physically impossible for DRAM traffic alone; every

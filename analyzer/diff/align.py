@@ -58,6 +58,7 @@ RECORD_FIELDS = (
     "key",
     "dims",
     "attn",
+    "kernel_gbps",
 )
 _Record = namedtuple("_Record", RECORD_FIELDS)
 
@@ -158,8 +159,26 @@ def sequence(summary, label: str, step: int | None = None) -> RunSeq:
         rows[col] = vals[shown_i]
     rows = rows.reset_index(drop=True)
     rows["pos"] = np.arange(len(rows))
+    rows["kernel_gbps"] = _summary_gbps(rows, summary)
     _annotate(rows, trace)
     return RunSeq(label, rows, [int(s) for s in same], steps_used or steps, int(same[shown_i]), notes, durs)
+
+
+def _summary_gbps(rows: pd.DataFrame, summary) -> np.ndarray:
+    """Each GPU op's achieved GB/s as the Summary's kernel table states it (its (name, op, shapes) row: estimated
+    bytes per call over the median call), so a fusion row's GB/s for one kernel is the figure every other surface
+    shows for it (NaN where the table has no such row)."""
+    from analyzer.summary import shapes_text
+
+    k = getattr(summary, "kernels", None)
+    if k is None or len(k) == 0:
+        return np.full(len(rows), np.nan)
+    table = {
+        (n, o, sh): g
+        for n, o, sh, g in zip(k["name"], k["op_name"], k["shapes"], k["achieved_gbps"].astype(float), strict=True)
+    }
+    keys = zip(rows["name"], rows["op_name"], map(shapes_text, rows["input_dims"]), strict=True)
+    return np.array([table.get(key, np.nan) for key in keys], dtype=float)
 
 
 def _roles(rows: pd.DataFrame) -> pd.Series:
@@ -267,17 +286,19 @@ def _row_facts(name, op, dims, types, concrete, strides, role: str, ops, categor
         io = TensorIO(io.inputs, None)
     elif role == "last":
         io = TensorIO((), io.output)
-    # ops from the launching op: an aten op's own name, or words of an autograd Function / custom op name
-    if role in ("memop", "helper"):
-        oo = frozenset()  # a memset under aten::mm does not compute an mm
-    elif names.is_inductor_name(op):
-        oo = names.inductor_ops(op)
-    else:
-        oo = names.canonical_ops(op) if op.startswith("aten::") else names.text_ops(op)
     if ops and role not in ("memop", "helper"):
         no = frozenset().union(*(names.canonical_ops(o) for o in str(ops).split("+") if o))
     else:
         no = frozenset()
+    # ops from the launching op: an aten op's own name, or words of an autograd Function / custom op name
+    if role in ("memop", "helper"):
+        oo = frozenset()  # a memset under aten::mm does not compute an mm
+    elif op == name:  # an Inductor kernel under a cpu_op of its own name: the classifier's answer is the evidence
+        oo = no  # (a template's name also lists its inputs' producers; classify.template_ops decided)
+    elif names.is_inductor_name(op):
+        oo = names.inductor_ops(op)
+    else:
+        oo = names.canonical_ops(op) if op.startswith("aten::") else names.text_ops(op)
     shapes = dims_text(dims)
     if g is not None:
         key = g.key
@@ -497,15 +518,14 @@ def align(base: pd.DataFrame, cand: pd.DataFrame) -> Alignment:
 # by a longest increasing subsequence, again inside each stretch), and each stretch in between is matched by a
 # longest common subsequence (Myers) in windows of WINDOW kernels that follow the match: O(n · WINDOW).
 #
-# It replaced difflib's SequenceMatcher (Ratcliff/Obershelp: the longest block first, then each side), for two
-# reasons. Cost: that search visits every pair of equal keys, again for every block it finds — quadratic in how often
+# Why not difflib's SequenceMatcher (Ratcliff/Obershelp: the longest block first, then each side)? Cost: that search visits every pair of equal keys, again for every block it finds — quadratic in how often
 # a kernel repeats: 35M pairs (~9 s) for a 19k-op V100 training step against itself, ~1e9 (432 s) for a 97k-op step
 # against a 116k-op one. Quality: on repeated layers with a kernel missing here and there, the longest block can pair
 # layer k with layer k+n and everything after inherits the shift — a real 1,198-op Qwen step with 5% of its kernels
 # dropped got 402 of its 1,142 kernels paired (a longest common subsequence: all 1,142). On every step pair the tests
 # diff, both give the same pairs and the same Diff (tests/test_diff_align.py). difflib's method is kept, metered, as
 # the reference for those tests and as the fallback for a window too different for Myers; EXACT_WORK > 0 makes
-# match_blocks use it first for steps under that many visited pairs (the old behaviour).
+# match_blocks use it first for steps under that many visited pairs.
 
 EXACT_WORK = 0  # kernel pairs difflib's search may visit before the landmark path takes over; 0: never used
 WINDOW = 128  # kernels per side in one window: ≤ 2·128 × 128 Myers steps; a 100k-op step ≈ 1,600 windows ≈ 0.3 s

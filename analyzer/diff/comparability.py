@@ -11,8 +11,9 @@ temperature, another process's load), and every other time of that run is off by
     c.normalise(us)                        # a candidate time at the baseline's conditions: us / factor
 
 The rule (docs/DIFF.md, "Comparability"):
-- factor = the time-weighted median over the control kernels of (candidate / baseline time per call); weight = the
-  kernel's baseline time per step. A median, so one kernel hit by a one-off stall does not set it.
+- factor = the time-weighted median over the control kernels' calls (the k-th call of a kernel in one run paired
+  with its k-th call in the other) of candidate / baseline time; weight = the call's baseline time. A median over
+  calls, so neither a one-off stall nor a call whose neighbours changed sets it.
 - within-run spread = how much the control group's time per step varies over the run's own steady steps:
   (max − min) / median, or (p90 − p10) / median from 10 steps on. It is the noise the factor must stand out of.
 - tolerance = max(3 %, both runs' within-run spreads). Beyond it → 'skewed'. A run whose own control group varies
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from analyzer.fmt import finite
 from analyzer.steps import spread_range  # noqa: F401  (re-exported: one rule for every shown spread)
 
 MIN_TOLERANCE_PCT = 3.0  # clock/power drift below this is normal between two recordings on one H100
@@ -55,6 +57,7 @@ class Comparability:
     control_share: float  # control_us_per_step[0] / the baseline's kernel time per step
     steps: list[int]  # [base, candidate]: steady steps the spreads are taken over
     notes: list[str] = field(default_factory=list)
+    n_control_calls: int = 0  # calls paired one to one (the factor's median runs over these)
     # per GPU op of each run's representative step: the share of its time that belongs to the control group (1 for
     # a control kernel; m/n when a run makes n calls of a control kernel and the other only m; 0 otherwise)
     control_weight: tuple = field(default=(None, None), repr=False, compare=False)
@@ -66,6 +69,9 @@ class Comparability:
     # takes its class's factor, or for a class without control kernels 1.0 (memory-bound) / the overall factor
     # (compute-bound); other takes the opposite assumption for those, so the two bracket the normalised figures
     candidate_factors: tuple = field(default=(None, None), repr=False, compare=False)
+    # [lowest, highest] call ratio per class, and per candidate GPU op the (low, high) factor it could take
+    class_ratio_ranges: dict = field(default_factory=dict)
+    candidate_factor_bounds: tuple = field(default=(None, None), repr=False, compare=False)
 
     @property
     def checkable(self) -> bool:
@@ -73,7 +79,7 @@ class Comparability:
 
     def normalise(self, us: float | None) -> float | None:
         """A candidate time as if recorded under the baseline's conditions (us / factor); None if not checkable."""
-        if us is None or self.factor is None or not _finite(us):
+        if us is None or self.factor is None or not finite(us):
             return None
         return float(us) / self.factor
 
@@ -96,11 +102,13 @@ class Comparability:
             "within_run_spread_pct": self.within_run_spread_pct,
             "tolerance_pct": self.tolerance_pct,
             "n_control_kernels": self.n_control_kernels,
+            "n_control_calls": self.n_control_calls,
             "control_kernels": self.control_kernels,
             "control_us_per_step": self.control_us_per_step,
             "control_share": self.control_share,
             "steps": self.steps,
             "class_factors": self.class_factors,
+            "class_ratio_ranges": self.class_ratio_ranges,
             "rule": RULE,
             "notes": self.notes,
         }
@@ -108,11 +116,12 @@ class Comparability:
 
 RULE = (
     "control group = kernels identical in both runs (name, grid/block, GEMM problem or op and input shapes); "
-    "factor = their time-weighted median candidate/baseline time per call (also per class: compute = GEMM/attention, memory = the rest); tolerance = max(3%, each run's own "
+    "factor = the time-weighted median over their calls (k-th call paired with k-th call) of candidate/baseline "
+    "time, also per class (compute = GEMM/attention, memory = the rest); tolerance = max(3%, each run's own "
     "step-to-step spread of the control group's time); |factor − 1| beyond it, or a run whose control group varies "
-    "by more than 10% from step to step, = skewed; normalised candidate time = each kernel's time / its class's factor "
-    "(a class without control kernels: memory-bound 1.0, compute-bound the overall factor; the other assumption "
-    "gives the bounds) — an estimate: it assumes every kernel moved like the control kernels of its class"
+    "by more than 10% from step to step, = skewed; normalised candidate time = each kernel's time / its class's "
+    "factor (a class without control kernels: memory-bound 1.0, compute-bound the overall factor; the other "
+    "assumption gives the bounds) — an estimate: it assumes every kernel moved like the control kernels of its class"
 )
 
 
@@ -176,13 +185,16 @@ def check(bseq, cseq) -> Comparability:
         out.control_kernels, out.n_control_kernels = listed, len(both)
         out.control_us_per_step, out.control_share = [ctrl_b, ctrl_c], share
         return out
-    factor = _weighted_median(both["ratio"].to_numpy(float), both["weight_us"].to_numpy(float))
-    both["cls"] = pd.Series(kernel_classes(b), index=kb.index).groupby(kb.to_numpy()).first().reindex(both.index)
+    pairs = _call_pairs(b, kb, c, kc)
+    factor = _weighted_median(pairs["ratio"].to_numpy(float), pairs["weight_us"].to_numpy(float))
     class_factors = {
         str(cls): _weighted_median(g["ratio"].to_numpy(float), g["weight_us"].to_numpy(float))
-        for cls, g in both.groupby("cls", sort=True)
+        for cls, g in pairs.groupby("cls", sort=True)
     }
-    cand_factors = _candidate_factors(kernel_classes(c), class_factors, factor)
+    class_ranges = {
+        str(cls): [float(g["ratio"].min()), float(g["ratio"].max())] for cls, g in pairs.groupby("cls", sort=True)
+    }
+    point, other, lo, hi = _candidate_factors(kernel_classes(c), class_factors, class_ranges, factor)
     by_class = ", ".join(f"{k} {v:.3f}" for k, v in class_factors.items())
     if "memory" not in class_factors:
         by_class += "; memory-bound kernels: no control kernel, taken at 1.0"
@@ -191,7 +203,7 @@ def check(bseq, cseq) -> Comparability:
     known = [s for s in spreads.values() if s is not None]
     tol = max([MIN_TOLERANCE_PCT, *known])
     dev = 100.0 * (factor - 1.0)
-    kernels = f"{len(both)} kernel{'s' if len(both) != 1 else ''}"
+    kernels = f"{len(both)} kernel{'s' if len(both) != 1 else ''} ({len(pairs)} call{'s' if len(pairs) != 1 else ''})"
     what = (
         f"{kernels} identical in both runs ({share:.0%} of {bseq.label}'s kernel time) ran {factor:.3f}× as long in "
         f"{cseq.label} ({dev:+.1f}%)"
@@ -216,6 +228,12 @@ def check(bseq, cseq) -> Comparability:
         verdict = "comparable"
         reason = f"{what}, within the ±{tol:.1f}% tolerance"
     ratios = both["ratio"].to_numpy(float)
+    notes = []
+    if "compute" not in class_factors and (kernel_classes(c) == "compute").any():
+        notes.append(
+            "no GEMM or attention kernel is identical in both runs: the control group is memory-bound, and a lower "
+            "SM clock barely shows in memory-bound kernels, so a clock difference may go unseen"
+        )
     return Comparability(
         verdict=verdict,
         reason=reason,
@@ -228,9 +246,13 @@ def check(bseq, cseq) -> Comparability:
         control_us_per_step=[ctrl_b, ctrl_c],
         control_share=float(share),
         steps=steps,
+        notes=notes,
+        n_control_calls=len(pairs),
         control_weight=weights,
         class_factors=class_factors,
-        candidate_factors=cand_factors,
+        class_ratio_ranges=class_ranges,
+        candidate_factors=(point, other),
+        candidate_factor_bounds=(lo, hi),
     )
 
 
@@ -242,18 +264,26 @@ def kernel_classes(rows: pd.DataFrame) -> np.ndarray:
     return np.where(rows["category"].isin(COMPUTE_CATEGORIES).to_numpy(), "compute", "memory")
 
 
-def _candidate_factors(classes: np.ndarray, class_factors: dict, factor: float) -> tuple[np.ndarray, np.ndarray]:
+def _candidate_factors(
+    classes: np.ndarray, class_factors: dict, class_ranges: dict, factor: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per candidate GPU op: (point, other, low, high) factors. point/other: see Comparability.candidate_factors;
+    low/high: the lowest and highest factor its time could take — its class's lowest and highest call ratio, or
+    for a class without control kernels the span of both assumptions — so normalised ranges carry the factor's own
+    uncertainty and a change inside it is a tie."""
     point = np.full(len(classes), factor, dtype=float)
-    other = point.copy()
+    other, lo, hi = point.copy(), point.copy(), point.copy()
     for cls in ("compute", "memory"):
         m = classes == cls
         if cls in class_factors:
             point[m] = other[m] = class_factors[cls]
+            lo[m], hi[m] = class_ranges[cls]
         elif cls == "memory":  # memory-bound kernels barely follow the SM clock: 1.0, bracketed by the overall factor
             point[m], other[m] = 1.0, factor
+            lo[m], hi[m] = min(1.0, factor), max(1.0, factor)
         else:  # compute-bound kernels follow it at least as much as the memory-bound control group did
-            point[m], other[m] = factor, factor
-    return point, other
+            point[m] = other[m] = lo[m] = hi[m] = factor
+    return point, other, lo, hi
 
 
 def per_step_us(seq, weight: np.ndarray | None = None) -> np.ndarray:
@@ -276,6 +306,27 @@ def _per_key(rows: pd.DataFrame, keys: pd.Series) -> pd.DataFrame:
     d = pd.DataFrame({"key": keys[mask].to_numpy(), "dur_us": rows["dur_us"].to_numpy(float)[mask]})
     agg = d.groupby("key", sort=False)["dur_us"].agg(["size", "sum"])
     return pd.DataFrame({"calls": agg["size"].astype(int), "us_per_call": agg["sum"] / agg["size"]})
+
+
+def _call_pairs(b: pd.DataFrame, kb: pd.Series, c: pd.DataFrame, kc: pd.Series) -> pd.DataFrame:
+    """The control kernels call by call: the k-th call of a kernel in the baseline's step with its k-th call in the
+    candidate's (launch order), each with its ratio (candidate / baseline time), its baseline time as weight and its
+    class. Per call, not per kernel: the same GEMM runs slower right behind another GEMM than behind a pointwise
+    kernel (H100, round 1: the up projection 1.057× in compile, where it follows the gate GEMM, while the gate and
+    down projections read 0.99×), and a median over calls is not moved by one call whose neighbours changed."""
+    sides = []
+    for rows, keys in ((b, kb), (c, kc)):
+        m = keys.ne("").to_numpy()
+        d = pd.DataFrame(
+            {"key": keys.to_numpy()[m], "dur": rows["dur_us"].to_numpy(float)[m], "cls": kernel_classes(rows)[m]}
+        )
+        d["occ"] = d.groupby("key", sort=False).cumcount()
+        sides.append(d)
+    pairs = sides[0].merge(sides[1][["key", "occ", "dur"]], on=["key", "occ"], suffixes=("_b", "_c"))
+    pairs = pairs[(pairs["dur_b"] > 0) & (pairs["dur_c"] > 0)]
+    return pd.DataFrame(
+        {"ratio": pairs["dur_c"] / pairs["dur_b"], "weight_us": pairs["dur_b"], "cls": pairs["cls"]}
+    ).reset_index(drop=True)
 
 
 def _position_weights(keys: pd.Series, both: pd.DataFrame, own_calls: str) -> np.ndarray:
@@ -350,10 +401,3 @@ def _unchecked(reason: str, spreads: dict, steps: list[int]) -> Comparability:
         control_share=0.0,
         steps=steps,
     )
-
-
-def _finite(x) -> bool:
-    try:
-        return math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False

@@ -38,7 +38,18 @@ from analyzer.diff.match import (
 )
 from analyzer.dram import predict_step
 from analyzer.errors import DiffError
-from analyzer.fmt import clean_json, file_label, finite, fmt_bytes, fmt_us, safe_text, short_name, unique_label
+from analyzer.fmt import (
+    clean_json,
+    file_label,
+    finite,
+    fmt_bytes,
+    fmt_pct,
+    fmt_us,
+    fmt_us_spread,
+    safe_text,
+    short_name,
+    unique_label,
+)
 from analyzer.ops import names
 from analyzer.ops.tensors import shape_text
 from analyzer.schema import CATEGORIES
@@ -158,6 +169,10 @@ class FusionRow:
     # plain-words warnings about the figures (analyzer.cost.hbm_flags: a rate above the run's HBM peak)
     base_flags: list[str] = field(default_factory=list)
     candidate_flags: list[str] = field(default_factory=list)
+    # one kernel on a side: its GB/s as the Summary's kernel table states it (what summary, Kernels, Roofline show);
+    # several: NaN, and the side's GB/s is its bytes over its time in the representative step
+    base_kernel_gbps: float = float("nan")
+    candidate_kernel_gbps: float = float("nan")
 
     @property
     def dram_bytes_avoided_per_step(self) -> float:
@@ -171,10 +186,14 @@ class FusionRow:
 
     @property
     def base_gbps(self) -> float:
+        if finite(self.base_kernel_gbps):
+            return self.base_kernel_gbps
         return _gbps(self.base_bytes_per_step, self.base_time_us_per_step)
 
     @property
     def candidate_gbps(self) -> float:
+        if finite(self.candidate_kernel_gbps):
+            return self.candidate_kernel_gbps
         return _gbps(self.candidate_bytes_per_step, self.candidate_time_us_per_step)
 
     def to_json(self) -> dict:
@@ -363,8 +382,10 @@ class CandidateDiff:
             if key == "gpu_time_us":
                 calls["gpu_time"] = _call(_saved_range(rb, rc), floor)
                 if eff is not None:
-                    out["normalised_gpu_time_us_per_step"] = [rb, _div(rc, eff)]
-                    calls["gpu_time_normalised"] = _call(_saved_range(rb, _div(rc, eff)), floor)
+                    er = self.normalised.get("effective_factor_range") or [eff, eff]
+                    rn = [rc[0] / er[1], rc[1] / er[0]] if rc else None  # the factor's uncertainty widens it
+                    out["normalised_gpu_time_us_per_step"] = [rb, rn]
+                    calls["gpu_time_normalised"] = _call(_saved_range(rb, rn), floor)
         for what, kb, kc in (
             ("changed_kernels", "changed_base", "changed_candidate"),
             ("fusions", "fusion_base", "fusion_candidate"),
@@ -383,6 +404,26 @@ class CandidateDiff:
             calls["cuda_events"] = _call(_saved_range(*ev))
         out["calls"] = calls
         return out
+
+    def step_times_text(self) -> str:
+        """GPU busy time, step span and idle per step, base → candidate, each median with its spread over the
+        steady steps, and the busy and span changes with their call: the same line in the CLI and the report."""
+        b, c, h = self.base, self.run, self.headline()
+        calls = (h.get("spread") or {}).get("calls") or {}
+
+        def change(pct_key: str, call_key: str) -> str:
+            return " ".join(x for x in (fmt_pct(h.get(pct_key)), calls.get(call_key)) if x)
+
+        def side(run, value: float, key: str) -> str:
+            return fmt_us_spread(value, run.step_range(key))
+
+        return (
+            f"GPU busy/step {side(b, b.gpu_busy_us_per_step, 'gpu_busy_us')} → "
+            f"{side(c, c.gpu_busy_us_per_step, 'gpu_busy_us')} ({change('gpu_busy_change_pct', 'gpu_busy')}) · "
+            f"step span {side(b, b.span_us_per_step, 'span_us')} → {side(c, c.span_us_per_step, 'span_us')} "
+            f"({change('span_change_pct', 'span')}) · idle {side(b, b.idle_us_per_step, 'idle_us')} → "
+            f"{side(c, c.idle_us_per_step, 'idle_us')}"
+        )
 
     def lead_lines(self) -> list[str]:
         """The first lines of every view of this candidate (CLI, report card, Compare): the GPU conditions'
@@ -533,33 +574,6 @@ class Diff:
                     continue
                 rows.append({"run": r.label, "category": cat, "count": v["count"], "time_us": v["time_us"]})
         return pd.DataFrame(rows, columns=["run", "category", "count", "time_us"])
-
-    def fusion_table(self, label: str | None = None) -> pd.DataFrame:
-        """Fusion groups and swaps of one candidate (default: the first) as a flat table for the app."""
-        cd = self.candidate(label) if label else self.candidates[0]
-        rows = []
-        for f in cd.fusions + cd.swaps:
-            rows.append(
-                {
-                    "kind": f.kind,
-                    "fused_kernel": f.fused_kernel,
-                    "replaces": " + ".join(f.replaces),
-                    "ops": "+".join(f.ops),
-                    "count_per_step": f.count_per_step,
-                    "intermediates": "; ".join(
-                        f"[{', '.join(str(s) for s in i['shape'])}] {i['dtype']} {i['bytes']:,.0f} B"
-                        for i in f.intermediates
-                    ),
-                    "bytes_avoided_per_step": f.bytes_avoided_per_step,
-                    "base_time_us_per_step": f.base_time_us_per_step,
-                    "candidate_time_us_per_step": f.candidate_time_us_per_step,
-                    "time_saved_us_per_step": f.time_saved_us_per_step,
-                    "base_gbps": f.base_gbps,
-                    "candidate_gbps": f.candidate_gbps,
-                    "evidence": "; ".join(f.evidence),
-                }
-            )
-        return pd.DataFrame(rows)
 
     def to_json(self) -> dict:
         out = {
@@ -786,15 +800,21 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
             f"{sum(k['count_per_step'] for k in unmatched_cand)} candidate kernels per step matched nothing "
             "(listed under unmatched)"
         )
-    matched_share = len(res.pairs) / max(len(b_rows), 1)
+    # kernels with an equal in the candidate, or in an eager attention chain an attention kernel of its shapes took
+    # (shape evidence, analyzer.diff.attention): a compiled layer pairs only its GEMMs and fuses the rest. Op names
+    # alone do not count: unrelated runs (BERT vs an MI300 block) share op names
+    explained = len(res.pairs) + sum(len(g.members) for g in res.groups if g.edges is not None)
+    matched_share = explained / max(len(b_rows), 1)
     if matched_share < 0.3 and len(b_rows) >= 10:  # e.g. two different models: groups are guesses
         notes.append(
-            f"only {matched_share:.0%} of the baseline's GPU ops have an equal in {cseq.label}: these runs may not "
-            "run the same model or shapes, so fusion groups and bytes avoided are unreliable"
+            f"only {matched_share:.0%} of the baseline's GPU ops have an equal in {cseq.label} or a replacement named"
+            " by evidence: these runs may not run the same model or shapes, so fusion groups and bytes avoided are"
+            " unreliable"
         )
     if any(not f.bytes_complete for f in fusions):
         notes.append("some fusion groups have kernels without recorded shapes: their bytes avoided are lower bounds")
     comp = comp_.check(bseq, cseq)
+    notes += [f"GPU conditions: {n}" for n in comp.notes]
     wb, wc = comp.control_weight
     wb = np.zeros(len(b)) if wb is None else wb
     wc = np.zeros(len(c)) if wc is None else wc
@@ -822,8 +842,20 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
             "changed_candidate_us": [float((cdur * (1.0 - wc)) @ i) for i in inv],
             "fusion_candidate_us": [float((cdur * fc) @ i) for i in inv],
         }
-        step_ranges["changed_candidate_normalised"] = _range_or_none(comp_.per_step_us(cseq, (1.0 - wc) * inv[0]))
-        step_ranges["fusion_candidate_normalised"] = _range_or_none(comp_.per_step_us(cseq, fc * inv[0]))
+        # normalised per-step ranges carry the factor's own uncertainty: the steps at the highest and the lowest
+        # factor each row could take (comparability.candidate_factor_bounds)
+        flo, fhi = comp.candidate_factor_bounds
+        for key, w in (("changed_candidate", 1.0 - wc), ("fusion_candidate", fc)):
+            a = _range_or_none(comp_.per_step_us(cseq, w / fhi))
+            z = _range_or_none(comp_.per_step_us(cseq, w / flo))
+            step_ranges[key + "_normalised"] = [a[0], z[1]] if a and z else None
+        raw_total = float(cdur.sum())
+        normalised["effective_factor_range"] = sorted(
+            [
+                raw_total / float(cdur @ (1.0 / fhi)),
+                raw_total / float(cdur @ (1.0 / flo)),
+            ]
+        )
     return CandidateDiff(
         label=cseq.label,
         base_label=bseq.label,
@@ -900,6 +932,8 @@ def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -
         bytes_note=_bytes_note(g, attention),
         base_dram_bytes_per_step=float(b_dram[[*g.members, *g.side]].sum()) if b_dram is not None else float("nan"),
         candidate_dram_bytes_per_step=float(c_dram[g.fused].sum()) if c_dram is not None else float("nan"),
+        base_kernel_gbps=float(members[0].kernel_gbps) if len(members) == 1 and not g.side else float("nan"),
+        candidate_kernel_gbps=float(fr[0].kernel_gbps) if len(fr) == 1 else float("nan"),
     )
 
 

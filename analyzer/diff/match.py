@@ -112,8 +112,8 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     """Fusion groups of two aligned steps (module doc), one evidence rule after another. Every search is windowed —
     a claim lies within MAX_CLAIM_DISTANCE kernels of its candidate on the base axis, data flow within FLOW_LOOKBACK
     — so the work is ~49 look-ups per left-over kernel, with the same claims as pairing every left-over baseline
-    kernel with every left-over candidate kernel, which took 21 s for two unrelated real steps of 16k and 25k ops
-    (0.4 s now; tests/test_diff_align.py, bench/results/diff.md)."""
+    kernel with every left-over candidate kernel (21 s for two unrelated real steps of 16k and 25k ops; windowed:
+    0.4 s, tests/test_diff_align.py, bench/results/diff.md)."""
     b_rows, c_rows = base.records, cand.records
     # 0. same op, same shapes, other kernels (cuDNN picked another algorithm, a library update renamed a kernel):
     #    the same work, so no intermediate can have been avoided
@@ -570,8 +570,8 @@ def flow_edges(
     (else the latest such producer; each producer once per consumer).
     lookback: producers at most that many places earlier in `order`; consumers: only edges into these positions.
 
-    Producers are indexed by element count, so each input walks back over same-sized outputs only (a 1000-kernel
-    group used to rescan every earlier member for every input)."""
+    Producers are indexed by element count, so each input walks back over same-sized outputs only, not over every
+    earlier member of a 1000-kernel group."""
     by_numel: dict[int, list[int]] = {}  # element count -> places in `order` of producers with a known output
     for ci, ppos in enumerate(order):
         out = rows[ppos].io.output

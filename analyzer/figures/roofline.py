@@ -8,17 +8,17 @@ kernels (0 FLOPs) cannot sit on a log axis; `roofline_points` reports them so th
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from analyzer.figures.timeline import CATEGORY_COLORS
+from analyzer.fmt import html_text
 from analyzer.gpus import GpuSpec
 from analyzer.ops import dtypes as dt
 
 DODGE_DECADES = 0.05  # ±15 % in intensity per run: apart on screen, far below what would change a reading
+MEASURED_ROOF_COLOR = "#D55E00"  # measured roofs: the theme's cost/attention-grabbing orange, dashed
 MAX_GEMM_LABELS = 12  # more would cover the chart; the hover names every marker
 SYMBOLS = ("circle", "diamond", "square", "triangle-up", "x", "star", "cross", "pentagon")
 ROOF_DTYPES = ("fp8", "bf16", "fp16", "tf32", "fp32")
@@ -62,9 +62,9 @@ def _hover(p: pd.DataFrame, bytes_column: str = "bytes_per_call") -> list[str]:
     ].itertuples(index=False, name=None):
         nm = str(name)
         nm = nm if len(nm) <= 100 else nm[:99] + "…"
-        lines = [f"<b>{html.escape(nm)}</b>", f"run {html.escape(str(run))}"]
+        lines = [f"<b>{html_text(nm)}</b>", f"run {html_text(run)}"]
         if op:
-            lines.append(f"op {html.escape(str(op))} {html.escape(str(shapes))[:140]}")
+            lines.append(f"op {html_text(op)} {html_text(shapes, 140)}")
         lines.append(f"{ai:,.1f} {per} · {tf:,.1f} TFLOP/s · {gbps:,.0f} GB/s")
         peaks = [f"{v:,.0f}% of peak {what}" for v, what in ((pfl, "FLOP/s"), (pbw, "BW")) if np.isfinite(v)]
         if peaks:
@@ -82,8 +82,12 @@ def roofline_figure(
     dtypes: tuple[str, ...] | None = None,
     template: str | None = None,
     bytes_column: str = "bytes_per_call",
+    measured: dict | None = None,
 ) -> go.Figure:
     """The roofline of `tables` (label, Summary.kernels) on `gpu` (no roofs when None: unknown GPU).
+
+    `measured`: roofs the runner measured on this GPU ({'copy_gbps', 'matmul_tflops', 'matmul_dtype'}, from the
+    manifest's "ceilings"), drawn dashed in orange beside the datasheet roofs (what the card really reaches).
 
     `dtypes` picks the flat roofs to draw (default: the ones GpuSpec knows among bf16/fp16/fp32/tf32/fp8 that the
     kernels' dtypes use, else bf16 and fp32). Marker: symbol per run, colour per category, area ∝ time per step.
@@ -107,7 +111,7 @@ def roofline_figure(
             # The hover still gives the true intensity.
             shift = 10 ** (DODGE_DECADES * (i - (n_runs - 1) / 2))
             gemm_pts.extend(
-                (float(a) * shift, float(t), f"{html.escape(str(label))} · {u:,.0f} µs/step")
+                (float(a) * shift, float(t), f"{html_text(label)} · {u:,.0f} µs/step")
                 for a, t, u in p.loc[p["category"] == "gemm", ["ai", "tflops", "time_us_per_step"]].itertuples(
                     index=False, name=None
                 )
@@ -117,7 +121,7 @@ def roofline_figure(
                     x=p["ai"] * shift,
                     y=p["tflops"],
                     mode="markers",
-                    name=html.escape(str(label)),
+                    name=html_text(label),
                     legendgroup=group,
                     showlegend=False,
                     marker=dict(
@@ -137,7 +141,7 @@ def roofline_figure(
                     x=[None],
                     y=[None],
                     mode="markers",
-                    name=html.escape(str(label)),
+                    name=html_text(label),
                     legendgroup=group,
                     legendgrouptitle_text="run" if i == 0 else None,
                     marker=dict(symbol=symbol, size=12, color="#CBD2D9", line=dict(color="#1F2933", width=1.2)),
@@ -166,7 +170,7 @@ def roofline_figure(
                     x=[None],
                     y=[None],
                     mode="markers",
-                    name=html.escape(str(cat)),
+                    name=html_text(cat),
                     legendgroup="categories",
                     legendgrouptitle_text="category" if j == 0 else None,
                     marker=dict(symbol="square", size=12, color=CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"])),
@@ -218,6 +222,29 @@ def roofline_figure(
                     legendgroup="roofs",
                 )
             )
+    copy_gbps, mm_tflops = (measured or {}).get("copy_gbps"), (measured or {}).get("matmul_tflops")
+    if copy_gbps or mm_tflops:
+        xs = np.logspace(np.log10(x_lo), np.log10(x_hi), 200)
+        ys = np.full(xs.size, np.inf)
+        parts = []
+        if copy_gbps:
+            ys = np.minimum(ys, copy_gbps * xs / 1000.0)
+            parts.append(f"copy {copy_gbps:,.0f} GB/s")
+        if mm_tflops:
+            ys = np.minimum(ys, mm_tflops)
+            parts.append(f"{html_text(measured.get('matmul_dtype') or '')} matmul {mm_tflops:,.0f} TFLOP/s")
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                name="measured: " + ", ".join(parts),
+                line=dict(color=MEASURED_ROOF_COLOR, width=2, dash="dash"),
+                hoverinfo="skip",
+                legendgroup="roofs",
+                legendgrouptitle_text=None if gpu is not None else "roofs",
+            )
+        )
     fig.update_xaxes(
         type="log",
         title_text=f"arithmetic intensity, FLOP per {BYTES.get(bytes_column, bytes_column)}",

@@ -114,16 +114,24 @@ def _inductor(name: str) -> tuple[str, str]:
         return "other", ""
     ops = list(dec.ops)
     if dec.kind in ("tem", "mm", "bmm"):
-        # a GEMM template with a fused prologue/epilogue: the GEMM first, then what rides on it
-        gemm = [w for w in ops if w in _GEMM_WORDS] or ["mm"]
-        rest = [w for w in ops if w not in _GEMM_WORDS]
-        return ("attention" if "flex_attention" in dec.words else "gemm"), "+".join(dict.fromkeys(gemm + rest))
+        # a GEMM template: its name also lists the producers of its inputs, so the name alone claims only the GEMM;
+        # template_ops adds what rides on it when the kernel's buffers show a fused operand
+        if "flex_attention" in dec.words:
+            return "attention", "+".join(ops)
+        return "gemm", _template_gemm(dec)[0]
     if not ops:
         ops = ["copy"] if dec.words else []
     category = {"poi": "pointwise", "red": "reduction", "per": "reduction", "spl": "reduction"}.get(dec.kind, "other")
     if category == "reduction" and names.is_norm(ops):
         category = "normalization"
     return category, "+".join(ops)
+
+
+def _template_gemm(dec: names.InductorName) -> tuple[str, list[str]]:
+    """(the GEMM op, the other ops its name lists) of an Inductor template name."""
+    ops = list(dec.ops)
+    gemm = next((w for w in ops if w in _GEMM_WORDS), "mm")
+    return gemm, [w for w in ops if w not in _GEMM_WORDS]
 
 
 def _words(name: str) -> str:
@@ -359,7 +367,8 @@ def refine_one(ops: str, op_name: str) -> str:
 
 
 def template_ops(name: str, ops: str, dims, types) -> str:
-    """The ops of an Inductor GEMM template given its buffers (it runs under a cpu_op of its own name).
+    """The ops of an Inductor GEMM template given its buffers (it runs under a cpu_op of its own name); by its name
+    alone a template claims its GEMM only.
 
     Inductor names a template after the nodes whose code it holds AND the producers of its inputs:
     `triton_tem_fused__unsafe_view_gelu_mm_mul_t_view_1` is a plain mm over the gated product that a separate
@@ -369,14 +378,18 @@ def template_ops(name: str, ops: str, dims, types) -> str:
     from analyzer.ops import gemm as gemm_reader
     from analyzer.ops.tensors import tensors
 
+    dec = names.inductor(name)
+    if dec is None or "flex_attention" in dec.words:
+        return ops
+    gemm, rest = _template_gemm(dec)
     ts = tensors(dims, types)
     g = gemm_reader.read(name, ts)
-    if not isinstance(g, gemm_reader.Gemm) or "+" not in ops:
+    if not rest or not isinstance(g, gemm_reader.Gemm):
         return ops
     used = {id(g.a), id(g.b), id(g.out)}
     if any(id(t) not in used for t in ts):
-        return ops
-    return ops.split("+")[0]
+        return "+".join([gemm, *rest])
+    return gemm
 
 
 def refine_templates(gpu: pd.DataFrame) -> pd.Series:

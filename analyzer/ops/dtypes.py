@@ -89,11 +89,6 @@ def itemsize(name: str | None) -> int | None:
     return hit.bytes if hit else None
 
 
-def is_tensor_type(name: str | None) -> bool:
-    """True for a sized dtype; False for a known non-tensor type. Anything else is an unknown spelling."""
-    return dtype(name) is not None
-
-
 def kind(short_name: str) -> int:
     hit = _BY_SHORT.get(short_name)
     return hit.kind if hit else 1

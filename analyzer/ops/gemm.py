@@ -114,21 +114,22 @@ def _shapes(base, op_name, a: Tensor, b: Tensor, bias=None, out=None, extra=()) 
 
 
 def _template(ts: list[Tensor]) -> Gemm | str:
-    """Inductor GEMM template: find A (any rank: rows = leading dims, K = last dim) and B ([K,N], or a weight [N,K];
-    batched: [B,K,N]) among the buffers. Readings an output buffer confirms (an argument of M×N elements that is
-    neither operand) come first, then A before B in argument order."""
+    """Inductor GEMM template: find A (any rank, seen as rows × last dim; or its transpose, as a weight-gradient
+    template reads the activations: x^T·dY) and B ([K,N] or a weight [N,K]; batched: [B,K,N]) among the buffers.
+    Inductor passes (A, B, …, out): readings whose output buffer (M×N elements, neither operand) is the LAST
+    tensor come first, then any output buffer, then untransposed A, then argument order."""
     best: tuple | None = None
+    last = len(ts) - 1
     for i, a in enumerate(ts):
-        if not a.shape or len(a.shape) < 2:
+        if len(a.shape) < 2:
             continue
         for j, b in enumerate(ts):
             if j == i or len(b.shape) < 2:
                 continue
-            for reading in _readings(a, b):
-                batch, m, n, k, how = reading
-                rest = [t for x, t in enumerate(ts) if x not in (i, j)]
-                out = next((t for t in rest if t.numel == batch * m * n), None)
-                score = (out is not None, a.dtype == b.dtype, -i, -j, how == "[M,K]·[K,N]")
+            for batch, m, n, k, how in _readings(a, b):
+                outs = [x for x, t in enumerate(ts) if x not in (i, j) and t.numel == batch * m * n]
+                out = ts[outs[-1]] if outs else None
+                score = (bool(outs) and outs[-1] == last, bool(outs), a.dtype == b.dtype, "ᵀ" not in how, -i, -j)
                 if best is None or score > best[0]:
                     best = (score, Gemm(m, n, k, a.dtype, batch, a, b, None, out, how=how))
     if best is None:
@@ -137,16 +138,16 @@ def _template(ts: list[Tensor]) -> Gemm | str:
 
 
 def _readings(a: Tensor, b: Tensor):
-    """(batch, M, N, K, how) for A·B with these shapes."""
-    k = a.shape[-1]
+    """(batch, M, N, K, how) for A·B (or Aᵀ·B) with these shapes."""
+    rows, cols = math.prod(a.shape[:-1]), a.shape[-1]
     if len(b.shape) == 2:
-        m = math.prod(a.shape[:-1])
-        if b.shape[0] == k:
-            yield 1, m, b.shape[1], k, "[M,K]·[K,N]"
-        if b.shape[1] == k and b.shape[0] != k:
-            yield 1, m, b.shape[0], k, "[M,K]·[N,K] weight"
-    elif len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] == b.shape[0] and b.shape[1] == k:
-        yield a.shape[0], a.shape[1], b.shape[2], k, "[B,M,K]·[B,K,N]"
+        for m, k, lhs in ((rows, cols, "[M,K]"), (cols, rows, "[K,M]ᵀ")):
+            if b.shape[0] == k:
+                yield 1, m, b.shape[1], k, f"{lhs}·[K,N]"
+            if b.shape[1] == k and b.shape[0] != k:
+                yield 1, m, b.shape[0], k, f"{lhs}·[N,K] weight"
+    elif len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] == b.shape[0] and b.shape[1] == cols:
+        yield a.shape[0], a.shape[1], b.shape[2], cols, "[B,M,K]·[B,K,N]"
 
 
 def gemm_problem(op_name: str | None, dims, types, strides=None) -> Gemm | None:

@@ -145,7 +145,6 @@ def canonical_ops(op_name: str | None) -> frozenset[str]:
 
 
 # ------------------------------------------------------------------------------------ Inductor kernel names
-INDUCTOR_KINDS = ("poi", "red", "per", "tem", "for", "spl", "mm", "bmm")
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem|for|spl|mm|bmm)_(?:fused_)?(.*?)(?:_\d+)*$")
 # SDPA ops Inductor names in a pointwise/reduction kernel that prepares their input (RoPE + layout copy for
 # cuDNN/flash inputs, named after the op its output feeds): the kernel computes none of the attention

@@ -31,8 +31,7 @@ from analyzer.ranks.worker import DiffJob, SummaryJob
 FORMAT = "fuselens-ranks/1"
 # Peak RSS of one worker ≈ BASE + RSS_PER_JSON_BYTE x JSON bytes of its trace. BASE: python + numpy + pandas + the
 # analyzer imported (~180 MB measured). Factor: a 254 MB rank peaked at 1,164 MB in a pool worker (bench/results/
-# ranks.md; 3.9x the JSON on top of BASE, with the loader of 2026-11-26 03:20 — an earlier loader peaked at 633 MB),
-# so 4.5x leaves headroom. Used only to cap the number of workers (and as Ray's per-task memory request).
+# ranks.md: 3.9x the JSON on top of BASE), so 4.5x leaves headroom. Used only to cap the number of workers (and as Ray's per-task memory request).
 WORKER_BASE_BYTES = 200 << 20
 RSS_PER_JSON_BYTE = 4.5
 MEMORY_USE_FRACTION = 0.8

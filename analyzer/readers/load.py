@@ -373,7 +373,7 @@ def parse_document(
         except msgspec.DecodeError as err:
             return _repair(data, source, err, damaged)
     except ShapeError as err:
-        raise TraceError(source, str(err)) from None
+        raise TraceError(source, what_it_is(data, source) or str(err)) from None
     except UnicodeDecodeError:
         if _utf8_fixed:
             raise TraceError(source, "invalid UTF-8 that could not be repaired") from None
@@ -384,6 +384,45 @@ def parse_document(
         return form, header, events, [_UTF8_WARNING, *warnings]
     except RecursionError:
         raise TraceError(source, "JSON nested too deeply to read (msgspec stops at ~1,000 levels)") from None
+
+
+# What a file that is not JSON text actually is, by its first bytes (after any gzip layer was inflated): a user who
+# zipped a trace, compressed it twice or used another compressor is told that, not "not JSON".
+_MAGIC = (
+    (b"\x1f\x8b", "gzip data inside the gzip (compressed twice): gunzip it once"),
+    (b"PK\x03\x04", "a zip archive: unzip it and load the .json inside (FuseLens reads .json and .json.gz)"),
+    (b"BZh", "bzip2-compressed: decompress it (bunzip2) or recompress it with gzip"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed: decompress it (unzstd) or recompress it with gzip"),
+    (b"\xfd7zXZ\x00", "xz-compressed: decompress it (unxz) or recompress it with gzip"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive: extract the .json inside"),
+)
+_SCALAR_MAX_BYTES = 1 << 16  # a bare JSON value this small is decoded to say what it is ("42")
+
+
+def what_it_is(data, source: str) -> str | None:
+    """One line saying what a file that is not a JSON object/array is, or None when its first bytes say nothing."""
+    head = bytes(memoryview(data)[:16]).lstrip(b" \t\r\n")
+    gz_name = str(source).lower().endswith(".gz")
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            if magic == b"\x1f\x8b" or not gz_name:
+                return f"not JSON: {what}"
+            return f"named .gz but not gzip-compressed: {what}"
+    plain_text = "named .gz but not gzip-compressed, and not JSON either" if gz_name else None
+    if len(data) <= _SCALAR_MAX_BYTES:
+        try:
+            value = msgspec.json.decode(bytes(data))
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            return plain_text
+        if isinstance(value, (dict, list)):
+            return None  # an object or array of another shape: split_document's own message says which
+        kind = {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(type(value), "null")
+        shown = msgspec.json.encode(value).decode()[:40]
+        return (
+            f"valid JSON, but {kind} ({shown}), not a trace: a PyTorch profiler trace is a JSON object with "
+            "'traceEvents'"
+        )
+    return plain_text
 
 
 _UTF8_WARNING = "invalid UTF-8 inside some strings was replaced by U+FFFD"

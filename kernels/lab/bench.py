@@ -298,8 +298,13 @@ def merge_results(old: dict, new: dict) -> dict:
         merged["shape_ceilings_tflops"] = {**old.get("shape_ceilings_tflops", {}), **new["shape_ceilings_tflops"]}
     elif "shapes" in old:
         merged["shapes"] = old["shapes"]
-    run = {k: new.get(k) for k in ("created_utc", "command", "sections")} | {"commit": new["env"].get("git_commit")}
-    merged["runs"] = [*old.get("runs", []), run]
+
+    def run_of(res):
+        return {k: res.get(k) for k in ("created_utc", "command", "sections")} | {
+            "commit": res.get("env", {}).get("git_commit")
+        }
+
+    merged["runs"] = [*(old.get("runs") or [run_of(old)]), run_of(new)]
     return merged
 
 
@@ -325,61 +330,64 @@ def to_markdown(res: dict) -> str:
     ]
     for k, v in c["cublas_mlp_shapes"].items():
         out.append(f"- cuBLAS {k}: {v['us']:.1f} µs ({v['tflops']:.0f} TFLOP/s)")
-    out += [
-        "",
-        "## Gating kernel act(gate) * up (8192 x 3072)",
-        "",
-        "| act | dtype | impl | µs | GB/s | % of copy | floor µs | µs after a zeroing (dirty) flush | rel err |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in res.get("gating", []):
-        out.append(
-            f"| {r['activation']} | {r['dtype']} | {r['impl']} | {r['us']:.1f} | {r['gbps']:.0f} | {r['pct_copy']:.1f} | {r['floor_us']:.1f} | {r['us_dirty_l2']:.1f} | {r['rel_err']:.1e} |"
-        )
-    out += [
-        "",
-        "Each µs is the mean of two passes' medians (`us_passes` in the JSON); their difference is the noise floor.",
-        "",
-        "### Gating kernel inside the HF GEGLU forward (profiler trace, 20 forwards, no flush)",
-        "",
-        "| variant | kernel | calls | median µs |",
-        "|---|---|---:|---:|",
-    ]
-    for r in res.get("gating_in_forward", []):
-        if "kernel" in r:
-            out.append(f"| {r['variant']} | `{r['kernel'][:70]}` | {r['calls']} | {r['median_us']:.1f} |")
-    out += [
-        "",
-        "## MLP forward",
-        "",
-        "µs: GPU time per forward (launches queued ahead, kernels.lab.timing). Launch-bound µs (decode rows): one forward"
-        " at a time from the host, launch overhead included. CUDA graph µs: the forward captured once and replayed.",
-        "",
-        "| workload | dtype | tokens | variant | µs | × compile | launch-bound µs | CUDA graph µs | compute floor µs"
-        " | × floor | rel err | note |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    compile_us = {
-        (r["workload"], r["dtype"], r["tokens"]): r.get("us") for r in res.get("mlp", []) if r["variant"] == "compile"
-    }
-    for r in res.get("mlp", []):
-        us = r.get("us")
-        note = r.get("skipped") or r.get("error") or r.get("graph_error") or ""
-        ratio = us / r["floor_us"] if us else None
-        cu = compile_us.get((r["workload"], r["dtype"], r["tokens"]))
-        vs_compile = us / cu if us and cu else None
-        out.append(
-            f"| {r['workload']} | {r['dtype']} | {r['tokens']} | {r['variant']} | {_fmt(us)} | {_fmt(vs_compile, '.2f')}"
-            f" | {_fmt(r.get('launch_bound_us'))} | {_fmt(r.get('graph_us'))} | {r['floor_us']:.1f}"
-            f" | {_fmt(ratio, '.2f')} | {_fmt(r.get('rel_err'), '.1e')} | {note[:120]} |"
-        )
-    out += ["", "## Targets (issue 4), judged from the numbers above", ""]
-    out += [f"- {_VERDICTS[ok]}: {text}" for ok, text in targets(res)]
-    out += [
-        "",
-        "(A 'faster than' target counts as MET only when the lead exceeds the pass-to-pass spread; a difference within"
-        " that spread is a TIE, and MISSED means behind by more than it.)",
-    ]
+    if res.get("gating") or res.get("mlp"):  # a shape-sweep-only file (another GPU) has neither
+        out += [
+            "",
+            "## Gating kernel act(gate) * up (8192 x 3072)",
+            "",
+            "| act | dtype | impl | µs | GB/s | % of copy | floor µs | µs after a zeroing (dirty) flush | rel err |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in res.get("gating", []):
+            out.append(
+                f"| {r['activation']} | {r['dtype']} | {r['impl']} | {r['us']:.1f} | {r['gbps']:.0f} | {r['pct_copy']:.1f} | {r['floor_us']:.1f} | {r['us_dirty_l2']:.1f} | {r['rel_err']:.1e} |"
+            )
+        out += [
+            "",
+            "Each µs is the mean of two passes' medians (`us_passes` in the JSON); their difference is the noise floor.",
+            "",
+            "### Gating kernel inside the HF GEGLU forward (profiler trace, 20 forwards, no flush)",
+            "",
+            "| variant | kernel | calls | median µs |",
+            "|---|---|---:|---:|",
+        ]
+        for r in res.get("gating_in_forward", []):
+            if "kernel" in r:
+                out.append(f"| {r['variant']} | `{r['kernel'][:70]}` | {r['calls']} | {r['median_us']:.1f} |")
+        out += [
+            "",
+            "## MLP forward",
+            "",
+            "µs: GPU time per forward (launches queued ahead, kernels.lab.timing). Launch-bound µs (decode rows): one forward"
+            " at a time from the host, launch overhead included. CUDA graph µs: the forward captured once and replayed.",
+            "",
+            "| workload | dtype | tokens | variant | µs | × compile | launch-bound µs | CUDA graph µs | compute floor µs"
+            " | × floor | rel err | note |",
+            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        compile_us = {
+            (r["workload"], r["dtype"], r["tokens"]): r.get("us")
+            for r in res.get("mlp", [])
+            if r["variant"] == "compile"
+        }
+        for r in res.get("mlp", []):
+            us = r.get("us")
+            note = r.get("skipped") or r.get("error") or r.get("graph_error") or ""
+            ratio = us / r["floor_us"] if us else None
+            cu = compile_us.get((r["workload"], r["dtype"], r["tokens"]))
+            vs_compile = us / cu if us and cu else None
+            out.append(
+                f"| {r['workload']} | {r['dtype']} | {r['tokens']} | {r['variant']} | {_fmt(us)} | {_fmt(vs_compile, '.2f')}"
+                f" | {_fmt(r.get('launch_bound_us'))} | {_fmt(r.get('graph_us'))} | {r['floor_us']:.1f}"
+                f" | {_fmt(ratio, '.2f')} | {_fmt(r.get('rel_err'), '.1e')} | {note[:120]} |"
+            )
+        out += ["", "## Targets (issue 4), judged from the numbers above", ""]
+        out += [f"- {_VERDICTS[ok]}: {text}" for ok, text in targets(res)]
+        out += [
+            "",
+            "(A 'faster than' target counts as MET only when the lead exceeds the pass-to-pass spread; a difference within"
+            " that spread is a TIE, and MISSED means behind by more than it.)",
+        ]
     from kernels.lab import shapes
 
     out += shapes.to_markdown(res.get("shapes", []), res.get("shape_ceilings_tflops", {}))
@@ -484,7 +492,26 @@ def main(argv=None) -> int:
         " kernels_<gpu>.json, so a long bench can run as several GPU commands)",
     )
     p.add_argument("--render", metavar="JSON", help="only re-render the .md beside a results .json (no GPU needed)")
+    p.add_argument(
+        "--merge",
+        metavar="JSON",
+        help="merge a results .json recorded elsewhere (a GPU run) into --out-dir's kernels_<gpu>.json and re-render"
+        " its .md (no GPU needed)",
+    )
     ns = p.parse_args(argv)
+    if ns.merge:
+        try:
+            new = json.loads(Path(ns.merge).read_text())
+            slug = envinfo.gpu_slug(new["env"]["gpu"]["name"])
+            target = Path(ns.out_dir) / f"kernels_{slug}.json"
+            res = merge_results(json.loads(target.read_text()), new) if target.is_file() else new
+            target.write_text(json.dumps(res, indent=1))
+            target.with_suffix(".md").write_text(to_markdown(res))
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"error: cannot merge {ns.merge}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
+        print(f"merged {ns.merge} into {target}")
+        return 0
     if ns.render:
         src = Path(ns.render)
         try:

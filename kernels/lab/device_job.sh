@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
 #   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | configs | record | record-hf |
-#                                          record-fuselens | record-layer | record-llama-layer | record-templates |
+#                                          record-fuselens | record-roofs | record-layer | record-llama-layer | record-templates |
 #                                          record-skew | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain
@@ -70,6 +70,15 @@ for case in ("skew_normal", "skew_loaded"):
             print(case, v["name"], v["status"], v.get("median_us"), "sm", (c.get("sm_clock_mhz") or {}).get("median"),
                   "W", (c.get("power_w") or {}).get("median"), "C", (c.get("temperature_c") or {}).get("median"))
 PY
+}
+
+# Measured roofs (issue 13): the HF GEGLU eager/compile pair with the runner's --measure-roofs (copy bandwidth and
+# bf16 matmul ceiling in the manifest's "ceilings"), for the dashboard's Roofline. ~1.5 min on an H100.
+record_roofs() {
+  local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072)
+  rec hf_geglu_roofs_bf16 150 --workload geglu --variants eager,compile "${HF[@]}" --dtype bf16 --measure-roofs
+  python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('ceilings'))" \
+    "$R/sample_traces/hf_geglu_roofs_bf16/manifest.json" 2>&1 | tail -1
 }
 
 record_fuselens() {
@@ -198,7 +207,7 @@ bench() {
 
 for step in "$@"; do
   case $step in
-    facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-fuselens) record_fuselens ;; check) check ;;
+    facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-roofs) record_roofs ;; record-fuselens) record_fuselens ;; check) check ;;
     record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
     record-skew) record_skew ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;

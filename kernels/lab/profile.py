@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--train", action="store_true", help="record a forward+backward training step")
     p.add_argument(
+        "--measure-roofs",
+        action="store_true",
+        help="also measure this GPU's copy bandwidth and bf16 matmul ceiling (kernels.lab.bench, ~10 s) into the "
+        "manifest's 'ceilings': the dashboard's Roofline draws them beside the datasheet roofs",
+    )
+    p.add_argument(
         "--rounds", type=int, default=ROUNDS, help=f"rounds in which every variant takes a turn (default {ROUNDS})"
     )
     p.add_argument(
@@ -639,13 +645,14 @@ def run(argv: list[str] | None = None) -> int:
         sampler.stop()
         profiled, timed = sampler.per_variant("profiled"), sampler.per_variant("timed")
         manifest["conditions"]["sampler"] = sampler.describe()
-        for lv in live:
+        recorded = []
+        for lv in live:  # every trace and the manifest first: a run stopped during ncu keeps them all
             if lv.error or lv.name not in traces or not lv.times_us:
                 failed(lv.name, lv.error or f"{lv.name}: no profiled step recorded")
                 continue
             entry = entries[lv.name]
             trace_name = f"{lv.name}.json.gz"
-            _gzip_json(traces[lv.name], out_dir / trace_name)
+            _gzip_json(traces.pop(lv.name), out_dir / trace_name)
             if getattr(model, "is_decoder_layer", False):
                 entry.update(attention_facts(out_dir / trace_name))
             t, launched = _pooled(lv.times_us), _pooled(lv.launch_us)
@@ -662,8 +669,6 @@ def run(argv: list[str] | None = None) -> int:
                 conditions={"profiled": profiled.get(lv.name), "timed": timed.get(lv.name)},
                 **lv.path,
             )
-            if lv.name in measure:
-                entry.update(_measure_bytes(ns, lv.name, out_dir))
             entry["message"] = f"median {entry['median_us']:.1f} us per {'training step' if ns.train else 'forward'}"
             clk = (entry["conditions"]["profiled"] or {}).get("sm_clock_mhz")
             if clk:
@@ -672,17 +677,30 @@ def run(argv: list[str] | None = None) -> int:
                 entry["message"] += f"; path {entry['fuselens_path']}"
                 if entry["fuselens_fused"] is False and lv.name != "fuselens-gating":
                     entry["message"] += " (fusion measured slower at this size: fell back)"
-            if "ncu_error" in entry:
-                entry["message"] += f"; bytes not measured: {entry['ncu_error']}"
+            recorded.append(lv.name)
+            write_manifest()
+        for name in recorded:
+            entry = entries[name]
+            if name in measure:
+                # the ncu child is a new process: it runs the path this run chose instead of measuring its own
+                forced = entry.get("fuselens_path") if name in ("fuselens", "fuselens-graph") else None
+                if forced:
+                    os.environ["FUSELENS_PATH"] = forced
+                try:
+                    entry.update(_measure_bytes(ns, name, out_dir))
+                finally:
+                    os.environ.pop("FUSELENS_PATH", None)
+                if "ncu_error" in entry:
+                    entry["message"] += f"; bytes not measured: {entry['ncu_error']}"
             finished += 1
             emit(
                 "variant_done",
-                lv.name,
+                name,
                 finished,
                 total,
                 entry["message"],
                 median_us=entry["median_us"],
-                trace=trace_name,
+                trace=entry["trace"],
             )
             write_manifest()
     finally:
@@ -690,11 +708,31 @@ def run(argv: list[str] | None = None) -> int:
         if lock is not None:
             lock.__exit__(None, None, None)
         torch.cuda.synchronize() if torch.cuda.is_initialized() else None
+    if getattr(ns, "measure_roofs", False):
+        manifest["ceilings"] = _measure_roofs()
     write_manifest()
     summary = ", ".join(f"{v['name']}: {v['status']}" for v in manifest["variants"])
     emit("done", None, total, total, summary)
     n_failed = sum(1 for v in manifest["variants"] if v["status"] == "failed")
     return EXIT_VARIANT_FAILED if n_failed else EXIT_OK
+
+
+def _measure_roofs() -> dict:
+    """Measured roofs for the Roofline (dashboard): 1 GiB dst.copy_(src) bandwidth (read + write) and the fastest of
+    three 8192^3 bf16 matmul passes (kernels.lab.bench.measure_ceilings), or the error that stopped them."""
+    try:
+        from kernels.lab.bench import measure_ceilings
+
+        c = measure_ceilings(n_iter=40)
+        return {
+            "copy_gbps": round(float(c["copy_gbps"]), 1),
+            "matmul_tflops": round(float(c["matmul_tflops"]), 1),
+            "matmul_dtype": "bf16",
+            "method": "copy: median of dst.copy_(src) on 1 GiB bf16, L2 flushed, read + write bytes; matmul: fastest "
+            "of three medians of an 8192x8192x8192 bf16 torch.matmul (kernels.lab.bench.measure_ceilings)",
+        }
+    except Exception as exc:  # a roof is a nice-to-have: never fail the recording for it
+        return {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
 
 
 def main() -> None:

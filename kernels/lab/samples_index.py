@@ -14,17 +14,8 @@ from pathlib import Path
 
 CASES = [
     ("hf_geglu_bf16", "HF GEGLU MLP, 64x128 tokens, d 768, h 3072, bf16 (the HF post's case)", "eager"),
-    (
-        "gemma_layer_bf16",
-        "Gemma-style layer (H100): transformers GemmaDecoderLayer, hidden 2048, 8 q / 1 KV heads, "
-        "head_dim 256, seq 2048, bf16 (eager, SDPA, compile, compile + FuseLens MLP)",
-        "eager",
-    ),
-    (
-        "llama_layer_bf16",
-        "Llama-style layer (H100): LlamaDecoderLayer, hidden 2048, 16 q / 4 KV heads, seq 2048, bf16",
-        "eager",
-    ),
+    ("gemma_layer_bf16", "Gemma-style layer (H100): hidden 2048, 8 q / 1 KV heads, seq 2048, bf16", "eager"),
+    ("llama_layer_bf16", "Llama-style layer (H100): hidden 2048, 16 q / 4 KV heads, seq 2048, bf16", "eager"),
     ("swiglu_fp16", "SwiGLU MLP, 8192 tokens, d 768, h 3072, fp16", "eager"),
     ("plain_8192tok_bf16", "Plain MLP (Linear-GELU-Linear, bias), 8192 tokens, bf16", "eager"),
     ("plain_1tok_bf16", "Plain MLP, 1 token (decode), bf16", "eager"),

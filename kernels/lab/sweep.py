@@ -124,12 +124,11 @@ def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
 
 
 # Configs tried at the LLM shapes (big N and K: 4096 x 11008 .. 4096 x 14336) beside the shipped ones
-# (hopper_gemm.GATED_CONFIGS and GATED_CONFIGS_LLM): BK 128, 256 x 128 x 64 over 16 warps (may not fit: "did not
-# run"), fewer stages with GROUP_M 16.
+# (hopper_gemm.GATED_CONFIGS and GATED_CONFIGS_LLM); run r1's other candidates are in hopper_gemm's notes.
 EXPLORE_GATED = [
-    hopper_gemm.gated_config(128, 128, 128, 2, 8),
-    hopper_gemm.gated_config(256, 128, 64, 3, 16),
-    hopper_gemm.gated_config(128, 128, 64, 3, 8, group_m=16),
+    hopper_gemm.gated_config(128, 128, 64, 4, 8, group_m=4),
+    hopper_gemm.gated_config(128, 128, 64, 3, 8, group_m=32),
+    hopper_gemm.gated_config(256, 64, 64, 4, 8),
 ]
 EXPLORE_SINGLE = [
     hopper_gemm.single_config(128, 256, 64, 4, 8, group_m=16, subtile=True),

@@ -161,16 +161,13 @@ GATED_CONFIGS_FEW_ROWS = [
     gated_config(64, 128, 64, 4, 4),
     gated_config(128, 64, 64, 4, 4),
 ]
-# LLM shapes (M >= 2048, K >= 2048: Llama-2/3, TinyLlama; the HF shape's K is 768): the MLP is ~1.1x its compute floor
-# with the 128 x 128 tiles, and the dual GEMM is two thirds of it. Candidates: 256-row tiles (16 warps, or 8 warps on
-# 64-column outputs: each weight tile read from shared memory for twice the rows), and GROUP_M 4 / 32 (L2 reuse of
-# the 2 MB weight tile columns at K = 4096). Tuned only for such shapes; `python -m kernels.lab.sweep --cases llm`
-# times each.
+# LLM shapes (M >= 2048, K >= 2048: Llama-2/3, TinyLlama; the HF shape's K is 768). Run r1 (H100, python -m
+# kernels.lab.sweep --cases llm, bench/results/sweep_llm_h100_80gb_hbm3.md): the 128 x 128 x 64 tiles already run at
+# 802-831 TFLOP/s (cuBLAS computing gate and up as one GEMM: 797-804), 3 stages best (Llama-3-8B: 2358 us vs 2398
+# with 4); 256 x 64 tiles 700-716, GROUP_M 4 / 32 and BK 128 slower, 256 x 128 tiles over 16 warps fail in ptxas
+# (Triton 3.6). What is left: 3 stages with GROUP_M 16 (best at Llama-2-7B, 888.7 us).
 GATED_CONFIGS_LLM = [
-    gated_config(256, 128, 32, 4, 16),
-    gated_config(256, 64, 64, 4, 8),
-    gated_config(128, 128, 64, 4, 8, group_m=4),
-    gated_config(128, 128, 64, 4, 8, group_m=32),
+    gated_config(128, 128, 64, 3, 8, group_m=16),
 ]
 
 

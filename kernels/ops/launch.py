@@ -52,6 +52,12 @@ def _hooks_set() -> bool:
     return _RUNTIME is None or _hook_active(_RUNTIME.launch_enter_hook) or _hook_active(_RUNTIME.launch_exit_hook)
 
 
+if _RUNTIME is not None and hasattr(_RUNTIME.launch_enter_hook, "calls"):  # Triton 3.6: one check per launch, inline
+
+    def _hooks_set() -> bool:  # noqa: F811
+        return bool(_RUNTIME.launch_enter_hook.calls or _RUNTIME.launch_exit_hook.calls)
+
+
 class Tuned:
     """One Triton kernel with its candidate configs.
 
