@@ -222,3 +222,35 @@ def test_spread_helpers():
     assert spread_pct([5.0]) is None
     assert _weighted_median(np.array([1.0, 2.0]), np.array([1.0, 1.0])) == 1.5
     assert _weighted_median(np.array([1.0, 2.0, 9.0]), np.array([1.0, 3.0, 1.0])) == 2.0
+
+
+def _interleaved_sets() -> list:
+    from tests.conftest import SAMPLE_TRACES
+
+    out = []
+    for m in sorted(SAMPLE_TRACES.glob("*/manifest.json")):
+        doc = json.loads(m.read_text())
+        if (doc.get("profiler") or {}).get("interleaved"):
+            out.append(m.parent)
+    return out
+
+
+@pytest.mark.parametrize("folder", _interleaved_sets(), ids=lambda p: p.name)
+def test_bundled_sets_recorded_in_turns_are_comparable(folder):
+    """Every bundled sample set the interleaving runner recorded: each candidate's identical kernels ran within 2.5%
+    of the baseline's (the one pair past ±2%: plain 8192-token fuselens, a single control call at 1.024)."""
+    doc = json.loads((folder / "manifest.json").read_text())
+    names = [v["name"] for v in doc["variants"] if v.get("status") == "done"]
+    runs = [_summary(folder / f"{n}.json.gz") for n in names]
+    d = diff_runs(runs[0], runs[1:], labels=names)
+    checked = 0
+    for cd in d.candidates:
+        c = cd.comparability
+        if c.verdict == "not checkable":  # e.g. every GEMM a Triton template: said plainly, no factor
+            assert c.factor is None and c.reason
+            continue
+        assert c.verdict == "comparable", (cd.label, c.reason)
+        assert abs(c.factor - 1) <= 0.025, (cd.label, c.factor)
+        assert cd.run.facts.get("conditions") and cd.base.facts.get("conditions")  # the runner's clock record
+        checked += 1
+    assert checked >= 1
