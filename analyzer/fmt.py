@@ -49,6 +49,15 @@ def safe_text(text: object, max_chars: int | None = None) -> str:
     return t
 
 
+def html_text(text: object, max_chars: int | None = None, quote: bool = False) -> str:
+    """`safe_text`, then HTML-escaped: for HTML reports and Plotly labels and hovers, which render a subset of HTML,
+    so a name holding '<script>' or '<img onerror=…>' reaches them as text. quote: also escape quotes (text that
+    goes inside an attribute value)."""
+    import html
+
+    return html.escape(safe_text(text, max_chars), quote=quote)
+
+
 def safe_block(text: str) -> str:
     """A multi-line block (a CLI's whole output) with the same rule as `safe_text` on each line: line breaks stay,
     everything `safe_text` strips goes. The last line of defence before a terminal."""
@@ -158,6 +167,13 @@ def fmt_range(r, what: str = "") -> str:
 def fmt_us_spread(us, r, missing: str = "unknown") -> str:
     """'226.7 µs (226.5–226.9)': a per-step median with its spread over steps."""
     return fmt_us(us, missing) + (fmt_range(r) if finite(us) else "")
+
+
+def fmt_saved(us) -> str:
+    """'36.2 µs saved', or '3.1 µs slower' for a negative saving; 'unknown saved' never: unknown stays 'unknown'."""
+    if not finite(us):
+        return fmt_us(us)
+    return f"{fmt_us(us)} saved" if float(us) >= 0 else f"{fmt_us(-float(us))} slower"
 
 
 def fmt_num(x, spec: str = ",.1f", unit: str = "", missing: str = MISSING) -> str:

@@ -17,7 +17,6 @@ leading quote in CSV cells that a spreadsheet would run as a formula (`analyzer.
 from __future__ import annotations
 
 import csv
-import html
 import io
 import math
 import time
@@ -25,7 +24,19 @@ import time
 from analyzer.cells import spreadsheet_safe
 from analyzer.diff import BYTES_RULE, ESTIMATES
 from analyzer.diff.facts import conditions_text, diff_context, workload_parts
-from analyzer.fmt import finite, fmt_bytes, fmt_num, fmt_pct, fmt_range, fmt_us, fmt_us_spread, safe_text, short_name
+from analyzer.fmt import (
+    finite,
+    fmt_bytes,
+    fmt_num,
+    fmt_pct,
+    fmt_range,
+    fmt_saved,
+    fmt_us,
+    fmt_us_spread,
+    html_text,
+    safe_text,
+    short_name,
+)
 
 # A report is a list of blocks rendered twice: ("h1"|"h2"|"h3"|"p"|"note", text), ("cards", [(title, [lines])]),
 # ("table", headers, rows), ("figure", fig) — HTML only, ("bars", rows) — Markdown only, ("list", [items]).
@@ -196,7 +207,7 @@ def _card(diff, cd) -> tuple[str, list[str]]:
         f"{fmt_us_spread(r.span_us_per_step, r.step_range('span_us'))} ({fmt_pct(h.get('span_change_pct'))}); "
         f"idle {fmt_us_spread(b.idle_us_per_step, b.step_range('idle_us'))} → "
         f"{fmt_us_spread(r.idle_us_per_step, r.step_range('idle_us'))}",
-        f"kernel time of the replaced vs replacing kernels: {_saved(cd.time_saved_us_per_step)} per step",
+        f"kernel time of the replaced vs replacing kernels: {fmt_saved(cd.time_saved_us_per_step)} per step",
     ]
     n = sum(f.count_per_step for f in cd.fusions)
     if n:
@@ -378,7 +389,7 @@ def _candidate_blocks(diff, cd, html_figures: bool) -> list[tuple]:
                     + ("" if f.bytes_complete else " (at least)")
                     + (f"\n{f.bytes_note}" if f.bytes_note else ""),
                     f"{fmt_us(f.base_time_us_per_step)} → {fmt_us(f.candidate_time_us_per_step)} "
-                    f"({_saved(f.time_saved_us_per_step)})",
+                    f"({fmt_saved(f.time_saved_us_per_step)})",
                     f"{fmt_num(f.base_gbps, ',.0f', missing='unknown')} → {fmt_num(f.candidate_gbps, ',.0f', missing='unknown')}",
                     "\n".join(f.evidence),
                 ]
@@ -575,10 +586,6 @@ def _n(x, digits: int) -> str:
     return fmt_num(x, f",.{digits}f", missing="unknown")
 
 
-def _saved(us: float) -> str:
-    return f"{fmt_us(us)} saved" if not finite(us) or us >= 0 else f"{fmt_us(-us)} slower"
-
-
 # --- HTML ---------------------------------------------------------------------------------------------------------
 
 _CSS = """
@@ -601,17 +608,13 @@ th{background:#F5F7FA}td{word-break:break-word;max-width:520px}
 """
 
 
-def _esc(s) -> str:
-    return html.escape(safe_text(s), quote=True)
-
-
 def _cell_html(c) -> str:
     """A cell: text (newlines become <br>), a Name (short, full name as tooltip) or a list of those."""
     if isinstance(c, list):
         return "<br>".join(_cell_html(x) for x in c)
     if isinstance(c, Name):
-        return f'<span title="{_esc(c.full)}">{_esc(c)}</span>'
-    return "<br>".join(_esc(x) for x in str(c).split("\n"))
+        return f'<span title="{html_text(c.full, quote=True)}">{html_text(c, quote=True)}</span>'
+    return "<br>".join(html_text(x, quote=True) for x in str(c).split("\n"))
 
 
 def _render_html(blocks: list[tuple], title: str) -> str:
@@ -619,14 +622,14 @@ def _render_html(blocks: list[tuple], title: str) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>",
+        f"<title>{html_text(title, quote=True)}</title><style>{_CSS}</style></head><body>",
     ]
     plotly_js_done = False
     first_p = True
     for blk in blocks:
         kind = blk[0]
         if kind in ("h1", "h2", "h3"):
-            out.append(f"<{kind}>{_esc(blk[1])}</{kind}>")
+            out.append(f"<{kind}>{html_text(blk[1], quote=True)}</{kind}>")
         elif kind == "p":
             cls = ' class="ctx"' if first_p else ""
             first_p = False
@@ -635,19 +638,25 @@ def _render_html(blocks: list[tuple], title: str) -> str:
             out.append(f'<div class="note">{_cell_html(blk[1])}</div>')
         elif kind == "badge":
             cls = {"comparable": "ok", "skewed": "bad"}.get(blk[1], "unk")
-            out.append(f'<div class="badge {cls}"><b>{_esc(blk[1].upper())}</b> {_esc(blk[2])}</div>')
+            out.append(
+                f'<div class="badge {cls}"><b>{html_text(blk[1].upper(), quote=True)}</b> {html_text(blk[2], quote=True)}</div>'
+            )
         elif kind == "list":
             out.append("<ul>" + "".join(f"<li>{_cell_html(x)}</li>" for x in blk[1]) + "</ul>")
         elif kind == "cards":
             out.append('<div class="cards">')
             for t, lines in blk[1]:
-                out.append(f'<div class="card"><h3>{_esc(t)}</h3><ul>')
-                out.append("".join(f"<li>{_esc(x)}</li>" for x in lines))
+                out.append(f'<div class="card"><h3>{html_text(t, quote=True)}</h3><ul>')
+                out.append("".join(f"<li>{html_text(x, quote=True)}</li>" for x in lines))
                 out.append("</ul></div>")
             out.append("</div>")
         elif kind == "table":
             _, headers, rows = blk
-            out.append("<table><thead><tr>" + "".join(f"<th>{_esc(h)}</th>" for h in headers) + "</tr></thead><tbody>")
+            out.append(
+                "<table><thead><tr>"
+                + "".join(f"<th>{html_text(h, quote=True)}</th>" for h in headers)
+                + "</tr></thead><tbody>"
+            )
             for row in rows:
                 out.append("<tr>" + "".join(f"<td>{_cell_html(c)}</td>" for c in row) + "</tr>")
             out.append("</tbody></table>")

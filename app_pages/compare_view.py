@@ -6,21 +6,12 @@ recorded shapes and dtypes, and says so; times are measured kernel durations.
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import streamlit as st
 
 from analyzer.diff.facts import side_number
-from analyzer.fmt import safe_text, short_name
+from analyzer.fmt import finite, safe_text, short_name
 from app_pages import state, ui
-
-
-def _finite(x) -> bool:
-    try:
-        return math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
 
 
 def _force_diff() -> None:
@@ -107,7 +98,7 @@ def summary_table(d) -> pd.DataFrame:
         factor = ui.cell(h.get("condition_factor"), "{:.3f}")
         cols[cd.label] = {
             "kernels/step": f"{cd.base.kernels_per_step} → {cd.run.kernels_per_step}",
-            "GPU time/step": ui.fmt_us(cd.run.gpu_time_us_per_step) + (f" ({ui.fmt_pct(pct)})" if _finite(pct) else ""),
+            "GPU time/step": ui.fmt_us(cd.run.gpu_time_us_per_step) + (f" ({ui.fmt_pct(pct)})" if finite(pct) else ""),
             "CUDA-event time": ui.cell(cand_ev, "{:,.1f} µs"),
             "speed-up (CUDA events)": ui.cell(base_ev / cand_ev if base_ev and cand_ev else None, "{:.2f}×"),
             "HBM bytes avoided/step (est.)": ui.fmt_bytes(cd.hbm_bytes_avoided_per_step),
@@ -151,7 +142,7 @@ def headline(d, label: str | None = None) -> None:
     )
     gpu_b, gpu_c = b.gpu_time_us_per_step, c.gpu_time_us_per_step
     # runs recorded under other GPU conditions: the metric shows the candidate normalised (analyzer.diff.comparability)
-    norm = h.get("comparability") == "skewed" and _finite(h.get("normalised_gpu_time_change_pct"))
+    norm = h.get("comparability") == "skewed" and finite(h.get("normalised_gpu_time_change_pct"))
     calls = (h.get("spread") or {}).get("calls") or {}
     pct = h.get("normalised_gpu_time_change_pct" if norm else "gpu_time_change_pct")
     call = calls.get("gpu_time_normalised" if norm else "gpu_time")
@@ -159,7 +150,7 @@ def headline(d, label: str | None = None) -> None:
         "GPU time per step" + (" (normalised)" if norm else ""),
         ui.fmt_us(cd.normalised_gpu_time_us_per_step if norm else gpu_c),
         delta=f"{ui.fmt_pct(pct)} vs {ui.fmt_us(gpu_b)}" + (" · a tie" if call == "tie" else "")
-        if _finite(pct)
+        if finite(pct)
         else None,
         delta_color="off" if call == "tie" else "inverse",
         help="Sum of GPU kernel durations per step, median over steady-state steps (measured). A tie: the two runs' "
@@ -197,7 +188,7 @@ def headline_markdown(d, label: str | None = None) -> str:
     b, c = cd.base, cd.run
     h = cd.headline()
     pct = h.get("gpu_time_change_pct")
-    change = f" ({ui.fmt_pct(pct)} vs {ui.fmt_us(b.gpu_time_us_per_step)})" if _finite(pct) else ""
+    change = f" ({ui.fmt_pct(pct)} vs {ui.fmt_us(b.gpu_time_us_per_step)})" if finite(pct) else ""
     lines = [
         f"**{cd.label} vs {cd.base_label}** (per step, median over steady-state steps)",
         "",
@@ -285,7 +276,7 @@ def fusion_card(f) -> None:
             help=f"{f.bytes_avoided_per_step:,.0f} B per step",
         )
         c[2].metric("kernel time", f"{f.base_time_us_per_step:,.1f} → {f.candidate_time_us_per_step:,.1f} µs")
-        if _finite(f.base_gbps) and _finite(f.candidate_gbps):
+        if finite(f.base_gbps) and finite(f.candidate_gbps):
             c[3].metric("achieved GB/s (est.)", f"{f.base_gbps:,.0f} → {f.candidate_gbps:,.0f}")
         if getattr(f, "bytes_note", ""):
             st.caption(f"bytes avoided: {ui.esc(f.bytes_note)}")
@@ -313,12 +304,12 @@ def fusion_groups(cd) -> None:
     fold into one table; swaps and kernel choices as a table below."""
     if not cd.fusions:
         st.info("No fusion groups: no candidate kernel replaced several baseline kernels.")
-    ranked = sorted(cd.fusions, key=lambda f: -(f.time_saved_us_per_step if _finite(f.time_saved_us_per_step) else 0))
+    ranked = sorted(cd.fusions, key=lambda f: -(f.time_saved_us_per_step if finite(f.time_saved_us_per_step) else 0))
     for f in ranked[:CARDS]:
         fusion_card(f)
     if len(ranked) > CARDS:
         small = ranked[CARDS:]
-        saved = sum(f.time_saved_us_per_step for f in small if _finite(f.time_saved_us_per_step))
+        saved = sum(f.time_saved_us_per_step for f in small if finite(f.time_saved_us_per_step))
         with st.expander(f"{len(small)} smaller fusion groups ({saved:,.1f} µs saved per step together)"):
             st.dataframe(
                 pd.DataFrame(

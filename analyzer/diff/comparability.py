@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from analyzer.fmt import finite
 from analyzer.steps import spread_range  # noqa: F401  (re-exported: one rule for every shown spread)
 
 MIN_TOLERANCE_PCT = 3.0  # clock/power drift below this is normal between two recordings on one H100
@@ -78,7 +79,7 @@ class Comparability:
 
     def normalise(self, us: float | None) -> float | None:
         """A candidate time as if recorded under the baseline's conditions (us / factor); None if not checkable."""
-        if us is None or self.factor is None or not _finite(us):
+        if us is None or self.factor is None or not finite(us):
             return None
         return float(us) / self.factor
 
@@ -400,10 +401,3 @@ def _unchecked(reason: str, spreads: dict, steps: list[int]) -> Comparability:
         control_share=0.0,
         steps=steps,
     )
-
-
-def _finite(x) -> bool:
-    try:
-        return math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False

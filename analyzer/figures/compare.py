@@ -9,7 +9,6 @@ Every figure is in the FuseLens slide theme and titled with the GPU, workload, s
 
 from __future__ import annotations
 
-import html
 import math
 
 import plotly.graph_objects as go
@@ -23,22 +22,11 @@ from analyzer.figures.theme import (
     SAVED_COLOR,
     TEMPLATE,
     chart_title,
-    fmt_bytes,
-    fmt_us,
     label,
     run_color,
     wrap,
 )
-
-
-def _esc(s) -> str:
-    import html
-
-    return html.escape(str(s), quote=False)
-
-
-def _saved(us: float) -> str:
-    return f"{fmt_us(-us)} slower" if us < 0 else f"{fmt_us(us)} saved"
+from analyzer.fmt import fmt_bytes, fmt_saved, fmt_us, html_text
 
 
 def _title(diff, title: str) -> dict:
@@ -50,7 +38,7 @@ def category_time_figure(diff) -> go.Figure:
     (gaps inside the step's GPU span) in light grey. µs per step, medians over steady-state steps."""
     cats = diff.categories()
     runs = [r.label for r in diff.runs]
-    y = [_esc(r) for r in runs]
+    y = [html_text(r) for r in runs]
     fig = go.Figure()
     order = list(dict.fromkeys(cats["category"].tolist()))
     for cat in order:
@@ -60,12 +48,12 @@ def category_time_figure(diff) -> go.Figure:
         fig.add_bar(
             y=y,
             x=x,
-            name=_esc(cat),
+            name=html_text(cat),
             orientation="h",
             marker_color=CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"]),
             customdata=[[c, fmt_us(v)] for c, v in zip(n, x, strict=True)],
             hovertemplate="%{y}<br>"
-            + _esc(cat)
+            + html_text(cat)
             + ": %{customdata[1]} per step, %{customdata[0]:.0f} GPU ops<extra></extra>",
         )
     idle = [r.idle_us_per_step if math.isfinite(r.idle_us_per_step) else 0.0 for r in diff.runs]
@@ -80,7 +68,7 @@ def category_time_figure(diff) -> go.Figure:
     for r in diff.runs:
         total = r.gpu_time_us_per_step
         fig.add_annotation(
-            y=_esc(r.label),
+            y=html_text(r.label),
             x=(total if math.isfinite(total) else 0) + (r.idle_us_per_step if math.isfinite(r.idle_us_per_step) else 0),
             text=f"  {fmt_us(total)} · {r.kernels_per_step} kernels",
             showarrow=False,
@@ -114,7 +102,7 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
     )
     if not rows:
         fig.add_annotation(
-            text=f"no fusion groups: {_esc(cd.label)} runs the same kernels' work as {_esc(cd.base_label)}",
+            text=f"no fusion groups: {html_text(cd.label)} runs the same kernels' work as {html_text(cd.base_label)}",
             showarrow=False,
             xref="paper",
             yref="paper",
@@ -138,7 +126,7 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
     common = dict(orientation="h", y=names, customdata=hover_rep)
     fig.add_bar(
         x=base_t,
-        name=_esc(cd.base_label),
+        name=html_text(cd.base_label),
         marker_color=BASELINE_COLOR,
         legendgroup="b",
         hovertemplate="%{y}<br>replaces:<br>%{customdata}<br>baseline: %{x:,.1f} µs<extra></extra>",
@@ -148,7 +136,7 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
     )
     fig.add_bar(
         x=cand_t,
-        name=_esc(cd.label),
+        name=html_text(cd.label),
         marker_color=run_color(1 + diff.candidates.index(cd)),
         legendgroup="c",
         hovertemplate="%{y}<br>candidate: %{x:,.1f} µs<extra></extra>",
@@ -158,7 +146,7 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
     )
     fig.add_bar(
         x=[b if math.isfinite(b) else None for b in base_b],
-        name=_esc(cd.base_label),
+        name=html_text(cd.base_label),
         marker_color=BASELINE_COLOR,
         legendgroup="b",
         showlegend=False,
@@ -169,7 +157,7 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
     )
     fig.add_bar(
         x=[b if math.isfinite(b) else None for b in cand_b],
-        name=_esc(cd.label),
+        name=html_text(cd.label),
         marker_color=run_color(1 + diff.candidates.index(cd)),
         legendgroup="c",
         showlegend=False,
@@ -184,7 +172,7 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
         title=_title(
             diff,
             f"Fusion groups: {cd.label} vs {cd.base_label} — {fmt_bytes(cd.hbm_bytes_avoided_per_step)} HBM traffic "
-            f"avoided, {_saved(cd.time_saved_us_per_step)} per step",
+            f"avoided, {fmt_saved(cd.time_saved_us_per_step)} per step",
         ),
         height=max(360, 170 + 80 * max(len(rows), 1)),
     )
@@ -211,8 +199,8 @@ def time_breakdown_figure(diff, label_: str | None = None) -> go.Figure:
         ("added<br>kernels", tb["added_kernels_us"]),
     ]
     # run labels wrapped onto up to 3 lines, never cut ('geglu_compile_bf16' stays whole, on screen and in the PNG)
-    x = [wrap(html.escape(cd.base_label, quote=False), 14)] + [s[0] for s in steps]
-    x += [wrap(html.escape(cd.label, quote=False), 14)]
+    x = [wrap(html_text(cd.base_label), 14)] + [s[0] for s in steps]
+    x += [wrap(html_text(cd.label), 14)]
     if x[-1] == x[0]:
         x[-1] += " "  # a category axis merges equal labels
     y = [tb["base_kernel_time_us"]] + [-v for _, v in steps] + [tb["candidate_kernel_time_us"]]

@@ -7,11 +7,10 @@ light segment: launch-bound runs show it at once.
 
 from __future__ import annotations
 
-import html
-
 import plotly.graph_objects as go
 
 from analyzer.figures.timeline import CATEGORY_COLORS
+from analyzer.fmt import html_text
 from analyzer.schema import CATEGORIES
 
 IDLE_COLOR = "#E4E7EB"
@@ -19,7 +18,7 @@ IDLE_COLOR = "#E4E7EB"
 
 def category_figure(runs: list[tuple[str, dict]], *, title: str = "", template: str | None = None) -> go.Figure:
     """`runs`: (label, Summary.per_step). Bars in the given order, top to bottom; segments in schema category order."""
-    labels = [html.escape(str(label)) for label, _ in runs]
+    labels = [html_text(label) for label, _ in runs]
     present = [c for c in CATEGORIES if any((ps.get("by_category") or {}).get(c) for _, ps in runs)]
     extra = sorted({c for _, ps in runs for c in (ps.get("by_category") or {}) if c not in CATEGORIES})
     fig = go.Figure()
@@ -34,10 +33,10 @@ def category_figure(runs: list[tuple[str, dict]], *, title: str = "", template: 
                 y=labels,
                 x=xs,
                 orientation="h",
-                name=html.escape(cat),
+                name=html_text(cat),
                 marker=dict(color=CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"]), line=dict(width=0)),
                 customdata=[[c if c is not None else float("nan")] for c in counts],
-                hovertemplate=f"<b>%{{y}}</b> · {html.escape(cat)}<br>%{{x:,.1f}} µs per step · %{{customdata[0]:,.0f}} ops<extra></extra>",
+                hovertemplate=f"<b>%{{y}}</b> · {html_text(cat)}<br>%{{x:,.1f}} µs per step · %{{customdata[0]:,.0f}} ops<extra></extra>",
                 text=[f"{x:,.0f}" if x > 0 else "" for x in xs],
                 textposition="inside",
                 insidetextanchor="middle",

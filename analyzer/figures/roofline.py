@@ -8,13 +8,12 @@ kernels (0 FLOPs) cannot sit on a log axis; `roofline_points` reports them so th
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from analyzer.figures.timeline import CATEGORY_COLORS
+from analyzer.fmt import html_text
 from analyzer.gpus import GpuSpec
 from analyzer.ops import dtypes as dt
 
@@ -63,9 +62,9 @@ def _hover(p: pd.DataFrame, bytes_column: str = "bytes_per_call") -> list[str]:
     ].itertuples(index=False, name=None):
         nm = str(name)
         nm = nm if len(nm) <= 100 else nm[:99] + "…"
-        lines = [f"<b>{html.escape(nm)}</b>", f"run {html.escape(str(run))}"]
+        lines = [f"<b>{html_text(nm)}</b>", f"run {html_text(run)}"]
         if op:
-            lines.append(f"op {html.escape(str(op))} {html.escape(str(shapes))[:140]}")
+            lines.append(f"op {html_text(op)} {html_text(shapes, 140)}")
         lines.append(f"{ai:,.1f} {per} · {tf:,.1f} TFLOP/s · {gbps:,.0f} GB/s")
         peaks = [f"{v:,.0f}% of peak {what}" for v, what in ((pfl, "FLOP/s"), (pbw, "BW")) if np.isfinite(v)]
         if peaks:
@@ -112,7 +111,7 @@ def roofline_figure(
             # The hover still gives the true intensity.
             shift = 10 ** (DODGE_DECADES * (i - (n_runs - 1) / 2))
             gemm_pts.extend(
-                (float(a) * shift, float(t), f"{html.escape(str(label))} · {u:,.0f} µs/step")
+                (float(a) * shift, float(t), f"{html_text(label)} · {u:,.0f} µs/step")
                 for a, t, u in p.loc[p["category"] == "gemm", ["ai", "tflops", "time_us_per_step"]].itertuples(
                     index=False, name=None
                 )
@@ -122,7 +121,7 @@ def roofline_figure(
                     x=p["ai"] * shift,
                     y=p["tflops"],
                     mode="markers",
-                    name=html.escape(str(label)),
+                    name=html_text(label),
                     legendgroup=group,
                     showlegend=False,
                     marker=dict(
@@ -142,7 +141,7 @@ def roofline_figure(
                     x=[None],
                     y=[None],
                     mode="markers",
-                    name=html.escape(str(label)),
+                    name=html_text(label),
                     legendgroup=group,
                     legendgrouptitle_text="run" if i == 0 else None,
                     marker=dict(symbol=symbol, size=12, color="#CBD2D9", line=dict(color="#1F2933", width=1.2)),
@@ -171,7 +170,7 @@ def roofline_figure(
                     x=[None],
                     y=[None],
                     mode="markers",
-                    name=html.escape(str(cat)),
+                    name=html_text(cat),
                     legendgroup="categories",
                     legendgrouptitle_text="category" if j == 0 else None,
                     marker=dict(symbol="square", size=12, color=CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"])),
@@ -233,7 +232,7 @@ def roofline_figure(
             parts.append(f"copy {copy_gbps:,.0f} GB/s")
         if mm_tflops:
             ys = np.minimum(ys, mm_tflops)
-            parts.append(f"{html.escape(str(measured.get('matmul_dtype') or ''))} matmul {mm_tflops:,.0f} TFLOP/s")
+            parts.append(f"{html_text(measured.get('matmul_dtype') or '')} matmul {mm_tflops:,.0f} TFLOP/s")
         fig.add_trace(
             go.Scatter(
                 x=xs,

@@ -11,12 +11,10 @@ the GPU, workload, shapes and dtype in a subtitle line under the title.
 
 from __future__ import annotations
 
-import html
-
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from analyzer.fmt import fmt_bytes, fmt_us, short_name  # noqa: F401  (re-exported: charts read like the report)
+from analyzer.fmt import fmt_bytes, fmt_us, html_text, short_name  # noqa: F401  (re-exported: charts read like the report)
 
 FONT = "Inter, Helvetica Neue, Helvetica, Arial, sans-serif"
 INK = "#1F2933"  # text: near-black, softer than #000 on a projector
@@ -75,7 +73,7 @@ def subtitle_text(
     """'NVIDIA H100 80GB HBM3 · GEGLU MLP · 64×128 tokens, d=768 → 3072 · bf16' (missing facts left out; each
     escaped: they can come from an uploaded file)."""
     parts = [str(p) for p in (gpu, workload, shapes, dtype) if p]
-    return " · ".join(html.escape(p, quote=False) for p in parts)
+    return " · ".join(html_text(p) for p in parts)
 
 
 def chart_title(
@@ -89,10 +87,10 @@ def chart_title(
 ) -> dict:
     """A layout.title dict: the title, and under it the facts the chart rests on (or an explicit subtitle)."""
     sub = subtitle if subtitle is not None else subtitle_text(gpu, workload, shapes, dtype)
-    out = {"text": wrap(html.escape(str(title), quote=False), 72), "x": 0.0, "xanchor": "left", "xref": "paper"}
+    out = {"text": wrap(html_text(title), 72), "x": 0.0, "xanchor": "left", "xref": "paper"}
     if sub:
         out["subtitle"] = {
-            "text": html.escape(sub, quote=False) if subtitle is not None else sub,
+            "text": html_text(sub) if subtitle is not None else sub,
             "font": {"size": 14, "color": MUTED},
         }
     return out
@@ -135,7 +133,7 @@ def wrap(text: str, width: int, max_lines: int = 3) -> str:
 def label(name: str, max_chars: int = 60) -> str:
     """short_name, HTML-escaped: Plotly renders a subset of HTML in labels, so a name holding '<script>' or
     '<img onerror=…>' must reach it as text."""
-    return html.escape(short_name(name, max_chars), quote=False)
+    return html_text(short_name(name, max_chars))
 
 
 def fit_layout(fig: go.Figure) -> go.Figure:

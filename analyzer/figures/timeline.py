@@ -11,7 +11,6 @@ figure switches to WebGL line segments (go.Scattergl), which stay fluid at tens 
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +19,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from analyzer.figures.theme import CATEGORY_COLORS as _THEME_COLORS
-from analyzer.fmt import base_name, fmt_bytes, safe_text
+from analyzer.fmt import base_name, fmt_bytes, html_text, safe_text
 
 # The theme's category colours (same category, same colour in every FuseLens chart) plus one for CPU-op lanes.
 # CPU ops are violet: grey is memset's (and memcpy's), and a CPU lane must not read as a memset.
@@ -74,14 +73,6 @@ def step_view(
     return StepView(label=label, step=int(step), gpu=gpu, cpu=cpu, origin_us=origin)
 
 
-def _esc(s: object, n: int = NAME_CHARS) -> str:
-    """Names come from files users upload: escape them so Plotly's HTML-subset labels stay inert."""
-    t = "" if s is None else str(s)
-    if len(t) > n:
-        t = t[: n - 1] + "…"
-    return html.escape(t, quote=True)
-
-
 def _shapes(dims, types) -> str:
     if dims is None or (isinstance(dims, float) and np.isnan(dims)):
         return ""
@@ -125,15 +116,15 @@ def _kernel_hover(df: pd.DataFrame) -> list[str]:
         ]
     ].itertuples(index=False, name=None)
     for name, op, dims, types, dur, s, nbytes, gbps, cat, lib, stream in cols:
-        lines = [f"<b>{_esc(name)}</b>"]
+        lines = [f"<b>{html_text(name)}</b>"]
         if op:
             shp = _shapes(dims, types)
-            lines.append(f"op: {_esc(op, 60)}" + (f"  {_esc(shp, 140)}" if shp else ""))
+            lines.append(f"op: {html_text(op, 60)}" + (f"  {html_text(shp, 140)}" if shp else ""))
         lines.append(f"duration {dur:,.1f} µs · start +{s:,.1f} µs")
         bw = f" · {gbps:,.0f} GB/s achieved" if np.isfinite(gbps) else ""
         if np.isfinite(nbytes):
             lines.append(f"bytes {fmt_bytes(nbytes)} (estimate){bw}")
-        lines.append(f"{_esc(cat, 30)}" + (f" · {_esc(lib, 30)}" if lib else "") + f" · stream {stream}")
+        lines.append(f"{html_text(cat, 30)}" + (f" · {html_text(lib, 30)}" if lib else "") + f" · stream {stream}")
         out.append("<br>".join(lines))
     return out
 
@@ -144,9 +135,9 @@ def _cpu_hover(df: pd.DataFrame) -> list[str]:
         index=False, name=None
     ):
         shp = _shapes(dims, types)
-        lines = [f"<b>{_esc(name)}</b>"]
+        lines = [f"<b>{html_text(name)}</b>"]
         if shp:
-            lines.append(_esc(shp, 140))
+            lines.append(html_text(shp, 140))
         lines.append(f"CPU {dur:,.1f} µs · start +{s:,.1f} µs")
         out.append("<br>".join(lines))
     return out
@@ -186,7 +177,7 @@ def _merge_small(df: pd.DataFrame, bin_us: float) -> pd.DataFrame:
     # The three names holding most time inside a merged bar, for its hover.
     top = many.groupby(["_key", "name"], sort=False)["dur_us"].agg(["size", "sum"]).reset_index()
     top = top.sort_values("sum", ascending=False, kind="stable").groupby("_key", sort=False).head(3)
-    top["t"] = top["size"].astype(str) + "× " + top["name"].map(lambda x: _esc(x, 70))
+    top["t"] = top["size"].astype(str) + "× " + top["name"].map(lambda x: html_text(x, 70))
     agg["t"] = top.groupby("_key", sort=False)["t"].agg("<br>  ".join)
     agg["dur_us"] = agg["e"] - agg["s"]
     agg["hover"] = (
@@ -279,7 +270,7 @@ def bars_frame(
     names = df["name"].fillna("") if "name" in df else pd.Series("", index=df.index)
     ops = df["ops"].fillna("") if "ops" in df else pd.Series("", index=df.index)
     df["text"] = [
-        f"{int(n)}×" if n > 1 else _esc(short_label(nm, "" if k == "cpu op" else op), 40)
+        f"{int(n)}×" if n > 1 else html_text(short_label(nm, "" if k == "cpu op" else op), 40)
         for n, nm, op, k in zip(df["n"], names, ops, df["category"], strict=True)
     ]
     if sequence:  # slots in launch order within each run (hover computed above from real times)
@@ -324,7 +315,7 @@ def timeline_figure(
     titles = []
     for v in views:
         k = len(v.gpu)
-        titles.append(f"<b>{_esc(v.label, 40)}</b> · step {v.step} · {k:,} GPU ops · GPU span {v.span_us:,.1f} µs")
+        titles.append(f"<b>{html_text(v.label, 40)}</b> · step {v.step} · {k:,} GPU ops · GPU span {v.span_us:,.1f} µs")
     fig = make_subplots(
         rows=n_rows,
         cols=1,
