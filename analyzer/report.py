@@ -201,12 +201,7 @@ def _card(diff, cd) -> tuple[str, list[str]]:
             if norm is not None
             else ""
         ),
-        f"GPU busy per step: {fmt_us_spread(b.gpu_busy_us_per_step, b.step_range('gpu_busy_us'))} → "
-        f"{fmt_us_spread(r.gpu_busy_us_per_step, r.step_range('gpu_busy_us'))} ({fmt_pct(h.get('gpu_busy_change_pct'))}); "
-        f"step span {fmt_us_spread(b.span_us_per_step, b.step_range('span_us'))} → "
-        f"{fmt_us_spread(r.span_us_per_step, r.step_range('span_us'))} ({fmt_pct(h.get('span_change_pct'))}); "
-        f"idle {fmt_us_spread(b.idle_us_per_step, b.step_range('idle_us'))} → "
-        f"{fmt_us_spread(r.idle_us_per_step, r.step_range('idle_us'))}",
+        cd.step_times_text(),
         f"kernel time of the replaced vs replacing kernels: {fmt_saved(cd.time_saved_us_per_step)} per step",
     ]
     n = sum(f.count_per_step for f in cd.fusions)

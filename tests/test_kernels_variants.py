@@ -231,21 +231,26 @@ def test_shape_sweep_verdicts_and_merge():
     assert merged["runs"][-1]["commit"] == "c"
 
 
-def test_committed_shape_sweep_verdicts_recompute():
-    """The committed H100 shape sweep (bench/results/kernels_h100_80gb_hbm3.json, run r1) re-judged here: each row's
-    verdict, ratios and fastest peer follow from its own timings, and the issue's eight rows are all WIN or TIE."""
+@pytest.mark.parametrize("gpu, losses", [("h100_80gb_hbm3", {"hf-swiglu-fp32"}), ("h200", {"unaligned-bf16"})])
+def test_committed_shape_sweep_verdicts_recompute(gpu, losses):
+    """The committed shape sweeps (bench/results/kernels_<gpu>.json, runs r1 on the H100 and r2 on the H200)
+    re-judged here: each row's verdict and fastest peer follow from its own timings; fuselens is WIN or TIE on every
+    row but one per card, both on the cuBLAS + gating path and within 1% of compile (H100 fp32 HF SwiGLU 2512.5 vs
+    2509.7 us; H200 77 x 1001 -> 3000 bf16 60.5 vs 60.0 us: docs/KERNELS.md, Open)."""
     import copy
     import json
     from pathlib import Path
 
     from kernels.lab import shapes
 
-    res = json.loads((Path(__file__).parent.parent / "bench/results/kernels_h100_80gb_hbm3.json").read_text())
+    res = json.loads((Path(__file__).parent.parent / f"bench/results/kernels_{gpu}.json").read_text())
     rows = {r["id"]: r for r in res["shapes"]}
+    assert {r[0] for r in shapes.SHAPE_SETS["llm-all"]} <= set(rows)
     for row in rows.values():
         again = copy.deepcopy(row)
         shapes.judge(again)
         assert (again["verdict"], again.get("fastest_peer")) == (row["verdict"], row.get("fastest_peer")), row["id"]
-    issue_rows = [r[0] for r in shapes.LLM_ROWS]
-    assert {rows[i]["verdict"] for i in issue_rows} <= {"WIN", "TIE"}
+    assert {i for i, r in rows.items() if r["verdict"] == "LOSS"} == losses
+    for i in losses:
+        assert rows[i]["variants"]["fuselens"]["path"] == "gating" and rows[i]["x_fastest_peer"] < 1.01
     assert rows["hf-geglu-bf16"]["variants"]["fuselens"]["path"] == "dual_gemm"

@@ -17,7 +17,6 @@ from analyzer.fmt import (
     fmt_pct,
     fmt_range,
     fmt_us,
-    fmt_us_spread,
     json_text,
     safe_block,
     safe_text,
@@ -102,16 +101,7 @@ def text_lines(diff) -> list[str]:
                 else ""
             )
         )
-        busy_call = " ".join(x for x in (fmt_pct(h.get("gpu_busy_change_pct")), calls.get("gpu_busy")) if x)
-        span_call = " ".join(x for x in (fmt_pct(h.get("span_change_pct")), calls.get("span")) if x)
-        out.append(
-            f"  GPU busy/step {fmt_us_spread(b.gpu_busy_us_per_step, b.step_range('gpu_busy_us'))} → "
-            f"{fmt_us_spread(r.gpu_busy_us_per_step, r.step_range('gpu_busy_us'))} ({busy_call})"
-            f" · step span {fmt_us_spread(b.span_us_per_step, b.step_range('span_us'))} → "
-            f"{fmt_us_spread(r.span_us_per_step, r.step_range('span_us'))} ({span_call})"
-            f" · idle {fmt_us_spread(b.idle_us_per_step, b.step_range('idle_us'))} → "
-            f"{fmt_us_spread(r.idle_us_per_step, r.step_range('idle_us'))}"
-        )
+        out.append("  " + cd.step_times_text())
         ev = h.get("cuda_event_time_us_per_step") or [None, None]
         if ev[0] is not None and ev[1] is not None:
             eb, ec = sp.get("cuda_event_time_us_per_step") or [None, None]

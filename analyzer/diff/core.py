@@ -38,7 +38,18 @@ from analyzer.diff.match import (
 )
 from analyzer.dram import predict_step
 from analyzer.errors import DiffError
-from analyzer.fmt import clean_json, file_label, finite, fmt_bytes, fmt_us, safe_text, short_name, unique_label
+from analyzer.fmt import (
+    clean_json,
+    file_label,
+    finite,
+    fmt_bytes,
+    fmt_pct,
+    fmt_us,
+    fmt_us_spread,
+    safe_text,
+    short_name,
+    unique_label,
+)
 from analyzer.ops import names
 from analyzer.ops.tensors import shape_text
 from analyzer.schema import CATEGORIES
@@ -393,6 +404,26 @@ class CandidateDiff:
             calls["cuda_events"] = _call(_saved_range(*ev))
         out["calls"] = calls
         return out
+
+    def step_times_text(self) -> str:
+        """GPU busy time, step span and idle per step, base → candidate, each median with its spread over the
+        steady steps, and the busy and span changes with their call: the same line in the CLI and the report."""
+        b, c, h = self.base, self.run, self.headline()
+        calls = (h.get("spread") or {}).get("calls") or {}
+
+        def change(pct_key: str, call_key: str) -> str:
+            return " ".join(x for x in (fmt_pct(h.get(pct_key)), calls.get(call_key)) if x)
+
+        def side(run, value: float, key: str) -> str:
+            return fmt_us_spread(value, run.step_range(key))
+
+        return (
+            f"GPU busy/step {side(b, b.gpu_busy_us_per_step, 'gpu_busy_us')} → "
+            f"{side(c, c.gpu_busy_us_per_step, 'gpu_busy_us')} ({change('gpu_busy_change_pct', 'gpu_busy')}) · "
+            f"step span {side(b, b.span_us_per_step, 'span_us')} → {side(c, c.span_us_per_step, 'span_us')} "
+            f"({change('span_change_pct', 'span')}) · idle {side(b, b.idle_us_per_step, 'idle_us')} → "
+            f"{side(c, c.idle_us_per_step, 'idle_us')}"
+        )
 
     def lead_lines(self) -> list[str]:
         """The first lines of every view of this candidate (CLI, report card, Compare): the GPU conditions'

@@ -330,61 +330,64 @@ def to_markdown(res: dict) -> str:
     ]
     for k, v in c["cublas_mlp_shapes"].items():
         out.append(f"- cuBLAS {k}: {v['us']:.1f} µs ({v['tflops']:.0f} TFLOP/s)")
-    out += [
-        "",
-        "## Gating kernel act(gate) * up (8192 x 3072)",
-        "",
-        "| act | dtype | impl | µs | GB/s | % of copy | floor µs | µs after a zeroing (dirty) flush | rel err |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in res.get("gating", []):
-        out.append(
-            f"| {r['activation']} | {r['dtype']} | {r['impl']} | {r['us']:.1f} | {r['gbps']:.0f} | {r['pct_copy']:.1f} | {r['floor_us']:.1f} | {r['us_dirty_l2']:.1f} | {r['rel_err']:.1e} |"
-        )
-    out += [
-        "",
-        "Each µs is the mean of two passes' medians (`us_passes` in the JSON); their difference is the noise floor.",
-        "",
-        "### Gating kernel inside the HF GEGLU forward (profiler trace, 20 forwards, no flush)",
-        "",
-        "| variant | kernel | calls | median µs |",
-        "|---|---|---:|---:|",
-    ]
-    for r in res.get("gating_in_forward", []):
-        if "kernel" in r:
-            out.append(f"| {r['variant']} | `{r['kernel'][:70]}` | {r['calls']} | {r['median_us']:.1f} |")
-    out += [
-        "",
-        "## MLP forward",
-        "",
-        "µs: GPU time per forward (launches queued ahead, kernels.lab.timing). Launch-bound µs (decode rows): one forward"
-        " at a time from the host, launch overhead included. CUDA graph µs: the forward captured once and replayed.",
-        "",
-        "| workload | dtype | tokens | variant | µs | × compile | launch-bound µs | CUDA graph µs | compute floor µs"
-        " | × floor | rel err | note |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    compile_us = {
-        (r["workload"], r["dtype"], r["tokens"]): r.get("us") for r in res.get("mlp", []) if r["variant"] == "compile"
-    }
-    for r in res.get("mlp", []):
-        us = r.get("us")
-        note = r.get("skipped") or r.get("error") or r.get("graph_error") or ""
-        ratio = us / r["floor_us"] if us else None
-        cu = compile_us.get((r["workload"], r["dtype"], r["tokens"]))
-        vs_compile = us / cu if us and cu else None
-        out.append(
-            f"| {r['workload']} | {r['dtype']} | {r['tokens']} | {r['variant']} | {_fmt(us)} | {_fmt(vs_compile, '.2f')}"
-            f" | {_fmt(r.get('launch_bound_us'))} | {_fmt(r.get('graph_us'))} | {r['floor_us']:.1f}"
-            f" | {_fmt(ratio, '.2f')} | {_fmt(r.get('rel_err'), '.1e')} | {note[:120]} |"
-        )
-    out += ["", "## Targets (issue 4), judged from the numbers above", ""]
-    out += [f"- {_VERDICTS[ok]}: {text}" for ok, text in targets(res)]
-    out += [
-        "",
-        "(A 'faster than' target counts as MET only when the lead exceeds the pass-to-pass spread; a difference within"
-        " that spread is a TIE, and MISSED means behind by more than it.)",
-    ]
+    if res.get("gating") or res.get("mlp"):  # a shape-sweep-only file (another GPU) has neither
+        out += [
+            "",
+            "## Gating kernel act(gate) * up (8192 x 3072)",
+            "",
+            "| act | dtype | impl | µs | GB/s | % of copy | floor µs | µs after a zeroing (dirty) flush | rel err |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in res.get("gating", []):
+            out.append(
+                f"| {r['activation']} | {r['dtype']} | {r['impl']} | {r['us']:.1f} | {r['gbps']:.0f} | {r['pct_copy']:.1f} | {r['floor_us']:.1f} | {r['us_dirty_l2']:.1f} | {r['rel_err']:.1e} |"
+            )
+        out += [
+            "",
+            "Each µs is the mean of two passes' medians (`us_passes` in the JSON); their difference is the noise floor.",
+            "",
+            "### Gating kernel inside the HF GEGLU forward (profiler trace, 20 forwards, no flush)",
+            "",
+            "| variant | kernel | calls | median µs |",
+            "|---|---|---:|---:|",
+        ]
+        for r in res.get("gating_in_forward", []):
+            if "kernel" in r:
+                out.append(f"| {r['variant']} | `{r['kernel'][:70]}` | {r['calls']} | {r['median_us']:.1f} |")
+        out += [
+            "",
+            "## MLP forward",
+            "",
+            "µs: GPU time per forward (launches queued ahead, kernels.lab.timing). Launch-bound µs (decode rows): one forward"
+            " at a time from the host, launch overhead included. CUDA graph µs: the forward captured once and replayed.",
+            "",
+            "| workload | dtype | tokens | variant | µs | × compile | launch-bound µs | CUDA graph µs | compute floor µs"
+            " | × floor | rel err | note |",
+            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        compile_us = {
+            (r["workload"], r["dtype"], r["tokens"]): r.get("us")
+            for r in res.get("mlp", [])
+            if r["variant"] == "compile"
+        }
+        for r in res.get("mlp", []):
+            us = r.get("us")
+            note = r.get("skipped") or r.get("error") or r.get("graph_error") or ""
+            ratio = us / r["floor_us"] if us else None
+            cu = compile_us.get((r["workload"], r["dtype"], r["tokens"]))
+            vs_compile = us / cu if us and cu else None
+            out.append(
+                f"| {r['workload']} | {r['dtype']} | {r['tokens']} | {r['variant']} | {_fmt(us)} | {_fmt(vs_compile, '.2f')}"
+                f" | {_fmt(r.get('launch_bound_us'))} | {_fmt(r.get('graph_us'))} | {r['floor_us']:.1f}"
+                f" | {_fmt(ratio, '.2f')} | {_fmt(r.get('rel_err'), '.1e')} | {note[:120]} |"
+            )
+        out += ["", "## Targets (issue 4), judged from the numbers above", ""]
+        out += [f"- {_VERDICTS[ok]}: {text}" for ok, text in targets(res)]
+        out += [
+            "",
+            "(A 'faster than' target counts as MET only when the lead exceeds the pass-to-pass spread; a difference within"
+            " that spread is a TIE, and MISSED means behind by more than it.)",
+        ]
     from kernels.lab import shapes
 
     out += shapes.to_markdown(res.get("shapes", []), res.get("shape_ceilings_tflops", {}))

@@ -71,7 +71,7 @@ def fuselens_dual_gemm_glu_ptr_kernel(
 
 
 # Two B tiles per step: 128 x 128 x 64 with 3 stages = (16 + 16 + 16) KB x 3 = 144 KB of shared memory (H100: 227 KB).
-# Decode tiles (M <= 64) and the M-based pruning are gemm_act's.
+# Decode tiles (M <= 64) and the M-based pruning: kernels.ops.gemm_common.
 CONFIGS_LARGE_M = [
     ptr_config(128, 128, 64, 3, 8),
     ptr_config(128, 128, 64, 4, 8),
