@@ -91,7 +91,7 @@ def strings(obj) -> list[str]:
 
 def broken_set(folder: Path) -> dict[str, Path]:
     """Damaged files derived from the bundled HF GEGLU recordings (real GPU traces, damaged the ways users' files
-    are): a trace cut at 30 % (gzip; 3 profiler steps, no GPU op), one whose kernel durations are strings, a runner manifest with
+    are): a trace cut before its first kernel event (gzip; no GPU op), one whose kernel durations are strings, a runner manifest with
     `"median_us": "abc"` and an eager.ncu.json with `"dram_bytes_read": "abc"`. Returns {role: path}."""
     import gzip
     import json
@@ -99,7 +99,11 @@ def broken_set(folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     raw = gzip.decompress((HF / "compile.json.gz").read_bytes())
     out = {"truncated": folder / "truncated_half.json.gz"}
-    out["truncated"].write_bytes(gzip.compress(raw[: int(len(raw) * 0.3)]))  # 3 steps, no GPU op kept
+    first = min(
+        i for i in (raw.find(f'"cat": "{c}"'.encode()) for c in ("kernel", "gpu_memset", "gpu_memcpy")) if i >= 0
+    )
+    cut = raw.rfind(b"{", 0, first)  # cut before the first GPU event: no GPU op kept
+    out["truncated"].write_bytes(gzip.compress(raw[:cut]))
     doc = json.loads(raw)
     for e in doc["traceEvents"]:
         if e.get("cat") == "kernel" and "dur" in e:

@@ -66,6 +66,7 @@ def test_other_candidate_and_downloads(at):
     assert {"Download report", "Diff as JSON", "Fusion groups as CSV", "PNG", "SVG"} <= labels
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_report_and_exports_render_offline(at):
     """What the download buttons hand out: the diff's offline HTML report, and slide PNG/SVG via kaleido."""
     from analyzer import report
@@ -124,7 +125,7 @@ def test_conditions_badge_agrees_with_the_diff(at):
     assert f"GPU conditions: {c.verdict} · factor {c.factor:.3f}" in badges[0]
     assert ("red-badge" if c.verdict == "skewed" else "green-badge") in badges[0]
     captions = s.texts(at, "caption")
-    assert c.reason in captions  # the why, under the badge
+    assert any(x.startswith(c.reason) for x in captions)  # the why, under the badge (then the runner's clocks)
     assert any(x.startswith("changed kernels ") for x in captions)
     m = s.metric_values(at)
     label = "GPU time per step (normalised)" if c.verdict == "skewed" else "GPU time per step"

@@ -37,7 +37,7 @@ def test_per_run_table_has_gpu_torch_steps_kernels(at):
     assert "GPU" not in df.columns and "PyTorch" not in df.columns
     cap = " ".join(s.texts(at, "caption"))
     assert "NVIDIA H100 80GB HBM3" in cap and "PyTorch 2." in cap  # from the runner's manifest
-    assert df.loc["eager", "steps"].startswith("2 of 3")  # 3 active profiler steps, first dropped as warm-up
+    assert df.loc["eager", "steps"].startswith("15 of 16")  # 16 profiled steps (interleaved runner), first dropped
     for col in ("GPU µs/step", "launch µs"):
         assert all(_num(v) > 0 for v in df[col]), col
     # busy, span and idle: the median, then the spread over the steady steps (issue 12 bug 6), as the CLI shows them

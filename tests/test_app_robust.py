@@ -1,7 +1,7 @@
 """Issue 13's robustness items on the real app (AppTest): one odd file never breaks Compare for the others.
 
-Every damaged file is derived from the bundled H100 recordings (tests/app_support.broken_set): a trace cut at 30 %
-(3 profiler steps, no GPU op), one whose kernel durations are strings, a runner manifest with
+Every damaged file is derived from the bundled H100 recordings (tests/app_support.broken_set): a trace cut before its first
+kernel event (no GPU op), one whose kernel durations are strings, a runner manifest with
 `"median_us": "abc"`, an eager.ncu.json with `"dram_bytes_read": "abc"`.
 """
 

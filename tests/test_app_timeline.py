@@ -50,8 +50,10 @@ def test_views_are_rebased_and_fusion_is_visible():
 
     eager = analyzer.load_trace(s.HF / "eager.json.gz")
     comp = analyzer.load_trace(s.HF / "compile.json.gz")
-    step = int(eager.steps["step"].iloc[-1])
-    views = [tl.step_view("eager", eager.gpu_ops, step), tl.step_view("compile", comp.gpu_ops, step)]
+    views = [  # each run's own last step (the interleaving runner numbers them per run)
+        tl.step_view("eager", eager.gpu_ops, int(eager.steps["step"].iloc[-1])),
+        tl.step_view("compile", comp.gpu_ops, int(comp.steps["step"].iloc[-1])),
+    ]
     bars, info = tl.bars_frame(views)
     assert not info["merged"]
     for row in (0, 1):

@@ -46,6 +46,7 @@ def assert_same_trace(a, b):
 @pytest.mark.parametrize(
     "key", ["h100_bert", "mi300_triton", "legacy_resnet", "hta_cuda_graph", "b200_vllm", "hta_diff_control"]
 )
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_cached_and_uncached_loads_are_identical(key, cache_dir):
     path = TRACES[key]
     fresh = load_trace(path, cache=False)
@@ -174,6 +175,7 @@ def test_an_uncacheable_value_skips_the_store(cache_dir):
     assert not cache.entries()
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_cli_no_cache_flag_and_cache_command(cache_dir, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     src = tmp_path / "t.json.gz"

@@ -47,6 +47,7 @@ def _allowed_other(name: str) -> bool:
     return any(re.search(p, name) for p, _why in OTHER_ALLOWLIST)
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_every_real_kernel_name_has_a_category():
     names = all_real_names()
     assert len(names) > 500  # 600+ distinct names across the public traces: the collection really ran

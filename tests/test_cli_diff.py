@@ -145,24 +145,19 @@ def test_unwritable_report_exit_2(tmp_path):
     assert "cannot write the report" in line
 
 
-def test_json_states_which_time_its_change_uses(hf_paths):
+def test_json_states_which_time_its_change_uses(hf_paths, capsys):
     """Issue 12 bug 6: the change % names its time; busy and span changes sit beside it, with the same per-step
     spreads as `summary --json`'s step table."""
-    p = run_cli(hf_paths["eager"], hf_paths["liger"], "--json")
-    assert p.returncode == 0, p.stderr
-    doc = json.loads(p.stdout)
+    from analyzer.cli import main  # in process: the same code path as the subprocess tests above, no interpreter start
+
+    assert main(["diff", str(hf_paths["eager"]), str(hf_paths["liger"]), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
     assert "gpu_time_change_pct compares gpu_time_us_per_step" in doc["change_pct_basis"]
     for key, pct in (("gpu_busy_us_per_step", "gpu_busy_change_pct"), ("span_us_per_step", "span_change_pct")):
         b, c = doc[key]
         assert doc[pct] == pytest.approx(100.0 * (c - b) / b)
-    s = subprocess.run(
-        [sys.executable, "-m", "analyzer", "summary", "--json", str(hf_paths["liger"])],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    summ = json.loads(s.stdout)
+    assert main(["summary", "--json", str(hf_paths["liger"])]) == 0
+    summ = json.loads(capsys.readouterr().out)
     assert doc["span_us_per_step"][1] == pytest.approx(summ["per_step"]["span_us"])
     assert doc["spread"]["span_us_per_step"][1] == pytest.approx(summ["per_step"]["spread"]["span_us"])
     assert doc["spread"]["gpu_busy_us_per_step"][1] == pytest.approx(summ["per_step"]["spread"]["gpu_busy_us"])

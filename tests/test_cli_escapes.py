@@ -146,7 +146,7 @@ def test_ranks_text_and_json(hostile, tmp_path):
     for i in range(2):
         shutil.copy(hostile["compile"], d / f"rank{i}\u202e\x07.json.gz")
     for extra in ((), ("--json",)):
-        p = _cli("ranks", d, *extra)
+        p = _cli("ranks", d, "--workers", "1", *extra)
         assert p.returncode in (0, 2), p.stderr
         _assert_clean(p.stdout.decode(), f"ranks {extra} stdout", json_data=bool(extra))
         _assert_clean(p.stderr.decode(), f"ranks {extra} stderr")

@@ -201,3 +201,21 @@ def test_worker_count_policy(monkeypatch):
     finally:
         stop.set()
         t.join()
+
+
+def test_a_string_orjson_refuses_leaves_only_its_own_snippet_unknown():
+    """A surrogate encoded as UTF-8 bytes inside one op's 'Concrete Inputs' (found by tests/test_fuzz.py): that op's
+    value is unknown (None), every other op keeps its own, and loading never raises anything but a TraceError."""
+    from analyzer import load_trace
+
+    op = (
+        b'{"ph":"X","cat":"cpu_op","name":"aten::%s","pid":1,"tid":1,"ts":%d,"dur":10,"args":{"External id":%d,'
+        b'"Input Dims":[[2,2],[2,2]],"Input type":["float","float"],"Concrete Inputs":[%s]}}'
+    )
+    raw = (
+        b'{"traceEvents": ['
+        + b",".join([op % (b"mm", 0, 1, b'"\xed\xa0\x80",""'), op % (b"add", 20, 2, b'"","1"')])
+        + b"]}"
+    )
+    t = load_trace(raw, name="surrogate.json")
+    assert t.cpu_ops["concrete_inputs"].tolist() == [None, ["", "1"]]

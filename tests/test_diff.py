@@ -356,10 +356,17 @@ def test_json_is_strict_and_has_the_issue_keys():
 # --- when names say nothing: position and data flow; a GEMM epilogue; record_function ranges ------------------------
 
 
-def _renamed(case: str, variant: str, renames: dict[str, str], drop: str | None = None, ops: dict | None = None):
+def _renamed(
+    case: str,
+    variant: str,
+    renames: dict[str, str],
+    drop: str | None = None,
+    ops: dict | None = None,
+    ranges: dict | None = None,
+):
     """A recorded trace with some kernels renamed (and re-classified) or dropped, and launching ops renamed (`ops`):
     the INPUT changes, the code under test does not. Models a user's own @triton.jit kernel whose name names no op
-    (launched bare: no custom op around it)."""
+    (launched bare: no custom op around it). `ranges`: record_function ranges renamed the same way."""
     from analyzer.ops.classify import classify_names
 
     path = _sample(case, variant)
@@ -374,6 +381,8 @@ def _renamed(case: str, variant: str, renames: dict[str, str], drop: str | None 
     if drop:
         g = g[~g["name"].str.contains(drop, regex=False)]
     trace.gpu_ops = g
+    if ranges:
+        trace.annotations = trace.annotations.assign(name=trace.annotations["name"].map(lambda r: ranges.get(r, r)))
     return summarize(trace)
 
 
@@ -390,9 +399,14 @@ def test_opaque_user_kernel_found_by_position_and_data_flow():
 
 
 def test_opaque_dual_gemm_found_by_position():
-    # the recordings launch it under the custom op fuselens::dual_gemm_glu, which names 'gemm': a bare launch has none
+    # the recordings launch it under the custom op fuselens::dual_gemm_glu and the range fuselens::path=dual_gemm,
+    # which name 'gemm': a bare launch has neither
     cand = _renamed(
-        "hf_geglu_bf16", "fuselens", {"fuselens_dual_gemm_glu_kernel": "k0"}, ops={"fuselens::dual_gemm_glu": ""}
+        "hf_geglu_bf16",
+        "fuselens",
+        {"fuselens_dual_gemm_glu_kernel": "k0"},
+        ops={"fuselens::dual_gemm_glu": ""},
+        ranges={"fuselens::path=dual_gemm": "user range"},
     )
     cd = diff_runs(sample_summary("hf_geglu_bf16", "eager"), [cand]).candidates[0]
     assert cd.kernels_per_step == [5, 2]

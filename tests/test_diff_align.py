@@ -77,6 +77,7 @@ REAL_PAIRS = [
 
 
 @pytest.mark.parametrize(("base", "cand", "same_model"), REAL_PAIRS)
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_alignment_against_difflib(base, cand, same_model):
     a, b = codes(seq_of(base), seq_of(cand))
     want = difflib_pairs(a, b)
@@ -123,6 +124,7 @@ SAME_MODEL = [
 
 
 @pytest.mark.parametrize(("case", "variants"), SAME_MODEL)
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_every_recorded_figure_is_the_one_difflibs_alignment_gives(case, variants, monkeypatch):
     base = sample_summary(case, "eager")
     cands = [sample_summary(case, v) for v in variants]

@@ -37,6 +37,7 @@ def _inputs(M, K, N, dname, seed, n_weights):
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("dname, bias", [("fp32", True), ("fp16", True), ("bf16", True), ("bf16", False)])
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_gemm_bias_gelu(impl, shape, dname, bias):
     M, K, N = shape
     x, (w,) = _inputs(M, K, N, dname, seed=seed_of(shape, dname, bias), n_weights=1)
@@ -58,6 +59,7 @@ def test_gemm_bias_gelu(impl, shape, dname, bias):
     [("fp32", "gelu_tanh"), ("fp16", "gelu_tanh"), ("bf16", "gelu_tanh"), ("fp16", "silu"), ("bf16", "silu")]
     + ([("fp32", "silu")] if FULL else []),
 )
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_dual_gemm_gated(impl, shape, dname, act):
     M, K, N = shape
     x, (wg, wu) = _inputs(M, K, N, dname, seed=seed_of(shape, dname, act), n_weights=2)

@@ -73,6 +73,7 @@ def _reference_links(events):
 @pytest.mark.parametrize(
     "key", ["h100_bert", "h100_qwen", "mi300_bert", "legacy_resnet", "hta_diff_control", "hta_amd", "b200_vllm"]
 )
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_links_equal_a_plain_dict_join(key):
     trace = loaded_trace(TRACES[key])
     _, events = reference_events(TRACES[key])

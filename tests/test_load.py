@@ -23,6 +23,7 @@ def _x(events, cats):
 
 
 @pytest.mark.parametrize("key", sorted(TRACES))
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_every_public_trace_loads_with_reference_counts(key):
     path = TRACES[key]
     trace = loaded_trace(path)

@@ -258,6 +258,7 @@ def test_worker_results_are_compact(report):
         assert len(pickle.dumps(e)) < 100_000
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_folder_zip_and_uploads_give_identical_results(tmp_path, report):
     z = _zip_of(tmp_path, {f: (SET / f).read_bytes() for f in FILES})
     from_zip = analyze_ranks(z, labels=["hta_trace_filter"], workers=1).to_json()
@@ -266,6 +267,7 @@ def test_folder_zip_and_uploads_give_identical_results(tmp_path, report):
     assert from_zip == report.to_json() == from_up
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_one_broken_rank_fails_alone(tmp_path):
     d = tmp_path / "set"
     d.mkdir()
@@ -279,6 +281,7 @@ def test_one_broken_rank_fails_alone(tmp_path):
     _one_line(TraceError("x", f["error"]), "set/sampled_rank-1.json.gz")
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_all_ranks_broken_is_a_trace_error(tmp_path):
     d = tmp_path / "bad"
     d.mkdir()
@@ -289,6 +292,7 @@ def test_all_ranks_broken_is_a_trace_error(tmp_path):
     _one_line(ei.value, "bad:", "no rank could be analysed")
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_comparing_a_set_with_itself_changes_nothing(tmp_path, report):
     z = _zip_of(tmp_path, {f: (SET / f).read_bytes() for f in FILES}, "again.zip")
     rep = analyze_ranks([SET, z], labels=["base", "again"], workers=2, diff_rank="slowest")
@@ -302,6 +306,7 @@ def test_comparing_a_set_with_itself_changes_nothing(tmp_path, report):
     assert ("result" in d) != ("error" in d)
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_cli_json_is_valid_sorted_and_deterministic():
     cmd = [sys.executable, "-m", "analyzer", "ranks", str(SET), "--json", "--workers", "2"]
     a = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -328,6 +333,7 @@ def test_cli_text_and_missing_set_exit_codes(tmp_path):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_cli_in_process_compare_text_and_json(capsys):
     from analyzer.ranks import cli as ranks_cli
 

@@ -293,8 +293,8 @@ def _row_facts(name, op, dims, types, concrete, strides, role: str, ops, categor
     # ops from the launching op: an aten op's own name, or words of an autograd Function / custom op name
     if role in ("memop", "helper"):
         oo = frozenset()  # a memset under aten::mm does not compute an mm
-    elif op == name:  # an Inductor kernel under a cpu_op of its own name: the classifier's answer is the evidence
-        oo = no  # (a template's name also lists its inputs' producers; classify.template_ops decided)
+    elif op == name and gemm.is_template(op):  # a template's name also lists its inputs' producers: the
+        oo = no  # classifier's answer from its buffers (classify.template_ops) is the evidence, not the name again
     elif names.is_inductor_name(op):
         oo = names.inductor_ops(op)
     else:

@@ -325,7 +325,17 @@ class RawTable:
         blobs = [b for b, c in sorted(self.code_of.items(), key=operator.itemgetter(1)) if c >= 0]
         if not blobs:
             return []
-        return orjson.loads(b"[" + b",".join(blobs) + b"]")
+        try:
+            return orjson.loads(b"[" + b",".join(blobs) + b"]")
+        except orjson.JSONDecodeError:  # one snippet orjson refuses (an escaped lone surrogate "\ud800"): it alone
+            return [_loads_or_none(b) for b in blobs]  # becomes unknown, the others keep their values
+
+
+def _loads_or_none(blob: bytes):
+    try:
+        return orjson.loads(blob)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def take(objects: list, codes: np.ndarray) -> np.ndarray:

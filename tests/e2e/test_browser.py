@@ -59,7 +59,11 @@ def test_upload_compare_screenshots(tmp_path):
         metric = page.locator('[data-testid="stMetric"]', has_text="HBM bytes avoided per step")
         assert "100.7 MB" in metric.inner_text() and "100,663,296 B (estimate)" in metric.inner_text()
         assert page.locator('[data-testid="stMetric"]', has_text="Kernels per step").inner_text().count("5 → 4") == 1
-        page.get_by_text("triton_poi_fused__unsafe_view_gelu_mul_0", exact=False).first.wait_for(timeout=30_000)
+        # the fusion card's bold header (the same name also sits in the hidden "Copy as Markdown" code block above it)
+        card = page.locator(
+            '[data-testid="stMarkdownContainer"] strong', has_text="triton_poi_fused__unsafe_view_gelu_mul_0"
+        )
+        card.first.wait_for(timeout=30_000)
         _no_exceptions(page, "compare")
 
         # a chart leaves as a slide-ready PNG (kaleido on the server)
