@@ -119,6 +119,7 @@ def _hostile_trace() -> bytes:
     return gzip.compress(json.dumps(doc).encode())
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a heavy check, several seconds
 def test_hostile_names_stay_inert_text():
     at = s.upload(s.app(), ("<b>x</b>[y](javascript:z).json.gz", _hostile_trace()), BERT)
     assert not at.exception

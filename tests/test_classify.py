@@ -59,6 +59,7 @@ def test_every_real_kernel_name_has_a_category():
     assert set(got["category"]) <= set(CATEGORIES)
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a heavy check, several seconds
 def test_allowlisted_names_really_are_other_and_exist():
     names = all_real_names()
     for pattern, why in OTHER_ALLOWLIST:

@@ -222,3 +222,36 @@ def test_spread_helpers():
     assert spread_pct([5.0]) is None
     assert _weighted_median(np.array([1.0, 2.0]), np.array([1.0, 1.0])) == 1.5
     assert _weighted_median(np.array([1.0, 2.0, 9.0]), np.array([1.0, 3.0, 1.0])) == 2.0
+
+
+def _interleaved_sets() -> list:
+    from tests.conftest import SAMPLE_TRACES
+
+    out = []
+    for m in sorted(SAMPLE_TRACES.glob("*/manifest.json")):
+        doc = json.loads(m.read_text())
+        if (doc.get("profiler") or {}).get("interleaved"):
+            out.append(m.parent)
+    return out
+
+
+@pytest.mark.parametrize("folder", _interleaved_sets(), ids=lambda p: p.name)
+def test_bundled_sets_recorded_in_turns_are_comparable(folder):
+    """Every bundled sample set the interleaving runner recorded: each candidate is comparable, its identical kernels
+    within the tolerance of the baseline's (H100 round 1: 20 of 21 pairs within ±1.5%; past ±2%: plain 8192-token
+    fuselens, one control call at 1.024, and on the H200 plain h8192 compile, two calls at 1.003 and 1.030)."""
+    doc = json.loads((folder / "manifest.json").read_text())
+    names = [v["name"] for v in doc["variants"] if v.get("status") == "done"]
+    runs = [_summary(folder / f"{n}.json.gz") for n in names]
+    d = diff_runs(runs[0], runs[1:], labels=names)
+    checked = 0
+    for cd in d.candidates:
+        c = cd.comparability
+        if c.verdict == "not checkable":  # e.g. every GEMM a Triton template: said plainly, no factor
+            assert c.factor is None and c.reason
+            continue
+        assert c.verdict == "comparable", (cd.label, c.reason)
+        assert abs(c.factor - 1) * 100 <= c.tolerance_pct, (cd.label, c.factor)
+        assert cd.run.facts.get("conditions") and cd.base.facts.get("conditions")  # the runner's clock record
+        checked += 1
+    assert checked >= 1

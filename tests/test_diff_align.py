@@ -236,6 +236,7 @@ def _long_step(name: str, copies: int) -> RunSeq:
     return RunSeq(name, rows, [], list(summary.steps_used), int(summary.steps_used[0]))
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a heavy check, several seconds
 def test_grouping_two_long_unrelated_steps_is_fast_and_accounts_for_every_kernel():
     b, c = _long_step("hta_diff_control", 2), _long_step("hta_diff_test", 2)
     assert len(b.rows) > 5_000 and len(c.rows) > 10_000

@@ -29,6 +29,7 @@ def test_hf_geglu_module_is_the_posts_definition():
 @pytest.mark.parametrize("workload", WORKLOADS)
 @pytest.mark.parametrize("dname", ["fp32", "bf16"] + (["fp16"] if FULL else []))
 @pytest.mark.parametrize("size", SIZES, ids=str)
+@pytest.mark.slow  # the slow tier (README): a sweep or a heavy check, several seconds
 def test_every_variant_computes_the_module(workload, dname, size):
     batch, seq, d, h = size
     model = build_model(workload, d, h, DTYPES[dname], DEVICE)

@@ -154,6 +154,7 @@ def test_cuda_graph_replay_keeps_every_kernel_with_shapes_unknown():
     assert (g["launch_name"] == "cudaGraphLaunch").sum() == n_ref == 5046
 
 
+@pytest.mark.slow  # the slow tier (README): a sweep or a heavy check, several seconds
 def test_launch_latency_and_driver_launches():
     trace = loaded_trace(TRACES["b200_vllm"])
     k = trace.kernels

@@ -53,18 +53,22 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 def decompression_cap(override: int | None = None) -> int:
-    """The decompression cap in force: argument, else $FUSELENS_MAX_DECOMPRESSED_BYTES, else 8 GiB."""
+    """The decompression cap in force: argument, else $FUSELENS_MAX_DECOMPRESSED_BYTES (> 0), else 8 GiB."""
     if override is not None:
         return int(override)
-    env = os.environ.get(ENV_MAX_DECOMPRESSED, "").strip()
-    if env:
-        try:
-            value = int(float(env))
-        except ValueError:
-            raise TraceError(ENV_MAX_DECOMPRESSED, f"not a number of bytes: {env!r}") from None
-        if value > 0:
-            return value
-    return DEFAULT_MAX_DECOMPRESSED_BYTES
+    value = _env_number(ENV_MAX_DECOMPRESSED, "a number of bytes")
+    return int(value) if value is not None and value > 0 else DEFAULT_MAX_DECOMPRESSED_BYTES
+
+
+def _env_number(name: str, what: str) -> float | None:
+    """A limit from the environment: None when unset or blank; TraceError naming the variable when not a number."""
+    env = os.environ.get(name, "").strip()
+    if not env:
+        return None
+    try:
+        return float(env)
+    except ValueError:
+        raise TraceError(name, f"not {what}: {env!r}") from None
 
 
 def load_trace(
@@ -316,13 +320,8 @@ def gzip_ratio_limit(override: float | None = None) -> float:
     """The bomb guard's ratio limit: argument, else $FUSELENS_MAX_GZIP_RATIO, else 100. ≤ 0: no guard."""
     if override is not None:
         return float(override)
-    env = os.environ.get(ENV_MAX_GZIP_RATIO, "").strip()
-    if env:
-        try:
-            return float(env)
-        except ValueError:
-            raise TraceError(ENV_MAX_GZIP_RATIO, f"not a ratio: {env!r}") from None
-    return DEFAULT_MAX_GZIP_RATIO
+    value = _env_number(ENV_MAX_GZIP_RATIO, "a ratio")
+    return DEFAULT_MAX_GZIP_RATIO if value is None else value
 
 
 def _read_more(f, buf: bytes, need: int) -> bytes:
