@@ -550,14 +550,7 @@ class Diff:
                 {
                     "run": r.label,
                     "gpu": r.gpu or "",
-                    "kernels_per_step": r.kernels_per_step,
-                    "memops_per_step": r.memops_per_step,
-                    "launches_per_step": r.launches_per_step,
-                    "gpu_time_us_per_step": r.gpu_time_us_per_step,
-                    "gpu_busy_us_per_step": r.gpu_busy_us_per_step,
-                    "idle_us_per_step": r.idle_us_per_step,
-                    "span_us_per_step": r.span_us_per_step,
-                    "launch_latency_us": r.launch_latency_us,
+                    **_per_step_fields(r),
                     "remaining_round_trip_bytes_per_step": r.remaining_bytes_per_step,
                     "steps_used": len(r.steps_used),
                 }
@@ -1088,6 +1081,23 @@ def _aggregate_round_trips(items: list[dict]) -> list[dict]:
     )
 
 
+# The per-step figures every run is compared on, named as in diff --json and Diff.side_by_side (one list for both).
+PER_STEP_FIELDS = (
+    "kernels_per_step",
+    "memops_per_step",
+    "launches_per_step",
+    "gpu_time_us_per_step",
+    "gpu_busy_us_per_step",
+    "idle_us_per_step",
+    "span_us_per_step",
+    "launch_latency_us",
+)
+
+
+def _per_step_fields(r: RunFacts) -> dict:
+    return {f: getattr(r, f) for f in PER_STEP_FIELDS}
+
+
 def _run_json(r: RunFacts) -> dict:
     return clean_json(
         {
@@ -1098,14 +1108,7 @@ def _run_json(r: RunFacts) -> dict:
             "steps_used": r.steps_used,
             "steps_with_signature": r.steps_with_signature,
             "step_shown": r.step_shown,
-            "kernels_per_step": r.kernels_per_step,
-            "memops_per_step": r.memops_per_step,
-            "launches_per_step": r.launches_per_step,
-            "gpu_time_us_per_step": r.gpu_time_us_per_step,
-            "gpu_busy_us_per_step": r.gpu_busy_us_per_step,
-            "idle_us_per_step": r.idle_us_per_step,
-            "span_us_per_step": r.span_us_per_step,
-            "launch_latency_us": r.launch_latency_us,
+            **_per_step_fields(r),
             "kernel_time_us": r.kernel_time_us,
             "by_category": r.by_category,
             "remaining": r.remaining,
