@@ -60,6 +60,7 @@ record_skew() {  # ~2-3 min: eager + compile recorded normally, then again while
   rec skew_loaded 110 "${ARGS[@]}"
   kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
   cat "$R/logs/gpu_load.txt"
+  probe_report skew_normal; probe_report skew_loaded
   python3 - "$R/sample_traces" <<'PY'
 import json, sys, pathlib
 for case in ("skew_normal", "skew_loaded"):
@@ -124,6 +125,17 @@ for v in json.loads((d / "manifest.json").read_text())["variants"]:
 PY
 }
 
+probe_report() {  # one line per variant: the control probe's median kernel times (kernels/lab/control.py)
+  python3 - "$R/sample_traces/$1" <<'PY'
+import json, statistics, sys, pathlib
+d = pathlib.Path(sys.argv[1])
+for v in json.loads((d / "manifest.json").read_text())["variants"]:
+    p = v.get("control_probe") or {}
+    meds = [round(statistics.median(col), 2) for col in zip(*p["us"])] if p.get("us") else p.get("error")
+    print(f"  probe {d.name} {v['name']:16} turns {len(p.get('us') or [])} median us (settle, gemm, copy) {meds}")
+PY
+}
+
 ncu_warm_hf() {
   local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072) P=""
   nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && P=h200_
@@ -138,6 +150,7 @@ ncu_warm_plain() {
   rec "${P}plain_8192tok_h8192_bf16" 120 --workload plain --variants eager,compile,fuselens --batch 64 --seq 128 \
     --d-model 768 --hidden 8192 --dtype bf16 --measure-bytes
   ncu_report "${P}plain_8192tok_bf16"; ncu_report "${P}plain_8192tok_h8192_bf16"
+  probe_report "${P}plain_8192tok_bf16"; probe_report "${P}plain_8192tok_h8192_bf16"
 }
 
 check() {
