@@ -4,7 +4,7 @@
 #                                          record-fuselens | record-roofs | record-layer | record-llama-layer | record-templates |
 #                                          record-skew | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
-#                                           ncu-warm-plain
+#                                           ncu-warm-plain | gemm-reread
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
 set -uo pipefail
@@ -211,6 +211,15 @@ configs() {
   grep -E "^FAIL|^ERRO|^skip" "$R/logs/check_configs.txt" | head -20
 }
 
+# GEMM operand re-reads at held-out shapes (issue 15; kernels/lab/gemm_reread.py): a Kineto trace with shapes and
+# flushed ncu DRAM bytes per GEMM kernel (cuBLAS linear, linear+bias, FuseLens GEMM+bias+GELU). ~2-3 min on an H100.
+gemm_reread() {
+  local P=""; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && P="h200_"
+  echo "== gemm-reread"
+  timeout "$(left 300)" python3 -m kernels.lab.gemm_reread --out "$R/gemm_reread/${P}bf16" 2>"$R/logs/gemm_reread.err" | tee "$R/logs/gemm_reread.txt"
+  tail -3 "$R/logs/gemm_reread.err"
+}
+
 bench() {
   local lim; lim=$(left 540)
   echo "== bench $* (limit ${lim}s)"
@@ -222,7 +231,7 @@ for step in "$@"; do
   case $step in
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-roofs) record_roofs ;; record-fuselens) record_fuselens ;; check) check ;;
     record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
-    record-skew) record_skew ;;
+    record-skew) record_skew ;; gemm-reread) gemm_reread ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; two-models) two_models ;;
     bench-llm) bench --shapes llm ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
