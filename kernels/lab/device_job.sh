@@ -4,7 +4,7 @@
 #                                          record-fuselens | record-roofs | record-layer | record-llama-layer | record-templates |
 #                                          record-skew | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
-#                                           ncu-warm-plain
+#                                           ncu-warm-plain | gemm-reread
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
 set -uo pipefail
@@ -60,6 +60,7 @@ record_skew() {  # ~2-3 min: eager + compile recorded normally, then again while
   rec skew_loaded 110 "${ARGS[@]}"
   kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
   cat "$R/logs/gpu_load.txt"
+  probe_report skew_normal; probe_report skew_loaded
   python3 - "$R/sample_traces" <<'PY'
 import json, sys, pathlib
 for case in ("skew_normal", "skew_loaded"):
@@ -124,6 +125,17 @@ for v in json.loads((d / "manifest.json").read_text())["variants"]:
 PY
 }
 
+probe_report() {  # one line per variant: the control probe's median kernel times (kernels/lab/control.py)
+  python3 - "$R/sample_traces/$1" <<'PY'
+import json, statistics, sys, pathlib
+d = pathlib.Path(sys.argv[1])
+for v in json.loads((d / "manifest.json").read_text())["variants"]:
+    p = v.get("control_probe") or {}
+    meds = [round(statistics.median(col), 2) for col in zip(*p["us"])] if p.get("us") else p.get("error")
+    print(f"  probe {d.name} {v['name']:16} turns {len(p.get('us') or [])} median us (settle, gemm, copy) {meds}")
+PY
+}
+
 ncu_warm_hf() {
   local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072) P=""
   nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && P=h200_
@@ -138,6 +150,7 @@ ncu_warm_plain() {
   rec "${P}plain_8192tok_h8192_bf16" 120 --workload plain --variants eager,compile,fuselens --batch 64 --seq 128 \
     --d-model 768 --hidden 8192 --dtype bf16 --measure-bytes
   ncu_report "${P}plain_8192tok_bf16"; ncu_report "${P}plain_8192tok_h8192_bf16"
+  probe_report "${P}plain_8192tok_bf16"; probe_report "${P}plain_8192tok_h8192_bf16"
 }
 
 check() {
@@ -207,6 +220,15 @@ configs() {
   grep -E "^FAIL|^ERRO|^skip" "$R/logs/check_configs.txt" | head -20
 }
 
+# GEMM operand re-reads at held-out shapes (issue 15; kernels/lab/gemm_reread.py): a Kineto trace with shapes and
+# flushed ncu DRAM bytes per GEMM kernel (cuBLAS linear, linear+bias, FuseLens GEMM+bias+GELU). ~2-3 min on an H100.
+gemm_reread() {
+  local P=""; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && P="h200_"
+  echo "== gemm-reread"
+  timeout "$(left 300)" python3 -m kernels.lab.gemm_reread --out "$R/gemm_reread/${P}bf16" 2>"$R/logs/gemm_reread.err" | tee "$R/logs/gemm_reread.txt"
+  tail -3 "$R/logs/gemm_reread.err"
+}
+
 bench() {
   local lim; lim=$(left 540)
   echo "== bench $* (limit ${lim}s)"
@@ -218,7 +240,7 @@ for step in "$@"; do
   case $step in
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-roofs) record_roofs ;; record-fuselens) record_fuselens ;; check) check ;;
     record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
-    record-skew) record_skew ;;
+    record-skew) record_skew ;; gemm-reread) gemm_reread ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; two-models) two_models ;;
     bench-llm) bench --shapes llm ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
