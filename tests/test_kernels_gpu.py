@@ -110,12 +110,13 @@ def test_dispatch_decides_per_model_and_names_the_path_in_the_trace():
         chosen = dispatch.decision_for(model, x)
         assert chosen is not None and chosen["path"] in dispatch.PATHS["gated"]
         assert set(chosen["probe_us"]) >= {"dual_gemm", "gating", "aten"}
-        # the HF shape: the fused dual GEMM measured 164 vs 223 us (cuBLAS + gating) on the H100
-        assert chosen["path"] == "dual_gemm", chosen
+        # the HF shape: the fused dual GEMM measured 164 vs 223 us (cuBLAS + gating) on the H100; its down_proj
+        # (cuBLAS or ours) is a measured choice of its own
+        assert chosen["path"] in dispatch.FUSED_PATHS["gated"], chosen
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             fn(x)
             torch.cuda.synchronize()
-    assert any(e.name == "fuselens::path=dual_gemm" for e in prof.events())
+    assert any(e.name == f"fuselens::path={chosen['path']}" for e in prof.events())
     assert dispatch.decision_for(build_model("swiglu", 768, 3072, torch.bfloat16, "cuda"), x) is None
 
 

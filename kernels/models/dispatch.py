@@ -4,6 +4,8 @@ call of each (device, workload, activation, dtype, token bucket, d_model, hidden
 Paths (PATHS; every one computes the same forward, so the choice is only about speed):
   dual_gemm   gated: fuselens::dual_gemm_glu (persistent TMA kernel on sm_90+ with aligned rows and M > 64, else the
               pointer kernel) + cuBLAS down_proj
+  dual_gemm+gemm  gated: the same dual GEMM + down_proj through fuselens::gemm_bias_act (our persistent TMA GEMM,
+              identity epilogue); a candidate only where that TMA kernel applies (tma_down_applies)
   gemm_act    plain: fuselens::gemm_bias_act (fc1 + bias + GELU in one kernel) + cuBLAS fc2
   gating      gated: cuBLAS gate_proj and up_proj + fuselens::glu_gating + cuBLAS down_proj
   aten        the module's own forward: cuBLAS GEMMs + ATen elementwise kernels (where fusion cannot pay)
@@ -28,8 +30,8 @@ import torch.nn.functional as F
 from kernels.models import custom_ops as ops
 from kernels.models.workloads import GatedMLP, PlainMLP
 
-PATHS = {"gated": ("dual_gemm", "gating", "aten"), "plain": ("gemm_act", "aten")}
-FUSED_PATH = {"gated": "dual_gemm", "plain": "gemm_act"}
+PATHS = {"gated": ("dual_gemm", "dual_gemm+gemm", "gating", "aten"), "plain": ("gemm_act", "aten")}
+FUSED_PATHS = {"gated": ("dual_gemm", "dual_gemm+gemm"), "plain": ("gemm_act",)}
 PROBE_PASSES = 2
 
 # FUSELENS_PATH=<path> skips the measurement wherever that path applies: the runner sets it for its Nsight Compute
@@ -62,6 +64,8 @@ def run_path(path: str, model, x2d: torch.Tensor) -> torch.Tensor:
         wg, wu, wd = model.gate_proj.weight, model.up_proj.weight, model.down_proj.weight
         if path == "dual_gemm":
             return torch.matmul(ops.dual_gemm_glu(x2d, wg, wu, model.activation), wd.t())
+        if path == "dual_gemm+gemm":
+            return ops.gemm_bias_act(ops.dual_gemm_glu(x2d, wg, wu, model.activation), wd, None, "identity")
         if path == "gating":
             return F.linear(ops.glu_gating(F.linear(x2d, wg), F.linear(x2d, wu), model.activation), wd)
     elif isinstance(model, PlainMLP) and path == "gemm_act":
@@ -70,6 +74,15 @@ def run_path(path: str, model, x2d: torch.Tensor) -> torch.Tensor:
     if path == "aten":
         return model(x2d)
     raise ValueError(f"fuselens: path {path!r} does not apply to {type(model).__name__}")
+
+
+def tma_down_applies(model, x2d: torch.Tensor) -> bool:
+    """dual_gemm+gemm is a candidate only where our down GEMM runs the TMA kernel (its input, the dual GEMM's fresh
+    [M, h] output, and the weight are TMA-able): elsewhere it would be the pointer kernel against cuBLAS."""
+    from kernels.ops import hopper_gemm
+
+    wd = model.down_proj.weight
+    return hopper_gemm.usable(x2d.new_empty((x2d.shape[0], wd.shape[1])), wd)
 
 
 def _time_us(fn) -> float:
@@ -88,7 +101,7 @@ def choose(model, x2d: torch.Tensor) -> str:
     path = _DECISIONS.get(key)
     if path is not None:
         return path
-    paths = PATHS[key[1]]
+    paths = [p for p in PATHS[key[1]] if p != "dual_gemm+gemm" or tma_down_applies(model, x2d)]
     if FORCED_PATH in paths:
         return FORCED_PATH
     if not x2d.is_cuda or torch.cuda.is_current_stream_capturing():
@@ -143,7 +156,7 @@ def decision_for(model, x: torch.Tensor) -> dict | None:
     key = decision_key(model, x.reshape(-1, x.shape[-1]))
     if key not in _DECISIONS:
         return None
-    return {"path": _DECISIONS[key], "probe_us": _PROBES.get(key, {}), "fused": _DECISIONS[key] == FUSED_PATH[key[1]]}
+    return {"path": _DECISIONS[key], "probe_us": _PROBES.get(key, {}), "fused": _DECISIONS[key] in FUSED_PATHS[key[1]]}
 
 
 def clear() -> None:
