@@ -5,9 +5,10 @@
 Why: a launch-bound forward (decode shapes, or a timing loop that issues one forward at a time, as
 triton.testing.do_bench does) is timed at the host's speed, not the GPU's. This measures what each call costs on
 the host. The GPU work is made tiny (decode tokens; M = 128 for the TMA rows) and the stream is never synchronised
-inside the loop, so wall time per call is host time. Every FuseLens row is measured twice: with the launcher's
-fast path (the compiled kernel called directly after the first call, kernels.ops.launch) and with
-FUSELENS_FAST_LAUNCH off (every call through Triton's JITFunction.run), so one run shows what the fast path saves.
+inside the loop, so wall time per call is host time. Every FuseLens row is measured three ways: the launcher's
+fast path (kernels.ops.launch: after the first call, the generated C launch function called directly, TMA descriptor
+encodings cached), the same cached launcher through Triton's launcher object (which encodes each TMA descriptor per
+call), and every call through Triton's JITFunction.run, so one run shows what each layer saves.
 Target (issue 16): <= 15 us per op call; cuBLAS (eager F.linear) is the yardstick. Needs a CUDA GPU.
 
 What "per call" means here:
@@ -153,7 +154,10 @@ def main() -> int:
     print(
         f"host µs per call, fastest of 3 x {ns.n} calls, M = {m} (128 for the TMA rows), {torch.cuda.get_device_name()}"
     )
-    print(f"{'call':52s} {'fast path':>10s} {'JIT run':>10s}  (target <= {TARGET_US:.0f} µs per op call)")
+    print(
+        f"{'call':52s} {'fast path':>10s} {'Triton launcher':>10s} {'JIT run':>10s}  (target <= {TARGET_US:.0f} µs per"
+        " op call; fast path = cached launcher calling Triton's C launch function with cached TMA encodings)"
+    )
     with torch.no_grad():
         for name, fn in {**eager_calls, **entry_calls}.items():
             us = _per_call_us(fn, ns.n)
@@ -162,12 +166,19 @@ def main() -> int:
         for name, fn in ours.items():
             launch.FAST_LAUNCH = True
             fast = _per_call_us(fn, ns.n)
+            launch.RAW_LAUNCH = False  # the fast path through Triton's launcher object (encodes descriptors per call)
+            launch.forget_launchers()
+            via_launcher = _per_call_us(fn, ns.n)
+            launch.RAW_LAUNCH = True
+            launch.forget_launchers()
             launch.FAST_LAUNCH = False
             slow = _per_call_us(fn, ns.n)
             launch.FAST_LAUNCH = True
             verdict = _verdict(fast) if "(op" in name else ""  # the op call is what a model makes
-            rows.append({"call": name, "us": fast, "us_jit_run": slow, "verdict": verdict})
-            print(f"  {name:50s} {fast:10.1f} {slow:10.1f}  {verdict}")
+            rows.append(
+                {"call": name, "us": fast, "us_triton_launcher": via_launcher, "us_jit_run": slow, "verdict": verdict}
+            )
+            print(f"  {name:50s} {fast:10.1f} {via_launcher:10.1f} {slow:10.1f}  {verdict}")
         # the dispatcher path: what a user's `fuselens` forward runs at this shape, per forward and per launch
         fwd["fuselens"](xm)
         decision = dispatch.decision_for(model, xm) or {}
