@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
-#   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | configs | record | record-hf |
+#   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | sweep-floor | configs | record | record-hf |
 #                                          record-fuselens | record-roofs | record-layer | record-llama-layer | record-templates |
 #                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
@@ -204,6 +204,15 @@ sweep_llm() {
   echo "sweep-llm rc=$?"; grep -E "^\||^###" "$R/logs/sweep_llm.txt"; grep -E "Error|error" "$R/logs/sweep_llm.txt" | head -5
 }
 
+sweep_floor() {  # ~3-4 min on an H100: down_proj + gate/up candidates and whole forwards at the LLM shapes, SM clock
+  echo "== compute-floor sweep at the LLM shapes"
+  timeout "$(left "${SWEEP_FLOOR_LIMIT_S:-330}")" python3 -m kernels.lab.sweep --cases floor --out "$R/bench/sweep_floor.md" \
+    >"$R/logs/sweep_floor.txt" 2>&1
+  echo "sweep-floor rc=$?"
+  if [ -f "$R/bench/sweep_floor.md" ]; then cat "$R/bench/sweep_floor.md"; else grep -E "^\||^#|^Ceil" "$R/logs/sweep_floor.txt"; fi
+  grep -E "Error|error" "$R/logs/sweep_floor.txt" | head -5
+}
+
 sweep() {
   echo "== per-config sweep"
   timeout "$(left 240)" python3 -m kernels.lab.sweep --out "$R/bench/sweep.md" >"$R/logs/sweep.txt" 2>&1
@@ -239,7 +248,7 @@ for step in "$@"; do
     record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
     record-skew) record_skew ;; gemm-reread) gemm_reread ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
-    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; two-models) two_models ;;
+    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; two-models) two_models ;;
     bench-llm) bench --shapes llm ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;
