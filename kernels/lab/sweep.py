@@ -243,10 +243,11 @@ def main(argv=None) -> int:
     ap.add_argument("--n-iter", type=int, default=100)
     ap.add_argument(
         "--cases",
-        choices=("hf", "llm", "all"),
+        choices=("hf", "llm", "floor", "all"),
         default="hf",
         help="hf: the HF-shape tables and the activation accuracy (default); llm: every shipped and exploratory"
-        " config at the LLM shapes (30 timed calls each)",
+        " config at the LLM shapes (30 timed calls each); floor: every down_proj and gate/up candidate and whole"
+        " forwards at the LLM shapes, timed in turns with the SM clock (kernels/lab/sweep_floor.py)",
     )
     args = ap.parse_args(argv)
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
@@ -268,6 +269,10 @@ def main(argv=None) -> int:
             torch.cuda.empty_cache()
         for case in SINGLE_LLM_CASES:
             lines += sweep_single_llm(*case, n_iter=args.n_iter)
+    if args.cases == "floor":
+        from kernels.lab import sweep_floor
+
+        lines += sweep_floor.run(lambda msg: print(msg, flush=True))
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
