@@ -60,6 +60,16 @@ def test_fast_path_matches_first_call(M, K, N, act):
         torch.cuda.synchronize()
         if i == 2:  # new tensors, same shapes: all launches went through the cached launchers
             assert [t.slow_calls for t in tuners] == before
+    # Triton 3.5-3.6 (what kernels.ops.launch._raw_plan reads): every cached launcher calls the C launch function,
+    # and the TMA ones hold their descriptors' encodings
+    import triton
+
+    plans = {t.name: [e[5] for e in t._launchers.values()] for t in tuners if t._launchers}
+    print("raw launch plans:", {n: [(p is not None, len(p[2]) if p else 0) for p in ps] for n, ps in plans.items()})
+    if triton.__version__.startswith(("3.5", "3.6")):
+        assert all(p is not None for ps in plans.values() for p in ps)
+        for name in ("dual_gemm_glu_tma", "gemm_bias_act_tma"):
+            assert all(len(p[2]) == 3 and all(c for _m, c in p[2].values()) for p in plans.get(name, []))
 
 
 def _fwd_us(fn, x, queue_ahead: bool) -> float:

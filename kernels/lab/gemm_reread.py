@@ -10,7 +10,8 @@ autotuning) outside the measured range:
 * `DIR/gemms.json.gz`: a Kineto trace with shapes (what the analyzer reads: names, grids, shapes);
 * `DIR/gemms.ncu.csv` + `DIR/gemms.ncu.json`: ncu's default `--cache-control all` (caches flushed before each
   kernel, so what a kernel reads beyond its operands counted once is its own re-reads), DRAM read/write bytes and
-  L2 read sectors per kernel, in launch order (the same order as the trace's kernels).
+  L2 read sectors per kernel, in launch order (the same order as the trace's kernels). With the flush, the bytes
+  written are the output less the dirty tail still in L2 at the kernel's end (the tail a GEMM leaves, per shape).
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ SHAPES = (
     (16384, 768, 4096),
     (8192, 2048, 16384),
     (2048, 16384, 2048),
+    (16384, 2048, 2048),
+    (2048, 16384, 1024),
+    (2048, 16384, 4096),
+    (4096, 16384, 2048),
     (32768, 1024, 1024),
     (1024, 32768, 1024),
 )

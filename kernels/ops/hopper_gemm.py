@@ -269,47 +269,6 @@ def clear_interleaved_cache() -> None:
     _INTERLEAVED.clear()
 
 
-# Descriptors of the weights (and of the interleaved copy) are built once per tensor and block shape: id(tensor) ->
-# (weak reference, version, data_ptr, {block shape: descriptor}); dropped when the tensor is freed, rebuilt when it
-# changes in place or moves. x and out are new tensors every call, so theirs are built per call.
-_WEIGHT_DESCS: dict[int, tuple] = {}
-
-
-_DESC_TEMPLATES: dict[tuple, object] = {}
-
-
-def tensor_desc(t: torch.Tensor, block: tuple):
-    """TensorDescriptor(t, t.shape, t.stride(), block) for a tensor `usable` already checked (16-byte aligned base
-    and rows, contiguous last dim, no empty dim): the first one per (dtype, block) is built and validated by Triton;
-    later ones copy its fields and set base, shape and strides, skipping __post_init__'s checks (~2 us of host
-    time per descriptor, three per call)."""
-    tmpl = _DESC_TEMPLATES.get((t.dtype, block))
-    if tmpl is None:
-        d = TensorDescriptor(t, t.shape, t.stride(), list(block))
-        tmpl = object.__new__(TensorDescriptor)
-        tmpl.__dict__.update(d.__dict__)
-        tmpl.base = None  # the template holds no tensor
-        _DESC_TEMPLATES[(t.dtype, block)] = tmpl
-        return d
-    d = object.__new__(TensorDescriptor)
-    d.__dict__.update(tmpl.__dict__)
-    d.base, d.shape, d.strides = t, t.shape, t.stride()
-    return d
-
-
-def weight_desc(w: torch.Tensor, block: tuple):
-    hit = _WEIGHT_DESCS.get(id(w))
-    if hit is None or hit[0]() is not w or hit[1] != w._version or hit[2] != w.data_ptr():
-        if hit is None or hit[0]() is not w:
-            weakref.finalize(w, _WEIGHT_DESCS.pop, id(w), None)
-        hit = (weakref.ref(w), w._version, w.data_ptr(), {})
-        _WEIGHT_DESCS[id(w)] = hit
-    desc = hit[3].get(block)
-    if desc is None:
-        desc = hit[3][block] = TensorDescriptor(w, w.shape, w.stride(), list(block))  # validated: built once
-    return desc
-
-
 def _sms(dev: int) -> int:
     """Programs of the persistent grid: one per SM (4 under the interpreter, so a CPU run still loops over tiles)."""
     return 4 if interpreting() else num_sms(dev)
@@ -403,7 +362,8 @@ def _launch_gated(x, w_gate, w_up, act_id: int, rows: int, out) -> None:
 
     def args(cfg):
         bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
-        return (tensor_desc(x, (bm, bk)), weight_desc(wgu, (2 * bn, bk)), tensor_desc(out, (bm, bn)), M, N, K)
+        # (tensor, block) pairs: TMA descriptors, encoded and cached by the launcher (kernels.ops.launch)
+        return ((x, (bm, bk)), (wgu, (2 * bn, bk)), (out, (bm, bn)), M, N, K)
 
     dt = x.dtype
     _gated_tuned.launch(
@@ -436,8 +396,8 @@ def launch_single(x, w, bias, act_id, out, tuned=None):
 
     def args(cfg):
         bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
-        out_desc = tensor_desc(out, (bm, bn // 2 if cfg.kwargs["SUBTILE"] else bn))
-        return (tensor_desc(x, (bm, bk)), weight_desc(w, (bn, bk)), out_desc, b, M, N, K)
+        out_block = (bm, bn // 2 if cfg.kwargs["SUBTILE"] else bn)
+        return ((x, (bm, bk)), (w, (bn, bk)), (out, out_block), b, M, N, K)  # (tensor, block): TMA descriptors
 
     dt = x.dtype
     has_bias = bias is not None
