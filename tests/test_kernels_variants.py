@@ -278,6 +278,7 @@ def test_committed_shape_sweep_verdicts_recompute(gpu, losses):
     res = json.loads((Path(__file__).parent.parent / f"bench/results/kernels_{gpu}.json").read_text())
     rows = {r["id"]: r for r in res["shapes"]}
     assert {r[0] for r in shapes.SHAPE_SETS["llm-all"]} <= set(rows)
+    assert {r[0] for r in shapes.SHAPE_SETS["llm-floor"]} == set(shapes.FLOOR_ROW_IDS)
     for row in rows.values():
         again = copy.deepcopy(row)
         shapes.judge(again)

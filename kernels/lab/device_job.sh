@@ -3,7 +3,7 @@
 #   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | sweep-floor | configs | record | record-hf |
 #                                          record-fuselens | record-roofs | record-layer | record-llama-layer | record-templates |
 #                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
-#                                          bench-gating | bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
+#                                          bench-gating | bench-llm | bench-llm-dtypes | bench-llm-floor | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain | gemm-reread
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
@@ -249,7 +249,7 @@ for step in "$@"; do
     record-skew) record_skew ;; gemm-reread) gemm_reread ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; two-models) two_models ;;
-    bench-llm) bench --shapes llm ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
+    bench-llm) bench --shapes llm ;; bench-llm-dtypes) bench --shapes llm-dtypes ;; bench-llm-floor) bench --shapes llm-floor ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;
   esac

@@ -52,7 +52,14 @@ DTYPE_ROWS = [
     ("unaligned-fp32", "GEGLU, unaligned rows", "geglu", "fp32", 77, 1001, 3000),
     ("decode-fp16", "SwiGLU, decode", "swiglu", "fp16", 16, 4096, 14336),
 ]
-SHAPE_SETS = {"llm": LLM_ROWS, "llm-dtypes": DTYPE_ROWS, "llm-all": LLM_ROWS + DTYPE_ROWS}
+# llm-floor: the LLM rows whose "x floor" issue 16 targets (<= 1.05), both dtypes: one short GPU step per card
+FLOOR_ROW_IDS = ("llama2-7b-bf16", "llama3-8b-bf16", "tinyllama-fp16", "llama2-7b-fp16", "tinyllama-bf16")
+SHAPE_SETS = {
+    "llm": LLM_ROWS,
+    "llm-dtypes": DTYPE_ROWS,
+    "llm-all": LLM_ROWS + DTYPE_ROWS,
+    "llm-floor": [r for r in LLM_ROWS + DTYPE_ROWS if r[0] in FLOOR_ROW_IDS],
+}
 PEERS = ("eager", "compile", "liger")
 LAUNCH_BOUND_TOKENS = 512
 
