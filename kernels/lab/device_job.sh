@@ -2,7 +2,7 @@
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
 #   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | sweep-floor | configs | record | record-hf |
 #                                          record-fuselens | record-roofs | record-layer | record-llama-layer | record-templates |
-#                                          record-skew | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
+#                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain | gemm-reread
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
@@ -44,6 +44,12 @@ record() {
   rec plain_1tok_bf16 60 --workload plain --variants eager,compile,fuselens --batch 1 --seq 1 --d-model 768 --hidden 3072 --dtype bf16
   rec swiglu_fp16 60 --workload swiglu --variants eager,compile,liger,fuselens "${HF[@]}" --dtype fp16
   rec geglu_train_bf16 90 --workload geglu --variants eager,compile,liger "${HF[@]}" --dtype bf16 --train
+}
+
+record_swiglu() {  # the SwiGLU sample set alone (~1 min on an H100)
+  rec swiglu_fp16 90 --workload swiglu --variants eager,compile,liger,fuselens --batch 64 --seq 128 --d-model 768 \
+    --hidden 3072 --dtype fp16
+  probe_report swiglu_fp16
 }
 
 record_hf() {
@@ -141,7 +147,7 @@ ncu_warm_hf() {
   nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && P=h200_
   rec "${P}hf_geglu_bf16" 330 --workload geglu --variants eager,compile,liger,fuselens-gating,fuselens "${HF[@]}" \
     --dtype bf16 --measure-bytes
-  ncu_report "${P}hf_geglu_bf16"
+  ncu_report "${P}hf_geglu_bf16"; probe_report "${P}hf_geglu_bf16"
 }
 ncu_warm_plain() {
   local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072) P=""
