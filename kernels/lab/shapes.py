@@ -52,14 +52,7 @@ DTYPE_ROWS = [
     ("unaligned-fp32", "GEGLU, unaligned rows", "geglu", "fp32", 77, 1001, 3000),
     ("decode-fp16", "SwiGLU, decode", "swiglu", "fp16", 16, 4096, 14336),
 ]
-# llm-floor: the LLM rows whose "x floor" issue 16 targets (<= 1.05), both dtypes: one short GPU step per card
-FLOOR_ROW_IDS = ("llama2-7b-bf16", "llama3-8b-bf16", "tinyllama-fp16", "llama2-7b-fp16", "tinyllama-bf16")
-SHAPE_SETS = {
-    "llm": LLM_ROWS,
-    "llm-dtypes": DTYPE_ROWS,
-    "llm-all": LLM_ROWS + DTYPE_ROWS,
-    "llm-floor": [r for r in LLM_ROWS + DTYPE_ROWS if r[0] in FLOOR_ROW_IDS],
-}
+SHAPE_SETS = {"llm": LLM_ROWS, "llm-dtypes": DTYPE_ROWS, "llm-all": LLM_ROWS + DTYPE_ROWS}
 PEERS = ("eager", "compile", "liger")
 LAUNCH_BOUND_TOKENS = 512
 
@@ -242,9 +235,12 @@ def to_markdown(rows: list[dict], ceilings: dict) -> list[str]:
     return out
 
 
-def run(shape_set: str, ceilings: dict) -> list[dict]:
+def run(shape_set: str, ceilings: dict, only: set | None = None) -> list[dict]:
+    """Bench the set's rows (only those whose id is in `only`, when given)."""
     rows = []
     for row in SHAPE_SETS[shape_set]:
+        if only and row[0] not in only:
+            continue
         try:
             rows.append(bench_row(row, ceilings))
             gc.collect()  # the row's models, compiled graphs and references are garbage now
