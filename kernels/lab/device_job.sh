@@ -242,13 +242,13 @@ bench() {
   grep -E "FAILED|Error" "$R/logs/bench.err" | head -5
 }
 
-# The shape-sweep rows nearest a LOSS (issue 16: fp32 HF SwiGLU on the H100, 77 x 1001 -> 3000 bf16 on the H200) with
-# each probe's µs per candidate path; ~2-3 min. BENCH_ROWS overrides the row ids.
 # The five Llama / TinyLlama rows issue 16 holds to <= 1.05x the compute floor, both dtypes (~2-3 min per card).
 bench_llm_floor() {
   bench --shapes llm-all --rows "${BENCH_ROWS:-llama2-7b-bf16,llama3-8b-bf16,tinyllama-fp16,llama2-7b-fp16,tinyllama-bf16}"
 }
 
+# The shape-sweep rows nearest a LOSS (issue 16: fp32 HF SwiGLU on the H100, 77 x 1001 -> 3000 bf16 on the H200) with
+# each probe's µs per candidate path; ~2-3 min. BENCH_ROWS overrides the row ids.
 bench_rows() {
   bench --shapes llm-all --rows "${BENCH_ROWS:-hf-swiglu-fp32,unaligned-bf16,unaligned-fp32,odd-aligned-bf16,decode-bf16}"
   python3 - "$R/bench" <<'PY'
