@@ -53,6 +53,7 @@ def build_trace(decoded, source: str) -> Trace:
     """
     # imported here: classify/cost/summary may import this module; keep the dependency one-way at import time
     from analyzer import cost, gpus, link, schema, steps
+    from analyzer.codes import factorize
     from analyzer.ops import classify
 
     meta = _meta(decoded, source)
@@ -87,7 +88,7 @@ def build_trace(decoded, source: str) -> Trace:
     _link_warnings(gpu, meta)
 
     # classify distinct names only (a 1 GB trace has ~10^6 kernels but ~10^3 names), then spread back
-    codes, uniques = pd.factorize(gpu["name"], use_na_sentinel=False)
+    codes, uniques = factorize(gpu["name"].to_numpy(dtype=object))
     cls = classify.classify_names(pd.Series(uniques, dtype=object))
     for col in ("category", "library", "ops"):
         values = cls[col].to_numpy(dtype=object)[codes] if len(gpu) else np.empty(0, dtype=object)

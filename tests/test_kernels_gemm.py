@@ -7,7 +7,7 @@ from tests._kernels_env import DEVICE, DTYPES, FULL, ON_GPU, randn, rel_err, rel
 
 # isort: split
 # kernels/ only after _kernels_env: it must set TRITON_INTERPRET before triton is imported
-from kernels.lab import sweep_kernels  # noqa: E402
+from kernels.lab import sweep_floor, sweep_kernels  # noqa: E402
 from kernels.ops import hopper_gemm  # noqa: E402
 from kernels.ops.activations import epilogue_act_id  # noqa: E402
 from kernels.ops.dual_gemm import dual_gemm_gated  # noqa: E402
@@ -90,8 +90,66 @@ def test_single_tma_split_store_epilogue(monkeypatch, dname):
     assert rel_err_ok(ours, err_eager, dname), f"rel err {ours:.2e} (eager {err_eager:.2e})"
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("shape", [(130, 200, 40), (127, 88, 72)], ids=str)
+@pytest.mark.parametrize("dname", ["fp32", "fp16", "bf16"])
+def test_down_projection_through_the_identity_epilogue(impl, shape, dname):
+    """The dispatch path dual_gemm+gemm runs down_proj as gemm_bias_act(h, W_down, None, "identity"): plain
+    h W_down^T, no bias, at odd shapes (M, K = hidden, N = d_model) in every dtype."""
+    M, K, N = shape
+    h, (wd,) = _inputs(M, K, N, dname, seed=seed_of("down", shape, dname), n_weights=1)
+    _skip_if_no_tma(impl, h, wd)
+    out = gemm_bias_act(h, wd, None, "identity", impl=impl)
+    ref = F.linear(h.double(), wd.double())
+    ours, err_eager = rel_err(out, ref), rel_err(F.linear(h, wd), ref)
+    assert rel_err_ok(ours, err_eager, dname), f"rel err {ours:.2e} (eager {err_eager:.2e})"
+
+
+@pytest.mark.parametrize("dname", ["fp16", "bf16"])
+def test_gated_wave_tail_split_computes_the_same(dname):
+    """persistent_gated in two launches (rows [0, 72) then [72, 130): row slices of x and out, as the wave-tail
+    split runs them) against float64, at an odd shape (interpreter on the CPU)."""
+    x, (wg, wu) = _inputs(130, 72, 200, dname, seed=seed_of("split", dname), n_weights=2)
+    if not hopper_gemm.usable(x, wg, wu):
+        pytest.skip("TMA path does not apply")
+    act = epilogue_act_id("silu", x.dtype)
+    out = hopper_gemm.persistent_gated(x, wg, wu, act, split_rows=72)
+    ref = F.silu(F.linear(x.double(), wg.double())) * F.linear(x.double(), wu.double())
+    ours, err_eager = rel_err(out, ref), rel_err(F.silu(F.linear(x, wg)) * F.linear(x, wu), ref)
+    assert rel_err_ok(ours, err_eager, dname), f"rel err {ours:.2e} (eager {err_eager:.2e})"
+
+
+def test_wave_tail_split_applies_where_the_last_wave_is_at_most_half_full():
+    """132 SMs (H100 / H200), 128 x 128 tiles: TinyLlama's 16 x 44 tiles (5.33 waves) split after 15 row tiles (5
+    whole waves) + 128 rows. No split: Llama-3-8B's 64 x 112 (54.3 waves; 63 row tiles would leave the first launch
+    at 53.45), Llama-2-7B's 20.85 waves (last wave 85% full), the HF shape's 11.6, a one-wave shape, a tail of <= 64
+    rows."""
+    split = hopper_gemm.tail_split_rows
+    assert split(2048, 5632, 132) == 1920
+    assert split(4096, 11008, 132) == 0 and split(8192, 3072, 132) == 0 and split(333, 2816, 132) == 0
+    assert split(8192, 14336, 132) == 0
+    assert split(1920 + 64, 5632, 132) == 0  # tail of 64 rows: the TMA kernel needs more
+
+
+def _tile_shapes(configs) -> list:
+    """One config per (BM, BN) tile among `configs` (the interpreter ignores stages, warps and GROUP_M)."""
+    out = {}
+    for c in configs:
+        out.setdefault((c.kwargs["BM"], c.kwargs["BN"]), c)
+    return list(out.values())
+
+
 @pytest.mark.skipif(ON_GPU, reason="interpreter switch; on the GPU check_configs forces every config")
-@pytest.mark.parametrize("cfg", hopper_gemm.GATED_CONFIGS[:1] + hopper_gemm.GATED_CONFIGS_FEW_ROWS, ids=str)
+@pytest.mark.parametrize(
+    "cfg",
+    _tile_shapes(
+        hopper_gemm.GATED_CONFIGS
+        + hopper_gemm.GATED_CONFIGS_FEW_ROWS
+        + hopper_gemm.GATED_CONFIGS_LLM
+        + sweep_floor.GATED_CANDIDATES
+    ),
+    ids=str,
+)
 def test_gated_tma_tiles_of_every_shape(monkeypatch, cfg):
     """The interleaved epilogue's reshape/split at each shipped tile shape (64- and 128-row, 64- and 128-column
     outputs), under the interpreter at an odd shape: M 130, K 72, N 200 (not multiples of any tile)."""

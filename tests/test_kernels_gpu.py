@@ -60,6 +60,16 @@ def test_fast_path_matches_first_call(M, K, N, act):
         torch.cuda.synchronize()
         if i == 2:  # new tensors, same shapes: all launches went through the cached launchers
             assert [t.slow_calls for t in tuners] == before
+    # Triton 3.5-3.6 (what kernels.ops.launch._raw_plan reads): every cached launcher calls the C launch function,
+    # and the TMA ones hold their descriptors' encodings
+    import triton
+
+    plans = {t.name: [e[5] for e in t._launchers.values()] for t in tuners if t._launchers}
+    print("raw launch plans:", {n: [(p is not None, len(p[2]) if p else 0) for p in ps] for n, ps in plans.items()})
+    if triton.__version__.startswith(("3.5", "3.6")):
+        assert all(p is not None for ps in plans.values() for p in ps)
+        for name in ("dual_gemm_glu_tma", "gemm_bias_act_tma"):
+            assert all(len(p[2]) == 3 and all(c for _m, c in p[2].values()) for p in plans.get(name, []))
 
 
 def _fwd_us(fn, x, queue_ahead: bool) -> float:
@@ -110,12 +120,13 @@ def test_dispatch_decides_per_model_and_names_the_path_in_the_trace():
         chosen = dispatch.decision_for(model, x)
         assert chosen is not None and chosen["path"] in dispatch.PATHS["gated"]
         assert set(chosen["probe_us"]) >= {"dual_gemm", "gating", "aten"}
-        # the HF shape: the fused dual GEMM measured 164 vs 223 us (cuBLAS + gating) on the H100
-        assert chosen["path"] == "dual_gemm", chosen
+        # the HF shape: the fused dual GEMM measured 164 vs 223 us (cuBLAS + gating) on the H100; its down_proj
+        # (cuBLAS or ours) is a measured choice of its own
+        assert chosen["path"] in dispatch.FUSED_PATHS["gated"], chosen
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             fn(x)
             torch.cuda.synchronize()
-    assert any(e.name == "fuselens::path=dual_gemm" for e in prof.events())
+    assert any(e.name == f"fuselens::path={chosen['path']}" for e in prof.events())
     assert dispatch.decision_for(build_model("swiglu", 768, 3072, torch.bfloat16, "cuda"), x) is None
 
 

@@ -13,6 +13,7 @@ from analyzer import summarize
 from analyzer.diff.facts import conditions_text, recorded_conditions
 from analyzer.readers.load import load_trace
 from kernels.lab.conditions import Sampler
+from kernels.lab.control import probe_times as control_probe_times
 from kernels.lab.interleave import round_orders, split_trace
 from tests.conftest import DATA
 
@@ -86,6 +87,93 @@ def test_profile_rounds_on_cpu_interleaves_and_splits(tmp_path):
     assert steps["mm"] == [3, 4, 13, 14, 17, 18]
     assert steps["add"] == [5, 6, 9, 10, 19, 20]
     assert [m[0] for m in sampler.marks] == ["mm", "add", "relu", "add", "relu", "mm", "relu", "mm", "add"]
+
+
+def test_control_probe_runs_before_every_turn_in_steps_cut_from_the_variants_traces(tmp_path, monkeypatch):
+    """The control probe (kernels.lab.control) runs before each turn in a profiler step of its own: every variant's
+    trace still holds exactly its own 6 steps and no probe op, and the probe's steps come back per variant."""
+    torch = pytest.importorskip("torch")
+    from kernels.lab import control, profile
+
+    for name, value in (("SETTLE_BYTES", 1 << 16), ("COPY_BYTES", 1 << 14), ("GEMM_MNK", (32, 32, 32))):
+        monkeypatch.setattr(control, name, value)  # the sizes only: a CPU has no L2 worth settling
+    a = torch.randn(64, 64)
+    live = [profile._Live("mm", lambda: torch.mm(a, a), 0.0), profile._Live("relu", lambda: torch.relu(a), 0.0)]
+    ns = argparse.Namespace(rounds=3, steps_per_turn=2)
+    docs = profile._profile_rounds(live, ns, tmp_path, Sampler(), lambda m: None, probe=control.Probe("cpu"))
+    assert set(docs) == {"mm", "relu", control.OWNER_PREFIX + "mm", control.OWNER_PREFIX + "relu"}
+    for v in ("mm", "relu"):
+        evs = docs[v]["traceEvents"]
+        assert len([e for e in evs if "ProfilerStep#" in e.get("name", "")]) == 6
+        assert not [e for e in evs if e.get("name") in (control.PROBE_LABEL, "aten::zero_", "aten::copy_")]
+        probe_evs = docs[control.OWNER_PREFIX + v]["traceEvents"]
+        assert len([e for e in probe_evs if e.get("name") == control.PROBE_LABEL]) == 3  # one per turn
+        assert "error" in control.probe_times(docs[control.OWNER_PREFIX + v])  # a CPU launches no kernels
+
+
+def test_probe_times_reads_each_roles_gpu_time_per_turn():
+    """probe_times on the shape of a Kineto trace: role ranges on the CPU, launches with correlation ids inside them,
+    GPU ops carrying those ids (a role's memset counts with its kernel)."""
+    from kernels.lab.control import PROBE_LABEL
+
+    evs, corr = [], iter(range(1, 100))
+
+    def turn(t0, durs, gemm="nvjet_gemm"):
+        evs.append({"ph": "X", "cat": "user_annotation", "name": PROBE_LABEL, "ts": t0, "dur": 90, "tid": 1})
+        for i, (role, kernel) in enumerate((("settle", "fill"), ("gemm", gemm), ("copy", "neg"))):
+            c = next(corr)
+            ts = t0 + 1 + 30 * i
+            evs.append(
+                {"ph": "X", "cat": "user_annotation", "name": f"{PROBE_LABEL}::{role}", "ts": ts, "dur": 20, "tid": 1}
+            )
+            evs.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "ts": ts + 5,
+                    "dur": 3,
+                    "tid": 1,
+                    "args": {"correlation": c},
+                }
+            )
+            evs.append(
+                {"ph": "X", "cat": "kernel", "name": kernel, "ts": 1e6 + ts, "dur": durs[i], "args": {"correlation": c}}
+            )
+            if role == "gemm":
+                c = next(corr)
+                evs.append(
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": "cudaMemsetAsync",
+                        "ts": ts + 1,
+                        "dur": 1,
+                        "tid": 1,
+                        "args": {"correlation": c},
+                    }
+                )
+                evs.append(
+                    {
+                        "ph": "X",
+                        "cat": "gpu_memset",
+                        "name": "Memset (Device)",
+                        "ts": 1e6 + ts - 2,
+                        "dur": 0.5,
+                        "args": {"correlation": c},
+                    }
+                )
+
+    turn(0, (90.0, 30.0, 45.0))
+    turn(1000, (91.0, 30.5, 44.0))
+    got = control_probe_times({"traceEvents": evs})
+    assert got == {
+        "kernels": ["fill", "Memset (Device) + nvjet_gemm", "neg"],
+        "us": [[90.0, 30.5, 45.0], [91.0, 31.0, 44.0]],
+    }
+    turn(2000, (90.0, 30.0, 45.0), gemm="other_gemm")
+    assert control_probe_times({"traceEvents": evs}) == {"error": "the probe's kernels differ between turns"}
+    assert "error" in control_probe_times({"traceEvents": []})
 
 
 def test_sampler_gives_each_variant_the_samples_of_its_turns():

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
-#   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | configs | record | record-hf |
+#   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | sweep-floor | configs | record | record-hf |
 #                                          record-fuselens | record-roofs | record-layer | record-llama-layer | record-templates |
-#                                          record-skew | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
-#                                          bench-gating | bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
-#                                           ncu-warm-plain
+#                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
+#                                          bench-gating | bench-llm | bench-llm-dtypes | bench-rows | bench-llm-floor | ncu-warm | ncu-warm-hf |
+#                                           ncu-warm-plain | gemm-reread
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
 set -uo pipefail
@@ -46,6 +46,12 @@ record() {
   rec geglu_train_bf16 90 --workload geglu --variants eager,compile,liger "${HF[@]}" --dtype bf16 --train
 }
 
+record_swiglu() {  # the SwiGLU sample set alone (~1 min on an H100)
+  rec swiglu_fp16 90 --workload swiglu --variants eager,compile,liger,fuselens --batch 64 --seq 128 --d-model 768 \
+    --hidden 3072 --dtype fp16
+  probe_report swiglu_fp16
+}
+
 record_hf() {
   rec hf_geglu_bf16 240 --workload geglu --variants eager,compile,liger,fuselens-gating,fuselens --batch 64 --seq 128 \
     --d-model 768 --hidden 3072 --dtype bf16 --measure-bytes
@@ -60,6 +66,7 @@ record_skew() {  # ~2-3 min: eager + compile recorded normally, then again while
   rec skew_loaded 110 "${ARGS[@]}"
   kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
   cat "$R/logs/gpu_load.txt"
+  probe_report skew_normal; probe_report skew_loaded
   python3 - "$R/sample_traces" <<'PY'
 import json, sys, pathlib
 for case in ("skew_normal", "skew_loaded"):
@@ -124,12 +131,23 @@ for v in json.loads((d / "manifest.json").read_text())["variants"]:
 PY
 }
 
+probe_report() {  # one line per variant: the control probe's median kernel times (kernels/lab/control.py)
+  python3 - "$R/sample_traces/$1" <<'PY'
+import json, statistics, sys, pathlib
+d = pathlib.Path(sys.argv[1])
+for v in json.loads((d / "manifest.json").read_text())["variants"]:
+    p = v.get("control_probe") or {}
+    meds = [round(statistics.median(col), 2) for col in zip(*p["us"])] if p.get("us") else p.get("error")
+    print(f"  probe {d.name} {v['name']:16} turns {len(p.get('us') or [])} median us (settle, gemm, copy) {meds}")
+PY
+}
+
 ncu_warm_hf() {
   local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072) P=""
   nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && P=h200_
   rec "${P}hf_geglu_bf16" 330 --workload geglu --variants eager,compile,liger,fuselens-gating,fuselens "${HF[@]}" \
     --dtype bf16 --measure-bytes
-  ncu_report "${P}hf_geglu_bf16"
+  ncu_report "${P}hf_geglu_bf16"; probe_report "${P}hf_geglu_bf16"
 }
 ncu_warm_plain() {
   local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072) P=""
@@ -138,6 +156,7 @@ ncu_warm_plain() {
   rec "${P}plain_8192tok_h8192_bf16" 120 --workload plain --variants eager,compile,fuselens --batch 64 --seq 128 \
     --d-model 768 --hidden 8192 --dtype bf16 --measure-bytes
   ncu_report "${P}plain_8192tok_bf16"; ncu_report "${P}plain_8192tok_h8192_bf16"
+  probe_report "${P}plain_8192tok_bf16"; probe_report "${P}plain_8192tok_h8192_bf16"
 }
 
 check() {
@@ -185,6 +204,15 @@ sweep_llm() {
   echo "sweep-llm rc=$?"; grep -E "^\||^###" "$R/logs/sweep_llm.txt"; grep -E "Error|error" "$R/logs/sweep_llm.txt" | head -5
 }
 
+sweep_floor() {  # ~3-4 min on an H100: down_proj + gate/up candidates and whole forwards at the LLM shapes, SM clock
+  echo "== compute-floor sweep at the LLM shapes"
+  timeout "$(left "${SWEEP_FLOOR_LIMIT_S:-330}")" python3 -m kernels.lab.sweep --cases floor --out "$R/bench/sweep_floor.md" \
+    >"$R/logs/sweep_floor.txt" 2>&1
+  echo "sweep-floor rc=$?"
+  if [ -f "$R/bench/sweep_floor.md" ]; then cat "$R/bench/sweep_floor.md"; else grep -E "^\||^#|^Ceil" "$R/logs/sweep_floor.txt"; fi
+  grep -E "Error|error" "$R/logs/sweep_floor.txt" | head -5
+}
+
 sweep() {
   echo "== per-config sweep"
   timeout "$(left 240)" python3 -m kernels.lab.sweep --out "$R/bench/sweep.md" >"$R/logs/sweep.txt" 2>&1
@@ -198,6 +226,15 @@ configs() {
   grep -E "^FAIL|^ERRO|^skip" "$R/logs/check_configs.txt" | head -20
 }
 
+# GEMM operand re-reads at held-out shapes (issue 15; kernels/lab/gemm_reread.py): a Kineto trace with shapes and
+# flushed ncu DRAM bytes per GEMM kernel (cuBLAS linear, linear+bias, FuseLens GEMM+bias+GELU). ~2-3 min on an H100.
+gemm_reread() {
+  local P=""; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && P="h200_"
+  echo "== gemm-reread"
+  timeout "$(left 300)" python3 -m kernels.lab.gemm_reread --out "$R/gemm_reread/${P}bf16" 2>"$R/logs/gemm_reread.err" | tee "$R/logs/gemm_reread.txt"
+  tail -3 "$R/logs/gemm_reread.err"
+}
+
 bench() {
   local lim; lim=$(left 540)
   echo "== bench $* (limit ${lim}s)"
@@ -205,14 +242,34 @@ bench() {
   grep -E "FAILED|Error" "$R/logs/bench.err" | head -5
 }
 
+# The five Llama / TinyLlama rows issue 16 holds to <= 1.05x the compute floor, both dtypes (~2-3 min per card).
+bench_llm_floor() {
+  bench --shapes llm-all --rows "${BENCH_ROWS:-llama2-7b-bf16,llama3-8b-bf16,tinyllama-fp16,llama2-7b-fp16,tinyllama-bf16}"
+}
+
+# The shape-sweep rows nearest a LOSS (issue 16: fp32 HF SwiGLU on the H100, 77 x 1001 -> 3000 bf16 on the H200) with
+# each probe's µs per candidate path; ~2-3 min. BENCH_ROWS overrides the row ids.
+bench_rows() {
+  bench --shapes llm-all --rows "${BENCH_ROWS:-hf-swiglu-fp32,unaligned-bf16,unaligned-fp32,odd-aligned-bf16,decode-bf16}"
+  python3 - "$R/bench" <<'PY'
+import json, sys, pathlib
+for f in pathlib.Path(sys.argv[1]).glob("kernels_*.json"):
+    res = json.loads(f.read_text())
+    for r in res.get("shapes", []):
+        v = r.get("variants", {})
+        print(r["id"], r.get("verdict"), {k: (x.get("us"), x.get("spread_us")) for k, x in v.items()})
+        print("   probe", v.get("fuselens", {}).get("path"), v.get("fuselens", {}).get("probe_us"))
+PY
+}
+
 for step in "$@"; do
   case $step in
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-roofs) record_roofs ;; record-fuselens) record_fuselens ;; check) check ;;
     record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
-    record-skew) record_skew ;;
+    record-skew) record_skew ;; gemm-reread) gemm_reread ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
-    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; two-models) two_models ;;
-    bench-llm) bench --shapes llm ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
+    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; two-models) two_models ;;
+    bench-llm) bench --shapes llm ;; bench-rows) bench_rows ;; bench-llm-floor) bench_llm_floor ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;
   esac

@@ -12,7 +12,9 @@ batch 1, seq 2048, d-model = the layer's hidden size, hidden = its MLP intermedi
 The variants take turns (--rounds, default 8): every variant is built and warmed up first, then each round times
 and profiles a few steps of every variant in a rotating order, so GPU clock/power/temperature drift over the session
 lands on all of them alike (kernels.lab.interleave). SM clock, power and temperature are sampled meanwhile
-(kernels.lab.conditions) and written per variant.
+(kernels.lab.conditions) and written per variant. Before every turn a fixed control probe runs (a settle write,
+a bf16 GEMM, a copy: kernels.lab.control) in a profiler step of its own that is cut from the traces; its kernel
+times go in the manifest, the diff's context-identical control group.
 
 Writes into DIR (created if missing; nothing is written anywhere else):
   <variant>.json.gz     torch.profiler Chrome trace (CPU + CUDA activities, record_shapes=True): the variant's
@@ -27,7 +29,8 @@ Writes into DIR (created if missing; nothing is written anywhere else):
                         gating or aten: kernels.models.dispatch), fuselens_fused (False where fusion measured slower
                         and the variant fell back) and fuselens_probe_us; conditions {profiled, timed}: SM clock
                         (MHz), power (W), temperature (°C) median/min/max while its steps ran; top level "conditions": the sampler, the GPU's
-                        clock/power limits, --lock-clocks. Rewritten after every variant, so an interrupted run
+                        clock/power limits, --lock-clocks; control_probe (top level: its spec; per variant:
+                        the probe's kernel times before each of its turns, kernels.lab.control). Rewritten after every variant, so an interrupted run
                         still leaves a valid manifest of what finished.
 
 Progress: stdout carries ONLY progress lines, one JSON object per line, flushed at once:
@@ -341,12 +344,15 @@ def _time_rounds(live: list[_Live], rounds: int, sampler, progress) -> None:
         progress(f"CUDA-event timing, round {r + 1}/{rounds}")
 
 
-def _profile_rounds(live: list[_Live], ns, out_dir: Path, sampler, progress) -> dict[str, dict]:
+def _profile_rounds(live: list[_Live], ns, out_dir: Path, sampler, progress, probe=None) -> dict[str, dict]:
     """One torch.profiler session in which the variants take turns (ns.steps_per_turn steps each per round, over
-    ns.rounds rounds), split into one Chrome trace per variant (kernels.lab.interleave). Returns {variant: doc}."""
+    ns.rounds rounds), split into one Chrome trace per variant (kernels.lab.interleave). Returns {variant: doc}.
+    probe (kernels.lab.control.Probe): run in a profiler step of its own before every turn; those steps come back
+    as control.OWNER_PREFIX + variant, never inside the variant's trace."""
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
+    from kernels.lab.control import OWNER_PREFIX
     from kernels.lab.interleave import round_orders, split_trace
 
     owner: dict[int, str] = {}
@@ -368,6 +374,13 @@ def _profile_rounds(live: list[_Live], ns, out_dir: Path, sampler, progress) -> 
             for lv in order:
                 if lv.error:
                     continue
+                if probe is not None and probe.error is None:  # the control: same sequence, same context
+                    owner[prof.step_num] = OWNER_PREFIX + lv.name
+                    try:
+                        probe()
+                    except Exception as exc:  # the recording goes on without it; the diff uses the traces
+                        probe.error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                    prof.step()
                 t0 = time.monotonic()
                 try:
                     for k in range(ns.steps_per_turn):
@@ -385,6 +398,27 @@ def _profile_rounds(live: list[_Live], ns, out_dir: Path, sampler, progress) -> 
     finally:
         combined.unlink(missing_ok=True)
     return split_trace(doc, owner)
+
+
+def _control_probe(manifest: dict):
+    """The control probe (kernels.lab.control), warmed up, and its spec in the manifest; None (and the reason in the
+    manifest) when it cannot run: the recording goes on without it, and the diff falls back to the traces."""
+    import torch
+
+    from kernels.lab import control
+
+    try:
+        probe = control.Probe()
+        probe()  # cuBLAS picks its GEMM kernel here, outside the profiler
+        probe()
+    except Exception as exc:  # e.g. out of memory beside a big workload
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        manifest["control_probe"] = {**control.spec(), "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        return None
+    torch.cuda.synchronize()
+    manifest["control_probe"] = control.spec()
+    return probe
 
 
 def _pooled(times: list) -> dict:
@@ -544,7 +578,7 @@ def run(argv: list[str] | None = None) -> int:
     if ns.ncu_child is not None:
         return _ncu_child(ns)
 
-    from kernels.lab import conditions, envinfo
+    from kernels.lab import conditions, control, envinfo
     from kernels.models.variants import VariantUnavailable
 
     tokens = ns.batch * ns.seq
@@ -633,6 +667,7 @@ def run(argv: list[str] | None = None) -> int:
                 _fail(lv, exc)
                 failed(name, lv.error or "failed")
         traces: dict[str, dict] = {}
+        probe_failed = False
         if live:
 
             def progress(msg: str) -> None:
@@ -641,7 +676,11 @@ def run(argv: list[str] | None = None) -> int:
             _time_rounds(live, ns.rounds, sampler, progress)
             ok = [lv for lv in live if not lv.error]
             if ok:
-                traces = _profile_rounds(ok, ns, out_dir, sampler, progress)
+                probe = _control_probe(manifest)
+                traces = _profile_rounds(ok, ns, out_dir, sampler, progress, probe=probe)
+                if probe is not None and probe.error:
+                    probe_failed = True
+                    manifest["control_probe"]["error"] = probe.error
         sampler.stop()
         profiled, timed = sampler.per_variant("profiled"), sampler.per_variant("timed")
         manifest["conditions"]["sampler"] = sampler.describe()
@@ -669,6 +708,9 @@ def run(argv: list[str] | None = None) -> int:
                 conditions={"profiled": profiled.get(lv.name), "timed": timed.get(lv.name)},
                 **lv.path,
             )
+            probe_doc = traces.pop(control.OWNER_PREFIX + lv.name, None)
+            if probe_doc is not None and not probe_failed:
+                entry["control_probe"] = control.probe_times(probe_doc)
             entry["message"] = f"median {entry['median_us']:.1f} us per {'training step' if ns.train else 'forward'}"
             clk = (entry["conditions"]["profiled"] or {}).get("sm_clock_mhz")
             if clk:

@@ -112,7 +112,7 @@ def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     t = _time(partial(F.linear, x, torch.cat([wg, wu])), n_iter)
     lines.append(f"| cuBLAS one GEMM to [gate; up] (N = {2 * N}) | {t:.1f} | {tflop / t * 1e6:.0f} | | | | | |")
-    gated = partial(hopper_gemm.persistent_gated, x, wg, wu)
+    gated = partial(hopper_gemm.persistent_gated, x, wg, wu, split_rows=0)  # one launch: the config alone
     runs = {
         "shipped": partial(gated, epilogue_act_id(act, dt), rows=hopper_gemm.GATE_UP_ROWS),
         "8 exact": partial(gated, act_id(act), rows=8),
@@ -161,7 +161,7 @@ def sweep_gated_llm(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     t = _time(partial(F.linear, x, wgu), n_iter)
     lines.append(f"| cuBLAS one GEMM to [gate; up] (N = {2 * N}) | {t:.1f} | {tflop / t * 1e6:.0f} | | |")
     del wgu
-    gated = partial(hopper_gemm.persistent_gated, x, wg, wu)
+    gated = partial(hopper_gemm.persistent_gated, x, wg, wu, split_rows=0)  # one launch: the config alone
     runs = {"shipped": partial(gated, epilogue_act_id(act, dt)), "none": partial(gated, act_id("identity"))}
     configs = hopper_gemm.GATED_CONFIGS + hopper_gemm.GATED_CONFIGS_LLM + EXPLORE_GATED
     return lines + _config_rows([hopper_gemm._gated_tuned], configs, runs, ref, tflop, n_iter)
@@ -243,10 +243,11 @@ def main(argv=None) -> int:
     ap.add_argument("--n-iter", type=int, default=100)
     ap.add_argument(
         "--cases",
-        choices=("hf", "llm", "all"),
+        choices=("hf", "llm", "floor", "all"),
         default="hf",
         help="hf: the HF-shape tables and the activation accuracy (default); llm: every shipped and exploratory"
-        " config at the LLM shapes (30 timed calls each)",
+        " config at the LLM shapes (30 timed calls each); floor: every down_proj and gate/up candidate and whole"
+        " forwards at the LLM shapes, timed in turns with the SM clock (kernels/lab/sweep_floor.py)",
     )
     args = ap.parse_args(argv)
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
@@ -268,6 +269,10 @@ def main(argv=None) -> int:
             torch.cuda.empty_cache()
         for case in SINGLE_LLM_CASES:
             lines += sweep_single_llm(*case, n_iter=args.n_iter)
+    if args.cases == "floor":
+        from kernels.lab import sweep_floor
+
+        lines += sweep_floor.run(lambda msg: print(msg, flush=True))
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
