@@ -415,13 +415,7 @@ def summary_json(path, name: str | None = None) -> dict | None:
     try:
         with open(entry, "rb") as f:
             manifest, _ = _read_header(f)
-        if (manifest.get("format"), manifest.get("kind"), manifest.get("key"), manifest.get("version")) != (
-            FORMAT,
-            "summary",
-            key,
-            ver,
-        ):
-            raise ValueError("manifest does not match the entry's name")
+        _check_summary_manifest(manifest, key, ver)
         out = manifest["json"]
         if not isinstance(out, dict):
             raise ValueError("no summary JSON")
@@ -448,6 +442,16 @@ def _usable_key(src, cache: bool | None, key: str | None) -> str | None:
         return content_key(src)
     except (OSError, ValueError):
         return None  # a missing file, a directory …: the reader says what is wrong
+
+
+def _check_summary_manifest(manifest: dict, key: str, ver: str) -> None:
+    if (manifest.get("format"), manifest.get("kind"), manifest.get("key"), manifest.get("version")) != (
+        FORMAT,
+        "summary",
+        key,
+        ver,
+    ):
+        raise ValueError("manifest does not match the entry's name")
 
 
 def store_summary(key: str, summary, *, limit: int | None = None) -> Path | None:
@@ -493,13 +497,7 @@ def lookup_summary(key: str, trace):
         return None
     try:
         manifest, arrays = _read_container(path)
-        if (manifest.get("format"), manifest.get("kind"), manifest.get("key"), manifest.get("version")) != (
-            FORMAT,
-            "summary",
-            key,
-            ver,
-        ):
-            raise ValueError("manifest does not match the entry's name")
+        _check_summary_manifest(manifest, key, ver)
         fields = {name: _read_table(arrays, name, spec) for name, spec in manifest["tables"].items()}
         fields.update((name, _untag(v)) for name, v in manifest["values"].items())
         summary = Summary(trace=trace, **fields)
