@@ -26,7 +26,7 @@ import triton.language as tl
 from kernels.ops.activations import act_f32
 from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
 from kernels.ops.launch import Tuned
-from kernels.ops.triton_util import autotune_bench, interpreting
+from kernels.ops.triton_util import INTERPRETING, autotune_bench, interpreting
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -374,7 +374,8 @@ def _launch_gated(x, w_gate, w_up, act_id: int, rows: int, out) -> None:
         lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
         dev,
         prune_arg=(M, K),
-        interp_config=triton.Config(_INTERP_GATED_META or INTERP_META),
+        # a triton.Config per call costs ~0.7 us of host time: built only where the interpreter runs
+        interp_config=triton.Config(_INTERP_GATED_META or INTERP_META) if INTERPRETING else None,
     )
 
 
@@ -408,7 +409,7 @@ def launch_single(x, w, bias, act_id, out, tuned=None):
         lambda cfg: consts,
         lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
         dev,
-        interp_config=triton.Config({**INTERP_META, "SUBTILE": _INTERP_SUBTILE}),
+        interp_config=triton.Config({**INTERP_META, "SUBTILE": _INTERP_SUBTILE}) if INTERPRETING else None,
     )
     return out
 
