@@ -258,7 +258,12 @@ def _comparability_blocks(cd) -> list[tuple]:
     if c.probe:
         pr = c.probe
         rows = [
-            [role, [Name(pr["kernels"].get(role, ""))], f"{fmt_us(us[0])} → {fmt_us(us[1])}", f"{pr['ratio'][role]:.3f}"]
+            [
+                role,
+                [Name(pr["kernels"].get(role, ""))],
+                f"{fmt_us(us[0])} → {fmt_us(us[1])}",
+                f"{pr['ratio'][role]:.3f}",
+            ]
             for role, us in pr["us_per_call"].items()
         ]
         b.append(("p", f"The runner's control probe, before each of {pr['turns']} turns (median over turns):"))
@@ -278,7 +283,9 @@ def _comparability_blocks(cd) -> list[tuple]:
             for k in c.control_kernels
         ]
         more = c.n_control_kernels - len(c.control_kernels)
-        b.append(("p", "Kernels identical in both runs that ran in the same context (the calls the trace factor uses):"))
+        b.append(
+            ("p", "Kernels identical in both runs that ran in the same context (the calls the trace factor uses):")
+        )
         b.append(
             (
                 "table",
