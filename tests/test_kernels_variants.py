@@ -110,10 +110,11 @@ def test_fuselens_kernels_show_in_traces_as_ops_with_shapes(workload, variant, o
 @pytest.mark.parametrize("dname", ["fp32", "bf16"])
 def test_every_dispatch_path_computes_the_module(workload, dname):
     """fuselens picks among its paths by speed only, so every path must compute the module's forward (odd shapes:
-    77 tokens, d 40, h 72; on the GPU also 16-byte-unaligned rows, 1001 -> 3000)."""
+    77 tokens, d 40, h 72; 13 tokens, d 37 (rows not 16-byte aligned in any dtype: the pad_* paths pad), h 40; on the
+    GPU also 1001 -> 3000)."""
     from kernels.models import dispatch
 
-    shapes = [(77, 40, 72)] + ([(77, 1001, 3000), (16, 4096, 1024)] if ON_GPU else [])
+    shapes = [(77, 40, 72), (13, 37, 40)] + ([(77, 1001, 3000), (16, 4096, 1024)] if ON_GPU else [])
     for m, d, h in shapes:
         model = build_model(workload, d, h, DTYPES[dname], DEVICE)
         x = make_input(1, m, d, DTYPES[dname], DEVICE).reshape(m, d)
@@ -127,6 +128,25 @@ def test_every_dispatch_path_computes_the_module(workload, dname):
                 )
         with pytest.raises(ValueError, match="does not apply"):
             dispatch.run_path("gating" if workload == "plain" else "gemm_act", model, x)
+
+
+def test_dispatch_weight_copies_follow_the_weights():
+    """cat_gating and pad_* run on weight copies (concatenated, padded), cached per weight: an in-place update of a
+    weight (version counter) rebuilds them, and the copies of paths a probe did not choose are freed."""
+    from kernels.models import dispatch
+
+    model = build_model("swiglu", 37, 40, torch.float32, DEVICE)
+    x = make_input(1, 13, 37, torch.float32, DEVICE).reshape(13, 37)
+    with torch.no_grad():
+        for path in ("cat_gating", "pad_dual_gemm", "pad_cat_gating"):
+            dispatch.run_path(path, model, x)
+            model.up_proj.weight.mul_(-0.5)  # in place: the next call must see it
+            model.down_proj.weight.add_(0.25)
+            assert rel_err(dispatch.run_path(path, model, x), model(x).double()) < 1e-5, path
+        ids = {id(getattr(model, n).weight) for n in ("gate_proj", "up_proj", "down_proj")}
+        assert {k[0] for k in dispatch._DERIVED if k[1] in ids} == {"cat", "pad_down", "pad_gate_up", "pad_cat"}
+        dispatch._drop_unchosen(model, "pad_dual_gemm")
+        assert {k[0] for k in dispatch._DERIVED if k[1] in ids} == {"pad_down", "pad_gate_up"}
 
 
 def test_dispatch_key_buckets_tokens_and_names_everything_else():
