@@ -384,9 +384,9 @@ def load_summary(src, name: str | None = None, *, cache: bool | None = None, key
     parses, summarises and stores both. `key`: the content key of `src` when the caller already has it (the
     dashboard hashes each upload once for its run id). Same switches as load_trace."""
     from analyzer.readers.load import load_trace
-    from analyzer.summary import summarize
 
     key = _usable_key(src, cache, key)
+    trace = None
     if key is not None:
         is_bytes = isinstance(src, (bytes, bytearray, memoryview))
         trace = lookup(key, name or ("upload" if is_bytes else Path(src).name))
@@ -394,10 +394,11 @@ def load_summary(src, name: str | None = None, *, cache: bool | None = None, key
             hit = lookup_summary(key, trace)
             if hit is not None:
                 return hit
-            summary = summarize(trace)
-            store_summary(key, summary)
-            return summary
-    summary = summarize(load_trace(src, name, cache=cache))
+    if trace is None:
+        trace = load_trace(src, name, cache=cache)
+    from analyzer.summary import summarize  # after the read: a refused gzip bomb never imports pandas & co.
+
+    summary = summarize(trace)
     if key is not None:
         store_summary(key, summary)
     return summary
