@@ -142,11 +142,14 @@ RULE = (
 
 
 def control_keys(rows: pd.DataFrame) -> pd.Series:
-    """The identity of each kernel of a representative step (rows of analyzer.diff.align.sequence); '' for memops.
+    """The identity of each kernel of a representative step (rows of analyzer.diff.align.sequence); '' for memops
+    and communication kernels.
 
     The alignment key (GEMM problem, or op and shapes) plus the kernel name and its launch config: a cuBLAS kernel
     of the same M, N, K but another tile config is not the same work, and neither is the same name at other shapes."""
-    is_kernel = rows["kind"].eq("kernel")
+    # a collective's time is mostly waiting for the other ranks (HTA's 2-rank trace: NCCL SendRecv 0.39-1.46× between
+    # ranks of one program), not this GPU's speed: never a control
+    is_kernel = rows["kind"].eq("kernel") & rows["category"].ne("communication")
     sep = "\x1f"
     key = (
         rows["name"].astype(str)
