@@ -181,6 +181,19 @@ def test_same_program_on_other_dataloader_settings_is_comparable():
     assert c.steps == [5, 5] and c.within_run_spread_pct["base"] is not None
 
 
+def test_two_ranks_of_one_program_are_comparable_without_their_collectives():
+    """Held out (HTA's 2-rank training trace, one step each, A100-class cutlass/ampere kernels): the ranks run the
+    same program on two GPUs. The NCCL SendRecv kernels take 60% of the identical kernels' time and read 0.39-1.46×
+    between the ranks (waiting for the peer): they are never controls. The rest: 1.0015."""
+    d = diff_runs(
+        summarize(load_trace(TRACES["hta_filter_rank0"])), [summarize(load_trace(TRACES["hta_filter_rank1"]))]
+    )
+    c = d.candidates[0].comparability
+    assert c.verdict == "comparable" and c.factor == pytest.approx(1.0015, abs=5e-4)
+    assert c.n_control_calls > 300 and not any("nccl" in k["name"].lower() for k in c.control_kernels)
+    assert c.context_excluded["n_calls"] > 0  # identical calls behind other kernels: listed, not used
+
+
 def test_unrelated_runs_are_not_checkable_and_say_so():
     d = diff_runs(summarize(load_trace(HF / "eager.json.gz")), [summarize(load_trace(TRACES["legacy_resnet"]))])
     cd = d.candidates[0]
