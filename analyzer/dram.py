@@ -72,9 +72,29 @@ def hit_fraction(a: np.ndarray, b: np.ndarray, cap: float) -> np.ndarray:
     return np.where(b > 0, up, np.where(b < 0, down, flat))
 
 
-_DUP = 1.0
-_SHARE = 1.0
 MAX_TILES = 1 << 22  # a GEMM with more output tiles is left out of the re-read rule (bounded work per distinct op)
+
+
+def _ramp_integral(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """∫ g from 0 to x, g(t) = 1 below lo, falling linearly to 0 at hi, 0 above (the share of capacities in
+    [lo, hi] larger than a distance t)."""
+    x = np.asarray(x, dtype=float)
+    span = max(hi - lo, 1e-30)
+    mid = np.clip(x, lo, hi) - lo
+    return np.minimum(x, lo) + mid - mid * mid / (2 * span)
+
+
+def ramp_hit_fraction(a: np.ndarray, b: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Share of f in [0, 1] found when the capacity is anywhere in [lo, hi], each equally likely: the mean over f
+    of P(a + b·f < capacity). hit_fraction's closed form when lo == hi."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    if hi <= lo:
+        return hit_fraction(a, b, hi)
+    flat = np.clip((hi - a) / (hi - lo), 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = (_ramp_integral(a + b, lo, hi) - _ramp_integral(a, lo, hi)) / b
+    return np.where(np.abs(b) > 1e-9 * np.maximum(np.abs(a), 1.0), mean, flat)
 
 
 def tile_walk(s: Schedule) -> tuple[np.ndarray, np.ndarray]:
@@ -90,7 +110,7 @@ def tile_walk(s: Schedule) -> tuple[np.ndarray, np.ndarray]:
     return first + (t % width) % size, (t % width) // size
 
 
-def operand_rereads(s: Schedule, cap: float) -> float:
+def operand_rereads(s: Schedule, cap: float, copies: int = 1) -> float:
     """DRAM bytes a GEMM reads beyond its operands counted once: panels an earlier wave read and the cache lost.
 
     Tiles run in waves of `s.wave`. A wave touches the distinct row and column panels its tiles need, and writes
@@ -99,7 +119,9 @@ def operand_rereads(s: Schedule, cap: float) -> float:
     walks K together, so at K slice f that is: the rest of the wave that last read it, the new bytes of every wave
     between, and the new wave up to slice f:  D_prev + Σ n_between + f·(n_now − D_prev + D_next − n_next), where
     next = prev + 1 (for consecutive waves, (1 − f)·D_prev + f·D_now). Linear in f: `hit_fraction` gives the share
-    found. A panel that leaves and comes back between the two waves is counted twice (an upper bound)."""
+    found. A panel that leaves and comes back between the two waves is counted twice (an upper bound). `copies`:
+    the cache keeps a panel that CTAs on every SM read once per L2 partition (GpuSpec.l2_partitions), so each
+    panel byte takes that many bytes of it; a tile's output, written by one SM, takes one."""
     if s.tiles > MAX_TILES or s.tiles <= s.wave:
         return 0.0
     i, j = tile_walk(s)
@@ -113,8 +135,8 @@ def operand_rereads(s: Schedule, cap: float) -> float:
         panel, wave = pw // n_w, pw % n_w
         again = np.r_[False, panel[1:] == panel[:-1]]
         last = np.r_[-2, wave[:-1]]  # the wave that read this panel before (same panel where `again`)
-        whole += np.bincount(wave, minlength=n_w) * size * _DUP
-        new += np.bincount(wave[~(again & (last == wave - 1))], minlength=n_w) * size * _DUP
+        whole += np.bincount(wave, minlength=n_w) * size
+        new += np.bincount(wave[~(again & (last == wave - 1))], minlength=n_w) * size
         uses.append((wave[again], last[again], size))
     cum_new = np.concatenate([[0.0], np.cumsum(new)])
     total = 0.0
@@ -122,7 +144,7 @@ def operand_rereads(s: Schedule, cap: float) -> float:
         nxt = prev + 1
         a = whole[prev] + cum_new[now] - cum_new[nxt]
         b = new[now] - whole[prev] + whole[nxt] - new[nxt]
-        total += float(size * (len(now) - hit_fraction(a, b, cap).sum()))
+        total += float(size * (len(now) - ramp_hit_fraction(a, b, cap / copies, cap).sum()))
     return total
 
 
@@ -149,11 +171,12 @@ class _Row:
 class _Ctx:
     """What the rows of one predict_step call share: the cache and the device the kernels ran on."""
 
-    __slots__ = ("cap", "device")
+    __slots__ = ("cap", "device", "copies")
 
-    def __init__(self, cap: float, device: dict | None):
+    def __init__(self, cap: float, device: dict | None, copies: int = 1):
         self.cap = cap
         self.device = device
+        self.copies = copies  # L2 partitions holding a line that SMs on both sides read
 
 
 def _gemm_rereads(name: str, op: str, dims, types, launch: tuple, ctx: _Ctx | None) -> tuple[float, str]:
@@ -163,10 +186,11 @@ def _gemm_rereads(name: str, op: str, dims, types, launch: tuple, ctx: _Ctx | No
     if ctx is None or isinstance(sched, str):
         why = sched if isinstance(sched, str) else "no device"
         return 0.0, f"GEMM operands counted once ({why}): a lower bound where its tile walk re-reads them"
-    rr = operand_rereads(sched, ctx.cap * _SHARE)
+    rr = operand_rereads(sched, ctx.cap, ctx.copies)
+    share = f"between 1/{ctx.copies} of it and all: {ctx.copies} L2 partitions" if ctx.copies > 1 else "all of it"
     return rr, (
         f"GEMM operands read once plus {rr / 1e6:.1f} MB re-read by its tile walk ({sched.how}; a panel is "
-        "re-read when the waves in between touched more than the cache)"
+        f"re-read when the waves in between touched more than the cache serving it, {share})"
     )
 
 
@@ -333,7 +357,7 @@ def predict_step(step_ops: pd.DataFrame, gpu: GpuSpec | None, device: dict | Non
     if not (cap > 0):
         why = "unknown: GPU not in the peak table" if gpu is None else f"unknown: no cache size for {gpu.name}"
         return _frame(step_ops, out, np.full(n, why, dtype=object))
-    codes, rows = _distinct_rows(step_ops, _Ctx(cap, device))
+    codes, rows = _distinct_rows(step_ops, _Ctx(cap, device, gpu.l2_partitions))
     which = "Infinity Cache" if gpu.llc_bytes == gpu.llc_bytes else "L2"
     base = MODEL.format(cap=f"{cap / 2**20:.0f} MiB", why=f"{gpu.name} {which}")
     ok = np.array([r.ok for r in rows], dtype=bool)[codes]

@@ -35,8 +35,9 @@ def test_cublas_tile_is_read_in_cublas_orientation_with_cutlass_raster():
     s = schedule("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "2,66,1", "384,1,1", 213188, 168,
                  _gemm(2048, 16384, 2048), H100)  # fmt: skip
     assert (s.rows, s.cols, s.order) == (64, 16, "cols")
-    # other cuBLAS / CUTLASS spellings of the tile
-    for name in ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_kernel",
+    # other cuBLAS / CUTLASS spellings of the tile (B200's nvjet names carry no sm90)
+    for name in ("nvjet_tst_128x256_64x6_2x1_v_bz_bias_TNN",
+                 "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_kernel",
                  "ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_tn",
                  "cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x256_32x3_tn_align8"):  # fmt: skip
         s = schedule(name, "512,1,1", "256,1,1", 100000, 128, _gemm(8192, 8192, 1024), H100)

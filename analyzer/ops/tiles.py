@@ -42,7 +42,7 @@ OWN_TILES = {
     "fuselens_gemm_bias_act_kernel": (128, 256, 1),
     "fuselens_dual_gemm_glu_kernel": (128, 128, 2),
 }
-_NVJET = re.compile(r"^nvjet_[a-z0-9]+_[a-z]+_(\d+)x(\d+)_")
+_NVJET = re.compile(r"^nvjet_\w*?_(\d+)x(\d+)_")  # nvjet_sm90_tst_256x128_…, nvjet_tst_64x64_… (B200)
 _TILESIZE = re.compile(r"tilesize(\d+)x(\d+)x\d+")
 _CUTLASS = re.compile(r"gemm\w*?_(\d+)x(\d+)_")
 _TRITON = ("triton_tem_", "triton_mm", "fuselens_")
