@@ -1,6 +1,7 @@
 """Integer codes for object columns without a Python object per row.
 
     object_codes(values) -> (codes, first)
+    factorize(values, na_sentinel=False) -> (codes, uniques)    # pd.factorize, object columns keyed by identity first
 
 ``codes[i] == codes[j]`` exactly when ``values[i]`` and ``values[j]`` are equal JSON values (shape lists such as
 ``[[8, 64], [64]]``, dtype lists, strings, None); ``first[c]`` is the row where code ``c`` first occurs.
@@ -40,18 +41,41 @@ def object_codes(values) -> tuple[np.ndarray, np.ndarray]:
     n = arr.size
     if not n:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    if set(map(type, arr)) <= _STR_OR_NONE:
-        codes, uniques = pd.factorize(arr, use_na_sentinel=False)
-        return codes.astype(np.int64), _first_rows(codes, len(uniques))
     by_id, distinct_ids = pd.factorize(object_pointers(arr))
     first_of_id = _first_rows(by_id, len(distinct_ids))
-    texts = [_encode(arr[i]) for i in first_of_id.tolist()]
+    distinct = arr[first_of_id]
+    if set(map(type, distinct)) <= _STR_OR_NONE:
+        text_codes, uniques = pd.factorize(distinct, use_na_sentinel=False)
+        codes = text_codes.astype(np.int64)[by_id]
+        return codes, _first_rows(codes, len(uniques))
+    texts = [_encode(x) for x in distinct.tolist()]
     text_codes, distinct_texts = pd.factorize(np.asarray(texts, dtype=object))
     codes = text_codes.astype(np.int64)[by_id]
     return codes, _first_rows(codes, len(distinct_texts))
 
 
 _STR_OR_NONE = {str, type(None)}
+
+
+def factorize(values, na_sentinel: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(values, use_na_sentinel=na_sentinel)`` as (int64 codes, uniques ndarray), same codes in the
+    same order. An object column is keyed by object identity first (its pointers as integers, one int64 hash per
+    row) and only the distinct objects are factorized by value: the decoder interns names, so 2 M kernel rows
+    hold ~10^3 objects. pandas' own object path hashes every string and runs an isna pass per row: 2.5 s of a
+    2 M-kernel file's summary, against ~0.1 s here. Order is kept: the first row of each value is the first row
+    of its first object."""
+    arr = values.to_numpy() if isinstance(values, (pd.Series, pd.Index)) else np.asarray(values)
+    if arr.dtype != object or arr.ndim != 1:
+        codes, uniques = pd.factorize(arr, use_na_sentinel=na_sentinel)
+        return codes.astype(np.int64, copy=False), np.asarray(uniques)
+    if not arr.size:
+        return np.empty(0, np.int64), np.empty(0, dtype=object)
+    by_id, distinct_ids = pd.factorize(object_pointers(arr))
+    distinct = arr[_first_rows(by_id, len(distinct_ids))]
+    codes, uniques = pd.factorize(distinct, use_na_sentinel=na_sentinel)
+    return codes.astype(np.int64)[by_id], np.asarray(uniques, dtype=object)
+
+
 _encode = msgspec.json.Encoder(enc_hook=repr).encode  # a value JSON cannot hold is keyed by its repr
 
 

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analyzer.codes import object_codes
+from analyzer.codes import factorize, object_codes
 from analyzer.fmt import short_name
 from analyzer.gpus import GpuSpec
 from analyzer.ops.cost_rules import Estimate, estimate_kernel, is_helper
@@ -38,8 +38,8 @@ def _arr(df: pd.DataFrame, name: str, default, dtype=object) -> np.ndarray:
 
 
 def _codes(values: np.ndarray) -> tuple[np.ndarray, int]:
-    codes, uniques = pd.factorize(values, use_na_sentinel=False)
-    return codes.astype(np.int64), len(uniques)
+    codes, uniques = factorize(values)
+    return codes, len(uniques)
 
 
 def _shape_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
@@ -50,7 +50,7 @@ def _shape_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
 
 def _per_unique(values: np.ndarray, fn) -> np.ndarray:
     """fn(value) → bool for every row, evaluated once per distinct value (a few hundred, not a million)."""
-    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    codes, uniques = factorize(values)
     hit = np.array([bool(fn(u)) for u in uniques], dtype=bool)
     return hit[codes] if len(values) else np.zeros(0, dtype=bool)
 
@@ -60,11 +60,12 @@ def _kernel_estimates(k: pd.DataFrame) -> dict[str, np.ndarray]:
     n = len(k)
     names = _arr(k, "name", "")
     op = _arr(k, "op_name", "")
-    op = np.where(pd.isna(op), "", op).astype(object)
+    op_codes, op_names = factorize(op)  # unknown ops → "", decided once per distinct op
+    op = np.where(pd.isna(op_names), "", op_names).astype(object)[op_codes] if n else np.zeros(0, dtype=object)
     dims, types, strides = _arr(k, "input_dims", None), _arr(k, "input_types", None), _arr(k, "input_strides", None)
     concrete = _arr(k, "concrete_inputs", None)
     known = _arr(k, "shapes_known", False, dtype=bool)
-    launch_codes, launch_names = pd.factorize(_arr(k, "launch_name", ""), use_na_sentinel=False)
+    launch_codes, launch_names = factorize(_arr(k, "launch_name", ""))
     graph = np.array([isinstance(u, str) and "Graph" in u for u in launch_names], dtype=bool)[launch_codes]
     launched = np.array([isinstance(u, str) and u != "" for u in launch_names], dtype=bool)[launch_codes]
     key = np.zeros(n, dtype=np.int64)
@@ -175,6 +176,15 @@ def _memop_estimates(m: pd.DataFrame) -> dict[str, np.ndarray]:
 
 def estimate_costs(gpu_ops: pd.DataFrame, gpu: GpuSpec | None) -> pd.DataFrame:
     """Bytes, FLOPs and achieved rates for every GPU op (see module doc). Index = gpu_ops.index."""
+    cols = cost_columns(gpu_ops, gpu)
+    return pd.DataFrame(
+        {c: pd.Series(v, index=gpu_ops.index, dtype=object if c == "cost_basis" else float) for c, v in cols.items()}
+    )
+
+
+def cost_columns(gpu_ops: pd.DataFrame, gpu: GpuSpec | None) -> dict[str, np.ndarray]:
+    """estimate_costs' columns as arrays in gpu_ops' row order (build_trace adds them to gpu_ops without a
+    DataFrame in between: 1.1 s for 2 M kernels)."""
     n = len(gpu_ops)
     kind = _arr(gpu_ops, "kind", "kernel")
     is_mem = np.isin(kind, ("memcpy", "memset"))
@@ -207,23 +217,20 @@ def estimate_costs(gpu_ops: pd.DataFrame, gpu: GpuSpec | None) -> pd.DataFrame:
         hbm_bound = ~is_mem | device_copy
         pct_bw = np.where(hbm_bound, gbps / gpu.hbm_gbps * 100.0, np.nan)
         matrix = np.isin(_arr(gpu_ops, "category", ""), _MATRIX_CATEGORIES)
-        pk_codes, pk_names = pd.factorize(est["peak_key"], use_na_sentinel=False)
+        pk_codes, pk_names = factorize(est["peak_key"])
         peak = np.array([gpu.tflops.get(p, np.nan) if isinstance(p, str) else np.nan for p in pk_names], dtype=float)
         peak = peak[pk_codes] if n else np.zeros(0)
         with np.errstate(invalid="ignore", divide="ignore"):
             pct_flops = np.where(matrix, tflops / peak * 100.0, np.nan)
-    cols = {
-        "bytes": b,
-        "flops": f,
-        "cost_basis": est["cost_basis"],
-        "achieved_gbps": gbps,
-        "achieved_tflops": tflops,
-        "pct_peak_bw": pct_bw,
-        "pct_peak_flops": pct_flops,
+    return {
+        "bytes": np.asarray(b, dtype=float),
+        "flops": np.asarray(f, dtype=float),
+        "cost_basis": np.asarray(est["cost_basis"], dtype=object),
+        "achieved_gbps": np.asarray(gbps, dtype=float),
+        "achieved_tflops": np.asarray(tflops, dtype=float),
+        "pct_peak_bw": np.asarray(pct_bw, dtype=float),
+        "pct_peak_flops": np.asarray(pct_flops, dtype=float),
     }
-    return pd.DataFrame(
-        {c: pd.Series(v, index=gpu_ops.index, dtype=object if c == "cost_basis" else float) for c, v in cols.items()}
-    )
 
 
 # ------------------------------------------------------------------------------------------ flags

@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzer.codes import object_codes
+from analyzer.codes import factorize, object_codes
 from analyzer.gpus import GpuSpec
 from analyzer.ops import dtypes
 from analyzer.ops.dataflow import tensor_io
@@ -261,7 +261,7 @@ def _distinct_rows(step_ops: pd.DataFrame, ctx: _Ctx | None = None) -> tuple[np.
             continue
         if c in ("bytes", "kind", "name", "op_name", *LAUNCH):  # numbers and text: factorized as they are
             vals = step_ops[c].to_numpy(dtype=float if c == "bytes" else object)
-            codes, uniq = pd.factorize(vals, use_na_sentinel=False)
+            codes, uniq = factorize(vals)
             size = len(uniq)
         else:
             codes, first = object_codes(step_ops[c].to_numpy(dtype=object))

@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analyzer.codes import factorize
+
 
 def link(gpu: pd.DataFrame, launches: pd.DataFrame, cpu: pd.DataFrame, annotation_ext_ids: np.ndarray) -> pd.DataFrame:
     """Return gpu with launch_name, launch_ts_us, launch_latency_us, op_index, op_name, input_*, shapes_known.
@@ -29,7 +31,7 @@ def link(gpu: pd.DataFrame, launches: pd.DataFrame, cpu: pd.DataFrame, annotatio
     gpu/launches/cpu use the schema's column names; cpu's index is the op_index written to gpu.
     """
     n = len(gpu)
-    out = gpu.copy()
+    out = gpu.copy(deep=False)  # copy-on-write (pandas 3): only new columns are written, nothing is copied
     # 1. correlation → launch (first launch with that correlation; duplicates would be a broken trace)
     li = _lookup(launches["correlation"].to_numpy(), gpu["correlation"].to_numpy())
     has_launch = li >= 0
@@ -96,9 +98,10 @@ def link(gpu: pd.DataFrame, launches: pd.DataFrame, cpu: pd.DataFrame, annotatio
     fan_out = np.zeros(n, dtype=bool)
     valid = corr >= 0
     if valid.any():
-        counts = pd.Series(corr[valid]).map(pd.Series(corr[valid]).value_counts()).to_numpy()
-        fan_out[valid] = counts > 1
-    graph = pd.Series(launch_name, dtype=object).str.contains("GraphLaunch", regex=False).to_numpy(dtype=bool)
+        codes = pd.factorize(corr[valid])[0]
+        fan_out[valid] = np.bincount(codes)[codes] > 1
+    codes, names = factorize(launch_name)  # per distinct launch API name (a handful), not per kernel
+    graph = np.array([isinstance(u, str) and "GraphLaunch" in u for u in names], dtype=bool)[codes]
     replay = fan_out | graph
     dims[replay] = None
     types[replay] = None

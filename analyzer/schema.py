@@ -10,9 +10,10 @@ Unknown numbers are NaN (never 0); unknown strings are "" ; unknown ids are -1.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where a table is built: the cache's version and light reads need none
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,8 @@ def check_raw(raw: RawTrace) -> None:
 
 def raw_empty(table: str) -> dict[str, pd.Series]:
     """Empty columns of a raw table, with the contract's dtypes."""
+    import pandas as pd
+
     return {c.name: pd.Series(dtype=c.dtype) for c in RAW_TABLES[table]}
 
 
@@ -313,6 +316,8 @@ def names(table: str) -> list[str]:
 
 def empty(table: str) -> pd.DataFrame:
     """An empty DataFrame with the table's columns and dtypes."""
+    import pandas as pd
+
     return pd.DataFrame({c.name: pd.Series(dtype=c.dtype) for c in TABLES[table]})
 
 

@@ -18,7 +18,7 @@ import orjson
 import pandas as pd
 
 from analyzer import schema
-from analyzer.codes import object_codes
+from analyzer.codes import factorize, object_codes
 from analyzer.cost import hbm_flags
 from analyzer.dram import predict_steady
 from analyzer.fmt import clean_json
@@ -251,7 +251,7 @@ def _group_codes(g: pd.DataFrame) -> np.ndarray:
     """One code per distinct (kernel name, launching op, op input dims), from integer codes (no MultiIndex)."""
     key = np.zeros(len(g), dtype=np.int64)
     for values in (g["name"].to_numpy(dtype=object), g["op_name"].to_numpy(dtype=object)):
-        codes, uniques = pd.factorize(values, use_na_sentinel=False)
+        codes, uniques = factorize(values)
         key = pd.factorize(key * len(uniques) + codes)[0].astype(np.int64)
     codes, first = object_codes(g["input_dims"].to_numpy(dtype=object))  # no object per row (analyzer/codes.py)
     return pd.factorize(key * len(first) + codes)[0]

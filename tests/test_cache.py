@@ -69,30 +69,77 @@ def test_cached_and_uncached_loads_are_identical(key, cache_dir):
     assert orjson.dumps(s1.to_json(), option=orjson.OPT_SERIALIZE_NUMPY) == orjson.dumps(
         s2.to_json(), option=orjson.OPT_SERIALIZE_NUMPY
     )
+    assert_summary_cached_identical(path, s1)
+
+
+def assert_same_summary(a, b):
+    assert [f.name for f in dataclasses.fields(a)] == [f.name for f in dataclasses.fields(b)]
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if f.name == "trace":
+            assert_same_trace(x, y)
+        elif isinstance(x, pd.DataFrame):
+            pd.testing.assert_frame_equal(x, y, check_exact=True, obj=f.name)
+        else:  # per_step holds NaN for unknown figures: compare through a NaN-keeping encoding, types included
+            assert cache._exact_json(x, f.name, nonfinite=True) == cache._exact_json(y, f.name, nonfinite=True)
+            assert type(x) is type(y)
+
+
+def assert_summary_cached_identical(path, fresh_summary):
+    """load_summary: the first call stores the summary entry, the second reads it; both equal summarize() of an
+    uncached load, and so does the CLI's header-only answer (summary_json)."""
+    key = cache.content_key(path)
+    cache.summary_path(key).unlink(missing_ok=True)
+    first = cache.load_summary(path)
+    assert cache.summary_path(key).is_file()  # stored: the comparisons below read it back
+    second = cache.load_summary(path)
+    for s in (first, second):
+        assert_same_summary(fresh_summary, s)
+    assert cache.lookup_summary(key, fresh_summary.trace) is not None
+    assert cache.summary_json(path) == orjson.loads(orjson.dumps(fresh_summary.to_json()))
+
+
+def test_a_cached_summary_is_the_uncached_summary(cache_dir):
+    path = TRACES["h100_bert"]
+    assert_summary_cached_identical(path, summarize(load_trace(path, cache=False)))
+    up = cache.load_summary(path.read_bytes(), name="upload.json.gz")  # same content, uploaded: a hit, renamed
+    assert up.trace.meta.source == "upload.json.gz"
+    assert cache.summary_json(path, name="x.json")["source"] == "x.json"
+    assert len(cache.entries()) == 2 and sum(map(cache.is_summary, cache.entries())) == 1
 
 
 def test_a_schema_change_makes_the_entry_stale(cache_dir, monkeypatch):
     path = TRACES["h100_bert"]
     load_trace(path)
     (old,) = cache.entries()
+    cache.load_summary(path)
+    old_summary = cache.summary_path(cache.content_key(path))
+    assert old_summary.is_file()
     bumped = tuple(dataclasses.replace(c, doc=c.doc + " (v2)") if c.name == "bytes" else c for c in schema.GPU_OPS)
     monkeypatch.setitem(schema.TABLES, "gpu_ops", bumped)
+    assert cache.summary_json(path) is None  # the CLI's light path never reads the old summary either
     assert cache.lookup(cache.content_key(path), "x") is None  # never read …
-    assert not old.exists()  # … and deleted
+    assert not old.exists() and not old_summary.exists()  # … and deleted
     trace = load_trace(path)
     (new,) = cache.entries()
     assert new != old and cache.version() in new.name
     assert_same_trace(load_trace(path, cache=False), trace)
+    summary = cache.load_summary(path)
+    assert cache.summary_path(cache.content_key(path)) != old_summary
+    assert_same_summary(summarize(load_trace(path, cache=False)), summary)
 
 
 def test_a_code_change_makes_the_entry_stale(cache_dir, monkeypatch):
     path = TRACES["h100_bert"]
     load_trace(path)
     (old,) = cache.entries()
+    cache.load_summary(path)
+    old_summary = cache.summary_path(cache.content_key(path))
     monkeypatch.setattr(cache, "_code_hash", lambda: "an edited analyzer")
+    assert cache.summary_json(path) is None
     load_trace(path)
     (new,) = cache.entries()
-    assert new != old and not old.exists()
+    assert new != old and not old.exists() and not old_summary.exists()
 
 
 def test_a_changed_file_gets_its_own_entry(cache_dir, tmp_path):
@@ -100,14 +147,93 @@ def test_a_changed_file_gets_its_own_entry(cache_dir, tmp_path):
     path = tmp_path / "t.json"
     path.write_bytes(orjson.dumps({**top, "traceEvents": events}))
     before = load_trace(path)
+    before_summary = cache.load_summary(path)
     k = next(i for i, e in enumerate(events) if e.get("cat") == "kernel")
     events = [dict(e) for e in events]
     events[k]["dur"] = events[k]["dur"] + 1000.0  # same name, size and (after a write) any mtime
     path.write_bytes(orjson.dumps({**top, "traceEvents": events}))
     after = load_trace(path)
-    assert len(cache.entries()) == 2
+    assert len(cache.entries()) == 3  # two traces, the first one's summary
     assert after.gpu_ops["dur_us"].sum() == pytest.approx(before.gpu_ops["dur_us"].sum() + 1000.0)
     assert_same_trace(load_trace(path, cache=False), after)
+    assert cache.summary_json(path) is None  # the new content has no summary yet: never the old one's
+    after_summary = cache.load_summary(path)
+    assert_same_summary(summarize(load_trace(path, cache=False)), after_summary)
+    assert after_summary.to_json() != before_summary.to_json()
+    assert cache.summary_json(path) == orjson.loads(orjson.dumps(after_summary.to_json()))
+
+
+def test_a_same_size_rewrite_in_place_is_never_served_stale(cache_dir, tmp_path):
+    """The stat memo (the fast index in front of the hash) keys on size, mtime_ns, ctime_ns, inode and device: a
+    rewrite through the same inode, to the same size, with the old mtime put back, still changes ctime (which no
+    user call can set), so the file is hashed again and gets the new content's entries."""
+    top, events = reference_events(TRACES["h100_bert"])
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({**top, "traceEvents": events}))
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    time.sleep(2.1)  # past the racy window: the memo is written
+    before = cache.load_summary(path)
+    assert orjson.loads(cache._memo_path(path).read_bytes())["key"] == cache.content_key(path)
+    assert cache.summary_json(path) is not None
+    st = path.stat()
+    k = next(i for i, e in enumerate(events) if e.get("cat") == "kernel" and "dur" in e)
+    text = orjson.dumps(events[k]["dur"]).decode()
+    events = [dict(e) for e in events]
+    events[k]["dur"] = orjson.loads(text[:-1] + ("8" if text[-1] == "9" else str(int(text[-1]) + 1)))  # same length
+    data = orjson.dumps({**top, "traceEvents": events})
+    assert len(data) == st.st_size
+    with open(path, "r+b") as f:  # in place: same inode
+        f.write(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # the old mtime back
+    st2 = path.stat()
+    assert (st2.st_size, st2.st_mtime_ns, st2.st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino)
+    assert cache.content_key(path) == cache.content_key(data)  # hashed again, not the memo's old key
+    assert cache.summary_json(path) is None
+    after = cache.load_summary(path)
+    assert after.trace.gpu_ops["dur_us"].sum() != before.trace.gpu_ops["dur_us"].sum()
+    assert_same_summary(summarize(load_trace(path, cache=False)), after)
+
+
+def _damage(entry, damage, other_entry):
+    data = entry.read_bytes()
+    if damage == "truncate":
+        entry.write_bytes(data[: len(data) // 2])
+    elif damage == "flip":  # one byte inside the data region: its hash catches it
+        with open(entry, "rb") as f:
+            _, start = cache._read_header(f)
+        b = bytearray(data)
+        b[(start + len(b)) // 2] ^= 0x40
+        entry.write_bytes(bytes(b))
+    elif damage == "flip_header":  # one byte of the header (the summary JSON): the header's hash catches it
+        b = bytearray(data)
+        b[200] ^= 0x01
+        entry.write_bytes(bytes(b))
+    elif damage == "garbage":
+        entry.write_bytes(b"not a cache entry at all")
+    else:  # a valid entry of another trace under this trace's name
+        entry.write_bytes(other_entry.read_bytes())
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "flip_header", "garbage", "other_entry"])
+def test_a_corrupt_summary_entry_is_rebuilt_never_trusted(cache_dir, damage):
+    path, other = TRACES["h100_bert"], TRACES["mi300_bert"]
+    fresh = summarize(load_trace(path, cache=False))
+    cache.load_summary(path)
+    cache.load_summary(other)
+    entry, other_entry = cache.summary_path(cache.content_key(path)), cache.summary_path(cache.content_key(other))
+    _damage(entry, damage, other_entry)
+    damaged = entry.read_bytes()
+    if damage == "flip":  # the header (and its summary JSON) is intact: the CLI's light path may use it …
+        assert cache.summary_json(path) == orjson.loads(orjson.dumps(fresh.to_json()))
+    else:
+        assert cache.summary_json(path) is None
+        assert not entry.exists()
+        entry.write_bytes(damaged)
+    assert cache.lookup_summary(cache.content_key(path), fresh.trace) is None  # … the tables are never trusted
+    assert not entry.exists()
+    assert_same_summary(fresh, cache.load_summary(path))
+    assert entry.exists()  # rebuilt
+    assert_same_summary(fresh, cache.load_summary(path))
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "other_entry"])
@@ -189,11 +315,43 @@ def test_cli_no_cache_flag_and_cache_command(cache_dir, tmp_path):
     out_nc = cli("summary", str(src), "--json", "--no-cache")
     assert not cache.entries()
     out = cli("summary", str(src), "--json")
-    assert len(cache.entries()) == 1
+    assert len(cache.entries()) == 2  # the trace and its summary
     assert cli("summary", str(src), "--json") == out == out_nc  # the cached answer is the same answer
-    assert "1 cached traces" in cli("cache")
-    assert "removed 1 cached traces" in cli("cache", "--clear")
+    assert cli("summary", str(src)) == cli("summary", str(src), "--no-cache")  # and the same text table
+    assert "1 cached traces and 1 summaries" in cli("cache")
+    assert "removed 2 cached traces and summaries" in cli("cache", "--clear")
     assert not cache.entries()
+
+
+def test_a_cached_cli_summary_imports_no_pandas(cache_dir, tmp_path):
+    """The CLI's second open of a trace is answered from the summary entry's header: no numpy, no pandas, no
+    analysis module (0.25 s of a fresh process for pandas alone); the answer is the uncached one."""
+    src = tmp_path / "t.json.gz"
+    src.write_bytes(TRACES["h100_bert"].read_bytes())
+    code = (
+        "import sys, io, contextlib; from analyzer.cli import main; out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out): rc = main(['summary', sys.argv[1], '--json'])\n"
+        "heavy = sorted(m for m in ('numpy', 'pandas', 'analyzer.summary', 'analyzer.trace') if m in sys.modules)\n"
+        "print(rc, heavy); print(out.getvalue(), end='')"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def run():
+        return subprocess.run(
+            [sys.executable, "-c", code, str(src)], capture_output=True, text=True, env=env, cwd=ROOT, check=True
+        ).stdout.split("\n", 1)
+
+    first_line, first = run()
+    assert first_line.startswith("0 [") and "pandas" in first_line  # a miss parses the trace
+    second_line, second = run()
+    assert second_line == "0 []"
+    assert (
+        orjson.loads(second)
+        == orjson.loads(first)
+        == orjson.loads(
+            orjson.dumps(summarize(load_trace(src, cache=False)).to_json(), option=orjson.OPT_SERIALIZE_NUMPY)
+        )
+    )
 
 
 def test_object_columns_are_dictionary_encoded(cache_dir):

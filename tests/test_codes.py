@@ -1,8 +1,13 @@
-"""analyzer.codes.object_codes: equal JSON values share a code, whether or not they are one object."""
+"""analyzer.codes: object_codes (equal JSON values share a code, whether or not they are one object) and factorize
+(pd.factorize's codes and uniques, object columns keyed by identity first)."""
+
+import math
 
 import numpy as np
+import pandas as pd
+import pytest
 
-from analyzer.codes import object_codes, object_pointers
+from analyzer.codes import factorize, object_codes, object_pointers
 
 
 def test_equal_values_share_a_code_shared_object_or_not():
@@ -29,3 +34,19 @@ def test_pointers_are_identities():
 def test_empty():
     codes, first = object_codes(np.empty(0, dtype=object))
     assert codes.size == 0 and first.size == 0
+
+
+@pytest.mark.parametrize("na_sentinel", [False, True])
+def test_factorize_is_pandas_factorize(na_sentinel):
+    rng = np.random.default_rng(7)
+    pool = ["gemm", "".join(["ge", "mm"]), None, math.nan, float("nan"), "relu", 3, "", "relu_" + "x"]
+    values = np.empty(5000, dtype=object)
+    values[:] = [pool[i] for i in rng.integers(0, len(pool), len(values))]  # equal strings in distinct objects
+    want_codes, want_uniques = pd.factorize(values, use_na_sentinel=na_sentinel)
+    codes, uniques = factorize(values, na_sentinel)
+    assert codes.dtype == np.int64 and codes.tolist() == want_codes.tolist()
+    assert len(uniques) == len(want_uniques)
+    assert all(a is b or (a != a and b != b) for a, b in zip(uniques, want_uniques, strict=True))
+    numbers = rng.integers(0, 9, 100).astype(float)  # not object: pandas' own path
+    assert factorize(numbers)[0].tolist() == pd.factorize(numbers)[0].tolist()
+    assert factorize(np.empty(0, dtype=object))[0].size == 0

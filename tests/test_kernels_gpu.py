@@ -60,6 +60,50 @@ def test_fast_path_matches_first_call(M, K, N, act):
         torch.cuda.synchronize()
         if i == 2:  # new tensors, same shapes: all launches went through the cached launchers
             assert [t.slow_calls for t in tuners] == before
+    # Triton 3.5-3.6 (what kernels.ops.launch._raw_plan reads): every cached launcher calls the C launch function,
+    # and the TMA ones hold their descriptors' encodings
+    import triton
+
+    plans = {t.name: [e[5] for e in t._launchers.values()] for t in tuners if t._launchers}
+    print("raw launch plans:", {n: [(p is not None, len(p[2]) if p else 0) for p in ps] for n, ps in plans.items()})
+    if triton.__version__.startswith(("3.5", "3.6")):
+        assert all(p is not None for ps in plans.values() for p in ps)
+        for name in ("dual_gemm_glu_tma", "gemm_bias_act_tma"):
+            assert all(len(p[2]) == 3 and all(c for _m, c in p[2].values()) for p in plans.get(name, []))
+
+
+@pytest.mark.parametrize("M, K, N", [(16, 768, 3072), (77, 1001, 3000), (333, 1000, 2816)])
+def test_op_plans_replay_what_the_wrappers_compute(M, K, N):
+    """Op calls served by a recorded plan (kernels.ops.launch.Plans) give what the wrappers compute, with new
+    activations every call, after an in-place weight update (the key holds the weights' version), for a second pair
+    of weights of the same shapes (the key holds their identity), with and without bias, and for gating on the
+    halves of one [M, 2N] tensor (the rows kernel)."""
+    from kernels.models import custom_ops as ops
+
+    dt = torch.bfloat16
+    g = torch.Generator(device="cuda").manual_seed(M)
+    rnd = lambda *s: torch.randn(*s, device="cuda", dtype=dt, generator=g)  # noqa: E731
+    before = {n: p.replays for n, p in ops.PLANS.items()}
+    wg, wu, wg2, wu2 = (rnd(N, K) * K**-0.5 for _ in range(4))
+    b = rnd(N)
+    with torch.no_grad():
+        for i in range(6):
+            x = rnd(M, K)
+            if i == 4:
+                wg.mul_(-1.5)  # in place: version bump, the interleaved copy is rebuilt
+            for w1, w2 in ((wg, wu), (wg2, wu2)):
+                assert rel_err(ops.dual_gemm_glu(x, w1, w2, "silu"), _gated_ref(x, w1, w2, "silu")) < 1.5e-2, i
+            ref = F.gelu(F.linear(x.double(), wg.double(), b.double()))
+            assert rel_err(ops.gemm_bias_act(x, wg, b, "gelu"), ref) < 1.5e-2, i
+            assert rel_err(ops.gemm_bias_act(x, wg, None, "gelu"), F.gelu(F.linear(x.double(), wg.double()))) < 1.5e-2
+            y = rnd(M, 2 * N)
+            ref = F.gelu(y[:, :N].double(), approximate="tanh") * y[:, N:].double()
+            assert rel_err(ops.glu_gating(y[:, :N], y[:, N:], "gelu_tanh"), ref) < 1.5e-2, i
+            assert rel_err(ops.glu_gating(y[:, :N].contiguous(), y[:, N:].contiguous(), "gelu_tanh"), ref) < 1.5e-2
+        torch.cuda.synchronize()
+    replays = {n: p.replays - before[n] for n, p in ops.PLANS.items()}
+    print("plan replays:", replays)
+    assert all(r > 0 for r in replays.values()), replays
 
 
 def _fwd_us(fn, x, queue_ahead: bool) -> float:

@@ -111,18 +111,69 @@ def test_control_probe_runs_before_every_turn_in_steps_cut_from_the_variants_tra
         assert "error" in control.probe_times(docs[control.OWNER_PREFIX + v])  # a CPU launches no kernels
 
 
-def test_probe_times_reads_the_probe_kernels_per_turn():
-    def k(ts, name, dur):
-        return {"ph": "X", "cat": "kernel", "ts": ts, "name": name, "dur": dur}
+def test_probe_times_reads_each_roles_gpu_time_per_turn():
+    """probe_times on the shape of a Kineto trace: role ranges on the CPU, launches with correlation ids inside them,
+    GPU ops carrying those ids (a role's memset counts with its kernel)."""
+    from kernels.lab.control import PROBE_LABEL
 
-    turns = [(0, 90.0, 30.0, 45.0), (1000, 91.0, 30.5, 44.0)]
-    doc = {
-        "traceEvents": [k(t0 + i, n, d) for t0, *ds in turns for i, (n, d) in enumerate(zip("sgc", ds, strict=True))]
+    evs, corr = [], iter(range(1, 100))
+
+    def turn(t0, durs, gemm="nvjet_gemm"):
+        evs.append({"ph": "X", "cat": "user_annotation", "name": PROBE_LABEL, "ts": t0, "dur": 90, "tid": 1})
+        for i, (role, kernel) in enumerate((("settle", "fill"), ("gemm", gemm), ("copy", "neg"))):
+            c = next(corr)
+            ts = t0 + 1 + 30 * i
+            evs.append(
+                {"ph": "X", "cat": "user_annotation", "name": f"{PROBE_LABEL}::{role}", "ts": ts, "dur": 20, "tid": 1}
+            )
+            evs.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "ts": ts + 5,
+                    "dur": 3,
+                    "tid": 1,
+                    "args": {"correlation": c},
+                }
+            )
+            evs.append(
+                {"ph": "X", "cat": "kernel", "name": kernel, "ts": 1e6 + ts, "dur": durs[i], "args": {"correlation": c}}
+            )
+            if role == "gemm":
+                c = next(corr)
+                evs.append(
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": "cudaMemsetAsync",
+                        "ts": ts + 1,
+                        "dur": 1,
+                        "tid": 1,
+                        "args": {"correlation": c},
+                    }
+                )
+                evs.append(
+                    {
+                        "ph": "X",
+                        "cat": "gpu_memset",
+                        "name": "Memset (Device)",
+                        "ts": 1e6 + ts - 2,
+                        "dur": 0.5,
+                        "args": {"correlation": c},
+                    }
+                )
+
+    turn(0, (90.0, 30.0, 45.0))
+    turn(1000, (91.0, 30.5, 44.0))
+    got = control_probe_times({"traceEvents": evs})
+    assert got == {
+        "kernels": ["fill", "Memset (Device) + nvjet_gemm", "neg"],
+        "us": [[90.0, 30.5, 45.0], [91.0, 31.0, 44.0]],
     }
-    assert control_probe_times(doc) == {"kernels": ["s", "g", "c"], "us": [[90.0, 30.0, 45.0], [91.0, 30.5, 44.0]]}
-    assert "error" in control_probe_times({"traceEvents": doc["traceEvents"][:4]})
-    doc["traceEvents"][4]["name"] = "other"
-    assert control_probe_times(doc) == {"error": "the probe's kernels differ between turns"}
+    turn(2000, (90.0, 30.0, 45.0), gemm="other_gemm")
+    assert control_probe_times({"traceEvents": evs}) == {"error": "the probe's kernels differ between turns"}
+    assert "error" in control_probe_times({"traceEvents": []})
 
 
 def test_sampler_gives_each_variant_the_samples_of_its_turns():

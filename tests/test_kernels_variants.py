@@ -110,10 +110,11 @@ def test_fuselens_kernels_show_in_traces_as_ops_with_shapes(workload, variant, o
 @pytest.mark.parametrize("dname", ["fp32", "bf16"])
 def test_every_dispatch_path_computes_the_module(workload, dname):
     """fuselens picks among its paths by speed only, so every path must compute the module's forward (odd shapes:
-    77 tokens, d 40, h 72; on the GPU also 16-byte-unaligned rows, 1001 -> 3000)."""
+    77 tokens, d 40, h 72; 13 tokens, d 37 (rows not 16-byte aligned in any dtype: the pad_* paths pad), h 40; on the
+    GPU also 1001 -> 3000)."""
     from kernels.models import dispatch
 
-    shapes = [(77, 40, 72)] + ([(77, 1001, 3000), (16, 4096, 1024)] if ON_GPU else [])
+    shapes = [(77, 40, 72), (13, 37, 40)] + ([(77, 1001, 3000), (16, 4096, 1024)] if ON_GPU else [])
     for m, d, h in shapes:
         model = build_model(workload, d, h, DTYPES[dname], DEVICE)
         x = make_input(1, m, d, DTYPES[dname], DEVICE).reshape(m, d)
@@ -127,6 +128,25 @@ def test_every_dispatch_path_computes_the_module(workload, dname):
                 )
         with pytest.raises(ValueError, match="does not apply"):
             dispatch.run_path("gating" if workload == "plain" else "gemm_act", model, x)
+
+
+def test_dispatch_weight_copies_follow_the_weights():
+    """cat_gating and pad_* run on weight copies (concatenated, padded), cached per weight: an in-place update of a
+    weight (version counter) rebuilds them, and the copies of paths a probe did not choose are freed."""
+    from kernels.models import dispatch
+
+    model = build_model("swiglu", 37, 40, torch.float32, DEVICE)
+    x = make_input(1, 13, 37, torch.float32, DEVICE).reshape(13, 37)
+    with torch.no_grad():
+        for path in ("cat_gating", "pad_dual_gemm", "pad_cat_gating"):
+            dispatch.run_path(path, model, x)
+            model.up_proj.weight.mul_(-0.5)  # in place: the next call must see it
+            model.down_proj.weight.add_(0.25)
+            assert rel_err(dispatch.run_path(path, model, x), model(x).double()) < 1e-5, path
+        ids = {id(getattr(model, n).weight) for n in ("gate_proj", "up_proj", "down_proj")}
+        assert {k[0] for k in dispatch._DERIVED if k[1] in ids} == {"cat", "pad_down", "pad_gate_up", "pad_cat"}
+        dispatch._drop_unchosen(model, "pad_dual_gemm")
+        assert {k[0] for k in dispatch._DERIVED if k[1] in ids} == {"pad_down", "pad_gate_up"}
 
 
 def test_dispatch_key_buckets_tokens_and_names_everything_else():
@@ -177,6 +197,37 @@ def test_fuselens_ops_refuse_gradients_and_record_once():
     assert len(events) == 1 and events[0].input_shapes[:2] == [[4, 8], [4, 8]]
     ref = F.gelu(g.detach().double(), approximate="tanh") * u.double()
     assert rel_err(out, ref) < 1e-5
+
+
+def test_fuselens_ops_under_torch_compile_and_fake_tensors():
+    """The ops' Autograd kernels compute in the same Python call, and hand fake / functional tensors (torch.compile,
+    FakeTensorMode) below autograd to the fake kernels: compiled with the aot_eager backend (fake tensors and
+    functionalization, no C++ toolchain) each op is one graph node with the module's values, and an input that needs a
+    gradient is refused there too (a compiled backward would otherwise skip the op's contribution)."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    from kernels.models import custom_ops as ops
+
+    torch.manual_seed(0)
+    x, w, w2, b = (torch.randn(s, device=DEVICE) for s in ((5, 24), (8, 24), (8, 24), (8,)))
+    g, u = torch.randn(7, 9, device=DEVICE), torch.randn(7, 9, device=DEVICE)
+
+    def f(x, w, w2, b, g, u):
+        return ops.dual_gemm_glu(x, w, w2, "silu") + ops.gemm_bias_act(x, w, b, "gelu"), ops.glu_gating(g, u, "silu")
+
+    xd, wd, w2d, bd = (t.double() for t in (x, w, w2, b))
+    ref = (F.silu(xd @ wd.T) * (xd @ w2d.T) + F.gelu(xd @ wd.T + bd), F.silu(g.double()) * u.double())
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(f, backend="aot_eager", fullgraph=True)(x, w, w2, b, g, u)
+    assert all(rel_err(a, r) < 1e-5 for a, r in zip(got, ref, strict=True))
+    with FakeTensorMode() as mode, torch.no_grad():
+        fx, fw = mode.from_tensor(x), mode.from_tensor(w)
+        out = ops.dual_gemm_glu(fx, fw, fw, "silu")
+    assert isinstance(out, FakeTensor) and tuple(out.shape) == (5, 8)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="inference-only"):
+        torch.compile(f, backend="aot_eager")(x, w.requires_grad_(), w2, b, g, u)
 
 
 def test_bench_verdicts_on_the_committed_h100_results():

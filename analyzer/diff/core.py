@@ -806,7 +806,7 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
         )
     if any(not f.bytes_complete for f in fusions):
         notes.append("some fusion groups have kernels without recorded shapes: their bytes avoided are lower bounds")
-    comp = comp_.check(bseq, cseq)
+    comp = comp_.check(bseq, cseq, probes=(brun.facts.get("control_probe"), crun.facts.get("control_probe")))
     notes += [f"GPU conditions: {n}" for n in comp.notes]
     wb, wc = comp.control_weight
     wb = np.zeros(len(b)) if wb is None else wb

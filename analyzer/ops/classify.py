@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from analyzer.codes import factorize
 from analyzer.ops import names
 
 # ---------------------------------------------------------------------------------------------------
@@ -399,7 +400,7 @@ def refine_templates(gpu: pd.DataFrame) -> pd.Series:
 
     ops = gpu["ops"]
     names_ = gpu["name"].astype(object)
-    codes, uniques = pd.factorize(names_, sort=False)
+    codes, uniques = factorize(names_.to_numpy(dtype=object), na_sentinel=True)
     is_tem = np.array([isinstance(u, str) and gemm_reader.is_template(u) for u in uniques], dtype=bool)
     rows = np.flatnonzero(is_tem[codes]) if len(gpu) else np.zeros(0, dtype=np.int64)
     op_names = gpu["op_name"].to_numpy(dtype=object)
@@ -420,8 +421,8 @@ def refine_templates(gpu: pd.DataFrame) -> pd.Series:
 def refine_by_op(ops: pd.Series, op_names: pd.Series) -> pd.Series:
     """refine_one over every row, worked out once per distinct (ops, op) pair (integer codes, no per-row text).
     Same index as ops."""
-    o_codes, o_uni = pd.factorize(ops.to_numpy(dtype=object), use_na_sentinel=False)
-    p_codes, p_uni = pd.factorize(op_names.to_numpy(dtype=object), use_na_sentinel=False)
+    o_codes, o_uni = factorize(ops.to_numpy(dtype=object))
+    p_codes, p_uni = factorize(op_names.to_numpy(dtype=object))
     codes, uniq = pd.factorize(o_codes.astype(np.int64) * max(len(p_uni), 1) + p_codes)
     if len(uniq) == 0:
         return ops.copy()

@@ -16,7 +16,6 @@ import sys
 import orjson
 
 from analyzer.fmt import fmt_bytes, fmt_num, fmt_pct, json_text, safe_text
-from analyzer.ranks import analyze_ranks
 
 
 def add_arguments(r: argparse.ArgumentParser) -> None:
@@ -43,6 +42,8 @@ def _add_extras(r: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from analyzer.ranks import analyze_ranks
+
     if getattr(args, "no_cache", False):
         import os
 

@@ -56,12 +56,11 @@ def run_job(job) -> dict:
 
 
 def summarize_rank(inp: RankInput) -> dict:
-    from analyzer.readers.load import load_trace
-    from analyzer.summary import summarize
+    from analyzer.readers.cache import load_summary
 
     src, name = read_input(inp)
-    trace = load_trace(src, name=name)
-    summary = summarize(trace)
+    summary = load_summary(src, name=name)  # load_trace + summarize, both through the columnar cache
+    trace = summary.trace
     meta = trace.meta
     dist = meta.distributed if isinstance(meta.distributed, dict) else {}
     steps_used = [int(s) for s in summary.steps_used]
@@ -83,13 +82,12 @@ def summarize_rank(inp: RankInput) -> dict:
 
 def diff_rank(job: DiffJob) -> dict:
     from analyzer.diff import diff_runs
-    from analyzer.readers.load import load_trace
-    from analyzer.summary import summarize
+    from analyzer.readers.cache import load_summary
 
     summaries = []
     for inp in job.inputs:
         src, name = read_input(inp)
-        summaries.append(summarize(load_trace(src, name=name)))
+        summaries.append(load_summary(src, name=name))
     diff = diff_runs(summaries[0], summaries[1:], labels=list(job.labels))
     out = diff.to_json()
     if isinstance(out, (str, bytes)):

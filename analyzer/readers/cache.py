@@ -37,15 +37,17 @@ import dataclasses
 import functools
 import hashlib
 import logging
+import math
 import mmap
 import os
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import orjson
-import pandas as pd
+
+# numpy and pandas are imported where tables are built: a CLI `summary` answered from the cache (summary_json)
+# and a refused gzip bomb never need them (pandas alone is 0.25 s of a fresh process on an idle box, 2–3 s busy).
 
 log = logging.getLogger("fuselens.cache")
 
@@ -158,8 +160,9 @@ def lookup(key: str, source: str):
     deleted (so the caller parses the file again and stores a fresh one)."""
     ver = version()
     path = entry_path(key, ver)
+    current = (path, summary_path(key, ver))
     for stale in cache_dir().glob(f"{key}-*{SUFFIX}"):
-        if stale != path:
+        if stale not in current:
             _remove(stale, "stale version")
     if not path.is_file():
         return None
@@ -188,7 +191,10 @@ def _read(path: Path, key: str, ver: str, source: str):
     return trace
 
 
-def _read_table(z, table: str, spec: dict) -> pd.DataFrame:
+def _read_table(z, table: str, spec: dict):
+    import numpy as np
+    import pandas as pd
+
     n = spec["rows"]
     cols = {}
     for col, dtype in spec["columns"]:
@@ -223,14 +229,17 @@ class _NotCacheable(Exception):
 def store(key: str, trace, *, limit: int | None = None) -> Path | None:
     """Write the trace's tables; None (and nothing written) when a value cannot round-trip exactly, the cache
     folder is not writable, or the entry alone is over the size bound."""
-    limit = max_bytes() if limit is None else limit
     ver = version()
-    path = entry_path(key, ver)
     try:
         arrays, manifest = _encode(trace, key, ver)
     except _NotCacheable as err:
         log.info("not cached: %s: %s", trace.meta.source, err)
         return None
+    return _write_entry(entry_path(key, ver), arrays, manifest, limit)
+
+
+def _write_entry(path: Path, arrays: dict, manifest: dict, limit: int | None) -> Path | None:
+    limit = max_bytes() if limit is None else limit
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=SUFFIX)
@@ -251,10 +260,12 @@ def store(key: str, trace, *, limit: int | None = None) -> Path | None:
     return path
 
 
-def _encode(trace, key: str, ver: str) -> tuple[dict[str, np.ndarray], dict]:
+def _encode(trace, key: str, ver: str) -> tuple[dict, dict]:
+    import pandas as pd
+
     from analyzer.codes import object_codes
 
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict = {}
     tables = {}
     for f in dataclasses.fields(trace):
         value = getattr(trace, f.name)
@@ -269,7 +280,10 @@ def _encode(trace, key: str, ver: str) -> tuple[dict[str, np.ndarray], dict]:
     return arrays, manifest
 
 
-def _encode_table(df: pd.DataFrame, table: str, arrays: dict, object_codes) -> dict:
+def _encode_table(df, table: str, arrays: dict, object_codes) -> dict:
+    import numpy as np
+    import pandas as pd
+
     if df.columns.has_duplicates or not all(isinstance(c, str) and "#" not in c for c in df.columns):
         raise _NotCacheable(f"{table}: column names")
     columns = []
@@ -299,8 +313,11 @@ def _encode_table(df: pd.DataFrame, table: str, arrays: dict, object_codes) -> d
     return {"rows": len(df), "columns": columns, "index": kind}
 
 
-def _exact_json(value, what: str) -> bytes:
-    """JSON text that decodes back to an equal value of the same types, else _NotCacheable."""
+def _exact_json(value, what: str, *, nonfinite: bool = False) -> bytes:
+    """JSON text that decodes back to an equal value of the same types, else _NotCacheable. nonfinite: NaN and
+    ±inf floats are kept as {"$float": "nan"} … (_untag restores them); else they make the value uncacheable."""
+    if nonfinite:
+        value = _tag(value)
     try:
         text = orjson.dumps(value)
     except TypeError as err:
@@ -308,6 +325,31 @@ def _exact_json(value, what: str) -> bytes:
     if not _same(orjson.loads(text), value):
         raise _NotCacheable(f"{what}: a value does not survive JSON exactly (NaN, tuple, non-str key …)")
     return text
+
+
+_FLOAT_TAG = "$float"
+
+
+def _tag(v):
+    if isinstance(v, float) and type(v) is float and not math.isfinite(v):
+        return {_FLOAT_TAG: repr(v)}  # 'nan', 'inf', '-inf': float() reads each back
+    if isinstance(v, dict):
+        if _FLOAT_TAG in v:
+            raise _NotCacheable(f"a dict with the reserved key {_FLOAT_TAG!r}")
+        return {k: _tag(x) for k, x in v.items()}
+    if type(v) is list:
+        return [_tag(x) for x in v]
+    return v
+
+
+def _untag(v):
+    if isinstance(v, dict):
+        if len(v) == 1 and _FLOAT_TAG in v:
+            return float(v[_FLOAT_TAG])
+        return {k: _untag(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_untag(x) for x in v]
+    return v
 
 
 def _same(a, b) -> bool:
@@ -318,6 +360,154 @@ def _same(a, b) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
     return a == b
+
+
+# ---------------------------------------------------------------------------------------------------- summaries
+# The summary (analyzer.summary.Summary: the KERNEL_SUMMARY and STEP_TABLE tables, per-step medians, remarks) is
+# derived from the trace alone by the analyzer's code, so it is cached under the same content key and version as
+# the trace, in its own entry (<key>-<version>-summary.fltc): re-summarising a 1 GiB trace costs 0.5 s idle, 5 s
+# on a busy box. Its manifest also holds Summary.to_json() (what `summary --json` prints), so the CLI answers a
+# cached trace from that header alone (summary_json), without numpy, pandas or the tables (0.4 s of imports).
+def summary_path(key: str, ver: str | None = None) -> Path:
+    return cache_dir() / f"{key}-{ver or version()}{_SUMMARY}{SUFFIX}"
+
+
+_SUMMARY = "-summary"
+
+
+def is_summary(entry: Path) -> bool:
+    return entry.name.endswith(_SUMMARY + SUFFIX)
+
+
+def load_summary(src, name: str | None = None, *, cache: bool | None = None, key: str | None = None):
+    """summarize(load_trace(src, name)) through the cache: a hit reads the trace's tables and the summary's, a miss
+    parses, summarises and stores both. `key`: the content key of `src` when the caller already has it (the
+    dashboard hashes each upload once for its run id). Same switches as load_trace."""
+    from analyzer.readers.load import load_trace
+
+    key = _usable_key(src, cache, key)
+    trace = None
+    if key is not None:
+        is_bytes = isinstance(src, (bytes, bytearray, memoryview))
+        trace = lookup(key, name or ("upload" if is_bytes else Path(src).name))
+        if trace is not None:
+            hit = lookup_summary(key, trace)
+            if hit is not None:
+                return hit
+    if trace is None:
+        trace = load_trace(src, name, cache=cache)
+    from analyzer.summary import summarize  # after the read: a refused gzip bomb never imports pandas & co.
+
+    summary = summarize(trace)
+    if key is not None:
+        store_summary(key, summary)
+    return summary
+
+
+def summary_json(path, name: str | None = None) -> dict | None:
+    """What load_summary(path).to_json() returns, from the summary entry's header alone, or None (not cached, the
+    cache off, non-default limits, an unreadable header: the caller then takes the full path). The header has its
+    own hash; the data region is not read (its tables are not needed here) and is checked when it is."""
+    key = _usable_key(path, None, None)
+    if key is None:
+        return None
+    ver = version()
+    entry = summary_path(key, ver)
+    try:
+        with open(entry, "rb") as f:
+            manifest, _ = _read_header(f)
+        _check_summary_manifest(manifest, key, ver)
+        out = manifest["json"]
+        if not isinstance(out, dict):
+            raise ValueError("no summary JSON")
+    except FileNotFoundError:
+        return None
+    except Exception as err:  # a corrupt, truncated or foreign file: never trusted
+        _remove(entry, f"unreadable ({type(err).__name__}: {err})")
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(entry)
+    out["source"] = name or Path(path).name
+    return out
+
+
+def _usable_key(src, cache: bool | None, key: str | None) -> str | None:
+    """The content key when the cache may be used for this load (on, default limits), else None."""
+    from analyzer.readers.limits import default_limits
+
+    if not (enabled(cache) and default_limits()):
+        return None
+    if key is not None:
+        return key
+    try:
+        return content_key(src)
+    except (OSError, ValueError):
+        return None  # a missing file, a directory …: the reader says what is wrong
+
+
+def _check_summary_manifest(manifest: dict, key: str, ver: str) -> None:
+    if (manifest.get("format"), manifest.get("kind"), manifest.get("key"), manifest.get("version")) != (
+        FORMAT,
+        "summary",
+        key,
+        ver,
+    ):
+        raise ValueError("manifest does not match the entry's name")
+
+
+def store_summary(key: str, summary, *, limit: int | None = None) -> Path | None:
+    """Write the summary's tables and values (not its trace: that is the trace entry); None when not cacheable."""
+    from analyzer.codes import object_codes
+
+    ver = version()
+    arrays: dict = {}
+    tables, values = {}, {}
+    try:
+        for f in dataclasses.fields(summary):
+            value = getattr(summary, f.name)
+            if f.name == "trace":
+                continue
+            if hasattr(value, "columns") and hasattr(value, "index"):  # a DataFrame (pandas not imported here)
+                tables[f.name] = _encode_table(value, f.name, arrays, object_codes)
+            else:
+                values[f.name] = orjson.loads(_exact_json(value, f.name, nonfinite=True))
+        doc = summary.to_json()
+        manifest = {
+            "format": FORMAT,
+            "kind": "summary",
+            "key": key,
+            "version": ver,
+            "tables": tables,
+            "values": values,
+            "json": orjson.loads(_exact_json(doc, "to_json()")),
+        }
+    except _NotCacheable as err:
+        log.info("summary not cached: %s: %s", summary.trace.meta.source, err)
+        return None
+    return _write_entry(summary_path(key, ver), arrays, manifest, limit)
+
+
+def lookup_summary(key: str, trace):
+    """The cached Summary of this content, around `trace` (the caller's, from lookup or load_trace), or None; an
+    unreadable entry is deleted."""
+    from analyzer.summary import Summary
+
+    ver = version()
+    path = summary_path(key, ver)
+    if not path.is_file():
+        return None
+    try:
+        manifest, arrays = _read_container(path)
+        _check_summary_manifest(manifest, key, ver)
+        fields = {name: _read_table(arrays, name, spec) for name, spec in manifest["tables"].items()}
+        fields.update((name, _untag(v)) for name, v in manifest["values"].items())
+        summary = Summary(trace=trace, **fields)
+    except Exception as err:  # a corrupt, truncated or foreign file: never trusted
+        _remove(path, f"unreadable ({type(err).__name__}: {err})")
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)
+    return summary
 
 
 # ---------------------------------------------------------------------------------------------------- container
@@ -332,7 +522,9 @@ _PREFIX = len(MAGIC) + 8 + 8 + 16
 _ALIGN = 64
 
 
-def _write_container(f, arrays: dict[str, np.ndarray], manifest: dict) -> None:
+def _write_container(f, arrays: dict, manifest: dict) -> None:
+    import numpy as np
+
     layout, offset = {}, 0
     for name, arr in arrays.items():
         arr = np.ascontiguousarray(arr)
@@ -352,27 +544,36 @@ def _write_container(f, arrays: dict[str, np.ndarray], manifest: dict) -> None:
         f.write(bytes(-arr.nbytes % _ALIGN))
 
 
-def _read_container(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+def _read_header(f) -> tuple[dict, int]:
+    """(the header: manifest, "arrays" layout and "data_hash"; the data region's offset) of an open entry, after
+    checking the magic, the sizes against the file's and the header's own hash."""
+    prefix = f.read(_PREFIX)
+    if len(prefix) != _PREFIX or not prefix.startswith(MAGIC):
+        raise ValueError("not a FuseLens cache file")
+    n_header = int.from_bytes(prefix[8:16], "little")
+    n_data = int.from_bytes(prefix[16:24], "little")
+    size = os.fstat(f.fileno()).st_size
+    start = -(-(_PREFIX + n_header) // _ALIGN) * _ALIGN
+    if start + n_data != size:
+        raise ValueError(f"file is {size:,} bytes, its header says {start + n_data:,}")
+    header = f.read(n_header)
+    if bytes.fromhex(_Hasher(header).hexdigest())[:16].ljust(16, b"\0") != prefix[24:40]:
+        raise ValueError("header checksum mismatch")
+    return orjson.loads(header), start
+
+
+def _read_container(path: Path) -> tuple[dict, dict]:
+    import numpy as np
+
     with open(path, "rb") as f:
-        prefix = f.read(_PREFIX)
-        if len(prefix) != _PREFIX or not prefix.startswith(MAGIC):
-            raise ValueError("not a FuseLens cache file")
-        n_header = int.from_bytes(prefix[8:16], "little")
-        n_data = int.from_bytes(prefix[16:24], "little")
-        size = os.fstat(f.fileno()).st_size
-        start = -(-(_PREFIX + n_header) // _ALIGN) * _ALIGN
-        if start + n_data != size:
-            raise ValueError(f"file is {size:,} bytes, its header says {start + n_data:,}")
-        header = f.read(n_header)
-        if bytes.fromhex(_Hasher(header).hexdigest())[:16].ljust(16, b"\0") != prefix[24:40]:
-            raise ValueError("header checksum mismatch")
+        manifest, start = _read_header(f)
         # A private (copy-on-write) map: the arrays are views of the page cache, writable without touching the
         # file, and nothing is zero-filled or copied up front (a bytearray + readinto took 0.6 of a 1 s open of
         # the 1 GiB benchmark's 233 MiB entry). Entries are replaced by rename and removed by unlink, never
         # truncated in place, so the mapped pages stay valid.
+        size = os.fstat(f.fileno()).st_size
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if size else bytearray()
     view = memoryview(data)[start:]
-    manifest = orjson.loads(header)
     if _Hasher(view).hexdigest() != manifest.pop("data_hash"):
         raise ValueError("data checksum mismatch")
     arrays = {}

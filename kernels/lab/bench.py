@@ -485,6 +485,7 @@ def main(argv=None) -> int:
     )
     p.add_argument("--sections", help="gating,mlp,decode (the default) and/or shapes (the default with --shapes)")
     p.add_argument("--shapes", choices=("llm", "llm-dtypes", "llm-all"), help="the shape sweep's rows")
+    p.add_argument("--rows", help="only these shape-sweep row ids (comma-separated; --merge folds them in by id)")
     p.add_argument(
         "--fresh",
         action="store_true",
@@ -574,7 +575,7 @@ def main(argv=None) -> int:
         from kernels.lab import shapes
 
         ceilings = {"bf16": tf}
-        res["shapes"] = shapes.run(ns.shapes, ceilings)
+        res["shapes"] = shapes.run(ns.shapes, ceilings, set(ns.rows.split(",")) if ns.rows else None)
         res["shape_ceilings_tflops"] = ceilings
     from kernels.models import dispatch
 

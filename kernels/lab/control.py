@@ -12,7 +12,8 @@ previous step. So the runner adds a control whose context is the same by constru
   left in L2 is gone and the GEMM always starts behind the same kernel with the same L2 contents. Its own start
   follows whatever came before it, so it sets the context and is not a control.
 - GEMM: a fixed bf16 GEMM (compute-bound: follows the SM clock, the power limit and a neighbour's time slices).
-- copy: a fixed device-to-device copy of COPY_BYTES (memory-bound: follows the memory clock and other traffic).
+- copy: an elementwise pass over COPY_BYTES (torch.neg into a second buffer; memory-bound: follows the memory
+  clock and other traffic).
 
 The probe runs in a profiler step of its own (record_function PROBE_LABEL) whose number the runner gives to
 OWNER_PREFIX + variant, so kernels.lab.interleave.split_trace cuts it out of the variant's trace: the variant's
@@ -47,7 +48,8 @@ def spec() -> dict:
 
 
 class Probe:
-    """The fixed tensors (allocated once) and the sequence; call it between turns, inside the profiler session."""
+    """The fixed tensors (allocated once) and the sequence; call it between turns, inside the profiler session.
+    Each role runs inside record_function(PROBE_LABEL + "::" + role), which is how probe_times finds its GPU ops."""
 
     def __init__(self, device: str = "cuda"):
         import torch
@@ -55,6 +57,7 @@ class Probe:
         g = torch.Generator(device="cpu").manual_seed(0)
         m, n, k = GEMM_MNK
         self.device = device
+        self.error: str | None = None  # set by the runner when a call failed: the probe then stops
         self.settle = torch.empty(SETTLE_BYTES // 2, dtype=torch.bfloat16, device=device)
         self.a = torch.randn(m, k, generator=g).to(device=device, dtype=torch.bfloat16)
         self.b = torch.randn(k, n, generator=g).to(device=device, dtype=torch.bfloat16)
@@ -64,29 +67,63 @@ class Probe:
 
     def __call__(self) -> None:
         import torch
+        from torch.profiler import record_function
 
-        with torch.profiler.record_function(PROBE_LABEL):
-            self.settle.zero_()
-            torch.mm(self.a, self.b, out=self.c)
-            self.dst.copy_(self.src)
+        with record_function(PROBE_LABEL):
+            with record_function(f"{PROBE_LABEL}::settle"):
+                self.settle.zero_()
+            with record_function(f"{PROBE_LABEL}::gemm"):
+                torch.mm(self.a, self.b, out=self.c)
+            with record_function(f"{PROBE_LABEL}::copy"):  # an elementwise kernel (a plain copy_ may be a memcpy)
+                torch.neg(self.src, out=self.dst)
         if self.device == "cuda":
             torch.cuda.synchronize()  # the variant's turn starts after an idle GPU, as without the probe
 
 
+GPU_CATS = frozenset({"kernel", "Kernel", "gpu_memset", "gpu_memcpy", "Memset", "Memcpy"})
+
+
 def probe_times(doc: dict) -> dict:
-    """The probe's kernels in one split document (split_trace's output for OWNER_PREFIX + variant): {'kernels':
-    [name per role], 'us': [[µs per role] per turn]}, or {'error': why} when the kernels do not fall into equal
-    runs of len(ROLES) with the same names (a probe that launched other kernels is not a control)."""
-    ks = sorted(
-        (float(e.get("ts", 0.0)), str(e.get("name")), float(e.get("dur", 0.0)))
-        for e in doc.get("traceEvents") or []
-        if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel")
-    )
-    n = len(ROLES)
-    if not ks or len(ks) % n:
-        return {"error": f"{len(ks)} probe kernels recorded, not a multiple of {n} ({', '.join(ROLES)})"}
-    turns = [ks[i : i + n] for i in range(0, len(ks), n)]
-    names = [k[1] for k in turns[0]]
-    if any([k[1] for k in t] != names for t in turns):
+    """The probe's GPU time per role and turn in one split document (split_trace's output for OWNER_PREFIX +
+    variant): {'kernels': [the kernel names of each role, ' + '-joined], 'us': [[µs per role] per turn]}, or
+    {'error': why}. A role's time is the sum of the GPU ops launched inside its record_function range (found by
+    CUPTI correlation id); a turn missing a role, or roles whose kernels differ between turns, is an error: such a
+    probe is no control."""
+    evs = doc.get("traceEvents") or []
+    ranges = []  # (start, end, tid, turn or role)
+    for e in evs:
+        name = str(e.get("name", ""))
+        if e.get("ph") == "X" and (name == PROBE_LABEL or name.startswith(PROBE_LABEL + "::")):
+            ts = float(e.get("ts", 0.0))
+            ranges.append((ts, ts + float(e.get("dur", 0.0)), e.get("tid"), name))
+    turns = sorted(r for r in ranges if r[3] == PROBE_LABEL)
+    if not turns:
+        return {"error": "no probe range recorded"}
+    role_of = {f"{PROBE_LABEL}::{r}": r for r in ROLES}
+    where: dict[int, tuple[int, str]] = {}  # correlation -> (turn, role)
+    for e in evs:
+        c = (e.get("args") or {}).get("correlation")
+        if e.get("ph") != "X" or e.get("cat") not in ("cuda_runtime", "cuda_driver") or not isinstance(c, int):
+            continue
+        ts = float(e.get("ts", 0.0))
+        turn = next((i for i, t in enumerate(turns) if t[0] <= ts <= t[1] and t[2] == e.get("tid")), None)
+        role = next(
+            (role_of[r[3]] for r in ranges if r[3] in role_of and r[0] <= ts <= r[1] and r[2] == e.get("tid")), None
+        )
+        if turn is not None and role is not None:
+            where[c] = (turn, role)
+    us = [[0.0] * len(ROLES) for _ in turns]
+    names: list[list[set]] = [[set() for _ in ROLES] for _ in turns]
+    for e in evs:
+        c = (e.get("args") or {}).get("correlation")
+        if e.get("ph") == "X" and e.get("cat") in GPU_CATS and c in where:
+            t, role = where[c]
+            j = ROLES.index(role)
+            us[t][j] += float(e.get("dur", 0.0))
+            names[t][j].add(str(e.get("name")))
+    if any(v <= 0 for row in us for v in row):
+        return {"error": "a probe turn recorded no GPU op for one of its roles"}
+    kernels = [" + ".join(sorted(x)) for x in names[0]]
+    if any([" + ".join(sorted(x)) for x in row] != kernels for row in names):
         return {"error": "the probe's kernels differ between turns"}
-    return {"kernels": names, "us": [[round(k[2], 3) for k in t] for t in turns]}
+    return {"kernels": kernels, "us": [[round(v, 3) for v in row] for row in us]}

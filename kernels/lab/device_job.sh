@@ -2,8 +2,8 @@
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
 #   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | sweep-floor | configs | record | record-hf |
 #                                          record-fuselens | record-roofs | record-layer | record-llama-layer | record-templates |
-#                                          record-skew | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
-#                                          bench-gating | bench-llm | bench-llm-dtypes | ncu-warm | ncu-warm-hf |
+#                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
+#                                          bench-gating | bench-llm | bench-llm-dtypes | bench-rows | bench-llm-floor | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain | gemm-reread
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
@@ -44,6 +44,12 @@ record() {
   rec plain_1tok_bf16 60 --workload plain --variants eager,compile,fuselens --batch 1 --seq 1 --d-model 768 --hidden 3072 --dtype bf16
   rec swiglu_fp16 60 --workload swiglu --variants eager,compile,liger,fuselens "${HF[@]}" --dtype fp16
   rec geglu_train_bf16 90 --workload geglu --variants eager,compile,liger "${HF[@]}" --dtype bf16 --train
+}
+
+record_swiglu() {  # the SwiGLU sample set alone (~1 min on an H100)
+  rec swiglu_fp16 90 --workload swiglu --variants eager,compile,liger,fuselens --batch 64 --seq 128 --d-model 768 \
+    --hidden 3072 --dtype fp16
+  probe_report swiglu_fp16
 }
 
 record_hf() {
@@ -141,7 +147,7 @@ ncu_warm_hf() {
   nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && P=h200_
   rec "${P}hf_geglu_bf16" 330 --workload geglu --variants eager,compile,liger,fuselens-gating,fuselens "${HF[@]}" \
     --dtype bf16 --measure-bytes
-  ncu_report "${P}hf_geglu_bf16"
+  ncu_report "${P}hf_geglu_bf16"; probe_report "${P}hf_geglu_bf16"
 }
 ncu_warm_plain() {
   local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072) P=""
@@ -172,9 +178,9 @@ gpu_tests() {  # launcher fast path vs first call, two models in one process, di
 
 host() {  # host time per op call, fast path vs JITFunction.run
   echo "== host overhead"
-  timeout "$(left 120)" python3 scripts/host_overhead.py --n 1000 --top 15 --json "$R/bench/host_overhead.json" \
+  timeout "$(left 180)" python3 scripts/host_overhead.py --n 1000 --top 15 --json "$R/bench/host_overhead.json" \
     >"$R/logs/host_overhead.txt" 2>&1
-  echo "host rc=$?"; sed -n '1,20p' "$R/logs/host_overhead.txt"
+  echo "host rc=$?"; sed -n "1,30p" "$R/logs/host_overhead.txt"; grep -A3 "^verdicts" "$R/logs/host_overhead.txt"
 }
 
 two_models() {  # the issue-16 scenario, this code and the code before the fix (83c02fe's kernels/), one process each
@@ -236,6 +242,26 @@ bench() {
   grep -E "FAILED|Error" "$R/logs/bench.err" | head -5
 }
 
+# The five Llama / TinyLlama rows issue 16 holds to <= 1.05x the compute floor, both dtypes (~2-3 min per card).
+bench_llm_floor() {
+  bench --shapes llm-all --rows "${BENCH_ROWS:-llama2-7b-bf16,llama3-8b-bf16,tinyllama-fp16,llama2-7b-fp16,tinyllama-bf16}"
+}
+
+# The shape-sweep rows nearest a LOSS (issue 16: fp32 HF SwiGLU on the H100, 77 x 1001 -> 3000 bf16 on the H200) with
+# each probe's µs per candidate path; ~2-3 min. BENCH_ROWS overrides the row ids.
+bench_rows() {
+  bench --shapes llm-all --rows "${BENCH_ROWS:-hf-swiglu-fp32,unaligned-bf16,unaligned-fp32,odd-aligned-bf16,decode-bf16}"
+  python3 - "$R/bench" <<'PY'
+import json, sys, pathlib
+for f in pathlib.Path(sys.argv[1]).glob("kernels_*.json"):
+    res = json.loads(f.read_text())
+    for r in res.get("shapes", []):
+        v = r.get("variants", {})
+        print(r["id"], r.get("verdict"), {k: (x.get("us"), x.get("spread_us")) for k, x in v.items()})
+        print("   probe", v.get("fuselens", {}).get("path"), v.get("fuselens", {}).get("probe_us"))
+PY
+}
+
 for step in "$@"; do
   case $step in
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-roofs) record_roofs ;; record-fuselens) record_fuselens ;; check) check ;;
@@ -243,7 +269,7 @@ for step in "$@"; do
     record-skew) record_skew ;; gemm-reread) gemm_reread ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; two-models) two_models ;;
-    bench-llm) bench --shapes llm ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
+    bench-llm) bench --shapes llm ;; bench-rows) bench_rows ;; bench-llm-floor) bench_llm_floor ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;
   esac

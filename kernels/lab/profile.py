@@ -374,9 +374,12 @@ def _profile_rounds(live: list[_Live], ns, out_dir: Path, sampler, progress, pro
             for lv in order:
                 if lv.error:
                     continue
-                if probe is not None:  # the control before the turn: same sequence, same context, every turn
+                if probe is not None and probe.error is None:  # the control: same sequence, same context
                     owner[prof.step_num] = OWNER_PREFIX + lv.name
-                    probe()
+                    try:
+                        probe()
+                    except Exception as exc:  # the recording goes on without it; the diff uses the traces
+                        probe.error = f"{type(exc).__name__}: {str(exc)[:200]}"
                     prof.step()
                 t0 = time.monotonic()
                 try:
@@ -664,6 +667,7 @@ def run(argv: list[str] | None = None) -> int:
                 _fail(lv, exc)
                 failed(name, lv.error or "failed")
         traces: dict[str, dict] = {}
+        probe_failed = False
         if live:
 
             def progress(msg: str) -> None:
@@ -674,6 +678,9 @@ def run(argv: list[str] | None = None) -> int:
             if ok:
                 probe = _control_probe(manifest)
                 traces = _profile_rounds(ok, ns, out_dir, sampler, progress, probe=probe)
+                if probe is not None and probe.error:
+                    probe_failed = True
+                    manifest["control_probe"]["error"] = probe.error
         sampler.stop()
         profiled, timed = sampler.per_variant("profiled"), sampler.per_variant("timed")
         manifest["conditions"]["sampler"] = sampler.describe()
@@ -702,7 +709,7 @@ def run(argv: list[str] | None = None) -> int:
                 **lv.path,
             )
             probe_doc = traces.pop(control.OWNER_PREFIX + lv.name, None)
-            if probe_doc is not None:
+            if probe_doc is not None and not probe_failed:
                 entry["control_probe"] = control.probe_times(probe_doc)
             entry["message"] = f"median {entry['median_us']:.1f} us per {'training step' if ns.train else 'forward'}"
             clk = (entry["conditions"]["profiled"] or {}).get("sm_clock_mhz")

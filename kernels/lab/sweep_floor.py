@@ -32,6 +32,7 @@ from kernels.lab.conditions import Sampler, gpu_limits
 from kernels.lab.timing import median_us
 from kernels.ops import hopper_gemm
 from kernels.ops.activations import TORCH_ACTS, act_id, epilogue_act_id
+from kernels.ops.gemm_common import m_bucket
 from kernels.ops.launch import config_text
 
 PASSES = 2
@@ -216,36 +217,45 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
     gu = {f"cuBLAS one GEMM to [gate; up] (N = {2 * h}), no activation": ((), partial(F.linear, x, wgu))}
     errs = {}
     for cfg in unique_configs(GATED_CANDIDATES):
-        fn = partial(hopper_gemm.persistent_gated, x, wg, wu, aid)
+        fn = partial(hopper_gemm.persistent_gated, x, wg, wu, aid, split_rows=0)
         key = f"dual {config_text(cfg)}"
         try:
             errs[key] = _rel(_forced(((gated, cfg),), fn), ref)
         except Exception as exc:
             log(f"{name} gate/up {key}: {type(exc).__name__}")
         gu[key] = (((gated, cfg),), fn)
+    first = hopper_gemm.tail_split_rows(M, h, hopper_gemm.num_sms(x.device.index or 0))
+    split_key = f"dual, autotuned, {first} + {M - first} rows in two launches (wave-tail split)"
+    if first:  # the autotuner picks each launch's config (the tail's among the few-row tiles)
+        fn = partial(hopper_gemm.persistent_gated, x, wg, wu, aid, split_rows=first)
+        gu["dual, autotuned, one launch"] = ((), partial(hopper_gemm.persistent_gated, x, wg, wu, aid, split_rows=0))
+        gu[split_key] = ((), fn)
+        errs[split_key] = _rel(fn(), ref)
     del ref
     rows = timed_in_turns(gu, 20 if gu_flop > 4e11 else 100, sampler)
     del wgu
     lines += table(f"gate/up act(x Wg^T) * (x Wu^T), [{M}, {d}] -> [{M}, {h}]", rows, gu_flop, errs=errs)
     log("\n".join(lines[-len(rows) - 1 :]))
-    best_gu = min((n for n in rows if "us" in rows[n] and n.startswith("dual")), key=lambda n: rows[n]["us"])
+    best_gu = min((n for n in rows if "us" in rows[n] and n.startswith("dual ")), key=lambda n: rows[n]["us"])
     best_gu_cfg = gu[best_gu][0][0][1]
 
     # whole forwards: the shipped tuning (the autotuner's own pick) and the best configs found above
-    def fwd(gcfg, dcfg):
-        """(forces, forward): the dual GEMM with gcfg, then our down GEMM with dcfg or (None) cuBLAS's."""
+    def fwd(gcfg, dcfg, split=0):
+        """(forces, forward): the dual GEMM with gcfg (None: autotuned; split: rows of a first launch), then our
+        down GEMM with dcfg or (None) cuBLAS's."""
 
         def run():
-            hh = hopper_gemm.persistent_gated(x, wg, wu, aid)
+            hh = hopper_gemm.persistent_gated(x, wg, wu, aid, split_rows=split)
             if dcfg is None:
                 return torch.matmul(hh, wd.t())
             return hopper_gemm.persistent_gemm(hh, wd, None, ident)
 
-        return ((gated, gcfg),) + (((single, dcfg),) if dcfg is not None else ()), run
+        forces = ((gated, gcfg),) if gcfg is not None else ()
+        return forces + (((single, dcfg),) if dcfg is not None else ()), run
 
     gated.cache.clear()
     hopper_gemm.persistent_gated(x, wg, wu, aid)  # the shipped autotuner's own pick at this shape (Tuned._choose)
-    pick = next(iter(gated.cache.values()))
+    pick = gated.cache[(x.get_device(), dt, aid, hopper_gemm.GATE_UP_ROWS, m_bucket(M), h, d)]
     shipped = f"dual {config_text(pick)} (autotuner's pick) + cuBLAS down [shipped]"
     ours_down = f"ours {config_text(best_down_cfg)}"
     fwds = {
@@ -255,6 +265,9 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
     if config_text(best_gu_cfg) != config_text(pick):
         fwds[f"{best_gu} + cuBLAS down"] = fwd(best_gu_cfg, None)
         fwds[f"{best_gu} + {ours_down}"] = fwd(best_gu_cfg, best_down_cfg)
+    if first:
+        fwds[f"{split_key} + cuBLAS down"] = fwd(None, None, first)
+        fwds[f"{split_key} + {ours_down}"] = fwd(None, best_down_cfg, first)
     est = _forced(fwds[shipped][0], lambda: median_us(fwds[shipped][1], n_iter=3, warmup=1))["median_us"]
     for label, n in ((f"bench's call count ({bench_calls(est)})", bench_calls(est)), ("probe's", PROBE_CALLS)):
         rows = timed_in_turns(fwds, n, sampler)

@@ -15,7 +15,7 @@ The fuselens / fuselens-gating forwards (kernels.models.fused_mlp) call these.
       (M > 64, sm_90+) or fuselens_gemm_bias_act_ptr_kernel
 activation: "gelu_tanh" | "silu" (glu ops), "gelu" (exact, erf) | "gelu_tanh" | "silu" | "identity" (gemm_bias_act).
 Inference only: a call whose inputs need a gradient (grad mode on) raises RuntimeError; the runner refuses fuselens
-with --train.
+with --train. torch.compile traces the ops through their fake kernels (one graph node each, no graph break).
 """
 
 from __future__ import annotations
@@ -25,11 +25,20 @@ import torch
 from kernels.ops.dual_gemm import dual_gemm_gated
 from kernels.ops.gating import fused_gating
 from kernels.ops.gemm_act import gemm_bias_act as _gemm_bias_act
+from kernels.ops.launch import Plans
 
-# Registered with torch.library.Library (define + a CUDA and a CPU kernel), not @torch.library.custom_op: the latter
-# wraps every call in an autograd function and a torch._dynamo.disable frame, ~20 us of host time per call on the
-# run-9 H100 host (scripts/host_overhead.py: glu_gating 61.0 us through custom_op vs 41.1 us calling the wrapper
-# directly; on this 2-core dev box 10.7 vs 2.7 us for an empty op). The CPU kernel serves TRITON_INTERPRET=1 runs.
+# Registered with torch.library.Library (define + kernels), not @torch.library.custom_op: the latter wraps every call
+# in an autograd function and a torch._dynamo.disable frame, ~20 us of host time per call on the run-9 H100 host
+# (scripts/host_overhead.py: glu_gating 61.0 us through custom_op vs 41.1 us calling the wrapper directly).
+#
+# One Python kernel per call. Each entry from the C++ dispatcher into Python (PythonKernelHolder: GIL, IValue ->
+# PyObject conversion of every argument, the call, the result back) costs a few microseconds of host time, so the
+# computing kernel sits on the Autograd key itself: it refuses inputs that need a gradient and launches the Triton
+# kernel in the same Python call. (A guard on Autograd that redispatches to a CUDA kernel enters Python twice per
+# call: 16.2 us per glu_gating call vs 10.6 calling the wrapper directly on the r2 H200 host.) Calls that carry
+# other dispatch keys below autograd (FakeTensor / FunctionalTensor under torch.compile and other Python modes:
+# the Python key; C++ functionalization: Functionalize) are redispatched below autograd, where the fake kernel
+# (register_fake) or the plain CPU/CUDA kernels serve them. The CPU kernels serve TRITON_INTERPRET=1 runs.
 _LIB = torch.library.Library("fuselens", "DEF")
 _LIB.define("glu_gating(Tensor gate, Tensor up, str activation) -> Tensor")
 _LIB.define("dual_gemm_glu(Tensor x, Tensor w_gate, Tensor w_up, str activation) -> Tensor")
@@ -39,27 +48,82 @@ for _key in ("CUDA", "CPU"):
     _LIB.impl("dual_gemm_glu", dual_gemm_gated, _key)
     _LIB.impl("gemm_bias_act", _gemm_bias_act, _key)
 
-
-def _inference_only(name: str):
-    """The ops' Autograd kernel: refuse inputs that need a gradient (without it, PyTorch's fallback would let a
-    backward run through with a warning and wrong gradients), else redispatch below autograd. redispatch, not a
-    second call: a call would enter the dispatcher again and record the op twice in a profiler trace."""
-    # OpOverload.redispatch is one Python frame around this handle's redispatch_boxed; called directly, with the
-    # below-autograd keyset read once, the kernel costs one frame less per call (every call passes through here)
-    redispatch = getattr(torch.ops.fuselens, name).default._handle.redispatch_boxed
-    below_autograd = torch._C._after_autograd_keyset
-    is_grad_enabled = torch.is_grad_enabled
-
-    def autograd_kernel(keyset, *args):
-        if is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-            raise RuntimeError(f"fuselens::{name} is inference-only (no backward); call it under torch.no_grad()")
-        return redispatch(keyset & below_autograd, *args)
-
-    return autograd_kernel
+PLANS = {name: Plans(name) for name in ("glu_gating", "dual_gemm_glu", "gemm_bias_act")}
+_BELOW_AUTOGRAD = torch._C._after_autograd_keyset
+_PYTHON = torch._C.DispatchKey.Python
+_FUNCTIONALIZE = torch._C.DispatchKey.Functionalize
+_is_grad_enabled = torch.is_grad_enabled
 
 
-for _name in ("glu_gating", "dual_gemm_glu", "gemm_bias_act"):
-    _LIB.impl(_name, _inference_only(_name), "Autograd", with_keyset=True)
+def _refuse(name: str):
+    raise RuntimeError(f"fuselens::{name} is inference-only (no backward); call it under torch.no_grad()")
+
+
+def _redispatch(name: str):
+    # the op handle's redispatch_boxed, not a second call: a call would enter the dispatcher again and record the op
+    # twice in a profiler trace
+    return getattr(torch.ops.fuselens, name).default._handle.redispatch_boxed
+
+
+def _autograd_kernels():
+    """The ops' Autograd kernels, written out per op (explicit tensor arguments: a generator over *args costs ~1 us
+    per call). Without them PyTorch's autograd fallback would let a backward run through with a warning and wrong
+    gradients. Each call goes through its op's `Plans` (kernels.ops.launch): after two calls with the same key the
+    validation, kernel choice and argument building are replayed from the recorded launches. The key holds what
+    those depend on: every tensor's shape, strides, dtype, device and 16-byte alignment (Triton specialises on it),
+    and for dual_gemm_glu the weights' identity and version (its TMA kernel reads a cached interleaved copy)."""
+    redispatch_gating = _redispatch("glu_gating")
+    redispatch_dual = _redispatch("dual_gemm_glu")
+    redispatch_gemm = _redispatch("gemm_bias_act")
+    gating_plans, dual_plans, gemm_plans = PLANS["glu_gating"], PLANS["dual_gemm_glu"], PLANS["gemm_bias_act"]
+
+    def glu_gating_autograd(keyset, gate, up, activation):
+        if _is_grad_enabled() and (gate.requires_grad or up.requires_grad):
+            _refuse("glu_gating")
+        if keyset.has(_PYTHON) or keyset.has(_FUNCTIONALIZE):
+            return redispatch_gating(keyset & _BELOW_AUTOGRAD, gate, up, activation)
+        key = (
+            activation, gate.shape, gate.stride(), gate.dtype, gate.get_device(), gate.data_ptr() & 15,
+            up.shape, up.stride(), up.dtype, up.get_device(), up.data_ptr() & 15,
+        )  # fmt: skip
+        return gating_plans.call(key, fused_gating, (gate, up), (activation,))
+
+    def dual_gemm_glu_autograd(keyset, x, w_gate, w_up, activation):
+        if _is_grad_enabled() and (x.requires_grad or w_gate.requires_grad or w_up.requires_grad):
+            _refuse("dual_gemm_glu")
+        if keyset.has(_PYTHON) or keyset.has(_FUNCTIONALIZE):
+            return redispatch_dual(keyset & _BELOW_AUTOGRAD, x, w_gate, w_up, activation)
+        key = (
+            activation, x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
+            id(w_gate), w_gate._version, w_gate.shape, w_gate.stride(), w_gate.dtype, w_gate.get_device(),
+            w_gate.data_ptr() & 15,
+            id(w_up), w_up._version, w_up.shape, w_up.stride(), w_up.dtype, w_up.get_device(), w_up.data_ptr() & 15,
+        )  # fmt: skip
+        return dual_plans.call(key, dual_gemm_gated, (x, w_gate, w_up), (activation,))
+
+    def gemm_bias_act_autograd(keyset, x, weight, bias, activation):
+        if _is_grad_enabled() and (
+            x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+        ):
+            _refuse("gemm_bias_act")
+        if keyset.has(_PYTHON) or keyset.has(_FUNCTIONALIZE):
+            return redispatch_gemm(keyset & _BELOW_AUTOGRAD, x, weight, bias, activation)
+        key = (
+            activation, x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
+            weight.shape, weight.stride(), weight.dtype, weight.get_device(), weight.data_ptr() & 15,
+            None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.get_device(), bias.data_ptr() & 15),
+        )  # fmt: skip
+        return gemm_plans.call(key, _gemm_bias_act, (x, weight, bias), (activation,))
+
+    return {
+        "glu_gating": glu_gating_autograd,
+        "dual_gemm_glu": dual_gemm_glu_autograd,
+        "gemm_bias_act": gemm_bias_act_autograd,
+    }
+
+
+for _name, _kernel in _autograd_kernels().items():
+    _LIB.impl(_name, _kernel, "Autograd", with_keyset=True)
 
 
 @torch.library.register_fake("fuselens::glu_gating", lib=_LIB)
@@ -78,19 +142,27 @@ def _(x, weight, bias, activation):
 
 
 # The ops' builtin callables (OpOverload.__call__ is a Python frame around them): the dispatcher entry, so a profiler
-# still records one fuselens::<op> per call with its Input Dims.
+# still records one fuselens::<op> per call with its Input Dims. Dynamo cannot trace a builtin, so while it traces
+# (torch.compile) the wrappers call the OpOverload, which becomes one node of the graph.
 _GLU_GATING = torch.ops.fuselens.glu_gating.default._op
 _DUAL_GEMM_GLU = torch.ops.fuselens.dual_gemm_glu.default._op
 _GEMM_BIAS_ACT = torch.ops.fuselens.gemm_bias_act.default._op
+_is_compiling = torch.compiler.is_compiling
 
 
 def glu_gating(gate: torch.Tensor, up: torch.Tensor, activation: str) -> torch.Tensor:
+    if _is_compiling():
+        return torch.ops.fuselens.glu_gating.default(gate, up, activation)
     return _GLU_GATING(gate, up, activation)
 
 
 def dual_gemm_glu(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str) -> torch.Tensor:
+    if _is_compiling():
+        return torch.ops.fuselens.dual_gemm_glu.default(x, w_gate, w_up, activation)
     return _DUAL_GEMM_GLU(x, w_gate, w_up, activation)
 
 
 def gemm_bias_act(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, activation: str) -> torch.Tensor:
+    if _is_compiling():
+        return torch.ops.fuselens.gemm_bias_act.default(x, weight, bias, activation)
     return _GEMM_BIAS_ACT(x, weight, bias, activation)

@@ -8,6 +8,14 @@ Paths (PATHS; every one computes the same forward, so the choice is only about s
               identity epilogue); a candidate only where that TMA kernel applies (tma_down_applies)
   gemm_act    plain: fuselens::gemm_bias_act (fc1 + bias + GELU in one kernel) + cuBLAS fc2
   gating      gated: cuBLAS gate_proj and up_proj + fuselens::glu_gating + cuBLAS down_proj
+  cat_gating  gated: gate_proj and up_proj as ONE cuBLAS GEMM over the concatenated [2h, d] weight (cached) +
+              fuselens::glu_gating reading the two halves of its [M, 2h] output in place + cuBLAS down_proj: one
+              launch fewer and twice the tiles per GEMM (a 77-row GEMM fills more SMs; at 8192 rows the last wave
+              is a smaller share)
+  pad_dual_gemm, pad_cat_gating  gated, only where d_model's rows are not 16-byte aligned (77 x 1001 -> 3000 bf16):
+              x padded with zero columns to the next aligned width, the weights padded once (cached; zero columns
+              of gate/up, zero rows of down add nothing), then dual_gemm (TMA kernel now applies) or cat_gating on
+              aligned GEMMs; the output is the first d_model columns of the padded down_proj output (a view)
   aten        the module's own forward: cuBLAS GEMMs + ATen elementwise kernels (where fusion cannot pay)
 Why measure: fusion wins where the GEMMs are big enough to hide the epilogue and the gate/up round trip is
 expensive (the HF shape: dual GEMM 164 us vs 223 for cuBLAS + gating), and can lose where a 77-row GEMM leaves most
@@ -23,6 +31,7 @@ as a record_function range `fuselens::path=<path>` around the forward.
 from __future__ import annotations
 
 import os
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +39,11 @@ import torch.nn.functional as F
 from kernels.models import custom_ops as ops
 from kernels.models.workloads import GatedMLP, PlainMLP
 
-PATHS = {"gated": ("dual_gemm", "dual_gemm+gemm", "gating", "aten"), "plain": ("gemm_act", "aten")}
+PATHS = {
+    "gated": ("dual_gemm", "dual_gemm+gemm", "gating", "cat_gating", "pad_dual_gemm", "pad_cat_gating", "aten"),
+    "plain": ("gemm_act", "aten"),
+}
+PAD_PATHS = ("pad_dual_gemm", "pad_cat_gating")  # candidates only where d_model's rows are not 16-byte aligned
 FUSED_PATHS = {"gated": ("dual_gemm", "dual_gemm+gemm"), "plain": ("gemm_act",)}
 PROBE_PASSES = 2
 
@@ -38,6 +51,7 @@ PROBE_PASSES = 2
 # child process, so the bytes it counts are those of the path the traced run chose (read once, at import).
 FORCED_PATH = os.environ.get("FUSELENS_PATH") or None
 _DECISIONS: dict[tuple, str] = {}
+_GENERATION = [0]  # bumped by clear(): the models' own decision dicts (fuselens_forward) start over
 _PROBES: dict[tuple, dict[str, float]] = {}
 
 
@@ -58,22 +72,103 @@ def decision_key(model, x2d: torch.Tensor) -> tuple:
     return (x2d.get_device(), kind, model.activation, x2d.dtype, bucket, d, h)  # device -1: CPU
 
 
+def _param(model, sub: str, name: str = "weight"):
+    # model.<sub>.<name> without nn.Module.__getattr__ (two of them per weight: ~1.8 us on the 2-core dev box, where
+    # the three weights of a gated MLP cost 5.5 us per forward this way and 0.2 us through the dicts)
+    return model._modules[sub]._parameters[name]
+
+
+# (tag, id(first weight)) -> (weak references to the weights, their versions, the derived tensor): weight copies the
+# paths need (concatenated, padded), built once and rebuilt when a weight changes in place (version counter) or is
+# replaced; dropped when the first weight is freed, and for the paths a probe did not choose (_drop_unchosen).
+_DERIVED: dict[tuple, tuple] = {}
+
+
+def _derived(tag: str, weights: tuple, build):
+    key = (tag, id(weights[0]))
+    hit = _DERIVED.get(key)
+    if hit is not None:
+        refs, versions, value = hit
+        if all(r() is w for r, w in zip(refs, weights, strict=True)) and versions == tuple(w._version for w in weights):
+            return value
+    value = build(*weights)
+    if hit is None or hit[0][0]() is not weights[0]:
+        weakref.finalize(weights[0], _DERIVED.pop, key, None)
+    _DERIVED[key] = (tuple(weakref.ref(w) for w in weights), tuple(w._version for w in weights), value)
+    return value
+
+
+def _aligned_width(d: int, dtype: torch.dtype) -> int:
+    """The smallest width >= d whose rows are a multiple of 16 bytes (what TMA and cuBLAS's vector kernels need)."""
+    per16 = 16 // dtype.itemsize
+    return -(-d // per16) * per16
+
+
+def _pad_cols(w: torch.Tensor, width: int) -> torch.Tensor:
+    return F.pad(w, (0, width - w.shape[1])).contiguous()
+
+
+def _pad_rows(w: torch.Tensor, height: int) -> torch.Tensor:
+    return F.pad(w, (0, 0, 0, height - w.shape[0])).contiguous()
+
+
+def pad_applies(model, x2d: torch.Tensor) -> bool:
+    d = x2d.shape[1]
+    return isinstance(model, GatedMLP) and _aligned_width(d, x2d.dtype) != d
+
+
+def _cat_gating(x2d, w_cat, wd, activation):
+    y = F.linear(x2d, w_cat)
+    h = w_cat.shape[0] // 2
+    return F.linear(ops.glu_gating(y[:, :h], y[:, h:], activation), wd)
+
+
 def run_path(path: str, model, x2d: torch.Tensor) -> torch.Tensor:
     """The forward of `model` on 2-D x through one path."""
     if isinstance(model, GatedMLP):
-        wg, wu, wd = model.gate_proj.weight, model.up_proj.weight, model.down_proj.weight
+        wg, wu, wd = _param(model, "gate_proj"), _param(model, "up_proj"), _param(model, "down_proj")
         if path == "dual_gemm":
-            return torch.matmul(ops.dual_gemm_glu(x2d, wg, wu, model.activation), wd.t())
+            return F.linear(ops.dual_gemm_glu(x2d, wg, wu, model.activation), wd)
         if path == "dual_gemm+gemm":
             return ops.gemm_bias_act(ops.dual_gemm_glu(x2d, wg, wu, model.activation), wd, None, "identity")
         if path == "gating":
             return F.linear(ops.glu_gating(F.linear(x2d, wg), F.linear(x2d, wu), model.activation), wd)
+        if path == "cat_gating":
+            return _cat_gating(x2d, _derived("cat", (wg, wu), lambda a, b: torch.cat((a, b))), wd, model.activation)
+        if path in PAD_PATHS:
+            d = x2d.shape[1]
+            dp = _aligned_width(d, x2d.dtype)
+            xp = F.pad(x2d, (0, dp - d))
+            wd_p = _derived("pad_down", (wd,), lambda w: _pad_rows(w, dp))
+            if path == "pad_dual_gemm":
+                wg_p, wu_p = _derived("pad_gate_up", (wg, wu), lambda a, b: (_pad_cols(a, dp), _pad_cols(b, dp)))
+                y = F.linear(ops.dual_gemm_glu(xp, wg_p, wu_p, model.activation), wd_p)
+            else:
+                w_cat = _derived("pad_cat", (wg, wu), lambda a, b: _pad_cols(torch.cat((a, b)), dp))
+                y = _cat_gating(xp, w_cat, wd_p, model.activation)
+            return y[:, :d]
     elif isinstance(model, PlainMLP) and path == "gemm_act":
-        h = ops.gemm_bias_act(x2d, model.fc1.weight, model.fc1.bias, "gelu")
-        return F.linear(h, model.fc2.weight, model.fc2.bias)
+        h = ops.gemm_bias_act(x2d, _param(model, "fc1"), _param(model, "fc1", "bias"), "gelu")
+        return F.linear(h, _param(model, "fc2"), _param(model, "fc2", "bias"))
     if path == "aten":
         return model(x2d)
     raise ValueError(f"fuselens: path {path!r} does not apply to {type(model).__name__}")
+
+
+_PATH_TAGS = {
+    "cat_gating": ("cat",),
+    "pad_dual_gemm": ("pad_down", "pad_gate_up"),
+    "pad_cat_gating": ("pad_down", "pad_cat"),
+}
+
+
+def _drop_unchosen(model, chosen: str) -> None:
+    """Free the weight copies of the candidates a probe did not choose (a Llama-3-8B layer's concatenated gate/up
+    weight is 235 MB)."""
+    keep = set(_PATH_TAGS.get(chosen, ()))
+    ids = {id(_param(model, n)) for n in ("gate_proj", "up_proj", "down_proj")}
+    for key in [k for k in _DERIVED if k[1] in ids and k[0] not in keep]:
+        _DERIVED.pop(key, None)
 
 
 def tma_down_applies(model, x2d: torch.Tensor) -> bool:
@@ -102,6 +197,8 @@ def choose(model, x2d: torch.Tensor) -> str:
     if path is not None:
         return path
     paths = [p for p in PATHS[key[1]] if p != "dual_gemm+gemm" or tma_down_applies(model, x2d)]
+    if not pad_applies(model, x2d):
+        paths = [p for p in paths if p not in PAD_PATHS]
     if FORCED_PATH in paths:
         return FORCED_PATH
     if not x2d.is_cuda or torch.cuda.is_current_stream_capturing():
@@ -125,14 +222,28 @@ def choose(model, x2d: torch.Tensor) -> str:
     means = {p: sum(t) / len(t) for p, t in times.items()}
     path = min(paths, key=lambda p: means[p])
     _DECISIONS[key] = path
+    if key[1] == "gated":
+        _drop_unchosen(model, path)
     _PROBES.setdefault(key, {}).update({p: round(us, 2) for p, us in means.items()})
     return path
 
 
 def fuselens_forward(model, x: torch.Tensor) -> torch.Tensor:
-    """The `fuselens` variant: the measured-fastest path for this call (see the module docstring)."""
+    """The `fuselens` variant: the measured-fastest path for this call (see the module docstring).
+
+    Each model keeps its decisions in a small dict of its own, keyed by what varies between its calls (rows, dtype,
+    device, activation): decision_key reads the weights' shapes through nn.Module attribute lookups, ~4 us of host
+    time per forward on the dev box. clear() empties these too (a generation number)."""
     x2d = x.reshape(-1, x.shape[-1])
-    path = choose(model, x2d)
+    mine = model.__dict__.get("_fuselens_paths")
+    if mine is None or mine[0] != _GENERATION[0]:
+        mine = model.__dict__["_fuselens_paths"] = (_GENERATION[0], {})
+    k = (x2d.shape[0], x2d.dtype, x2d.get_device(), getattr(model, "activation", None))
+    path = mine[1].get(k)
+    if path is None:
+        path = choose(model, x2d)
+        if _DECISIONS.get(decision_key(model, x2d)) == path:  # measured and cached (not a capture-time default)
+            mine[1][k] = path
     if torch.autograd._profiler_enabled():
         with torch.profiler.record_function(f"fuselens::path={path}"):
             y = run_path(path, model, x2d)
@@ -160,5 +271,6 @@ def decision_for(model, x: torch.Tensor) -> dict | None:
 
 
 def clear() -> None:
+    _GENERATION[0] += 1
     _DECISIONS.clear()
     _PROBES.clear()

@@ -10,6 +10,10 @@ evict_first on the streamed inputs so they don't push the output out of L2.
 gelu_tanh(g) = 0.5 g (1 + tanh(z)) with z = sqrt(2/pi) (g + 0.044715 g^3); since 0.5 (1 + tanh(z)) = sigmoid(2 z),
 it is g * sigmoid(2 z) = g / (1 + exp(-2 z)): one exp2 and one division instead of a libdevice tanh.
 silu(g) = g / (1 + exp(-g)). The activations live in kernels.ops.activations.
+
+Row-strided gate and up (the two halves of one GEMM's [M, 2h] output, as the dispatcher's cat_gating path computes
+gate and up in ONE cuBLAS GEMM over the concatenated weight) go through fuselens_glu_gating_rows_kernel, which reads
+them in place: one row's columns per program.
 """
 
 from __future__ import annotations
@@ -61,6 +65,50 @@ _gating_kernel_tuned = Tuned(fuselens_glu_gating_kernel, _CONFIGS, "glu_gating")
 _INTERP_CONFIG = triton.Config({"BLOCK": 1024, "EVICT": ""}, num_warps=4)
 
 
+@triton.jit
+def fuselens_glu_gating_rows_kernel(
+    gate_ptr, up_ptr, out_ptr, n_cols, stride_in, stride_out,
+    ACT: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr,
+):  # fmt: skip
+    """act(gate) * up for row-strided gate and up (the two halves of one [M, 2h] GEMM output: gate = y[:, :h],
+    up = y[:, h:]), one row's BLOCK columns per program; rows run last first, as in the flat kernel."""
+    # rows on grid axis 0 (up to 2^31 - 1 of them; axis 1 stops at 65535)
+    row = (tl.num_programs(0) - 1 - tl.program_id(0)).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    g_ptrs = gate_ptr + row * stride_in + cols
+    u_ptrs = up_ptr + row * stride_in + cols
+    o_ptrs = out_ptr + row * stride_out + cols
+    if EVEN:
+        g = tl.load(g_ptrs, eviction_policy=EVICT).to(tl.float32)
+        u = tl.load(u_ptrs, eviction_policy=EVICT).to(tl.float32)
+        tl.store(o_ptrs, (act_f32(g, ACT) * u).to(out_ptr.dtype.element_ty))
+    else:
+        mask = cols < n_cols
+        g = tl.load(g_ptrs, mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
+        u = tl.load(u_ptrs, mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
+        tl.store(o_ptrs, (act_f32(g, ACT) * u).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+_ROWS_CONFIGS = [
+    triton.Config({"BLOCK": block, "EVICT": evict}, num_warps=warps)
+    for block, warps in ((512, 4), (1024, 4), (2048, 8))
+    for evict in ("evict_first", "")
+]
+_gating_rows_tuned = Tuned(fuselens_glu_gating_rows_kernel, _ROWS_CONFIGS, "glu_gating_rows")
+
+
+def _rows_strided(gate: torch.Tensor, up: torch.Tensor) -> bool:
+    """gate and up are 2-D with contiguous rows and one row stride (e.g. the halves of one GEMM's [M, 2h] output):
+    the rows kernel reads them in place instead of copying each to a contiguous tensor first."""
+    return (
+        gate.dim() == 2
+        and gate.stride(1) == 1
+        and up.stride(1) == 1
+        and gate.stride(0) == up.stride(0) >= gate.shape[1]
+        and not gate.is_contiguous()
+    )
+
+
 def fused_gating(gate: torch.Tensor, up: torch.Tensor, activation: str = "gelu_tanh") -> torch.Tensor:
     """act(gate) * up in one pass; gate and up: same shape, dtype (fp32/fp16/bf16) and device."""
     if activation not in ACTIVATIONS:
@@ -70,15 +118,31 @@ def fused_gating(gate: torch.Tensor, up: torch.Tensor, activation: str = "gelu_t
     if gate.dtype != up.dtype or gate.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise ValueError(f"fused_gating: need matching fp32/fp16/bf16 inputs, got {gate.dtype} and {up.dtype}")
     check_device(gate, up)
+    act = act_id(activation)
+    dev = gate.get_device()
+    dt = gate.dtype
+    if _rows_strided(gate, up):
+        rows, cols = gate.shape
+        out = gate.new_empty((rows, cols))
+        if out.numel() == 0:
+            return out
+        stride = gate.stride(0)
+        _gating_rows_tuned.launch(
+            (dev, dt, act, rows, cols, stride, gate.data_ptr() & 15, up.data_ptr() & 15),
+            lambda: (dev, dt, act, triton.next_power_of_2(rows * cols), triton.next_power_of_2(cols)),
+            (gate, up, out, cols, stride, cols),
+            lambda cfg: {"ACT": act, "EVEN": cols % cfg.kwargs["BLOCK"] == 0},
+            lambda cfg: (rows, triton.cdiv(cols, cfg.kwargs["BLOCK"]), 1),
+            dev,
+            interp_config=_INTERP_CONFIG,
+        )
+        return out
     gate = gate.contiguous()
     up = up.contiguous()
     out = torch.empty_like(gate)
     n = gate.numel()
     if n == 0:
         return out
-    act = act_id(activation)
-    dev = gate.get_device()
-    dt = gate.dtype
     _gating_kernel_tuned.launch(
         (dev, dt, act, n, gate.data_ptr() & 15, up.data_ptr() & 15),
         lambda: (dev, dt, act, triton.next_power_of_2(n)),  # tuned per power-of-two size bucket

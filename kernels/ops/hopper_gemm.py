@@ -26,7 +26,7 @@ import triton.language as tl
 from kernels.ops.activations import act_f32
 from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
 from kernels.ops.launch import Tuned
-from kernels.ops.triton_util import interpreting
+from kernels.ops.triton_util import INTERPRETING, autotune_bench, interpreting
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -269,61 +269,87 @@ def clear_interleaved_cache() -> None:
     _INTERLEAVED.clear()
 
 
-# Descriptors of the weights (and of the interleaved copy) are built once per tensor and block shape: id(tensor) ->
-# (weak reference, version, data_ptr, {block shape: descriptor}); dropped when the tensor is freed, rebuilt when it
-# changes in place or moves. x and out are new tensors every call, so theirs are built per call.
-_WEIGHT_DESCS: dict[int, tuple] = {}
-
-
-_DESC_TEMPLATES: dict[tuple, object] = {}
-
-
-def tensor_desc(t: torch.Tensor, block: tuple):
-    """TensorDescriptor(t, t.shape, t.stride(), block) for a tensor `usable` already checked (16-byte aligned base
-    and rows, contiguous last dim, no empty dim): the first one per (dtype, block) is built and validated by Triton;
-    later ones copy its fields and set base, shape and strides, skipping __post_init__'s checks (~2 us of host
-    time per descriptor, three per call)."""
-    tmpl = _DESC_TEMPLATES.get((t.dtype, block))
-    if tmpl is None:
-        d = TensorDescriptor(t, t.shape, t.stride(), list(block))
-        tmpl = object.__new__(TensorDescriptor)
-        tmpl.__dict__.update(d.__dict__)
-        tmpl.base = None  # the template holds no tensor
-        _DESC_TEMPLATES[(t.dtype, block)] = tmpl
-        return d
-    d = object.__new__(TensorDescriptor)
-    d.__dict__.update(tmpl.__dict__)
-    d.base, d.shape, d.strides = t, t.shape, t.stride()
-    return d
-
-
-def weight_desc(w: torch.Tensor, block: tuple):
-    hit = _WEIGHT_DESCS.get(id(w))
-    if hit is None or hit[0]() is not w or hit[1] != w._version or hit[2] != w.data_ptr():
-        if hit is None or hit[0]() is not w:
-            weakref.finalize(w, _WEIGHT_DESCS.pop, id(w), None)
-        hit = (weakref.ref(w), w._version, w.data_ptr(), {})
-        _WEIGHT_DESCS[id(w)] = hit
-    desc = hit[3].get(block)
-    if desc is None:
-        desc = hit[3][block] = TensorDescriptor(w, w.shape, w.stride(), list(block))  # validated: built once
-    return desc
-
-
 def _sms(dev: int) -> int:
     """Programs of the persistent grid: one per SM (4 under the interpreter, so a CPU run still loops over tiles)."""
     return 4 if interpreting() else num_sms(dev)
 
 
-def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out=None) -> torch.Tensor:
+# The wave tail. A persistent grid of one program per SM runs cdiv(tiles, SMs) rounds, so when the last round is
+# only partly full those SMs idle: TinyLlama's gate/up output (2048 x 5632) is 16 x 44 = 704 tiles of 128 x 128 on
+# 132 SMs = 5.33 waves, the last one a third full (~11% of the kernel). Split: the rows whose tiles fill whole
+# waves go to one launch and the remaining rows to a second launch tuned for its few rows (64-row or 64-column tiles:
+# twice the tiles, each half as long), so the tail costs about half a tile's time instead of a whole one, plus one
+# launch. Whether that beats a single launch is measured at the first call per shape (split_decision), like a config.
+_SPLIT: dict[tuple, int] = {}  # (device, dtype, act, rows, M, N, K) -> rows of the first launch, 0 = one launch
+SPLIT_TILE = 128  # the BM = BN of every config tuned for M > 1024 (GATED_CONFIGS, GATED_CONFIGS_LLM)
+
+
+def tail_split_rows(M: int, N: int, n_sms: int, tile: int = SPLIT_TILE) -> int:
+    """Rows of the first launch of a split (0: no split applies): as many whole row tiles as fit in the single
+    launch's whole waves, where that launch would run >= 2 waves with the last one at most half full, the first
+    launch's own last wave is empty or >= 3/4 full (Llama-3-8B's 112 column tiles leave 63 row tiles = 53.45 waves:
+    no gain), and the tail is 65-1024 rows (more than 64 so the TMA kernel applies; at most 1024 so the few-row
+    tiles are tuned for it)."""
+    m_tiles, n_tiles = triton.cdiv(M, tile), triton.cdiv(N, tile)
+    waves, rem = divmod(m_tiles * n_tiles, n_sms)
+    if waves < 2 or rem == 0 or 2 * rem > n_sms:
+        return 0
+    row_tiles = waves * n_sms // n_tiles
+    first_rem = row_tiles * n_tiles % n_sms
+    if first_rem and 4 * first_rem < 3 * n_sms:
+        return 0
+    first = row_tiles * tile
+    return first if 64 < M - first <= 1024 else 0
+
+
+def split_decision(x, w_gate, w_up, act_id: int, rows: int, out) -> int:
+    """The first launch's rows for this shape (0: one launch): cached, or measured now (both ways, after a warm-up
+    call each, which also tunes their configs; timed like the autotuner, triton_util.autotune_bench)."""
+    M, K = x.shape
+    N = w_gate.shape[0]
+    key = (x.get_device(), x.dtype, act_id, rows, M, N, K)
+    hit = _SPLIT.get(key)
+    if hit is not None:
+        return hit
+    if interpreting() or torch.cuda.is_current_stream_capturing():
+        return 0  # nothing to time (not cached: a later eager call measures)
+    first = tail_split_rows(M, N, num_sms(x.get_device()))
+    if first:
+        times = {}
+        for cand in (0, first):
+            call = functools.partial(_gated_launches, x, w_gate, w_up, act_id, rows, out, cand)
+            call()
+            times[cand] = autotune_bench(call, None)[0]
+        first = min(times, key=times.get)
+    _SPLIT[key] = first
+    return first
+
+
+def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out=None, split_rows=None) -> torch.Tensor:
     """act(x @ w_gate^T) * (x @ w_up^T) through the interleaved-weight kernel; callers validate inputs.
     rows: the weight's gate/up block height (1 = the run-3 layout, kept for the sweep's before/after rows).
-    out: an [M, N] tensor of x's dtype to write, when the caller already has one (one allocation per call, not two)."""
+    out: an [M, N] tensor of x's dtype to write, when the caller already has one (one allocation per call, not two).
+    split_rows: rows of a first launch, the rest in a second (the wave-tail split above); None = measured choice."""
+    if out is None:
+        out = torch.empty((x.shape[0], w_gate.shape[0]), device=x.device, dtype=x.dtype)
+    if split_rows is None:
+        split_rows = split_decision(x, w_gate, w_up, act_id, rows, out)
+    _gated_launches(x, w_gate, w_up, act_id, rows, out, split_rows)
+    return out
+
+
+def _gated_launches(x, w_gate, w_up, act_id, rows, out, split_rows: int) -> None:
+    if split_rows:  # row slices of contiguous x and out: 16-byte aligned bases for any split of 8 rows or more
+        _launch_gated(x[:split_rows], w_gate, w_up, act_id, rows, out[:split_rows])
+        _launch_gated(x[split_rows:], w_gate, w_up, act_id, rows, out[split_rows:])
+    else:
+        _launch_gated(x, w_gate, w_up, act_id, rows, out)
+
+
+def _launch_gated(x, w_gate, w_up, act_id: int, rows: int, out) -> None:
     M, K = x.shape
     N = w_gate.shape[0]
     wgu = cached_interleaved(w_gate, w_up, rows)
-    if out is None:
-        out = torch.empty((M, N), device=x.device, dtype=x.dtype)
     dev = x.get_device()
     n_sms = _sms(dev)
     consts = {
@@ -336,7 +362,8 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
 
     def args(cfg):
         bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
-        return (tensor_desc(x, (bm, bk)), weight_desc(wgu, (2 * bn, bk)), tensor_desc(out, (bm, bn)), M, N, K)
+        # (tensor, block) pairs: TMA descriptors, encoded and cached by the launcher (kernels.ops.launch)
+        return ((x, (bm, bk)), (wgu, (2 * bn, bk)), (out, (bm, bn)), M, N, K)
 
     dt = x.dtype
     _gated_tuned.launch(
@@ -347,9 +374,9 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
         lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
         dev,
         prune_arg=(M, K),
-        interp_config=triton.Config(_INTERP_GATED_META or INTERP_META),
+        # a triton.Config per call costs ~0.7 us of host time: built only where the interpreter runs
+        interp_config=triton.Config(_INTERP_GATED_META or INTERP_META) if INTERPRETING else None,
     )
-    return out
 
 
 def launch_single(x, w, bias, act_id, out, tuned=None):
@@ -370,8 +397,8 @@ def launch_single(x, w, bias, act_id, out, tuned=None):
 
     def args(cfg):
         bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
-        out_desc = tensor_desc(out, (bm, bn // 2 if cfg.kwargs["SUBTILE"] else bn))
-        return (tensor_desc(x, (bm, bk)), weight_desc(w, (bn, bk)), out_desc, b, M, N, K)
+        out_block = (bm, bn // 2 if cfg.kwargs["SUBTILE"] else bn)
+        return ((x, (bm, bk)), (w, (bn, bk)), (out, out_block), b, M, N, K)  # (tensor, block): TMA descriptors
 
     dt = x.dtype
     has_bias = bias is not None
@@ -382,7 +409,7 @@ def launch_single(x, w, bias, act_id, out, tuned=None):
         lambda cfg: consts,
         lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
         dev,
-        interp_config=triton.Config({**INTERP_META, "SUBTILE": _INTERP_SUBTILE}),
+        interp_config=triton.Config({**INTERP_META, "SUBTILE": _INTERP_SUBTILE}) if INTERPRETING else None,
     )
     return out
 

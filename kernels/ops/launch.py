@@ -11,6 +11,14 @@ Why not `triton.autotune` + `kernel[grid](...)`:
     measured on the H100 host (docs/KERNELS.md, run 9d). After the first call for a key, `launch` calls the
     compiled kernel's launcher with a cached grid rule and the constexpr tail already in signature order.
 
+TMA descriptors: a wrapper passes a (tensor, block) pair where the kernel takes a tensor descriptor. Triton 3.6's own
+launch path turns each host TensorDescriptor into a CUtensorMap on every call (make_tensordesc_arg ->
+cuTensorMapEncodeTiled, in a Python loop over the arguments): with three descriptors that was most of the 39 us per
+TMA op call on the r2 H200 host. Here the fast path calls the generated C launcher itself (`_raw_plan`) with each
+descriptor's encoding taken from a cache keyed by what the encoding depends on (data pointer, shape, strides; the
+launcher entry fixes dtype and block): weights hit always, and activations hit whenever the caching allocator hands
+back the same address. The cache holds encodings, never tensors.
+
 Specialisation: Triton compiles a kernel per "specialisation" of its integer and pointer arguments (an int equal to 1,
 or divisible by 16; a pointer 16-byte aligned). A compiled kernel reused for an argument outside its specialisation
 would read misaligned memory, so a launcher is cached per `spec`: the raw sizes and strides, the pointers'
@@ -19,8 +27,12 @@ alignment (data_ptr & 15), the device, dtype and constexpr flags, which fix the 
 
 from __future__ import annotations
 
+import inspect
 import os
+import types
+import weakref
 from collections.abc import Callable
+from threading import get_ident
 
 import torch
 
@@ -28,6 +40,15 @@ from kernels.ops.triton_util import INTERPRETING, autotune_bench
 
 # FUSELENS_FAST_LAUNCH=0 sends every call through JITFunction.run (scripts/host_overhead.py times both ways).
 FAST_LAUNCH = os.environ.get("FUSELENS_FAST_LAUNCH", "1") != "0"
+# FUSELENS_RAW_LAUNCH=0 keeps the fast path on Triton's launcher object (CudaLauncher.__call__, which encodes every
+# TMA descriptor per call) instead of the generated C launch function with cached encodings.
+RAW_LAUNCH = os.environ.get("FUSELENS_RAW_LAUNCH", "1") != "0"
+_DESC_CACHE_MAX = 64  # encodings kept per descriptor argument of one launcher entry (then the cache starts over)
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # Triton < 3.4: no host-side descriptors (kernels.ops.hopper_gemm then has no TMA path)
+    TensorDescriptor = None
 
 
 try:  # Triton >= 3.4: launch enter/exit hooks (set by profilers such as proton) live in knobs.runtime
@@ -58,6 +79,243 @@ if _RUNTIME is not None and hasattr(_RUNTIME.launch_enter_hook, "calls"):  # Tri
         return bool(_RUNTIME.launch_enter_hook.calls or _RUNTIME.launch_exit_hook.calls)
 
 
+_DESC_TEMPLATES: dict[tuple, object] = {}
+
+
+def tensor_desc(t: torch.Tensor, block: tuple):
+    """TensorDescriptor(t, t.shape, t.stride(), block) for a tensor the wrapper already checked (16-byte aligned base
+    and rows, contiguous last dim, no empty dim): the first one per (dtype, block) is built and validated by Triton;
+    later ones copy its fields and set base, shape and strides, skipping __post_init__'s checks (~2 us of host time
+    per descriptor)."""
+    tmpl = _DESC_TEMPLATES.get((t.dtype, block))
+    if tmpl is None:
+        d = TensorDescriptor(t, t.shape, t.stride(), list(block))
+        tmpl = object.__new__(TensorDescriptor)
+        tmpl.__dict__.update(d.__dict__)
+        tmpl.base = None  # the template holds no tensor
+        _DESC_TEMPLATES[(t.dtype, block)] = tmpl
+        return d
+    d = object.__new__(TensorDescriptor)
+    d.__dict__.update(tmpl.__dict__)
+    d.base, d.shape, d.strides = t, t.shape, t.stride()
+    return d
+
+
+def _descriptors(a) -> tuple:
+    """The arguments with each (tensor, block) pair made a TensorDescriptor (Triton's own launch path)."""
+    return tuple(tensor_desc(v[0], v[1]) if type(v) is tuple else v for v in a)
+
+
+def _raw_plan(compiled, a: tuple):
+    """How to call the generated C launch function of a compiled kernel directly, or None where this Triton's
+    launcher is not the one this was written against (Triton 3.5-3.6: CudaLauncher.__call__(gridX, gridY, gridZ,
+    stream, function, *args) -> self.launch(grid, stream, function, cooperative, pdl, global scratch, profile
+    scratch, *args), self.launch being the C function or, with descriptor arguments, a Python `inner` that encodes
+    them and then calls it). Returns (C launch, (cooperative, pdl, None, None), {argument index: (descriptor
+    metadata, encoding cache)})."""
+    if not RAW_LAUNCH:
+        return None
+    try:
+        from triton.backends.nvidia import driver as nv
+
+        launcher = compiled.run
+        params = list(inspect.signature(type(launcher).__call__).parameters)
+        if params != ["self", "gridX", "gridY", "gridZ", "stream", "function", "args"]:
+            return None
+        if getattr(launcher, "global_scratch_size", 0) or getattr(launcher, "profile_scratch_size", 0):
+            return None  # the launcher would allocate scratch per call
+        fn = launcher.launch
+        descs = {}
+        if not isinstance(fn, types.BuiltinFunctionType):
+            free = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ()), strict=True))
+            raw, indices, metas = free.get("launcher"), free.get("tensordesc_indices"), free.get("tensordesc_meta")
+            if not isinstance(raw, types.BuiltinFunctionType) or indices is None or metas is None:
+                return None
+            if sorted(indices) != [i for i, v in enumerate(a) if type(v) is tuple] or None in metas:
+                return None  # descriptors where the wrapper passed none, or lowered without TMA
+            descs = {i: (meta, {}) for i, meta in zip(sorted(indices), metas, strict=True)}
+            fn = raw
+        elif any(type(v) is tuple for v in a):
+            return None
+        n_params = len(inspect.signature(nv.make_tensordesc_arg).parameters)
+        if descs and n_params not in (2, 3):
+            return None
+        head = (launcher.launch_cooperative_grid, launcher.launch_pdl, None, None)
+        return fn, head, descs, (nv.make_tensordesc_arg, n_params)
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return None
+
+
+def _encode(make, n_params: int, t: torch.Tensor, block, meta) -> list:
+    """[CUtensorMap, *shape, *strides]: what Triton's launcher passes for one descriptor argument."""
+    d = tensor_desc(t, block)
+    return make(d, meta) if n_params == 2 else make(d, meta, None)
+
+
+def _fire(hit: tuple, a, device_index: int) -> None:
+    """One launch from a cached launcher entry (key, config, compiled kernel, constexpr tail, grid, raw plan) with the
+    runtime arguments `a` ((tensor, block) pairs where the kernel takes a TMA descriptor)."""
+    _key, _cfg, compiled, tail, g, plan = hit
+    stream = torch._C._cuda_getCurrentRawStream(device_index)
+    if plan is None:
+        compiled.run(
+            g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None, None,
+            *_descriptors(a), *tail,
+        )  # fmt: skip
+        return
+    fn, head, descs, (make, n_params) = plan
+    if descs:
+        flat = []
+        for i, v in enumerate(a):
+            d = descs.get(i)
+            if d is None:
+                flat.append(v)
+                continue
+            t, block = v
+            k = (t.data_ptr(), t.shape, t.stride())
+            enc = d[1].get(k)
+            if enc is None:
+                if len(d[1]) >= _DESC_CACHE_MAX:
+                    d[1].clear()
+                enc = d[1][k] = _encode(make, n_params, t, block, d[0])
+            flat.extend(enc)
+        a = flat
+    fn(g[0], g[1], g[2], stream, compiled.function, *head, compiled.packed_metadata, None, None, None, *a, *tail)
+
+
+# ---------------------------------------------------------------- op plans: one op call replayed as its launches
+# An op call (kernels.models.custom_ops) validates its inputs, picks a kernel (TMA or pointer, one launch or a split
+# one), allocates its output and builds each launch's arguments: ~10-20 us of Python on the r1/r2 hosts, the same
+# work every call for inputs of the same shapes, strides, dtypes and alignment. `Plans` records the launches of one
+# such call (the second with a given key: the first may tune and measure) and replays them for later calls with the
+# same key: allocate the output, substitute this call's tensors into the recorded arguments, fire each launch from
+# its cached launcher entry. Recorded tensors that are neither an input nor the output (a weight copy such as the
+# interleaved gate/up weight) are held by weak reference: the key names the weights' identity and version, and a
+# copy that was freed (its weight freed or updated) voids the plan. A plan applies only when the call's GPU work is
+# exactly its recorded launches (every wrapper here: other work, such as a .contiguous() copy, makes a temporary
+# tensor that is dead when the plan is built, and such calls are not planned).
+_RECORDING: dict[int, list] = {}  # thread id -> the launches of the call it is recording
+
+
+def _record(tuned, spec, hit, a) -> None:
+    rec = _RECORDING.get(get_ident())
+    if rec is not None:
+        rec.append((tuned, spec, hit, a))
+
+
+OP_PLANS = os.environ.get("FUSELENS_OP_PLANS", "1") != "0"
+_PLANS_MAX = 256  # plans kept per op (then the dict starts over)
+_BUILDING = object()
+
+
+class Plans:
+    """The plans of one op: key -> plan, _BUILDING (seen once: record the next call) or None (not plannable)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.plans: dict = {}
+        self.replays = 0  # calls served by a plan (tests count them)
+
+    def call(self, key, impl: Callable, inputs: tuple, rest: tuple):
+        """impl(*inputs, *rest), through a plan when one applies. inputs: the op's tensor arguments (or None)."""
+        plan = self.plans.get(key)
+        if plan is not None and plan is not _BUILDING and FAST_LAUNCH and OP_PLANS and not _hooks_set():
+            out = plan(inputs)
+            if out is not None:
+                self.replays += 1
+                return out
+            self.plans.pop(key, None)
+            plan = None
+        if INTERPRETING or not (FAST_LAUNCH and OP_PLANS) or torch.cuda.is_current_stream_capturing():
+            return impl(*inputs, *rest)
+        if plan is None:
+            if key in self.plans:  # None: not plannable
+                return impl(*inputs, *rest)
+            if len(self.plans) >= _PLANS_MAX:
+                self.plans.clear()
+            self.plans[key] = _BUILDING  # the first call may tune and measure: record the second
+            return impl(*inputs, *rest)
+        rec = _RECORDING[get_ident()] = []  # this thread's launches only
+        try:
+            out = impl(*inputs, *rest)
+        finally:
+            _RECORDING.pop(get_ident(), None)
+        built = _build_plan(rec, inputs, out)
+        del rec  # a temporary tensor of this call (held only by the record) must be dead before the check below
+        self.plans[key] = built[0] if built is not None and all(r() is not None for r in built[1]) else None
+        return out
+
+
+def _build_plan(rec: list, inputs: tuple, out):
+    """(callable(inputs) -> output replaying the recorded launches, its weak references), or None where the call is
+    not plannable."""
+    if not rec or not isinstance(out, torch.Tensor) or not out.is_contiguous():
+        return None
+    ids = {id(t): i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
+    launches = []
+    weak = []
+    out_seen = False
+    for tuned, spec, hit, a in rec:
+        if hit is None:
+            return None
+        tmpl = []
+        for v in a:
+            t, block = v if type(v) is tuple else (v, None)
+            if isinstance(t, torch.Tensor):
+                if t is out:
+                    ref, out_seen = ("out",), True
+                elif id(t) in ids:
+                    ref = ("in", ids[id(t)])
+                else:
+                    ref = ("weak", weakref.ref(t))
+                    weak.append(ref[1])
+            else:
+                ref = ("const", t)
+            tmpl.append((ref, block))
+        launches.append((tuned, spec, hit, tuple(tmpl)))
+    if not out_seen:
+        return None
+    shape, device_index = tuple(out.shape), out.get_device()
+    first = next(i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor))
+    if inputs[first].dtype != out.dtype or inputs[first].get_device() != device_index:
+        return None
+    a = t = v = out = rec = None  # the caller checks the weak references once this call's temporaries are gone
+
+    def replay(inputs: tuple):
+        o = inputs[first].new_empty(shape)
+        for tuned, spec, hit, tmpl in launches:
+            if tuned._launchers.get(spec) is not hit or tuned.cache.get(hit[0]) is not hit[1]:
+                return None
+            a = []
+            for ref, block in tmpl:
+                kind = ref[0]
+                if kind == "in":
+                    v = inputs[ref[1]]
+                elif kind == "out":
+                    v = o
+                elif kind == "const":
+                    v = ref[1]
+                else:
+                    v = ref[1]()
+                    if v is None:
+                        return None
+                a.append(v if block is None else (v, block))
+            _fire(hit, a, device_index)
+        return o
+
+    return replay, weak
+
+
+TUNED: list = []  # every Tuned, for forget_launchers
+
+
+def forget_launchers() -> None:
+    """Drop every cached launcher (tunings stay): the next call of each kernel takes the full path once and builds
+    its launcher again, under the current FAST_LAUNCH / RAW_LAUNCH settings (scripts/host_overhead.py)."""
+    for t in TUNED:
+        t._launchers.clear()
+
+
 class Tuned:
     """One Triton kernel with its candidate configs.
 
@@ -74,6 +332,7 @@ class Tuned:
         self._launchers: dict = {}  # spec -> (key, config, compiled kernel, constexpr tail, grid)
         self.slow_calls = 0  # launches that went through JITFunction.run (tests count them)
         self.signature_ok: bool | None = None  # interpreter runs: would the GPU path cache a launcher
+        TUNED.append(self)
 
     def clear(self) -> None:
         self.cache.clear()
@@ -99,7 +358,7 @@ class Tuned:
         consts_fn(cfg): the constexpr arguments other than the config's; grid_fn(cfg): a 3-tuple."""
         if INTERPRETING:
             cfg = interp_config
-            a = args(cfg) if callable(args) else args
+            a = _descriptors(args(cfg) if callable(args) else args)
             consts = consts_fn(cfg)
             self.kernel[grid_fn(cfg)](*a, **consts, **cfg.kwargs)
             # what the GPU path's launcher cache needs (runtime args first, then exactly these constexprs), checked
@@ -109,20 +368,10 @@ class Tuned:
         if FAST_LAUNCH:
             hit = self._launchers.get(spec)
             if hit is not None and self.cache.get(hit[0]) is hit[1] and not _hooks_set():
-                _key, cfg, compiled, tail, g = hit
-                compiled.run(
-                    g[0],
-                    g[1],
-                    g[2],
-                    torch._C._cuda_getCurrentRawStream(device_index),
-                    compiled.function,
-                    compiled.packed_metadata,
-                    None,
-                    None,
-                    None,
-                    *(args(cfg) if callable(args) else args),
-                    *tail,
-                )
+                a = args(hit[1]) if callable(args) else args
+                _fire(hit, a, device_index)
+                if _RECORDING:
+                    _record(self, spec, hit, a)
                 return
         key = key_fn()
         cfg = self.cache.get(key)
@@ -132,10 +381,12 @@ class Tuned:
         a = args(cfg) if callable(args) else args
         consts = consts_fn(cfg)
         grid = grid_fn(cfg)
-        compiled = self.kernel.run(*a, grid=grid, warmup=False, **consts, **cfg.all_kwargs())
+        compiled = self.kernel.run(*_descriptors(a), grid=grid, warmup=False, **consts, **cfg.all_kwargs())
         tail = self._tail(len(a), {**consts, **cfg.kwargs})
         if tail is not None and all(hasattr(compiled, n) for n in ("run", "function", "packed_metadata")):
-            self._launchers[spec] = (key, cfg, compiled, tail, grid)
+            self._launchers[spec] = (key, cfg, compiled, tail, grid, _raw_plan(compiled, (*a, *tail)))
+        if _RECORDING:
+            _record(self, spec, self._launchers.get(spec), a)
 
     def _tail(self, n_args: int, consts: dict) -> tuple | None:
         """The constexpr arguments after the n_args runtime ones, in signature order, or None when the signature
@@ -155,7 +406,7 @@ class Tuned:
         for cfg in configs:
 
             def call(cfg=cfg):
-                a = args(cfg) if callable(args) else args
+                a = _descriptors(args(cfg) if callable(args) else args)
                 self.kernel.run(*a, grid=grid_fn(cfg), warmup=False, **consts_fn(cfg), **cfg.all_kwargs())
 
             try:
