@@ -226,14 +226,16 @@ class Plans:
                 return out
             self.plans.pop(key, None)
             plan = None
-        if INTERPRETING or not (FAST_LAUNCH and OP_PLANS) or torch.cuda.is_current_stream_capturing():
+        if INTERPRETING or not (FAST_LAUNCH and OP_PLANS):
             return impl(*inputs, *rest)
         if plan is None:
-            if key in self.plans:  # None: not plannable
-                return impl(*inputs, *rest)
-            if len(self.plans) >= _PLANS_MAX:
-                self.plans.clear()
-            self.plans[key] = _BUILDING  # the first call may tune and measure: record the second
+            out = impl(*inputs, *rest)  # raises for bad inputs before any plan is kept
+            if key not in self.plans:  # None: not plannable
+                if len(self.plans) >= _PLANS_MAX:
+                    self.plans.clear()
+                self.plans[key] = _BUILDING  # the first call may tune and measure: record the second
+            return out
+        if plan is not _BUILDING or torch.cuda.is_current_stream_capturing():  # a plan while hooks are set; capture
             return impl(*inputs, *rest)
         rec = _RECORDING[get_ident()] = []  # this thread's launches only
         try:
