@@ -1,27 +1,32 @@
 """Were two runs recorded under the same GPU conditions? The control group answers it.
 
 Kernels that are identical in both runs (same kernel name, same launch config — grid and block where recorded —
-and the same work: a GEMM's (batch, M, N, K, dtype), anything else its op and input shapes) did the same work in
-both. If the candidate's copies ran slower or faster, the GPU ran under other conditions (SM clock, power limit,
-temperature, another process's load), and every other time of that run is off by about as much.
+and the same work: a GEMM's (batch, M, N, K, dtype), anything else its op and input shapes) and that ran in the same
+context (queued right behind the same kernel, or after an idle GPU: analyzer.diff.align.kernel_contexts) did the
+same work in both. If the candidate's copies ran slower or faster, the GPU ran under other conditions (SM clock,
+power limit, temperature, another process's load), and every other time of that run is off by about as much.
+Identical work in another context is not: what ran before a kernel changes its time (dirty L2 lines written back
+during it, a power/clock transient, an idle GPU ramping up), so such calls are listed and left out.
 
-    c = check(base_seq, cand_seq)          # RunSeqs of analyzer.diff.align
+    c = check(base_seq, cseq, probes)      # RunSeqs of analyzer.diff.align; probes: facts.recorded_probe per run
     c.verdict                              # 'comparable' | 'skewed' | 'not checkable'
-    c.factor                               # candidate / baseline time of the identical kernels (time-weighted median)
+    c.factor                               # candidate / baseline time of the control group
     c.normalise(us)                        # a candidate time at the baseline's conditions: us / factor
 
 The rule (docs/DIFF.md, "Comparability"):
-- factor = the time-weighted median over the control kernels' calls (the k-th call of a kernel in one run paired
-  with its k-th call in the other) of candidate / baseline time; weight = the call's baseline time. A median over
-  calls, so neither a one-off stall nor a call whose neighbours changed sets it.
-- within-run spread = how much the control group's time per step varies over the run's own steady steps:
-  (max − min) / median, or (p90 − p10) / median from 10 steps on. It is the noise the factor must stand out of.
-- tolerance = max(3 %, both runs' within-run spreads). Beyond it → 'skewed'. A run whose own control group varies
-  by more than 10 % from step to step was recorded under changing conditions → 'skewed' as well.
-- 'not checkable' when the runs share no identical kernel, or the shared ones take < 2 % of the baseline's kernel
-  time (a few µs of small kernels set no clock).
-- The normalised change divides the candidate's times by the factor. It assumes every kernel moved like the
-  control group (a lower SM clock slows a memory-bound kernel less than a GEMM): an estimate, said so.
+- cells: each call paired one to one (the k-th call of a kernel with its k-th call in the other run), split by its
+  context per step; a (call, context) cell counts when both runs ran it so in >= MIN_CONTEXT_STEPS steps.
+- factor = the interpolated weighted median over the cells of candidate / baseline median time (weight: the
+  baseline's median × its share of steps in that context) — or, when both runner manifests hold the control probe
+  (kernels/lab/control.py: a fixed GEMM and elementwise pass before every turn, the same context by construction),
+  the median over turns of the probe's candidate / baseline time.
+- within-run spread = how much the control time varies over the run's own steady steps (or the probe's turns):
+  (max − min) / median, or (p90 − p10) / median from 10 values on. It is the noise the factor must stand out of.
+- tolerance = max(3 %, both runs' within-run spreads). Beyond it → 'skewed'. A run whose own control time varies
+  by more than 10 % was recorded under changing conditions → 'skewed' as well.
+- 'not checkable' when there is no probe and no cell, or the cells' calls take < 2 % of the baseline's kernel time.
+- The normalised change divides the candidate's times by the factor of their class. It assumes every kernel moved
+  like the control group (a lower SM clock slows a memory-bound kernel less than a GEMM): an estimate, said so.
 """
 
 from __future__ import annotations
