@@ -141,6 +141,11 @@ def _raw_plan(compiled, a: tuple):
         if descs and n_params not in (2, 3):
             return None
         head = (launcher.launch_cooperative_grid, launcher.launch_pdl, None, None)
+        # the C function's leading arguments: grid (3), stream, function, head, kernel metadata, launch metadata and
+        # the two hooks; a Triton whose format differs is left on its own launcher object
+        marked = hasattr(launcher, "profile_scratch_size") and hasattr(launcher, "launch_pdl")  # "iiiKKppOOOOOO"
+        if getattr(nv, "_BASE_ARGS_FORMAT_LEN", 13 if marked else None) != 5 + len(head) + 4:
+            return None
         return fn, head, descs, (nv.make_tensordesc_arg, n_params)
     except (ImportError, AttributeError, TypeError, ValueError):
         return None
@@ -164,6 +169,7 @@ def _fire(hit: tuple, a, device_index: int) -> None:
         )  # fmt: skip
         return
     fn, head, descs, (make, n_params) = plan
+    raw_args = a
     if descs:
         flat = []
         for i, v in enumerate(a):
@@ -180,7 +186,13 @@ def _fire(hit: tuple, a, device_index: int) -> None:
                 enc = d[1][k] = _encode(make, n_params, t, block, d[0])
             flat.extend(enc)
         a = flat
-    fn(g[0], g[1], g[2], stream, compiled.function, *head, compiled.packed_metadata, None, None, None, *a, *tail)
+    try:
+        fn(g[0], g[1], g[2], stream, compiled.function, *head, compiled.packed_metadata, None, None, None, *a, *tail)
+    except TypeError:  # arguments the C function's format refuses (a Triton _raw_plan misread): Triton's own path
+        compiled.run(
+            g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None, None,
+            *_descriptors(raw_args), *tail,
+        )  # fmt: skip
 
 
 # ---------------------------------------------------------------- op plans: one op call replayed as its launches
