@@ -239,20 +239,35 @@ def _badge_text(cd) -> str:
 
 
 def _comparability_blocks(cd) -> list[tuple]:
-    """What the conditions verdict rests on: the control group, its factor and spreads."""
+    """What the conditions verdict rests on: the control probe or the same-context kernels, the factor, the spreads,
+    and the identical kernels left out because their context differs."""
     c = cd.comparability
-    b: list[tuple] = [("h3", "GPU conditions: the kernels identical in both runs")]
+    b: list[tuple] = [("h3", "GPU conditions: the control group")]
     if c is None:
         return b + [("p", "not computed")]
     sp = c.within_run_spread_pct
+    what = "the probe's time per turn" if c.source == "probe" else "their time per step"
     b.append(
         (
             "p",
-            f"{c.verdict}: {c.reason}. Within-run spread of their time per step: {cd.base_label} "
+            f"{c.verdict}: {c.reason}. Within-run spread of {what}: {cd.base_label} "
             f"{_pct_text(sp.get('base'))}, {cd.label} {_pct_text(sp.get('candidate'))}; tolerance "
             f"±{c.tolerance_pct:.1f}%.",
         )
     )
+    if c.probe:
+        pr = c.probe
+        rows = [
+            [
+                role,
+                [Name(pr["kernels"].get(role, ""))],
+                f"{fmt_us(us[0])} → {fmt_us(us[1])}",
+                f"{pr['ratio'][role]:.3f}",
+            ]
+            for role, us in pr["us_per_call"].items()
+        ]
+        b.append(("p", f"The runner's control probe, before each of {pr['turns']} turns (median over turns):"))
+        b.append(("table", ["role", "kernel", "time per call", "ratio (median of turn pairs)"], rows))
     if c.control_kernels:
         rows = [
             [
@@ -263,19 +278,51 @@ def _comparability_blocks(cd) -> list[tuple]:
                 f"{k['calls_per_step'][0]} / {k['calls_per_step'][1]}",
                 f"{fmt_us(k['us_per_call'][0])} → {fmt_us(k['us_per_call'][1])}",
                 f"{k['ratio']:.3f}",
+                "; ".join(short_name(x, 60) for x in k.get("contexts", [])),
             ]
             for k in c.control_kernels
         ]
         more = c.n_control_kernels - len(c.control_kernels)
         b.append(
+            ("p", "Kernels identical in both runs that ran in the same context (the calls the trace factor uses):")
+        )
+        b.append(
             (
                 "table",
-                ["kernel", "op", "shapes", "grid / block", "calls per step", "time per call", "ratio"],
+                ["kernel", "op", "shapes", "grid / block", "calls per step", "time per call", "ratio", "context"],
                 rows,
             )
         )
         if more > 0:
             b.append(("p", f"… and {more} lighter identical kernels (the factor uses all of them)."))
+    ex = c.context_excluded or {}
+    if ex.get("n_calls"):
+        rows = [
+            [
+                [Name(k["name"])],
+                str(k["call"] + 1),
+                f"{fmt_us(k['us_per_call'][0])} → {fmt_us(k['us_per_call'][1])}",
+                f"{k['ratio']:.3f}",
+                short_name(k["context"][0], 60),
+                short_name(k["context"][1], 60),
+            ]
+            for k in ex["calls"]
+        ]
+        b.append(
+            (
+                "p",
+                f"Identical kernels left out: {ex['n_calls']} call(s) that ran behind another kernel (or after an idle "
+                "GPU) in each run. The same work in another context is not the same time: what ran before it "
+                "changes it, so its ratio is part of what the change did, not evidence of the GPU's conditions.",
+            )
+        )
+        b.append(
+            (
+                "table",
+                ["kernel", "call", "time per call", "ratio", f"context in {cd.base_label}", f"context in {cd.label}"],
+                rows,
+            )
+        )
     return b
 
 

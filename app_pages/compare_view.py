@@ -234,7 +234,7 @@ def conditions_badge(cd) -> None:
     color, icon = _VERDICT_LOOK.get(verdict, _VERDICT_LOOK["not checkable"])
     text = f"GPU conditions: {verdict}"
     if comp is not None and comp.factor is not None:
-        text += f" · factor {comp.factor:.3f}"
+        text += f" · factor {comp.factor:.3f}" + (" (control probe)" if comp.source == "probe" else "")
     st.badge(text, color=color, icon=icon)
     lines = cd.lead_lines()
     st.caption(ui.esc(lines[0].split(" — ", 1)[-1], limit=600))  # the verdict is on the badge

@@ -5,9 +5,10 @@
 Why: a launch-bound forward (decode shapes, or a timing loop that issues one forward at a time, as
 triton.testing.do_bench does) is timed at the host's speed, not the GPU's. This measures what each call costs on
 the host. The GPU work is made tiny (decode tokens; M = 128 for the TMA rows) and the stream is never synchronised
-inside the loop, so wall time per call is host time. Every FuseLens row is measured three ways: the launcher's
-fast path (kernels.ops.launch: after the first call, the generated C launch function called directly, TMA descriptor
-encodings cached), the same cached launcher through Triton's launcher object (which encodes each TMA descriptor per
+inside the loop, so wall time per call is host time. Every FuseLens row is measured four ways: the fast path
+(kernels.ops.launch: an op call replayed from its recorded plan; every launch from a cached launcher calling the
+generated C launch function, TMA descriptor encodings cached), the same without op plans (the wrapper validates and
+routes every call), the cached launchers through Triton's launcher object (which encodes each TMA descriptor per
 call), and every call through Triton's JITFunction.run, so one run shows what each layer saves.
 Target (issue 16): <= 15 us per op call; cuBLAS (eager F.linear) is the yardstick. Needs a CUDA GPU.
 
@@ -155,8 +156,9 @@ def main() -> int:
         f"host µs per call, fastest of 3 x {ns.n} calls, M = {m} (128 for the TMA rows), {torch.cuda.get_device_name()}"
     )
     print(
-        f"{'call':52s} {'fast path':>10s} {'Triton launcher':>10s} {'JIT run':>10s}  (target <= {TARGET_US:.0f} µs per"
-        " op call; fast path = cached launcher calling Triton's C launch function with cached TMA encodings)"
+        f"{'call':52s} {'fast path':>10s} {'no plan':>10s} {'Triton launcher':>10s} {'JIT run':>10s}  (target <= "
+        f"{TARGET_US:.0f} µs per op call; fast path = the op's recorded plan, cached launchers calling Triton's C"
+        " launch function with cached TMA encodings; no plan = the same without op plans)"
     )
     with torch.no_grad():
         for name, fn in {**eager_calls, **entry_calls}.items():
@@ -166,6 +168,9 @@ def main() -> int:
         for name, fn in ours.items():
             launch.FAST_LAUNCH = True
             fast = _per_call_us(fn, ns.n)
+            launch.OP_PLANS = False  # op calls without their recorded plans (validation and routing every call)
+            no_plan = _per_call_us(fn, ns.n)
+            launch.OP_PLANS = True
             launch.RAW_LAUNCH = False  # the fast path through Triton's launcher object (encodes descriptors per call)
             launch.forget_launchers()
             via_launcher = _per_call_us(fn, ns.n)
@@ -176,9 +181,10 @@ def main() -> int:
             launch.FAST_LAUNCH = True
             verdict = _verdict(fast) if "(op" in name else ""  # the op call is what a model makes
             rows.append(
-                {"call": name, "us": fast, "us_triton_launcher": via_launcher, "us_jit_run": slow, "verdict": verdict}
+                {"call": name, "us": fast, "us_no_plan": no_plan, "us_triton_launcher": via_launcher}
+                | {"us_jit_run": slow, "verdict": verdict}
             )
-            print(f"  {name:50s} {fast:10.1f} {via_launcher:10.1f} {slow:10.1f}  {verdict}")
+            print(f"  {name:50s} {fast:10.1f} {no_plan:10.1f} {via_launcher:10.1f} {slow:10.1f}  {verdict}")
         # the dispatcher path: what a user's `fuselens` forward runs at this shape, per forward and per launch
         fwd["fuselens"](xm)
         decision = dispatch.decision_for(model, xm) or {}

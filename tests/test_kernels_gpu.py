@@ -72,6 +72,40 @@ def test_fast_path_matches_first_call(M, K, N, act):
             assert all(len(p[2]) == 3 and all(c for _m, c in p[2].values()) for p in plans.get(name, []))
 
 
+@pytest.mark.parametrize("M, K, N", [(16, 768, 3072), (77, 1001, 3000), (333, 1000, 2816)])
+def test_op_plans_replay_what_the_wrappers_compute(M, K, N):
+    """Op calls served by a recorded plan (kernels.ops.launch.Plans) give what the wrappers compute, with new
+    activations every call, after an in-place weight update (the key holds the weights' version), for a second pair
+    of weights of the same shapes (the key holds their identity), with and without bias, and for gating on the
+    halves of one [M, 2N] tensor (the rows kernel)."""
+    from kernels.models import custom_ops as ops
+
+    dt = torch.bfloat16
+    g = torch.Generator(device="cuda").manual_seed(M)
+    rnd = lambda *s: torch.randn(*s, device="cuda", dtype=dt, generator=g)  # noqa: E731
+    before = {n: p.replays for n, p in ops.PLANS.items()}
+    wg, wu, wg2, wu2 = (rnd(N, K) * K**-0.5 for _ in range(4))
+    b = rnd(N)
+    with torch.no_grad():
+        for i in range(6):
+            x = rnd(M, K)
+            if i == 4:
+                wg.mul_(-1.5)  # in place: version bump, the interleaved copy is rebuilt
+            for w1, w2 in ((wg, wu), (wg2, wu2)):
+                assert rel_err(ops.dual_gemm_glu(x, w1, w2, "silu"), _gated_ref(x, w1, w2, "silu")) < 1.5e-2, i
+            ref = F.gelu(F.linear(x.double(), wg.double(), b.double()))
+            assert rel_err(ops.gemm_bias_act(x, wg, b, "gelu"), ref) < 1.5e-2, i
+            assert rel_err(ops.gemm_bias_act(x, wg, None, "gelu"), F.gelu(F.linear(x.double(), wg.double()))) < 1.5e-2
+            y = rnd(M, 2 * N)
+            ref = F.gelu(y[:, :N].double(), approximate="tanh") * y[:, N:].double()
+            assert rel_err(ops.glu_gating(y[:, :N], y[:, N:], "gelu_tanh"), ref) < 1.5e-2, i
+            assert rel_err(ops.glu_gating(y[:, :N].contiguous(), y[:, N:].contiguous(), "gelu_tanh"), ref) < 1.5e-2
+        torch.cuda.synchronize()
+    replays = {n: p.replays - before[n] for n, p in ops.PLANS.items()}
+    print("plan replays:", replays)
+    assert all(r > 0 for r in replays.values()), replays
+
+
 def _fwd_us(fn, x, queue_ahead: bool) -> float:
     with torch.no_grad():
         return median_us(lambda: fn(x), n_iter=100, warmup=10, flush_l2=True, queue_ahead=queue_ahead)["median_us"]

@@ -129,3 +129,53 @@ def test_whitespace_is_skipped_in_blocks(tmp_path):
     assert skip_ws_back(view, 0, 2_100_000) == 0
     with pytest.raises(TraceError, match="empty file"):
         load_trace(b" " * (3 << 20), name="blank.json")
+
+
+def test_the_cli_refuses_a_bomb_before_importing_the_analysis(tmp_path):
+    """`python -m analyzer summary BOMB` reaches the guard with only the reader imported: no pandas, no analysis
+    module (their imports were ~4 s of a 10 s refusal on a busy box). The floor and window are lowered in the
+    child so that a 40 MiB bomb is enough; the rule is the same."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    path = tmp_path / "bomb.json.gz"
+    path.write_bytes(_padded_gzip(48))
+    code = (
+        "import sys; from analyzer.readers.load import GzipGuard; from analyzer.cli import main\n"
+        "GzipGuard.FLOOR = GzipGuard.WINDOW = 8 << 20\n"
+        "rc = main(['summary', sys.argv[1]])\n"
+        "print(rc, sorted(m for m in ('pandas', 'analyzer.summary', 'analyzer.trace') if m in sys.modules))"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert out.stdout.strip() == "2 []", out.stderr
+    assert out.stderr.startswith("error: bomb.json.gz: refused as a decompression bomb")
+
+
+@pytest.mark.parametrize("damage", ["none", "bad_crc", "truncated", "corrupt"])
+def test_zlib_ng_and_the_standard_zlib_read_alike(damage, monkeypatch):
+    """zlib-ng inflates when installed (requirements.txt), the standard library's zlib where it is not (a bare GPU
+    box, a Ray node): the same trace and the same warnings from either, intact or damaged."""
+    import zlib as std_zlib
+
+    from analyzer.readers import load
+
+    data = bytearray(TRACES["h100_bert"].read_bytes())
+    if damage == "bad_crc":
+        data[-8] ^= 0xFF
+    elif damage == "truncated":
+        data = data[: len(data) * 2 // 3]
+    elif damage == "corrupt":
+        data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)
+    results = []
+    assert load.zlib.__name__ == "zlib_ng.zlib_ng"  # installed here, as requirements.txt says
+    for module in (load.zlib, std_zlib):
+        monkeypatch.setattr(load, "zlib", module)
+        try:
+            trace = load_trace(bytes(data), name="t.json.gz", cache=False)
+            results.append((len(trace.gpu_ops), float(trace.gpu_ops["dur_us"].sum()), trace.meta.warnings))
+        except TraceError as err:
+            results.append(str(err))
+    assert results[0] == results[1]

@@ -1,44 +1,50 @@
 """Were two runs recorded under the same GPU conditions? The control group answers it.
 
 Kernels that are identical in both runs (same kernel name, same launch config — grid and block where recorded —
-and the same work: a GEMM's (batch, M, N, K, dtype), anything else its op and input shapes) did the same work in
-both. If the candidate's copies ran slower or faster, the GPU ran under other conditions (SM clock, power limit,
-temperature, another process's load), and every other time of that run is off by about as much.
+and the same work: a GEMM's (batch, M, N, K, dtype), anything else its op and input shapes) and that ran in the same
+context (queued right behind the same kernel, or after an idle GPU: analyzer.diff.align.kernel_contexts) did the
+same work in both. If the candidate's copies ran slower or faster, the GPU ran under other conditions (SM clock,
+power limit, temperature, another process's load), and every other time of that run is off by about as much.
+Identical work in another context is not: what ran before a kernel changes its time (dirty L2 lines written back
+during it, a power/clock transient, an idle GPU ramping up), so such calls are listed and left out.
 
-    c = check(base_seq, cand_seq)          # RunSeqs of analyzer.diff.align
+    c = check(base_seq, cseq, probes)      # RunSeqs of analyzer.diff.align; probes: facts.recorded_probe per run
     c.verdict                              # 'comparable' | 'skewed' | 'not checkable'
-    c.factor                               # candidate / baseline time of the identical kernels (time-weighted median)
+    c.factor                               # candidate / baseline time of the control group
     c.normalise(us)                        # a candidate time at the baseline's conditions: us / factor
 
 The rule (docs/DIFF.md, "Comparability"):
-- factor = the time-weighted median over the control kernels' calls (the k-th call of a kernel in one run paired
-  with its k-th call in the other) of candidate / baseline time; weight = the call's baseline time. A median over
-  calls, so neither a one-off stall nor a call whose neighbours changed sets it.
-- within-run spread = how much the control group's time per step varies over the run's own steady steps:
-  (max − min) / median, or (p90 − p10) / median from 10 steps on. It is the noise the factor must stand out of.
-- tolerance = max(3 %, both runs' within-run spreads). Beyond it → 'skewed'. A run whose own control group varies
-  by more than 10 % from step to step was recorded under changing conditions → 'skewed' as well.
-- 'not checkable' when the runs share no identical kernel, or the shared ones take < 2 % of the baseline's kernel
-  time (a few µs of small kernels set no clock).
-- The normalised change divides the candidate's times by the factor. It assumes every kernel moved like the
-  control group (a lower SM clock slows a memory-bound kernel less than a GEMM): an estimate, said so.
+- cells: each call paired one to one (the k-th call of a kernel with its k-th call in the other run), split by its
+  context per step; a (call, context) cell counts when both runs ran it so in >= MIN_CONTEXT_STEPS steps.
+- factor = the interpolated weighted median over the cells of candidate / baseline median time (weight: the
+  baseline's median × its share of steps in that context) — or, when both runner manifests hold the control probe
+  (kernels/lab/control.py: a fixed GEMM and elementwise pass before every turn, the same context by construction),
+  the median over turns of the probe's candidate / baseline time.
+- within-run spread = how much the control time varies over the run's own steady steps (or the probe's turns):
+  (max − min) / median, or (p90 − p10) / median from 10 values on. It is the noise the factor must stand out of.
+- tolerance = max(3 %, both runs' within-run spreads). Beyond it → 'skewed'. A run whose own control time varies
+  by more than 10 % was recorded under changing conditions → 'skewed' as well.
+- 'not checkable' when there is no probe and no cell, or the cells' calls take < 2 % of the baseline's kernel time.
+- The normalised change divides the candidate's times by the factor of their class. It assumes every kernel moved
+  like the control group (a lower SM clock slows a memory-bound kernel less than a GEMM): an estimate, said so.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from analyzer.fmt import finite
+from analyzer.diff.align import AFTER_IDLE
+from analyzer.fmt import finite, short_name
 from analyzer.steps import spread_range  # noqa: F401  (re-exported: one rule for every shown spread)
 
 MIN_TOLERANCE_PCT = 3.0  # clock/power drift below this is normal between two recordings on one H100
 UNSTABLE_SPREAD_PCT = 10.0  # control group varying more than this within one run: conditions changed mid-run
 MIN_CONTROL_SHARE = 0.02  # control kernels must carry >= 2% of the baseline's kernel time to set a factor
 MAX_LISTED = 12  # control kernels listed in the JSON (the heaviest first); the factor uses all
+MIN_CONTEXT_STEPS = 2  # a (call, context) cell needs this many steps in each run (or all of a run's steps, if fewer)
 
 VERDICTS = ("comparable", "skewed", "not checkable")
 
@@ -72,6 +78,14 @@ class Comparability:
     # [lowest, highest] call ratio per class, and per candidate GPU op the (low, high) factor it could take
     class_ratio_ranges: dict = field(default_factory=dict)
     candidate_factor_bounds: tuple = field(default=(None, None), repr=False, compare=False)
+    # where the factor comes from: 'probe' (the runner's control probe, in both manifests), 'trace' (the calls
+    # identical in both traces and run in the same context) or 'none' (not checkable)
+    source: str = "trace"
+    trace_factor: float | None = None  # the factor of the traces' context-matched calls (also when the probe sets it)
+    probe: dict | None = None  # the probe's kernels, turns, µs per call [base, candidate] and ratio per role
+    # calls identical in both runs whose contexts differ in every step: listed, not used (n_calls, us_per_step,
+    # calls: the heaviest, with the kernel each ran behind in each run)
+    context_excluded: dict = field(default_factory=lambda: {"n_calls": 0, "us_per_step": [0.0, 0.0], "calls": []})
 
     @property
     def checkable(self) -> bool:
@@ -109,28 +123,38 @@ class Comparability:
             "steps": self.steps,
             "class_factors": self.class_factors,
             "class_ratio_ranges": self.class_ratio_ranges,
+            "source": self.source,
+            "trace_factor": self.trace_factor,
+            "probe": self.probe,
+            "context_excluded": self.context_excluded,
             "rule": RULE,
             "notes": self.notes,
         }
 
 
 RULE = (
-    "control group = kernels identical in both runs (name, grid/block, GEMM problem or op and input shapes); "
-    "factor = the time-weighted median over their calls (k-th call paired with k-th call) of candidate/baseline "
-    "time, also per class (compute = GEMM/attention, memory = the rest); tolerance = max(3%, each run's own "
-    "step-to-step spread of the control group's time); |factor − 1| beyond it, or a run whose control group varies "
-    "by more than 10% from step to step, = skewed; normalised candidate time = each kernel's time / its class's "
-    "factor (a class without control kernels: memory-bound 1.0, compute-bound the overall factor; the other "
-    "assumption gives the bounds) — an estimate: it assumes every kernel moved like the control kernels of its class"
+    "control group = calls identical in both runs (name, grid/block, GEMM problem or op and input shapes) that ran "
+    "in the same context (queued right behind the same kernel, or after an idle GPU) in at least 2 steps of each; "
+    "factor = the time-weighted median over those (call, context) cells of candidate/baseline median time, also per "
+    "class (compute = GEMM/attention, memory = the rest) — or, when both runner manifests hold the control probe "
+    "(a fixed GEMM and copy before every turn, the same context by construction), the median over turns of its "
+    "candidate/baseline time; tolerance = max(3%, each run's own spread of the control time); |factor − 1| beyond "
+    "it, or a run whose control time varies by more than 10%, = skewed; normalised candidate time = each kernel's "
+    "time / its class's factor (a class without control kernels: memory-bound 1.0, compute-bound the overall "
+    "factor; the other assumption gives the bounds) — an estimate: it assumes every kernel moved like the control "
+    "kernels of its class"
 )
 
 
 def control_keys(rows: pd.DataFrame) -> pd.Series:
-    """The identity of each kernel of a representative step (rows of analyzer.diff.align.sequence); '' for memops.
+    """The identity of each kernel of a representative step (rows of analyzer.diff.align.sequence); '' for memops
+    and communication kernels.
 
     The alignment key (GEMM problem, or op and shapes) plus the kernel name and its launch config: a cuBLAS kernel
     of the same M, N, K but another tile config is not the same work, and neither is the same name at other shapes."""
-    is_kernel = rows["kind"].eq("kernel")
+    # a collective's time is mostly waiting for the other ranks (HTA's 2-rank trace: NCCL SendRecv 0.39-1.46× between
+    # ranks of one program), not this GPU's speed: never a control
+    is_kernel = rows["kind"].eq("kernel") & rows["category"].ne("communication")
     sep = "\x1f"
     key = (
         rows["name"].astype(str)
@@ -144,72 +168,100 @@ def control_keys(rows: pd.DataFrame) -> pd.Series:
     return key.where(is_kernel, "")
 
 
-def check(bseq, cseq) -> Comparability:
-    """The comparability of candidate run cseq against baseline run bseq (RunSeqs; see the module doc)."""
+def check(bseq, cseq, probes: tuple = (None, None)) -> Comparability:
+    """The comparability of candidate run cseq against baseline run bseq (RunSeqs; see the module doc). probes: each
+    run's control probe from its runner manifest (analyzer.diff.facts.recorded_probe), or None."""
     b, c = bseq.rows, cseq.rows
     kb, kc = control_keys(b), control_keys(c)
-    tb = _per_key(b, kb)
-    tc = _per_key(c, kc)
-    both = tb.join(tc, how="inner", suffixes=("_b", "_c")) if len(tb) and len(tc) else pd.DataFrame()
     base_kernel_us = float(b["dur_us"].to_numpy(dtype=float).sum())
-    spreads = {"base": None, "candidate": None}
     steps = [_n_steps(bseq), _n_steps(cseq)]
-    if both.empty:
-        return _unchecked(
-            f"no kernel ran identically in both runs (same name, launch config and shapes): {cseq.label} and "
-            f"{bseq.label} share no control group, so their GPU conditions cannot be compared",
-            spreads,
-            steps,
-        )
-    both = both[(both["us_per_call_b"] > 0) & (both["us_per_call_c"] > 0)]
-    both["calls"] = np.minimum(both["calls_b"], both["calls_c"])
-    both["ratio"] = both["us_per_call_c"] / both["us_per_call_b"]
-    both["weight_us"] = both["calls"] * both["us_per_call_b"]
-    both = both.sort_values("weight_us", ascending=False, kind="stable")
-    ctrl_b = float(both["weight_us"].sum())
-    ctrl_c = float((both["calls"] * both["us_per_call_c"]).sum())
-    share = ctrl_b / base_kernel_us if base_kernel_us > 0 else 0.0
-    listed = _listed(both, b, kb)
-    weights = (_position_weights(kb, both, "calls_b"), _position_weights(kc, both, "calls_c"))
-    spreads = {
-        "base": spread_pct(per_step_us(bseq, weights[0])),
-        "candidate": spread_pct(per_step_us(cseq, weights[1])),
-    }
-    if share < MIN_CONTROL_SHARE:
-        out = _unchecked(
-            f"the kernels identical in both runs take {share:.1%} of {bseq.label}'s kernel time per step (under "
-            f"{MIN_CONTROL_SHARE:.0%}): too little to tell the GPU's conditions apart",
-            spreads,
-            steps,
-        )
-        out.control_kernels, out.n_control_kernels = listed, len(both)
-        out.control_us_per_step, out.control_share = [ctrl_b, ctrl_c], share
-        return out
     pairs = _call_pairs(b, kb, c, kc)
-    factor = _weighted_median(pairs["ratio"].to_numpy(float), pairs["weight_us"].to_numpy(float))
-    class_factors = {
-        str(cls): _weighted_median(g["ratio"].to_numpy(float), g["weight_us"].to_numpy(float))
-        for cls, g in pairs.groupby("cls", sort=True)
+    cells, used = _context_cells(bseq, cseq, pairs)
+    upairs = pairs[used]
+    excluded = _excluded(bseq, cseq, pairs[~used])
+    wb = np.zeros(len(b))
+    wc = np.zeros(len(c))
+    wb[upairs["pos_b"].to_numpy(int)] = 1.0
+    wc[upairs["pos_c"].to_numpy(int)] = 1.0
+    spreads = {"base": spread_pct(per_step_us(bseq, wb)), "candidate": spread_pct(per_step_us(cseq, wc))}
+    ctrl_b = float(upairs["dur_b"].sum())
+    ctrl_c = float(upairs["dur_c"].sum())
+    share = ctrl_b / base_kernel_us if base_kernel_us > 0 else 0.0
+    listed = _listed(upairs, cells, bseq, b)
+    n_kernels = int(upairs["key"].nunique())
+    trace_factor = (
+        _weighted_median(cells["ratio"].to_numpy(float), cells["weight_us"].to_numpy(float)) if len(cells) else None
+    )
+    probe = _probe(*probes)
+    common = {
+        "control_kernels": listed,
+        "n_control_kernels": n_kernels,
+        "n_control_calls": len(upairs),
+        "control_us_per_step": [ctrl_b, ctrl_c],
+        "control_share": float(share),
+        "control_weight": (wb, wc),
+        "context_excluded": excluded,
+        "trace_factor": trace_factor,
+        "probe": probe["json"] if probe else None,
     }
-    class_ranges = {
-        str(cls): [float(g["ratio"].min()), float(g["ratio"].max())] for cls, g in pairs.groupby("cls", sort=True)
-    }
+    excl_text = _excluded_text(excluded, bseq.label, cseq.label)
+    if probe is None and not len(cells):
+        why = (
+            "no kernel ran identically in both runs (same name, launch config and shapes)"
+            if not len(pairs)
+            else "no kernel ran identically in both runs in the same context"
+        )
+        return _unchecked(
+            f"{why}: {cseq.label} and {bseq.label} share no control group, so their GPU conditions cannot be compared"
+            f"{excl_text}",
+            spreads,
+            steps,
+            **common,
+        )
+    if probe is None and share < MIN_CONTROL_SHARE:
+        return _unchecked(
+            f"the kernels identical in both runs, in the same context, take {share:.1%} of {bseq.label}'s kernel "
+            f"time per step (under {MIN_CONTROL_SHARE:.0%}): too little to tell the GPU's conditions apart{excl_text}",
+            spreads,
+            steps,
+            **common,
+        )
+    if probe is not None:
+        factor, class_factors, class_ranges = probe["factor"], probe["class_factors"], probe["class_ranges"]
+        spreads = probe["spreads"]
+        what = (
+            f"the runner's control probe ({probe['text']}, the same sequence in the same context before each of "
+            f"{probe['turns']} turns) ran {factor:.3f}× as long in {cseq.label} ({100.0 * (factor - 1.0):+.1f}%)"
+        )
+        if trace_factor is not None:
+            what += (
+                f"; {_calls_text(n_kernels, len(upairs))} identical in both runs in the same context read "
+                f"{trace_factor:.3f}"
+            )
+    else:
+        factor = trace_factor
+        class_factors = {
+            str(k): _weighted_median(g["ratio"].to_numpy(float), g["weight_us"].to_numpy(float))
+            for k, g in cells.groupby("cls", sort=True)
+        }
+        class_ranges = {
+            str(k): [float(g["ratio"].min()), float(g["ratio"].max())] for k, g in cells.groupby("cls", sort=True)
+        }
+        what = (
+            f"{_calls_text(n_kernels, len(upairs))} identical in both runs and in the same context ({share:.0%} of "
+            f"{bseq.label}'s kernel time) ran {factor:.3f}× as long in {cseq.label} ({100.0 * (factor - 1.0):+.1f}%)"
+        )
     point, other, lo, hi = _candidate_factors(kernel_classes(c), class_factors, class_ranges, factor)
     by_class = ", ".join(f"{k} {v:.3f}" for k, v in class_factors.items())
     if "memory" not in class_factors:
         by_class += "; memory-bound kernels: no control kernel, taken at 1.0"
     elif "compute" not in class_factors:
         by_class += "; GEMM/attention: no control kernel, taken at the overall factor"
-    known = [s for s in spreads.values() if s is not None]
+    known = [x for x in spreads.values() if x is not None]
     tol = max([MIN_TOLERANCE_PCT, *known])
     dev = 100.0 * (factor - 1.0)
-    kernels = f"{len(both)} kernel{'s' if len(both) != 1 else ''} ({len(pairs)} call{'s' if len(pairs) != 1 else ''})"
-    what = (
-        f"{kernels} identical in both runs ({share:.0%} of {bseq.label}'s kernel time) ran {factor:.3f}× as long in "
-        f"{cseq.label} ({dev:+.1f}%)"
-    )
-    unstable = [(lab, s) for lab, s in (("base", spreads["base"]), ("candidate", spreads["candidate"])) if s]
-    unstable = [(lab, s) for lab, s in unstable if s > UNSTABLE_SPREAD_PCT]
+    unstable = [(lab, x) for lab, x in (("base", spreads["base"]), ("candidate", spreads["candidate"])) if x]
+    unstable = [(lab, x) for lab, x in unstable if x > UNSTABLE_SPREAD_PCT]
     if abs(dev) > tol:
         verdict = "skewed"
         reason = (
@@ -219,20 +271,26 @@ def check(bseq, cseq) -> Comparability:
         )
     elif unstable:
         verdict = "skewed"
-        who = ", ".join(f"{bseq.label if lab == 'base' else cseq.label} {s:.1f}%" for lab, s in unstable)
+        who = ", ".join(f"{bseq.label if lab == 'base' else cseq.label} {x:.1f}%" for lab, x in unstable)
         reason = (
-            f"{what}, but their time per step varied by more than {UNSTABLE_SPREAD_PCT:.0f}% within a run "
-            f"({who}): conditions changed while it was recorded"
+            f"{what}, but {'the probe' if probe else 'their time per step'} varied by more than "
+            f"{UNSTABLE_SPREAD_PCT:.0f}% within a run ({who}): conditions changed while it was recorded"
         )
     else:
         verdict = "comparable"
         reason = f"{what}, within the ±{tol:.1f}% tolerance"
-    ratios = both["ratio"].to_numpy(float)
+    reason += excl_text
+    ratios = cells["ratio"].to_numpy(float) if len(cells) else np.array([factor])
     notes = []
     if "compute" not in class_factors and (kernel_classes(c) == "compute").any():
         notes.append(
             "no GEMM or attention kernel is identical in both runs: the control group is memory-bound, and a lower "
             "SM clock barely shows in memory-bound kernels, so a clock difference may go unseen"
+        )
+    if probe is not None and trace_factor is not None and abs(trace_factor - factor) * 100.0 > tol:
+        notes.append(
+            f"the kernels identical in both traces, in the same context, read {trace_factor:.3f} against the probe's "
+            f"{factor:.3f}: conditions inside the steps differed from those the probe saw between turns"
         )
     return Comparability(
         verdict=verdict,
@@ -241,19 +299,19 @@ def check(bseq, cseq) -> Comparability:
         kernel_ratio_range=[float(ratios.min()), float(ratios.max())],
         within_run_spread_pct=spreads,
         tolerance_pct=float(tol),
-        control_kernels=listed,
-        n_control_kernels=len(both),
-        control_us_per_step=[ctrl_b, ctrl_c],
-        control_share=float(share),
         steps=steps,
         notes=notes,
-        n_control_calls=len(pairs),
-        control_weight=weights,
         class_factors=class_factors,
         class_ratio_ranges=class_ranges,
         candidate_factors=(point, other),
         candidate_factor_bounds=(lo, hi),
+        source="probe" if probe is not None else "trace",
+        **common,
     )
+
+
+def _calls_text(n_kernels: int, n_calls: int) -> str:
+    return f"{n_kernels} kernel{'s' if n_kernels != 1 else ''} ({n_calls} call{'s' if n_calls != 1 else ''})"
 
 
 COMPUTE_CATEGORIES = ("gemm", "attention")
@@ -298,48 +356,129 @@ def per_step_us(seq, weight: np.ndarray | None = None) -> np.ndarray:
 # --- pieces -------------------------------------------------------------------------------------------------------
 
 
-def _per_key(rows: pd.DataFrame, keys: pd.Series) -> pd.DataFrame:
-    """Per identical-kernel key: calls per step and mean time per call (of the per-position medians over steps)."""
-    mask = keys.ne("").to_numpy()
-    if not mask.any():
-        return pd.DataFrame(columns=["calls", "us_per_call"])
-    d = pd.DataFrame({"key": keys[mask].to_numpy(), "dur_us": rows["dur_us"].to_numpy(float)[mask]})
-    agg = d.groupby("key", sort=False)["dur_us"].agg(["size", "sum"])
-    return pd.DataFrame({"calls": agg["size"].astype(int), "us_per_call": agg["sum"] / agg["size"]})
-
-
 def _call_pairs(b: pd.DataFrame, kb: pd.Series, c: pd.DataFrame, kc: pd.Series) -> pd.DataFrame:
-    """The control kernels call by call: the k-th call of a kernel in the baseline's step with its k-th call in the
-    candidate's (launch order), each with its ratio (candidate / baseline time), its baseline time as weight and its
-    class. Per call, not per kernel: the same GEMM runs slower right behind another GEMM than behind a pointwise
-    kernel (H100, round 1: the up projection 1.057× in compile, where it follows the gate GEMM, while the gate and
-    down projections read 0.99×), and a median over calls is not moved by one call whose neighbours changed."""
+    """The identical kernels call by call: the k-th call of a kernel in the baseline's step with its k-th call in the
+    candidate's (launch order): key, occ (k), pos_b / pos_c (positions in each run's step), dur_b / dur_c (their
+    median µs over steps) and cls (kernel class)."""
     sides = []
     for rows, keys in ((b, kb), (c, kc)):
         m = keys.ne("").to_numpy()
         d = pd.DataFrame(
-            {"key": keys.to_numpy()[m], "dur": rows["dur_us"].to_numpy(float)[m], "cls": kernel_classes(rows)[m]}
+            {
+                "key": keys.to_numpy()[m],
+                "pos": np.flatnonzero(m),
+                "dur": rows["dur_us"].to_numpy(float)[m],
+                "cls": kernel_classes(rows)[m],
+            }
         )
         d["occ"] = d.groupby("key", sort=False).cumcount()
         sides.append(d)
-    pairs = sides[0].merge(sides[1][["key", "occ", "dur"]], on=["key", "occ"], suffixes=("_b", "_c"))
-    pairs = pairs[(pairs["dur_b"] > 0) & (pairs["dur_c"] > 0)]
-    return pd.DataFrame(
-        {"ratio": pairs["dur_c"] / pairs["dur_b"], "weight_us": pairs["dur_b"], "cls": pairs["cls"]}
-    ).reset_index(drop=True)
+    pairs = sides[0].merge(sides[1][["key", "occ", "pos", "dur"]], on=["key", "occ"], suffixes=("_b", "_c"))
+    return pairs[(pairs["dur_b"] > 0) & (pairs["dur_c"] > 0)].reset_index(drop=True)
 
 
-def _position_weights(keys: pd.Series, both: pd.DataFrame, own_calls: str) -> np.ndarray:
-    w = both["calls"] / both[own_calls]
-    return keys.map(w).fillna(0.0).to_numpy(float)
+def _context_cells(bseq, cseq, pairs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """Each paired call split by the context its steps ran it in (RunSeq.step_context: the kernel it was queued
+    behind, or an idle GPU): one cell per (call, context) that both runs ran in at least MIN_CONTEXT_STEPS steps
+    (or in all their steps, when a run has fewer). Per cell: ratio = candidate / baseline median µs over those steps,
+    weight_us = the baseline's median × the share of its steps in that context, cls. Also, per pair, whether any
+    of its cells is shared (the calls the factor rests on)."""
+    cols = ["pair", "ctx", "ratio", "weight_us", "cls"]
+    if pairs.empty:
+        return pd.DataFrame(columns=cols), np.zeros(0, dtype=bool)
+    sides = []
+    for seq, pos in ((bseq, pairs["pos_b"].to_numpy(int)), (cseq, pairs["pos_c"].to_numpy(int))):
+        durs, ctx = getattr(seq, "step_durs_us", None), getattr(seq, "step_context", None)
+        if durs is None or durs.ndim != 2 or len(durs) == 0:  # no per-step figures: the median, context unknown
+            d = seq.rows["dur_us"].to_numpy(float)[pos][None, :]
+            x = np.zeros(d.shape, dtype=np.uint64)
+        else:
+            d = durs[:, pos]
+            x = ctx[:, pos] if ctx is not None else np.zeros(d.shape, dtype=np.uint64)
+        long = pd.DataFrame({"pair": np.tile(np.arange(len(pos)), d.shape[0]), "ctx": x.ravel(), "dur": d.ravel()})
+        agg = long.groupby(["pair", "ctx"], sort=False)["dur"].agg(["size", "median"])
+        agg["need"] = min(MIN_CONTEXT_STEPS, d.shape[0])
+        agg["n_steps"] = d.shape[0]
+        sides.append(agg)
+    cells = sides[0].merge(sides[1], left_index=True, right_index=True, suffixes=("_b", "_c"))
+    ok = (cells["size_b"] >= cells["need_b"]) & (cells["size_c"] >= cells["need_c"])
+    cells = cells[ok & (cells["median_b"] > 0) & (cells["median_c"] > 0)].reset_index()
+    cells["ratio"] = cells["median_c"] / cells["median_b"]
+    cells["weight_us"] = cells["median_b"] * cells["size_b"] / cells["n_steps_b"]
+    cells["cls"] = pairs["cls"].to_numpy()[cells["pair"].to_numpy(int)]
+    used = np.zeros(len(pairs), dtype=bool)
+    used[cells["pair"].to_numpy(int)] = True
+    return cells[cols], used
 
 
-def _listed(both: pd.DataFrame, rows: pd.DataFrame, keys: pd.Series) -> list[dict]:
-    """The heaviest control kernels, for the JSON and the report: what the factor rests on."""
-    first = rows.assign(_key=keys.to_numpy()).drop_duplicates("_key").set_index("_key")
+def _context_text(seq, h) -> str:
+    h = int(h)
+    return "an idle GPU" if h == int(AFTER_IDLE) else f"behind {(getattr(seq, 'context_names', {}) or {}).get(h, '?')}"
+
+
+def _usual_context(seq, pos: np.ndarray) -> list[str]:
+    """The most common context of each position's steps, as text."""
+    ctx = getattr(seq, "step_context", None)
+    if ctx is None or len(ctx) == 0:
+        return ["unknown"] * len(pos)
     out = []
-    for k, r in both.head(MAX_LISTED).iterrows():
-        f = first.loc[k]
+    for p in pos:
+        vals, counts = np.unique(ctx[:, p], return_counts=True)
+        out.append(_context_text(seq, vals[np.argmax(counts)]))
+    return out
+
+
+def _excluded(bseq, cseq, x: pd.DataFrame) -> dict:
+    """Calls identical in both runs that ran in no common context: listed (the heaviest first), not used."""
+    if x.empty:
+        return {"n_calls": 0, "us_per_step": [0.0, 0.0], "calls": []}
+    n, us = len(x), [float(x["dur_b"].sum()), float(x["dur_c"].sum())]
+    x = x.sort_values("dur_b", ascending=False, kind="stable").head(MAX_LISTED)
+    ctx_b = _usual_context(bseq, x["pos_b"].to_numpy(int))
+    ctx_c = _usual_context(cseq, x["pos_c"].to_numpy(int))
+    names = bseq.rows["name"].astype(str).to_numpy()
+    calls = [
+        {
+            "name": str(names[int(r.pos_b)]),
+            "call": int(r.occ),
+            "us_per_call": [float(r.dur_b), float(r.dur_c)],
+            "ratio": float(r.dur_c / r.dur_b),
+            "context": [cb, cc],
+        }
+        for r, cb, cc in zip(x.itertuples(), ctx_b, ctx_c, strict=True)
+    ]
+    return {"n_calls": n, "us_per_step": us, "calls": calls}
+
+
+def _excluded_text(excluded: dict, base: str, cand: str) -> str:
+    """'; 1 identical call left out, its context differs (nvjet_… ran behind at::native::… in eager, behind
+    fuselens_gemm_bias_act_kernel in fuselens: 1.024×)' — the heaviest such call; '' when none."""
+    n = excluded["n_calls"]
+    if not n:
+        return ""
+    k = excluded["calls"][0]
+    ctx = [f"behind {short_name(c[7:], 48)}" if c.startswith("behind ") else f"after {c}" for c in k["context"]]
+    what = f"{n} identical call{'s' if n != 1 else ''} left out, {'their' if n != 1 else 'its'} context differs"
+    eg = "e.g. " if n > 1 else ""
+    return f"; {what} ({eg}{short_name(k['name'], 48)} ran {ctx[0]} in {base}, {ctx[1]} in {cand}: {k['ratio']:.3f}×)"
+
+
+def _listed(upairs: pd.DataFrame, cells: pd.DataFrame, bseq, rows: pd.DataFrame) -> list[dict]:
+    """The heaviest control kernels, for the JSON and the report: what the factor rests on, with the contexts."""
+    if upairs.empty:
+        return []
+    ctx_of = cells.groupby("pair")["ctx"].agg(list)
+    g = upairs.assign(_i=upairs.index.to_numpy())  # the pair ids the cells carry
+    out = []
+    per_key = g.groupby("key", sort=False).agg(
+        calls=("occ", "size"), pos=("pos_b", "first"), us_b=("dur_b", "sum"), us_c=("dur_c", "sum")
+    )
+    per_key = per_key.sort_values("us_b", ascending=False, kind="stable").head(MAX_LISTED)
+    for key, r in per_key.iterrows():
+        f = rows.iloc[int(r["pos"])]
+        pair_ids = g.loc[g["key"] == key, "_i"].to_numpy(int)
+        ctxs = sorted({_context_text(bseq, h) for i in pair_ids for h in ctx_of.get(i, [])})
+        n = int(r["calls"])
         out.append(
             {
                 "name": str(f["name"]),
@@ -347,13 +486,58 @@ def _listed(both: pd.DataFrame, rows: pd.DataFrame, keys: pd.Series) -> list[dic
                 "shapes": str(f["dims"]),
                 "grid": str(f["grid"]),
                 "block": str(f["block"]),
-                "calls_per_step": [int(r["calls_b"]), int(r["calls_c"])],
-                "us_per_call": [float(r["us_per_call_b"]), float(r["us_per_call_c"])],
-                "us_per_step": [float(r["calls"] * r["us_per_call_b"]), float(r["calls"] * r["us_per_call_c"])],
-                "ratio": float(r["ratio"]),
+                "calls_per_step": [n, n],
+                "us_per_call": [float(r["us_b"]) / n, float(r["us_c"]) / n],
+                "us_per_step": [float(r["us_b"]), float(r["us_c"])],
+                "ratio": float(r["us_c"] / r["us_b"]),
+                "contexts": ctxs,
             }
         )
     return out
+
+
+# the probe's control roles and the kernel class each stands for (kernels/lab/control.py)
+PROBE_CLASSES = {"gemm": "compute", "copy": "memory"}
+MIN_PROBE_TURNS = 3
+
+
+def _probe(pb: dict | None, pc: dict | None) -> dict | None:
+    """The factor from both runs' control probes (analyzer.diff.facts.recorded_probe), turn k of one run with turn
+    k of the other (the same round of the runner), or None when either run has none or they ran different probes."""
+    if not pb or not pc or pb.get("spec") != pc.get("spec") or pb.get("kernels") != pc.get("kernels"):
+        return None
+    ctrl = [i for i, r in enumerate(pb["roles"]) if r in pb["controls"] and r in PROBE_CLASSES]
+    n = min(len(pb["us"]), len(pc["us"]))
+    if not ctrl or n < MIN_PROBE_TURNS:
+        return None
+    ub = np.asarray(pb["us"][:n], dtype=float)[:, ctrl]
+    uc = np.asarray(pc["us"][:n], dtype=float)[:, ctrl]
+    r = uc / ub
+    roles = [pb["roles"][i] for i in ctrl]
+    classes = {PROBE_CLASSES[x]: j for j, x in enumerate(roles)}
+    factor = _weighted_median(r.ravel(), ub.ravel())
+    spec = pb.get("spec") or {}
+    mnk = spec.get("gemm_mnk") or []
+    what = {
+        "gemm": f"a bf16 {'×'.join(str(x) for x in mnk)} GEMM" if mnk else "a GEMM",
+        "copy": f"a {spec.get('copy_bytes', 0) / 2**20:.0f} MiB copy" if spec.get("copy_bytes") else "a copy",
+    }
+    med_b, med_c = np.median(ub, axis=0), np.median(uc, axis=0)
+    return {
+        "factor": factor,
+        "class_factors": {k: _weighted_median(r[:, j], ub[:, j]) for k, j in sorted(classes.items())},
+        "class_ranges": {k: [float(r[:, j].min()), float(r[:, j].max())] for k, j in sorted(classes.items())},
+        "spreads": {"base": spread_pct(ub.sum(axis=1)), "candidate": spread_pct(uc.sum(axis=1))},
+        "turns": n,
+        "text": ", ".join(f"{what[x]} {med_b[j]:.1f} µs" for j, x in enumerate(roles)),
+        "json": {
+            "turns": n,
+            "kernels": {x: pb["kernels"][i] for x, i in zip(roles, ctrl, strict=True)},
+            "us_per_call": {x: [float(med_b[j]), float(med_c[j])] for j, x in enumerate(roles)},
+            "ratio": {x: float(np.median(r[:, j])) for j, x in enumerate(roles)},
+            "spec": spec,
+        },
+    }
 
 
 def _n_steps(seq) -> int:
@@ -375,19 +559,25 @@ def spread_pct(values) -> float | None:
 
 
 def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
-    """The value where the cumulative weight (x sorted) reaches half the total; the mean of the two neighbours
-    when it lands exactly on a boundary (two equal-weight kernels: their mean)."""
+    """The weighted median, interpolated: each value sits at the midpoint of its weight on the cumulative scale (x
+    sorted), and the median is read off at half the total weight, linearly between neighbours. With many cells it is
+    the plain weighted median; with two or three (a short step) it moves smoothly between them instead of jumping to
+    whichever is heavier (two equal weights: their mean; weights 0.7 and 0.3: 30% of the way to the lighter one)."""
     order = np.argsort(x, kind="stable")
-    x, w = x[order], w[order]
-    cum = np.cumsum(w)
-    half = cum[-1] / 2.0
-    i = int(np.searchsorted(cum, half, side="left"))
-    if math.isclose(cum[i], half, rel_tol=1e-12) and i + 1 < len(x):
-        return float((x[i] + x[i + 1]) / 2.0)
-    return float(x[i])
+    x, w = np.asarray(x, float)[order], np.asarray(w, float)[order]
+    if len(x) == 1:
+        return float(x[0])
+    mid = np.cumsum(w) - w / 2.0
+    return float(np.interp(w.sum() / 2.0, mid, x))
 
 
-def _unchecked(reason: str, spreads: dict, steps: list[int]) -> Comparability:
+def _unchecked(reason: str, spreads: dict, steps: list[int], **common) -> Comparability:
+    base = {
+        "control_kernels": [],
+        "n_control_kernels": 0,
+        "control_us_per_step": [0.0, 0.0],
+        "control_share": 0.0,
+    }
     return Comparability(
         verdict="not checkable",
         reason=reason,
@@ -395,9 +585,7 @@ def _unchecked(reason: str, spreads: dict, steps: list[int]) -> Comparability:
         kernel_ratio_range=None,
         within_run_spread_pct=spreads,
         tolerance_pct=MIN_TOLERANCE_PCT,
-        control_kernels=[],
-        n_control_kernels=0,
-        control_us_per_step=[0.0, 0.0],
-        control_share=0.0,
         steps=steps,
+        source="none",
+        **{**base, **common},
     )

@@ -72,6 +72,7 @@ def manifest_entry_facts(doc: Mapping, entry: Mapping) -> dict:
         "warm_dram_bytes_read": side_number(entry.get("warm_dram_bytes_read")),
         "warm_dram_bytes_write": side_number(entry.get("warm_dram_bytes_write")),
         "conditions": recorded_conditions(entry),
+        "control_probe": recorded_probe(doc, entry),
     }
     return {k: v for k, v in facts.items() if v is not None}
 
@@ -101,6 +102,40 @@ def recorded_conditions(entry: Mapping) -> dict | None:
     if n is not None:
         out["n_samples"] = int(n)
     return out
+
+
+PROBE_MAX_TURNS = 1000
+
+
+def recorded_probe(doc: Mapping, entry: Mapping) -> dict | None:
+    """The runner's control probe for one variant (kernels/lab/control.py): {'spec': the manifest's probe spec,
+    'roles': ['settle', 'gemm', 'copy'], 'controls': roles that are controls, 'kernels': [name per role], 'us':
+    [[µs per role] per turn]}, or None (not recorded, an error, or malformed: a hand-edited side file never yields a
+    factor)."""
+    spec = doc.get("control_probe") if isinstance(doc, Mapping) else None
+    got = entry.get("control_probe") if isinstance(entry, Mapping) else None
+    if not isinstance(spec, Mapping) or "error" in spec or not isinstance(got, Mapping):
+        return None
+    roles, controls, kernels, us = spec.get("roles"), spec.get("controls"), got.get("kernels"), got.get("us")
+    if not (isinstance(roles, list) and isinstance(controls, list) and isinstance(kernels, list)):
+        return None
+    if not (set(controls) <= set(roles) and len(kernels) == len(roles) and all(isinstance(k, str) for k in kernels)):
+        return None
+    if not isinstance(us, list) or not 0 < len(us) <= PROBE_MAX_TURNS:
+        return None
+    turns = []
+    for row in us:
+        vals = [side_number(x) for x in row] if isinstance(row, list) and len(row) == len(roles) else [None]
+        if any(v is None or v <= 0 for v in vals):
+            return None
+        turns.append(vals)
+    return {
+        "spec": {k: v for k, v in spec.items() if k != "error"},
+        "roles": list(roles),
+        "controls": list(controls),
+        "kernels": list(kernels),
+        "us": turns,
+    }
 
 
 def conditions_text(cond: Mapping | None) -> str | None:

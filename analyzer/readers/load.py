@@ -33,7 +33,6 @@ import math
 import os
 import re
 import struct
-import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +43,11 @@ from msgspec import Raw
 from analyzer.errors import TraceError
 from analyzer.readers.decode import ShapeError, accumulate_events, finish, skip_ws, split_document
 from analyzer.readers.limits import ENV_MAX_DECOMPRESSED, ENV_MAX_GZIP_RATIO, default_limits
+
+try:  # zlib-ng: the same inflate, ~3.5× faster on runs of whitespace (a bomb is refused sooner), CRC-32 ~5×
+    from zlib_ng import zlib_ng as zlib
+except ImportError:  # a machine without it (a bare GPU box, a Ray node): the standard library's, same results
+    import zlib
 
 if TYPE_CHECKING:  # analyzer.trace imports pandas: a gzip bomb is refused before that (0.25 s idle, 2–3 s busy)
     from analyzer.trace import Trace

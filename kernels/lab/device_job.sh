@@ -178,9 +178,9 @@ gpu_tests() {  # launcher fast path vs first call, two models in one process, di
 
 host() {  # host time per op call, fast path vs JITFunction.run
   echo "== host overhead"
-  timeout "$(left 120)" python3 scripts/host_overhead.py --n 1000 --top 15 --json "$R/bench/host_overhead.json" \
+  timeout "$(left 180)" python3 scripts/host_overhead.py --n 1000 --top 15 --json "$R/bench/host_overhead.json" \
     >"$R/logs/host_overhead.txt" 2>&1
-  echo "host rc=$?"; sed -n '1,20p' "$R/logs/host_overhead.txt"
+  echo "host rc=$?"; sed -n "1,30p" "$R/logs/host_overhead.txt"; grep -A3 "^verdicts" "$R/logs/host_overhead.txt"
 }
 
 two_models() {  # the issue-16 scenario, this code and the code before the fix (83c02fe's kernels/), one process each

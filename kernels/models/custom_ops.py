@@ -25,6 +25,7 @@ import torch
 from kernels.ops.dual_gemm import dual_gemm_gated
 from kernels.ops.gating import fused_gating
 from kernels.ops.gemm_act import gemm_bias_act as _gemm_bias_act
+from kernels.ops.launch import Plans
 
 # Registered with torch.library.Library (define + kernels), not @torch.library.custom_op: the latter wraps every call
 # in an autograd function and a torch._dynamo.disable frame, ~20 us of host time per call on the run-9 H100 host
@@ -47,6 +48,7 @@ for _key in ("CUDA", "CPU"):
     _LIB.impl("dual_gemm_glu", dual_gemm_gated, _key)
     _LIB.impl("gemm_bias_act", _gemm_bias_act, _key)
 
+PLANS = {name: Plans(name) for name in ("glu_gating", "dual_gemm_glu", "gemm_bias_act")}
 _BELOW_AUTOGRAD = torch._C._after_autograd_keyset
 _PYTHON = torch._C.DispatchKey.Python
 _FUNCTIONALIZE = torch._C.DispatchKey.Functionalize
@@ -66,24 +68,38 @@ def _redispatch(name: str):
 def _autograd_kernels():
     """The ops' Autograd kernels, written out per op (explicit tensor arguments: a generator over *args costs ~1 us
     per call). Without them PyTorch's autograd fallback would let a backward run through with a warning and wrong
-    gradients."""
+    gradients. Each call goes through its op's `Plans` (kernels.ops.launch): after two calls with the same key the
+    validation, kernel choice and argument building are replayed from the recorded launches. The key holds what
+    those depend on: every tensor's shape, strides, dtype, device and 16-byte alignment (Triton specialises on it),
+    and for dual_gemm_glu the weights' identity and version (its TMA kernel reads a cached interleaved copy)."""
     redispatch_gating = _redispatch("glu_gating")
     redispatch_dual = _redispatch("dual_gemm_glu")
     redispatch_gemm = _redispatch("gemm_bias_act")
+    gating_plans, dual_plans, gemm_plans = PLANS["glu_gating"], PLANS["dual_gemm_glu"], PLANS["gemm_bias_act"]
 
     def glu_gating_autograd(keyset, gate, up, activation):
         if _is_grad_enabled() and (gate.requires_grad or up.requires_grad):
             _refuse("glu_gating")
         if keyset.has(_PYTHON) or keyset.has(_FUNCTIONALIZE):
             return redispatch_gating(keyset & _BELOW_AUTOGRAD, gate, up, activation)
-        return fused_gating(gate, up, activation)
+        key = (
+            activation, gate.shape, gate.stride(), gate.dtype, gate.get_device(), gate.data_ptr() & 15,
+            up.shape, up.stride(), up.dtype, up.get_device(), up.data_ptr() & 15,
+        )  # fmt: skip
+        return gating_plans.call(key, fused_gating, (gate, up), (activation,))
 
     def dual_gemm_glu_autograd(keyset, x, w_gate, w_up, activation):
         if _is_grad_enabled() and (x.requires_grad or w_gate.requires_grad or w_up.requires_grad):
             _refuse("dual_gemm_glu")
         if keyset.has(_PYTHON) or keyset.has(_FUNCTIONALIZE):
             return redispatch_dual(keyset & _BELOW_AUTOGRAD, x, w_gate, w_up, activation)
-        return dual_gemm_gated(x, w_gate, w_up, activation)
+        key = (
+            activation, x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
+            id(w_gate), w_gate._version, w_gate.shape, w_gate.stride(), w_gate.dtype, w_gate.get_device(),
+            w_gate.data_ptr() & 15,
+            id(w_up), w_up._version, w_up.shape, w_up.stride(), w_up.dtype, w_up.get_device(), w_up.data_ptr() & 15,
+        )  # fmt: skip
+        return dual_plans.call(key, dual_gemm_gated, (x, w_gate, w_up), (activation,))
 
     def gemm_bias_act_autograd(keyset, x, weight, bias, activation):
         if _is_grad_enabled() and (
@@ -92,7 +108,12 @@ def _autograd_kernels():
             _refuse("gemm_bias_act")
         if keyset.has(_PYTHON) or keyset.has(_FUNCTIONALIZE):
             return redispatch_gemm(keyset & _BELOW_AUTOGRAD, x, weight, bias, activation)
-        return _gemm_bias_act(x, weight, bias, activation)
+        key = (
+            activation, x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
+            weight.shape, weight.stride(), weight.dtype, weight.get_device(), weight.data_ptr() & 15,
+            None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.get_device(), bias.data_ptr() & 15),
+        )  # fmt: skip
+        return gemm_plans.call(key, _gemm_bias_act, (x, weight, bias), (activation,))
 
     return {
         "glu_gating": glu_gating_autograd,

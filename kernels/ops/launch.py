@@ -30,7 +30,9 @@ from __future__ import annotations
 import inspect
 import os
 import types
+import weakref
 from collections.abc import Callable
+from threading import get_ident
 
 import torch
 
@@ -139,6 +141,11 @@ def _raw_plan(compiled, a: tuple):
         if descs and n_params not in (2, 3):
             return None
         head = (launcher.launch_cooperative_grid, launcher.launch_pdl, None, None)
+        # the C function's leading arguments: grid (3), stream, function, head, kernel metadata, launch metadata and
+        # the two hooks; a Triton whose format differs is left on its own launcher object
+        marked = hasattr(launcher, "profile_scratch_size") and hasattr(launcher, "launch_pdl")  # "iiiKKppOOOOOO"
+        if getattr(nv, "_BASE_ARGS_FORMAT_LEN", 13 if marked else None) != 5 + len(head) + 4:
+            return None
         return fn, head, descs, (nv.make_tensordesc_arg, n_params)
     except (ImportError, AttributeError, TypeError, ValueError):
         return None
@@ -148,6 +155,169 @@ def _encode(make, n_params: int, t: torch.Tensor, block, meta) -> list:
     """[CUtensorMap, *shape, *strides]: what Triton's launcher passes for one descriptor argument."""
     d = tensor_desc(t, block)
     return make(d, meta) if n_params == 2 else make(d, meta, None)
+
+
+def _fire(hit: tuple, a, device_index: int) -> None:
+    """One launch from a cached launcher entry (key, config, compiled kernel, constexpr tail, grid, raw plan) with the
+    runtime arguments `a` ((tensor, block) pairs where the kernel takes a TMA descriptor)."""
+    _key, _cfg, compiled, tail, g, plan = hit
+    stream = torch._C._cuda_getCurrentRawStream(device_index)
+    if plan is None:
+        compiled.run(
+            g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None, None,
+            *_descriptors(a), *tail,
+        )  # fmt: skip
+        return
+    fn, head, descs, (make, n_params) = plan
+    raw_args = a
+    if descs:
+        flat = []
+        for i, v in enumerate(a):
+            d = descs.get(i)
+            if d is None:
+                flat.append(v)
+                continue
+            t, block = v
+            k = (t.data_ptr(), t.shape, t.stride())
+            enc = d[1].get(k)
+            if enc is None:
+                if len(d[1]) >= _DESC_CACHE_MAX:
+                    d[1].clear()
+                enc = d[1][k] = _encode(make, n_params, t, block, d[0])
+            flat.extend(enc)
+        a = flat
+    try:
+        fn(g[0], g[1], g[2], stream, compiled.function, *head, compiled.packed_metadata, None, None, None, *a, *tail)
+    except TypeError:  # arguments the C function's format refuses (a Triton _raw_plan misread): Triton's own path
+        compiled.run(
+            g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None, None,
+            *_descriptors(raw_args), *tail,
+        )  # fmt: skip
+
+
+# ---------------------------------------------------------------- op plans: one op call replayed as its launches
+# An op call (kernels.models.custom_ops) validates its inputs, picks a kernel (TMA or pointer, one launch or a split
+# one), allocates its output and builds each launch's arguments: ~10-20 us of Python on the r1/r2 hosts, the same
+# work every call for inputs of the same shapes, strides, dtypes and alignment. `Plans` records the launches of one
+# such call (the second with a given key: the first may tune and measure) and replays them for later calls with the
+# same key: allocate the output, substitute this call's tensors into the recorded arguments, fire each launch from
+# its cached launcher entry. Recorded tensors that are neither an input nor the output (a weight copy such as the
+# interleaved gate/up weight) are held by weak reference: the key names the weights' identity and version, and a
+# copy that was freed (its weight freed or updated) voids the plan. A plan applies only when the call's GPU work is
+# exactly its recorded launches (every wrapper here: other work, such as a .contiguous() copy, makes a temporary
+# tensor that is dead when the plan is built, and such calls are not planned).
+_RECORDING: dict[int, list] = {}  # thread id -> the launches of the call it is recording
+
+
+def _record(tuned, spec, hit, a) -> None:
+    rec = _RECORDING.get(get_ident())
+    if rec is not None:
+        rec.append((tuned, spec, hit, a))
+
+
+OP_PLANS = os.environ.get("FUSELENS_OP_PLANS", "1") != "0"
+_PLANS_MAX = 256  # plans kept per op (then the dict starts over)
+_BUILDING = object()
+
+
+class Plans:
+    """The plans of one op: key -> plan, _BUILDING (seen once: record the next call) or None (not plannable)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.plans: dict = {}
+        self.replays = 0  # calls served by a plan (tests count them)
+
+    def call(self, key, impl: Callable, inputs: tuple, rest: tuple):
+        """impl(*inputs, *rest), through a plan when one applies. inputs: the op's tensor arguments (or None)."""
+        plan = self.plans.get(key)
+        if plan is not None and plan is not _BUILDING and FAST_LAUNCH and OP_PLANS and not _hooks_set():
+            out = plan(inputs)
+            if out is not None:
+                self.replays += 1
+                return out
+            self.plans.pop(key, None)
+            plan = None
+        if INTERPRETING or not (FAST_LAUNCH and OP_PLANS):
+            return impl(*inputs, *rest)
+        if plan is None:
+            out = impl(*inputs, *rest)  # raises for bad inputs before any plan is kept
+            if key not in self.plans:  # None: not plannable
+                if len(self.plans) >= _PLANS_MAX:
+                    self.plans.clear()
+                self.plans[key] = _BUILDING  # the first call may tune and measure: record the second
+            return out
+        if plan is not _BUILDING or torch.cuda.is_current_stream_capturing():  # a plan while hooks are set; capture
+            return impl(*inputs, *rest)
+        rec = _RECORDING[get_ident()] = []  # this thread's launches only
+        try:
+            out = impl(*inputs, *rest)
+        finally:
+            _RECORDING.pop(get_ident(), None)
+        built = _build_plan(rec, inputs, out)
+        del rec  # a temporary tensor of this call (held only by the record) must be dead before the check below
+        self.plans[key] = built[0] if built is not None and all(r() is not None for r in built[1]) else None
+        return out
+
+
+def _build_plan(rec: list, inputs: tuple, out):
+    """(callable(inputs) -> output replaying the recorded launches, its weak references), or None where the call is
+    not plannable."""
+    if not rec or not isinstance(out, torch.Tensor) or not out.is_contiguous():
+        return None
+    ids = {id(t): i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
+    launches = []
+    weak = []
+    out_seen = False
+    for tuned, spec, hit, a in rec:
+        if hit is None:
+            return None
+        tmpl = []
+        for v in a:
+            t, block = v if type(v) is tuple else (v, None)
+            if isinstance(t, torch.Tensor):
+                if t is out:
+                    ref, out_seen = ("out",), True
+                elif id(t) in ids:
+                    ref = ("in", ids[id(t)])
+                else:
+                    ref = ("weak", weakref.ref(t))
+                    weak.append(ref[1])
+            else:
+                ref = ("const", t)
+            tmpl.append((ref, block))
+        launches.append((tuned, spec, hit, tuple(tmpl)))
+    if not out_seen:
+        return None
+    shape, device_index = tuple(out.shape), out.get_device()
+    first = next(i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor))
+    if inputs[first].dtype != out.dtype or inputs[first].get_device() != device_index:
+        return None
+    a = t = v = out = rec = None  # the caller checks the weak references once this call's temporaries are gone
+
+    def replay(inputs: tuple):
+        o = inputs[first].new_empty(shape)
+        for tuned, spec, hit, tmpl in launches:
+            if tuned._launchers.get(spec) is not hit or tuned.cache.get(hit[0]) is not hit[1]:
+                return None
+            a = []
+            for ref, block in tmpl:
+                kind = ref[0]
+                if kind == "in":
+                    v = inputs[ref[1]]
+                elif kind == "out":
+                    v = o
+                elif kind == "const":
+                    v = ref[1]
+                else:
+                    v = ref[1]()
+                    if v is None:
+                        return None
+                a.append(v if block is None else (v, block))
+            _fire(hit, a, device_index)
+        return o
+
+    return replay, weak
 
 
 TUNED: list = []  # every Tuned, for forget_launchers
@@ -212,34 +382,10 @@ class Tuned:
         if FAST_LAUNCH:
             hit = self._launchers.get(spec)
             if hit is not None and self.cache.get(hit[0]) is hit[1] and not _hooks_set():
-                _key, cfg, compiled, tail, g, plan = hit
-                a = args(cfg) if callable(args) else args
-                stream = torch._C._cuda_getCurrentRawStream(device_index)
-                if plan is None:
-                    compiled.run(
-                        g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None, None,
-                        *_descriptors(a), *tail,
-                    )  # fmt: skip
-                    return
-                fn, head, descs, (make, n_params) = plan
-                if descs:
-                    flat = []
-                    for i, v in enumerate(a):
-                        d = descs.get(i)
-                        if d is None:
-                            flat.append(v)
-                            continue
-                        t, block = v
-                        k = (t.data_ptr(), t.shape, t.stride())
-                        enc = d[1].get(k)
-                        if enc is None:
-                            if len(d[1]) >= _DESC_CACHE_MAX:
-                                d[1].clear()
-                            enc = d[1][k] = _encode(make, n_params, t, block, d[0])
-                        flat.extend(enc)
-                    a = flat
-                fn(g[0], g[1], g[2], stream, compiled.function, *head, compiled.packed_metadata, None, None, None,
-                   *a, *tail)  # fmt: skip
+                a = args(hit[1]) if callable(args) else args
+                _fire(hit, a, device_index)
+                if _RECORDING:
+                    _record(self, spec, hit, a)
                 return
         key = key_fn()
         cfg = self.cache.get(key)
@@ -253,6 +399,8 @@ class Tuned:
         tail = self._tail(len(a), {**consts, **cfg.kwargs})
         if tail is not None and all(hasattr(compiled, n) for n in ("run", "function", "packed_metadata")):
             self._launchers[spec] = (key, cfg, compiled, tail, grid, _raw_plan(compiled, (*a, *tail)))
+        if _RECORDING:
+            _record(self, spec, self._launchers.get(spec), a)
 
     def _tail(self, n_args: int, consts: dict) -> tuple | None:
         """The constexpr arguments after the n_args runtime ones, in signature order, or None when the signature
