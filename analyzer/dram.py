@@ -5,8 +5,8 @@ last-level cache holds tens of MB (H100 50 MiB, H200 60 MiB), part of a tensor a
 chip when the next kernel reads it, and part of what a kernel writes is written back to HBM only later, during
 another kernel. This module predicts what Nsight Compute counts in sequence (`--cache-control none`):
 
-    predict_step(step_ops, gpu) -> DataFrame (step_ops' index): dram_read_bytes, dram_write_bytes, dram_bytes,
-                                   l2_hit_bytes, dram_basis
+    predict_step(step_ops, gpu, device) -> DataFrame (step_ops' index): dram_read_bytes, dram_write_bytes,
+                                           dram_bytes, l2_hit_bytes, dram_basis
 
 The model, for one steady-state step repeated (the step before left the cache as this one will):
 
@@ -22,6 +22,11 @@ The model, for one steady-state step repeated (the step before left the cache as
   the hit fraction of every tensor has a closed form. A kernel that walks its blocks last-first (REVERSED) touches
   byte f at fraction 1 − f: the FuseLens gating kernel reads the tail of the tensor just written while it is
   still on chip, and leaves the head on chip for the next reader.
+* **A GEMM re-reads operand panels its cache share cannot keep** (`operand_rereads`): its output tiles run in
+  waves of as many CTAs as are resident (analyzer.ops.tiles reads the tile, the walk and the wave from the
+  kernel's name, grid and shapes); a panel an earlier wave read is read again from DRAM when the distinct bytes
+  touched in between exceed the cache. The same LRU, applied inside the kernel; the first read of each operand is
+  the inter-kernel rule's.
 * **Outputs are written back while their kernel runs**: a kernel's DRAM writes are its own output. In a steady
   step every dirty byte is written back once, so the step's writes are exact; per kernel, the dirty tail left in
   L2 at a kernel's end moves to the next one (on the H100, 10-16 MB from the last pointwise kernel to the down
@@ -41,6 +46,7 @@ from analyzer.gpus import GpuSpec
 from analyzer.ops import dtypes
 from analyzer.ops.dataflow import tensor_io
 from analyzer.ops.tensors import Tensor
+from analyzer.ops.tiles import Schedule, problem, schedule
 
 COLUMNS = ("dram_read_bytes", "dram_write_bytes", "dram_bytes", "l2_hit_bytes", "dram_basis")
 MODEL = (
@@ -66,6 +72,82 @@ def hit_fraction(a: np.ndarray, b: np.ndarray, cap: float) -> np.ndarray:
     return np.where(b > 0, up, np.where(b < 0, down, flat))
 
 
+MAX_TILES = 1 << 22  # a GEMM with more output tiles is left out of the re-read rule (bounded work per distinct op)
+
+
+def _ramp_integral(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """∫ g from 0 to x, g(t) = 1 below lo, falling linearly to 0 at hi, 0 above (the share of capacities in
+    [lo, hi] larger than a distance t)."""
+    x = np.asarray(x, dtype=float)
+    span = max(hi - lo, 1e-30)
+    mid = np.clip(x, lo, hi) - lo
+    return np.minimum(x, lo) + mid - mid * mid / (2 * span)
+
+
+def ramp_hit_fraction(a: np.ndarray, b: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Share of f in [0, 1] found when the capacity is anywhere in [lo, hi], each equally likely: the mean over f
+    of P(a + b·f < capacity). hit_fraction's closed form when lo == hi."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    if hi <= lo:
+        return hit_fraction(a, b, hi)
+    flat = np.clip((hi - a) / (hi - lo), 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = (_ramp_integral(a + b, lo, hi) - _ramp_integral(a, lo, hi)) / b
+    return np.where(np.abs(b) > 1e-9 * np.maximum(np.abs(a), 1.0), mean, flat)
+
+
+def tile_walk(s: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """(row tile, column tile) of every output tile in the order the kernel runs them."""
+    t = np.arange(s.tiles, dtype=np.int64)
+    if s.order == "rows":
+        return t % s.rows, t // s.rows
+    if s.order == "cols":
+        return t // s.cols, t % s.cols
+    width = s.group * s.cols  # grouped: bands of `group` rows, row index fastest inside a band
+    first = (t // width) * s.group
+    size = np.minimum(s.rows - first, s.group)
+    return first + (t % width) % size, (t % width) // size
+
+
+def operand_rereads(s: Schedule, cap: float, copies: int = 1) -> float:
+    """DRAM bytes a GEMM reads beyond its operands counted once: panels an earlier wave read and the cache lost.
+
+    Tiles run in waves of `s.wave`. A wave touches the distinct row and column panels its tiles need, and writes
+    its tiles (D_w bytes; n_w of them new: not touched by the wave before). A panel that a later wave needs again
+    is found in the cache when the distinct bytes touched in between are fewer than `cap`. Every CTA of a wave
+    walks K together, so at K slice f that is: the rest of the wave that last read it, the new bytes of every wave
+    between, and the new wave up to slice f:  D_prev + Σ n_between + f·(n_now − D_prev + D_next − n_next), where
+    next = prev + 1 (for consecutive waves, (1 − f)·D_prev + f·D_now). Linear in f: `hit_fraction` gives the share
+    found. A panel that leaves and comes back between the two waves is counted twice (an upper bound). `copies`:
+    the cache keeps a panel that CTAs on every SM read once per L2 partition (GpuSpec.l2_partitions), so each
+    panel byte takes that many bytes of it; a tile's output, written by one SM, takes one."""
+    if s.tiles > MAX_TILES or s.tiles <= s.wave:
+        return 0.0
+    i, j = tile_walk(s)
+    w = np.arange(s.tiles, dtype=np.int64) // s.wave
+    n_w = int(w[-1]) + 1
+    whole = np.bincount(w, minlength=n_w) * float(s.tile_out_bytes)  # D_w: outputs, then each panel type's bytes
+    new = whole.copy()  # n_w
+    uses = []
+    for idx, size in ((i, s.row_panel_bytes), (j, s.col_panel_bytes)):
+        pw = np.unique(idx * n_w + w)  # (panel, wave) pairs, sorted by panel then wave
+        panel, wave = pw // n_w, pw % n_w
+        again = np.r_[False, panel[1:] == panel[:-1]]
+        last = np.r_[-2, wave[:-1]]  # the wave that read this panel before (same panel where `again`)
+        whole += np.bincount(wave, minlength=n_w) * size
+        new += np.bincount(wave[~(again & (last == wave - 1))], minlength=n_w) * size
+        uses.append((wave[again], last[again], size))
+    cum_new = np.concatenate([[0.0], np.cumsum(new)])
+    total = 0.0
+    for now, prev, size in uses:
+        nxt = prev + 1
+        a = whole[prev] + cum_new[now] - cum_new[nxt]
+        b = new[now] - whole[prev] + whole[nxt] - new[nxt]
+        total += float(size * (len(now) - ramp_hit_fraction(a, b, cap / copies, cap).sum()))
+    return total
+
+
 def _key(t: Tensor) -> tuple[int, str | None]:
     return (t.numel, t.dtype)
 
@@ -73,10 +155,11 @@ def _key(t: Tensor) -> tuple[int, str | None]:
 class _Row:
     """What the model needs of one GPU op: logical reads/writes and the tensors behind them."""
 
-    __slots__ = ("ok", "reads", "writes", "inputs", "output", "why", "reversed")
+    __slots__ = ("ok", "reads", "writes", "inputs", "output", "why", "reversed", "rereads")
 
-    def __init__(self, ok, reads=0.0, writes=0.0, inputs=(), output=None, why="", reversed=False):
+    def __init__(self, ok, reads=0.0, writes=0.0, inputs=(), output=None, why="", reversed=False, rereads=0.0):
         self.ok = ok
+        self.rereads = rereads  # GEMM operand bytes read again from DRAM (operand_rereads)
         self.reversed = reversed  # walks its tensors last-first (REVERSED)
         self.reads = reads  # logical bytes read
         self.writes = writes  # logical bytes written
@@ -85,13 +168,35 @@ class _Row:
         self.why = why
 
 
-GEMM_NOTE = (
-    "GEMM operands counted once: a lower bound where the kernel's tile order re-reads one from DRAM (H100, cuBLAS "
-    "nvjet: +8.6 MB at 8192×768·768×3072; a 67 MB weight read 1.9 times)"
-)
+class _Ctx:
+    """What the rows of one predict_step call share: the cache and the device the kernels ran on."""
+
+    __slots__ = ("cap", "device", "copies")
+
+    def __init__(self, cap: float, device: dict | None, copies: int = 1):
+        self.cap = cap
+        self.device = device
+        self.copies = copies  # L2 partitions holding a line that SMs on both sides read
 
 
-def _row_for(kind: str, name: str, op: str, dims, types, logical: float, category: str = "") -> _Row:
+def _gemm_rereads(name: str, op: str, dims, types, launch: tuple, ctx: _Ctx | None) -> tuple[float, str]:
+    """(operand bytes a GEMM reads again, the basis text): operand_rereads over the kernel's tile walk."""
+    g = problem(op, dims, types)
+    sched = "GEMM problem not read from its shapes" if g is None else schedule(name, *launch, g, ctx and ctx.device)
+    if ctx is None or isinstance(sched, str):
+        why = sched if isinstance(sched, str) else "no device"
+        return 0.0, f"GEMM operands counted once ({why}): a lower bound where its tile walk re-reads them"
+    rr = operand_rereads(sched, ctx.cap, ctx.copies)
+    share = f"between 1/{ctx.copies} of it and all: {ctx.copies} L2 partitions" if ctx.copies > 1 else "all of it"
+    return rr, (
+        f"GEMM operands read once plus {rr / 1e6:.1f} MB re-read by its tile walk ({sched.how}; a panel is "
+        f"re-read when the waves in between touched more than the cache serving it, {share})"
+    )
+
+
+def _row_for(
+    kind: str, name: str, op: str, dims, types, logical: float, category: str = "", launch=(), ctx=None
+) -> _Row:
     if not (logical >= 0):  # NaN: no estimate
         return _Row(False, why="unknown: no byte estimate for this kernel (see cost_basis)")
     if kind in ("memset", "memcpy"):
@@ -127,20 +232,34 @@ def _row_for(kind: str, name: str, op: str, dims, types, logical: float, categor
             out = ((int(writes // size), dtype), writes)
     if name in REVERSED:
         why = "; ".join(x for x in (why, f"{name} {REVERSED[name]}") if x)
+    rereads = 0.0
     if category == "gemm":
-        why = "; ".join(x for x in (why, GEMM_NOTE) if x)
-    return _Row(True, reads=total_in, writes=writes, inputs=tuple(ins), output=out, why=why, reversed=name in REVERSED)
+        rereads, note = _gemm_rereads(name, op, dims, types, launch, ctx)
+        why = "; ".join(x for x in (why, note) if x)
+    return _Row(
+        True,
+        reads=total_in,
+        writes=writes,
+        inputs=tuple(ins),
+        output=out,
+        why=why,
+        reversed=name in REVERSED,
+        rereads=rereads,
+    )
 
 
-def _distinct_rows(step_ops: pd.DataFrame) -> tuple[np.ndarray, list[_Row]]:
+LAUNCH = ("grid", "block", "shared_memory_bytes", "registers_per_thread")
+
+
+def _distinct_rows(step_ops: pd.DataFrame, ctx: _Ctx | None = None) -> tuple[np.ndarray, list[_Row]]:
     """(code per GPU op, one _Row per code): worked out once per distinct (kind, name, op, shapes, types, bytes);
     shape columns keyed by object identity first (analyzer.codes), never one Python object per row."""
     n = len(step_ops)
     key = np.zeros(n, dtype=np.int64)
-    for c in ("kind", "name", "op_name", "input_dims", "input_types", "bytes"):
+    for c in ("kind", "name", "op_name", "input_dims", "input_types", "bytes", *LAUNCH):
         if c not in step_ops.columns:
             continue
-        if c in ("bytes", "kind", "name", "op_name"):  # numbers and text: factorized as they are
+        if c in ("bytes", "kind", "name", "op_name", *LAUNCH):  # numbers and text: factorized as they are
             vals = step_ops[c].to_numpy(dtype=float if c == "bytes" else object)
             codes, uniq = factorize(vals)
             size = len(uniq)
@@ -153,7 +272,7 @@ def _distinct_rows(step_ops: pd.DataFrame) -> tuple[np.ndarray, list[_Row]]:
     first[codes[::-1]] = np.arange(n - 1, -1, -1)
     get = {
         c: step_ops[c].to_numpy(dtype=object) if c in step_ops.columns else np.full(n, None, dtype=object)
-        for c in ("kind", "name", "op_name", "input_dims", "input_types", "category")
+        for c in ("kind", "name", "op_name", "input_dims", "input_types", "category", *LAUNCH)
     }
     logical = step_ops["bytes"].to_numpy(dtype=float) if "bytes" in step_ops.columns else np.full(n, np.nan)
     rows = [
@@ -165,6 +284,8 @@ def _distinct_rows(step_ops: pd.DataFrame) -> tuple[np.ndarray, list[_Row]]:
             get["input_types"][i],
             float(logical[i]),
             str(get["category"][i] or ""),
+            tuple(get[c][i] for c in LAUNCH),
+            ctx,
         )
         for i in first.tolist()
     ]
@@ -227,21 +348,23 @@ def _reads(codes: np.ndarray, rows: list[_Row]) -> dict[str, np.ndarray]:
     return {"reader": reader, "bytes": nbytes, "toucher": toucher, "back": back}
 
 
-def predict_step(step_ops: pd.DataFrame, gpu: GpuSpec | None) -> pd.DataFrame:
-    """Predicted DRAM bytes of every GPU op of ONE step (rows in launch order). See the module doc."""
+def predict_step(step_ops: pd.DataFrame, gpu: GpuSpec | None, device: dict | None = None) -> pd.DataFrame:
+    """Predicted DRAM bytes of every GPU op of ONE step (rows in launch order). See the module doc. device: the
+    trace's deviceProperties entry the ops ran on (SM count and occupancy limits, for GEMM tile waves)."""
     n = len(step_ops)
     out = {c: np.full(n, np.nan) for c in COLUMNS[:-1]}
     cap = gpu.cache_bytes if gpu is not None else float("nan")
     if not (cap > 0):
         why = "unknown: GPU not in the peak table" if gpu is None else f"unknown: no cache size for {gpu.name}"
         return _frame(step_ops, out, np.full(n, why, dtype=object))
-    codes, rows = _distinct_rows(step_ops)
+    codes, rows = _distinct_rows(step_ops, _Ctx(cap, device, gpu.l2_partitions))
     which = "Infinity Cache" if gpu.llc_bytes == gpu.llc_bytes else "L2"
     base = MODEL.format(cap=f"{cap / 2**20:.0f} MiB", why=f"{gpu.name} {which}")
     ok = np.array([r.ok for r in rows], dtype=bool)[codes]
     reads = np.array([r.reads if r.ok else 0.0 for r in rows])[codes]
     writes = np.array([r.writes if r.ok else 0.0 for r in rows])[codes]
     rev = np.array([r.reversed for r in rows], dtype=bool)[codes]
+    rereads = np.array([r.rereads if r.ok else 0.0 for r in rows])[codes]
     touched = reads + writes  # bytes each kernel streams (0 for ops without an estimate: left out)
     start = np.concatenate([[0.0], np.cumsum(touched)[:-1]])  # where each kernel's stream begins in the step
     period = float(touched.sum())  # the same kernel one step later is this far on
@@ -253,7 +376,7 @@ def predict_step(step_ops: pd.DataFrame, gpu: GpuSpec | None) -> pd.DataFrame:
     b = np.where(rev[k], -touched[k], touched[k]) - np.where(rev[q], -touched[q], touched[q])
     hits = rd["bytes"] * hit_fraction(a, b, cap)
     hit_bytes = np.bincount(k, weights=hits, minlength=n) if len(k) else np.zeros(n)
-    out["dram_read_bytes"] = np.where(ok, reads - hit_bytes, np.nan)
+    out["dram_read_bytes"] = np.where(ok, reads - hit_bytes + rereads, np.nan)
     out["dram_write_bytes"] = np.where(ok, writes, np.nan)
     out["l2_hit_bytes"] = np.where(ok, hit_bytes, np.nan)
     out["dram_bytes"] = out["dram_read_bytes"] + out["dram_write_bytes"]
@@ -297,13 +420,19 @@ class StepDram:
         }
 
 
+def device_of(trace) -> dict | None:
+    """The deviceProperties entry the trace's GPU spec was looked up from (analyzer.gpus.lookup reads the first)."""
+    props = getattr(getattr(trace, "meta", None), "device_properties", None)
+    return props[0] if props else None
+
+
 def predict_steady(trace, g: pd.DataFrame, used: list[int]) -> StepDram:
     """The model on the steady step whose GPU time is the median of `used` (g: gpu_ops of the used steps)."""
     cap = trace.gpu.cache_bytes if trace.gpu is not None else float("nan")
     if g.empty or not used:
-        return StepDram(None, predict_step(g.iloc[0:0], trace.gpu), cap)
+        return StepDram(None, predict_step(g.iloc[0:0], trace.gpu, device_of(trace)), cap)
     per = g.groupby("step")["dur_us"].sum().reindex(used).fillna(0.0)
     order = np.argsort(per.to_numpy(), kind="stable")
     step = int(per.index[order[(len(order) - 1) // 2]])
     ops = g[g["step"].to_numpy() == step].sort_values("ts_us", kind="stable")
-    return StepDram(step, predict_step(ops, trace.gpu), cap)
+    return StepDram(step, predict_step(ops, trace.gpu, device_of(trace)), cap)

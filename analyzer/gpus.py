@@ -8,6 +8,7 @@ not the two-die OAM). Matching rules, and why, are in docs/COST_MODEL.md ("Peaks
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -24,6 +25,11 @@ class GpuSpec:
     llc_bytes: float = float("nan")
     source: str = ""  # where the peaks come from (datasheet URL/title)
     matched_on: str = ""  # how the trace's device was mapped to this row (name, memory, arch, CU count)
+    # L2 partitions that each keep their own copy of a line SMs on both sides read (1: one unified L2). NVIDIA A100
+    # whitepaper ("NVIDIA A100 Tensor Core GPU Architecture", L2 cache): the L2 is divided into two partitions, each
+    # caching data for the SMs of the GPCs directly connected to it, coherent in hardware; Hopper keeps the two.
+    # analyzer.dram counts a GEMM's operand panels (read by CTAs on every SM) once per partition.
+    l2_partitions: int = 1
 
     @property
     def cache_bytes(self) -> float:
@@ -31,7 +37,7 @@ class GpuSpec:
         return self.llc_bytes if self.llc_bytes == self.llc_bytes else self.l2_bytes
 
 
-def _spec(name, gbps, bf16, fp16, fp32, tf32=None, fp8=None, l2_mib=None, source="", llc_mib=None):
+def _spec(name, gbps, bf16, fp16, fp32, tf32=None, fp8=None, l2_mib=None, source="", llc_mib=None, l2_parts=1):
     t = {"bf16": bf16, "fp16": fp16, "fp32": fp32, "tf32": tf32, "fp8": fp8}
     return GpuSpec(
         name=name,
@@ -39,6 +45,7 @@ def _spec(name, gbps, bf16, fp16, fp32, tf32=None, fp8=None, l2_mib=None, source
         tflops={k: float(v) for k, v in t.items() if v is not None},
         l2_bytes=float(l2_mib * _MiB) if l2_mib else float("nan"),
         llc_bytes=float(llc_mib * _MiB) if llc_mib else float("nan"),
+        l2_partitions=l2_parts,
         source=source,
     )
 
@@ -51,15 +58,15 @@ _H200 = "NVIDIA H200 Tensor Core GPU datasheet"
 SPECS: dict[str, GpuSpec] = {
     s.name: s
     for s in (
-        _spec("A100 SXM4 40GB", 1555, 312, 312, 19.5, 156, l2_mib=40, source=_A100),
-        _spec("A100 SXM4 80GB", 2039, 312, 312, 19.5, 156, l2_mib=40, source=_A100),
-        _spec("A100 PCIe 40GB", 1555, 312, 312, 19.5, 156, l2_mib=40, source=_A100),
-        _spec("A100 PCIe 80GB", 1935, 312, 312, 19.5, 156, l2_mib=40, source=_A100),
-        _spec("H100 SXM5 80GB", 3350, 989.5, 989.5, 67, 494.7, 1979, l2_mib=50, source=_H100),
-        _spec("H100 PCIe 80GB", 2000, 756, 756, 51, 378, 1513, l2_mib=50, source=_H100),
-        _spec("H100 NVL 94GB", 3900, 835.5, 835.5, 60, 417.5, 1670.5, l2_mib=50, source=_H100),
-        _spec("H200 SXM 141GB", 4800, 989.5, 989.5, 67, 494.7, 1979, l2_mib=60, source=_H200),
-        _spec("H200 NVL 141GB", 4800, 835.5, 835.5, 60, 417.5, 1670.5, l2_mib=60, source=_H200),
+        _spec("A100 SXM4 40GB", 1555, 312, 312, 19.5, 156, l2_mib=40, l2_parts=2, source=_A100),
+        _spec("A100 SXM4 80GB", 2039, 312, 312, 19.5, 156, l2_mib=40, l2_parts=2, source=_A100),
+        _spec("A100 PCIe 40GB", 1555, 312, 312, 19.5, 156, l2_mib=40, l2_parts=2, source=_A100),
+        _spec("A100 PCIe 80GB", 1935, 312, 312, 19.5, 156, l2_mib=40, l2_parts=2, source=_A100),
+        _spec("H100 SXM5 80GB", 3350, 989.5, 989.5, 67, 494.7, 1979, l2_mib=50, l2_parts=2, source=_H100),
+        _spec("H100 PCIe 80GB", 2000, 756, 756, 51, 378, 1513, l2_mib=50, l2_parts=2, source=_H100),
+        _spec("H100 NVL 94GB", 3900, 835.5, 835.5, 60, 417.5, 1670.5, l2_mib=50, l2_parts=2, source=_H100),
+        _spec("H200 SXM 141GB", 4800, 989.5, 989.5, 67, 494.7, 1979, l2_mib=60, l2_parts=2, source=_H200),
+        _spec("H200 NVL 141GB", 4800, 835.5, 835.5, 60, 417.5, 1670.5, l2_mib=60, l2_parts=2, source=_H200),
         _spec(
             "B200",
             8000,
@@ -219,6 +226,4 @@ def lookup(device_properties: list[dict], gpu_name: str | None) -> GpuSpec | Non
         return None
     key, why = hit
     spec = SPECS[key]
-    return GpuSpec(
-        spec.name, spec.hbm_gbps, dict(spec.tflops), spec.l2_bytes, spec.llc_bytes, spec.source, matched_on=why
-    )
+    return dataclasses.replace(spec, tflops=dict(spec.tflops), matched_on=why)

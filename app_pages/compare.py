@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzer import report
+from analyzer.dram import device_of
 from analyzer.figures import compare as cf
 from analyzer.figures import kernels_table as kt
 from app_pages import compare_view as cv
@@ -123,7 +124,7 @@ else:
     for lab, r in measured:
         step = r.summary.steps_used[-1] if r.summary.steps_used else int(r.trace.steps["step"].iloc[0])
         k = r.trace.kernels
-        table, tot = kt.measured_bytes(k[k["step"] == step], r.measured, r.trace.gpu)
+        table, tot = kt.measured_bytes(k[k["step"] == step], r.measured, r.trace.gpu, device_of(r.trace))
         totals.append(
             {
                 "run": lab,

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from analyzer import load_trace, summarize
-from analyzer.dram import hit_fraction, predict_step
+from analyzer.dram import device_of, hit_fraction, predict_step
 from analyzer.gpus import SPECS
 from kernels.lab import ncu
 
@@ -50,7 +50,7 @@ def _run(case: str, prefix: str, variant: str):
     s = summarize(trace)
     step = s.per_step["dram_step"]
     g = trace.gpu_ops[trace.gpu_ops["step"] == step].sort_values("ts_us")
-    pred = predict_step(g, trace.gpu)
+    pred = predict_step(g, trace.gpu, device_of(trace))
     kernels = (g["kind"] == "kernel").to_numpy()
     per_kernel, block = ncu.warm_summary(ncu.parse_csv((WARM / f"{prefix}_{variant}_none.csv").read_text()), 3)
     return g[kernels], pred[kernels], per_kernel, block, s
@@ -66,7 +66,7 @@ def test_step_dram_within_10pct_of_warm_counters(case, prefix, variant):
     measured = block["step_dram_bytes_read"] + block["step_dram_bytes_write"]
     predicted = s.per_step["dram_bytes"]
     assert predicted == pytest.approx(float(pred["dram_bytes"].sum()) + 4 * s.per_step["memops"], abs=64)
-    assert abs(predicted / measured - 1) <= 0.10, (predicted, measured)
+    assert abs(predicted / measured - 1) <= 0.08, (predicted, measured)  # -7.0 .. -0.6% (GEMM re-reads counted)
     # every dirty byte of a steady step is written back once: writes are the logical writes, within 7%
     assert abs(s.per_step["dram_write_bytes"] / block["step_dram_bytes_write"] - 1) <= 0.07
 
@@ -102,8 +102,8 @@ def test_last_first_walk_reads_what_the_gemm_just_wrote():
 def test_a_bigger_cache_never_predicts_more_dram():
     trace = load_trace(SAMPLES / "hf_geglu_bf16" / "fuselens-gating.json.gz")
     g = trace.gpu_ops[trace.gpu_ops["step"] == summarize(trace).per_step["dram_step"]].sort_values("ts_us")
-    h100 = predict_step(g, SPECS["H100 SXM5 80GB"])
-    h200 = predict_step(g, SPECS["H200 SXM 141GB"])
+    h100 = predict_step(g, SPECS["H100 SXM5 80GB"], device_of(trace))
+    h200 = predict_step(g, SPECS["H200 SXM 141GB"], device_of(trace))
     assert (h200["dram_bytes"] <= h100["dram_bytes"] + 1e-6).all()
     assert h200["l2_hit_bytes"].sum() > h100["l2_hit_bytes"].sum()  # 60 MiB keeps more of the reversed reads
 
@@ -159,16 +159,11 @@ def _structural_miss(i: int, n: int, names: list[str], err: float, gemm: bool = 
     return gemm and -20 <= err <= 0
 
 
-# Runs whose step misses ±10%, by how much (%), and why (COST_MODEL.md): the FuseLens GEMM + bias + GELU at
-# h 8192 reads its operands 61.0 MB instead of 25.2 (its tile order re-reads the 12.6 MB weight), and the cuBLAS
-# down projection 163.6 instead of 146.8: 53 MB of operand re-reads the model does not count.
-STEP_MISSES = {("plain_8192tok_h8192_bf16", "fuselens"): -14.1, ("h200_plain_8192tok_h8192_bf16", "fuselens"): -10.1}
-
-
 @pytest.mark.parametrize("case, variant", _warm_sets() or [pytest.param("-", "-", marks=pytest.mark.skip("no set"))])
 def test_recorded_warm_sets(case, variant):
-    """Every set the runner recorded with in-sequence counters (H100 and H200): step within ±10% or a documented
-    miss; for the MLP cases the issue names (HF GEGLU, plain), each kernel within ±10% or a documented miss."""
+    """Every set the runner recorded with in-sequence counters (H100 and H200): step within ±8% (the issue asks
+    ±10%; -7.0 .. +3.7% with GEMM operand re-reads counted, docs/COST_MODEL.md); for the MLP cases the issue names
+    (HF GEGLU, plain), each kernel within ±10% or a documented miss."""
     import json
 
     trace = load_trace(SAMPLES / case / f"{variant}.json.gz")
@@ -178,15 +173,14 @@ def test_recorded_warm_sets(case, variant):
     assert block.get("max_replay_passes") in (None, 1)  # one pass: no memory save/restore between kernels
     measured = block["step_dram_bytes_read"] + block["step_dram_bytes_write"]
     err = 100 * (s.per_step["dram_bytes"] / measured - 1)
-    doc_err = STEP_MISSES.get((case, variant))
-    assert abs(err) <= 10 if doc_err is None else abs(err - doc_err) <= 2, (case, variant, err)
+    assert abs(err) <= 8, (case, variant, err)
     if block.get("l2_cache_bytes") and trace.gpu is not None:
         assert trace.gpu.cache_bytes == block["l2_cache_bytes"]  # the peak table's L2 is the device's own
     if not any(x in case for x in ("hf_geglu", "plain_")):
         return  # other sets (the Gemma decoder layer): the step only; per kernel see COST_MODEL.md
     g = trace.gpu_ops[trace.gpu_ops["step"] == s.per_step["dram_step"]].sort_values("ts_us")
     g = g[g["kind"] == "kernel"]
-    pred = predict_step(g, trace.gpu)["dram_bytes"].to_numpy()
+    pred = predict_step(g, trace.gpu, device_of(trace))["dram_bytes"].to_numpy()
     kernels = block.get("kernels") or doc["kernels"]
     names = [str(x) for x in g["name"]]
     gemm = (g["category"] == "gemm").tolist()
@@ -232,3 +226,64 @@ def test_predicted_saving_matches_the_measured_one(case, variants):
         assert t["measured_dram_bytes_per_step"] > 50e6, cd.label
         assert abs(t["predicted_dram_bytes_per_step"] / t["measured_dram_bytes_per_step"] - 1) <= 0.10, (cd.label, t)
         assert "DRAM measured (Nsight Compute, in sequence)" in t["text"]
+
+
+def _probe():
+    """The held-out GEMMs (tests/data/gemm_reread_h100): trace kernels in launch order with ncu's flushed counters."""
+    import json
+
+    d = ROOT / "tests" / "data" / "gemm_reread_h100"
+    t = load_trace(d / "gemms.json.gz")
+    meas = json.loads((d / "gemms.ncu.json").read_text())["kernels"]
+    g = t.gpu_ops[(t.gpu_ops["kind"] == "kernel") & (t.gpu_ops["category"] == "gemm")].sort_values("ts_us")
+    assert [str(x) for x in g["name"]] == [k["kernel"] for k in meas]
+    return t, g, meas
+
+
+def test_gemm_rereads_at_held_out_shapes():
+    """DRAM bytes a GEMM reads, caches flushed (its own re-reads, nothing from kernels before), at 14 shapes no
+    sample set holds (H100, GPU round s5-A). Operands counted once miss by -1 to -82%. With the re-read rule: the
+    FuseLens GEMM + bias + GELU, whose tile walk is known (grouped, 128 x 256), within 5% at all 4 of its shapes
+    (-3.4 .. -0.3%); cuBLAS, whose raster is taken from CUTLASS's heuristic, never further off than operands once,
+    and within 10% at 9 of 28 (median |error| 12% against 51%)."""
+    from analyzer.dram import operand_rereads
+    from analyzer.ops.tiles import Schedule, problem, schedule
+
+    t, g, meas = _probe()
+    errs, once = [], []
+    for r, m in zip(g.itertuples(), meas, strict=True):
+        gm = problem(r.op_name, r.input_dims, r.input_types)
+        sc = schedule(r.name, r.grid, r.block, r.shared_memory_bytes, r.registers_per_thread, gm, device_of(t))
+        assert isinstance(sc, Schedule), (r.name, sc)
+        operands = (gm.m + gm.n) * gm.k * 2
+        got = m["dram__bytes_read.sum"]
+        rule = operands + operand_rereads(sc, t.gpu.cache_bytes, t.gpu.l2_partitions)
+        e, e0 = rule / got - 1, operands / got - 1
+        assert abs(e) <= abs(e0) + 0.005, (r.name, gm.dims(), e, e0)
+        if r.name.startswith("fuselens"):
+            assert abs(e) <= 0.05, (gm.dims(), e)
+        else:
+            errs.append(abs(e))
+            once.append(abs(e0))
+    assert len(errs) == 28 and sum(x <= 0.10 for x in errs) >= 9
+    assert np.median(errs) <= 0.13 and np.median(once) >= 0.45
+
+
+def test_recorded_gemm_rereads_and_what_they_rest_on():
+    """The plain MLP at h 8192, fuselens (H100): cuBLAS's down projection (4 x 64 tiles of 192 x 128, 2 waves of
+    132) reads its 12.6 MB weight once per wave: 159.4 MB predicted, 163.6 measured (146.8 counted once). The
+    FuseLens GEMM re-uses a weight panel a group (2 waves, ~33 MB touched) later: found if the partition serving the
+    re-reading SM still holds it, between half the L2 and all of it, so partly: 20 MB re-read predicted, 35.8
+    measured (H200, 60 MiB: 3.8 and 18.6). The basis says what each figure rests on."""
+    trace = load_trace(SAMPLES / "plain_8192tok_h8192_bf16" / "fuselens.json.gz")
+    s = summarize(trace)
+    g = trace.gpu_ops[trace.gpu_ops["step"] == s.per_step["dram_step"]].sort_values("ts_us")
+
+    p = predict_step(g, trace.gpu, device_of(trace))
+    k = (g["kind"] == "kernel").to_numpy()
+    reads, basis = p["dram_read_bytes"].to_numpy()[k], p["dram_basis"].to_numpy()[k]
+    assert reads[1] == pytest.approx(146.8e6 + 12.58e6, rel=0.005)
+    assert 10e6 < reads[0] - 25.17e6 < 30e6
+    assert "re-read by its tile walk (tile 192x128 (N x M) from the name, CUTLASS raster along N" in basis[1]
+    assert "persistent grid of 132" in basis[1] and "2 L2 partitions" in basis[1]
+    assert "Triton grouped order (GROUP_M 8)" in basis[0]

@@ -36,7 +36,7 @@ from analyzer.diff.match import (
     member_bytes,
     remaining_round_trips,
 )
-from analyzer.dram import predict_step
+from analyzer.dram import device_of, predict_step
 from analyzer.errors import DiffError
 from analyzer.fmt import (
     clean_json,
@@ -696,7 +696,7 @@ def _predict_dram(summary, seq: RunSeq) -> tuple[float, str]:
     """analyzer.dram on the representative step itself (its rows get dram_bytes): the step's predicted DRAM bytes
     (NaN when a GPU op has none) and what they rest on. Same kernels, shapes and bytes as the Summary's DRAM step
     give the same figures: the model reads no durations."""
-    pred = predict_step(seq.rows, summary.trace.gpu)
+    pred = predict_step(seq.rows, summary.trace.gpu, device_of(summary.trace))
     seq.rows["dram_bytes"] = pred["dram_bytes"].to_numpy()
     d = pred["dram_bytes"]
     total = float(d.sum()) if len(d) and d.notna().all() else float("nan")

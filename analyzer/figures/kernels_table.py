@@ -125,12 +125,13 @@ def csv_bytes(df: pd.DataFrame, *, rename: bool = True) -> bytes:
     return out.to_csv(index=False, lineterminator="\r\n").encode("utf-8-sig")
 
 
-def measured_bytes(step_kernels: pd.DataFrame, ncu: dict, gpu=None) -> tuple[pd.DataFrame, dict]:
+def measured_bytes(step_kernels: pd.DataFrame, ncu: dict, gpu=None, device=None) -> tuple[pd.DataFrame, dict]:
     """Logical, predicted-DRAM and Nsight-Compute-measured bytes for one step, per kernel and in total.
 
     `step_kernels`: GPU_OPS rows (kernels only) of one steady-state step; `ncu`: a runner <variant>.ncu.json
     ({'kernels': [{'kernel', 'id', 'dram_bytes_read', 'dram_bytes_write', 'warm_dram_bytes_read', …}, …]} in launch
-    order, one step). `gpu`: the trace's GpuSpec, for the DRAM model's prediction (analyzer.dram; NaN without).
+    order, one step). `gpu`: the trace's GpuSpec and `device` its deviceProperties entry (analyzer.dram.device_of),
+    for the DRAM model's prediction (analyzer.dram; NaN without a GpuSpec).
     measured_bytes is the in-sequence ("warm") figure where the runner recorded it, else the flushed one
     (`totals['measured']` says which); the flushed figure under-counts writes still in L2 when a kernel ends.
     Kernels pair by launch position when both sides have the same count (the runner profiles the same step
@@ -140,7 +141,7 @@ def measured_bytes(step_kernels: pd.DataFrame, ncu: dict, gpu=None) -> tuple[pd.
     warm = bool(meas) and all("warm_dram_bytes_read" in m for m in meas)
     pre = "warm_" if warm else ""
     est = step_kernels.sort_values("ts_us", kind="stable")
-    pred = predict_step(est, gpu)["dram_bytes"].to_numpy()
+    pred = predict_step(est, gpu, device)["dram_bytes"].to_numpy()
 
     def got(m: dict, p: str) -> float:
         r, w = m.get(f"{p}dram_bytes_read"), m.get(f"{p}dram_bytes_write")
