@@ -204,15 +204,16 @@ def check(bseq, cseq, probes: tuple = (None, None)) -> Comparability:
         "trace_factor": trace_factor,
         "probe": probe["json"] if probe else None,
     }
-    excl_text = _excluded_text(excluded)
+    excl_text = _excluded_text(excluded, bseq.label, cseq.label)
     if probe is None and not len(cells):
         why = (
             "no kernel ran identically in both runs (same name, launch config and shapes)"
             if not len(pairs)
-            else f"no kernel ran identically in both runs in the same context{excl_text}"
+            else "no kernel ran identically in both runs in the same context"
         )
         return _unchecked(
-            f"{why}: {cseq.label} and {bseq.label} share no control group, so their GPU conditions cannot be compared",
+            f"{why}: {cseq.label} and {bseq.label} share no control group, so their GPU conditions cannot be compared"
+            f"{excl_text}",
             spreads,
             steps,
             **common,
@@ -250,7 +251,6 @@ def check(bseq, cseq, probes: tuple = (None, None)) -> Comparability:
             f"{_calls_text(n_kernels, len(upairs))} identical in both runs and in the same context ({share:.0%} of "
             f"{bseq.label}'s kernel time) ran {factor:.3f}× as long in {cseq.label} ({100.0 * (factor - 1.0):+.1f}%)"
         )
-    what += excl_text
     point, other, lo, hi = _candidate_factors(kernel_classes(c), class_factors, class_ranges, factor)
     by_class = ", ".join(f"{k} {v:.3f}" for k, v in class_factors.items())
     if "memory" not in class_factors:
@@ -279,6 +279,7 @@ def check(bseq, cseq, probes: tuple = (None, None)) -> Comparability:
     else:
         verdict = "comparable"
         reason = f"{what}, within the ±{tol:.1f}% tolerance"
+    reason += excl_text
     ratios = cells["ratio"].to_numpy(float) if len(cells) else np.array([factor])
     notes = []
     if "compute" not in class_factors and (kernel_classes(c) == "compute").any():
@@ -449,17 +450,17 @@ def _excluded(bseq, cseq, x: pd.DataFrame) -> dict:
     return {"n_calls": n, "us_per_step": us, "calls": calls}
 
 
-def _excluded_text(excluded: dict) -> str:
+def _excluded_text(excluded: dict, base: str, cand: str) -> str:
+    """'; 1 identical call left out, its context differs (nvjet_… ran behind at::native::… in eager, behind
+    fuselens_gemm_bias_act_kernel in fuselens: 1.024×)' — the heaviest such call; '' when none."""
     n = excluded["n_calls"]
     if not n:
         return ""
     k = excluded["calls"][0]
-    more = f" and {n - 1} more" if n > 1 else ""
-    ctx = [c.replace(c[7:], short_name(c[7:], 48)) if c.startswith("behind ") else c for c in k["context"]]
-    return (
-        f"; not used, as its context differs: {short_name(k['name'], 48)} ({ctx[0]} vs {ctx[1]}, "
-        f"{k['ratio']:.3f}×){more}"
-    )
+    ctx = [f"behind {short_name(c[7:], 48)}" if c.startswith("behind ") else f"after {c}" for c in k["context"]]
+    what = f"{n} identical call{'s' if n != 1 else ''} left out, {'their' if n != 1 else 'its'} context differs"
+    eg = "e.g. " if n > 1 else ""
+    return f"; {what} ({eg}{short_name(k['name'], 48)} ran {ctx[0]} in {base}, {ctx[1]} in {cand}: {k['ratio']:.3f}×)"
 
 
 def _listed(upairs: pd.DataFrame, cells: pd.DataFrame, bseq, rows: pd.DataFrame) -> list[dict]:
