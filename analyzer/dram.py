@@ -51,7 +51,8 @@ from analyzer.ops.tiles import Schedule, problem, schedule
 COLUMNS = ("dram_read_bytes", "dram_write_bytes", "dram_bytes", "l2_hit_bytes", "dram_basis")
 MODEL = (
     "predicted DRAM traffic in sequence: an LRU cache of {cap} ({why}) over in-order streams (a read hits where the "
-    "bytes touched since it was last touched are fewer); outputs written back by their own kernel"
+    "bytes touched since it was last touched are fewer); GEMM operand panels re-read where the waves of its tile "
+    "walk outgrow the cache; outputs written back by their own kernel"
 )
 # Kernels that walk their tensors last-first (their byte f at fraction 1 - f of their traffic), and why we know.
 REVERSED = {
