@@ -44,7 +44,7 @@ def gpu_like():
     with (
         mock.patch.object(launch, "INTERPRETING", False),
         mock.patch.object(launch, "_hooks_set", lambda: False),
-        mock.patch.object(launch, "_raw_plan", lambda compiled, a: None),
+        mock.patch.object(launch, "_raw_plan", lambda compiled, a, tail, grid: None),
         mock.patch.object(torch.cuda, "is_current_stream_capturing", lambda: False),
         mock.patch.object(torch._C, "_cuda_getCurrentRawStream", lambda i: 0, create=True),
     ):
