@@ -286,6 +286,8 @@ def _build_plan(rec: list, inputs: tuple, out):
     if not rec or not isinstance(out, torch.Tensor) or not out.is_contiguous():
         return None
     ids = {id(t): i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
+    if len(ids) != sum(isinstance(t, torch.Tensor) for t in inputs):
+        return None  # one tensor passed twice: the recorded arguments could not tell the two apart
     launches = []
     weak = []
     out_seen = False
