@@ -55,14 +55,17 @@ def _cache_command(args) -> int:
 
     if args.clear:
         n, freed = cache.clear()
-        print(f"removed {n} cached traces and summaries ({freed / 2**20:,.1f} MiB) from {cache.cache_dir()}")
+        print(
+            f"removed {n} cached traces, summaries and rank results ({freed / 2**20:,.1f} MiB) from {cache.cache_dir()}"
+        )
         return 0
     files = cache.entries()
     total = sum(p.stat().st_size for p in files)
-    summaries = sum(cache.is_summary(p) for p in files)
+    derived = sum(cache.is_derived(p) for p in files)
     state = "on" if cache.enabled() else f"off ({cache.ENV_OFF})"
     print(
-        f"{cache.cache_dir()}: {len(files) - summaries} cached traces and {summaries} summaries, {total / 2**20:,.1f} MiB"
+        f"{cache.cache_dir()}: {len(files) - derived} cached traces and {derived} summaries/rank results,"
+        f" {total / 2**20:,.1f} MiB"
         f" (bound {cache.max_bytes() / 2**20:,.0f} MiB, {cache.ENV_MAX_BYTES}); cache {state}"
     )
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -105,7 +106,7 @@ def test_a_cached_summary_is_the_uncached_summary(cache_dir):
     up = cache.load_summary(path.read_bytes(), name="upload.json.gz")  # same content, uploaded: a hit, renamed
     assert up.trace.meta.source == "upload.json.gz"
     assert cache.summary_json(path, name="x.json")["source"] == "x.json"
-    assert len(cache.entries()) == 2 and sum(map(cache.is_summary, cache.entries())) == 1
+    assert len(cache.entries()) == 2 and sum(map(cache.is_derived, cache.entries())) == 1
 
 
 def test_a_schema_change_makes_the_entry_stale(cache_dir, monkeypatch):
@@ -318,8 +319,8 @@ def test_cli_no_cache_flag_and_cache_command(cache_dir, tmp_path):
     assert len(cache.entries()) == 2  # the trace and its summary
     assert cli("summary", str(src), "--json") == out == out_nc  # the cached answer is the same answer
     assert cli("summary", str(src)) == cli("summary", str(src), "--no-cache")  # and the same text table
-    assert "1 cached traces and 1 summaries" in cli("cache")
-    assert "removed 2 cached traces and summaries" in cli("cache", "--clear")
+    assert "1 cached traces and 1 summaries/rank results" in cli("cache")
+    assert "removed 2 cached traces, summaries and rank results" in cli("cache", "--clear")
     assert not cache.entries()
 
 
@@ -380,3 +381,39 @@ def test_an_unchanged_path_is_not_hashed_again_but_a_rewrite_is(cache_dir, tmp_p
     fresh.write_bytes(TRACES["h100_bert"].read_bytes())  # changed just now: a racy timestamp, never remembered
     cache.content_key(fresh)
     assert not cache._memo_path(fresh).exists()
+
+
+def test_a_cached_rank_set_is_answered_without_workers(cache_dir, tmp_path, monkeypatch):
+    """`ranks` stores each rank's compact result under the trace's content key; a second run answers every unchanged
+    plain file in the parent, without a pool, with the same report; a changed file, a code change or a corrupt entry
+    goes back to a worker."""
+    from analyzer.ranks import analyze_ranks
+    from analyzer.ranks.local import LocalEngine
+    from analyzer.ranks.worker import RANK_KIND
+
+    src = ROOT / "tests" / "data" / "ranks" / "hta_trace_filter"
+    folder = tmp_path / "set"
+    shutil.copytree(src, folder)
+    uncached = analyze_ranks(str(folder), workers=1)  # FUSELENS_NO_CACHE is not set: this run fills the cache
+    mapped = []
+    real_map = LocalEngine.map
+    monkeypatch.setattr(
+        LocalEngine, "map", lambda self, jobs, *a, **k: mapped.append(len(jobs)) or real_map(self, jobs, *a, **k)
+    )
+    again = analyze_ranks(str(folder), workers=1)
+    assert mapped == [] and again.to_json() == uncached.to_json()
+    monkeypatch.setenv(cache.ENV_OFF, "1")
+    assert analyze_ranks(str(folder), workers=1).to_json() == uncached.to_json()
+    assert mapped == [2]
+    monkeypatch.delenv(cache.ENV_OFF)
+    files = sorted(folder.iterdir())
+    key0 = cache.content_key(files[0])
+    _damage(cache.derived_path(key0, RANK_KIND), "flip_header", None)
+    files[1].write_bytes(gzip.compress(gzip.decompress(files[1].read_bytes()), 1))  # same JSON, new bytes: new key
+    mapped.clear()
+    assert analyze_ranks(str(folder), workers=1).to_json() == uncached.to_json()
+    assert mapped == [2]  # the corrupt entry and the changed file: both re-done by a worker
+    monkeypatch.setattr(cache, "_code_hash", lambda: "an edited analyzer")
+    mapped.clear()
+    analyze_ranks(str(folder), workers=1)
+    assert mapped == [2]

@@ -26,7 +26,7 @@ from analyzer.errors import TraceError
 from analyzer.fmt import unique_labels
 from analyzer.ranks.inputs import RankInput, discover
 from analyzer.ranks.spread import compare, spread
-from analyzer.ranks.worker import DiffJob, SummaryJob
+from analyzer.ranks.worker import DiffJob, SummaryJob, cached_rank
 
 FORMAT = "fuselens-ranks/1"
 # Peak RSS of one worker ≈ BASE + RSS_PER_JSON_BYTE x JSON bytes of its trace. BASE: python + numpy + pandas + the
@@ -114,8 +114,15 @@ def analyze_ranks(
         )
     )
 
+    # Ranks already in the columnar cache are answered here, without a worker (local engine: the parent sees the
+    # same files; a cluster's paths may not exist on the driver).
+    results = [None] * len(jobs)
+    if engine == "local":
+        results = [None if (hit := cached_rank(j.input)) is None else {"ok": True, **hit} for j in jobs]
+    todo = [i for i, r in enumerate(results) if r is None]
     with _engine(engine, n_workers, address, ship, per_task, biggest * len(sources)) as eng:
-        results = eng.map(jobs, on_progress)
+        for i, res in zip(todo, eng.map([jobs[i] for i in todo], on_progress) if todo else [], strict=True):
+            results[i] = res
         sets, k = [], 0
         for inputs, label in zip(sets_inputs, set_labels, strict=True):
             sets.append(_build_set(label, inputs, results[k : k + len(inputs)]))

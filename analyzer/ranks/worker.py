@@ -55,11 +55,37 @@ def run_job(job) -> dict:
         gc.collect()  # the pool may reuse this process; give the trace's arrays back before the next rank
 
 
+def cached_rank(inp: RankInput) -> dict | None:
+    """The result of summarize_rank for an unchanged file or shipped bytes, from the columnar cache, or None. Cheap
+    (a stat memo and one entry's header, no pandas), so the parent asks before starting any worker: a second
+    `ranks` on the same set answers without a pool. A zip member is left to its worker (it must be inflated to be
+    keyed)."""
+    from analyzer.readers import cache
+
+    src = inp.data if inp.data is not None else (None if inp.member else inp.path)
+    key = cache.usable_key(src) if src else None
+    return None if key is None else cache.lookup_json(key, RANK_KIND)
+
+
+RANK_KIND = "rank"  # the per-rank result's entry in the columnar cache (derived from the trace's content alone)
+
+
 def summarize_rank(inp: RankInput) -> dict:
-    from analyzer.readers.cache import load_summary
+    from analyzer.readers import cache
 
     src, name = read_input(inp)
-    summary = load_summary(src, name=name)  # load_trace + summarize, both through the columnar cache
+    key = cache.usable_key(src)
+    hit = None if key is None else cache.lookup_json(key, RANK_KIND)
+    if hit is not None:
+        return hit
+    summary = cache.load_summary(src, name=name, key=key)  # load_trace + summarize, both through the cache
+    out = _rank_result(summary)
+    if key is not None:
+        cache.store_json(key, RANK_KIND, out)
+    return out
+
+
+def _rank_result(summary) -> dict:
     trace = summary.trace
     meta = trace.meta
     dist = meta.distributed if isinstance(meta.distributed, dict) else {}

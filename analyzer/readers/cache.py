@@ -160,9 +160,8 @@ def lookup(key: str, source: str):
     deleted (so the caller parses the file again and stores a fresh one)."""
     ver = version()
     path = entry_path(key, ver)
-    current = (path, summary_path(key, ver))
     for stale in cache_dir().glob(f"{key}-*{SUFFIX}"):
-        if stale not in current:
+        if not stale.name.startswith(f"{key}-{ver}"):  # the trace's and its derived entries of this version stay
             _remove(stale, "stale version")
     if not path.is_file():
         return None
@@ -368,15 +367,18 @@ def _same(a, b) -> bool:
 # the trace, in its own entry (<key>-<version>-summary.fltc): re-summarising a 1 GiB trace costs 0.5 s idle, 5 s
 # on a busy box. Its manifest also holds Summary.to_json() (what `summary --json` prints), so the CLI answers a
 # cached trace from that header alone (summary_json), without numpy, pandas or the tables (0.4 s of imports).
+def derived_path(key: str, kind: str, ver: str | None = None) -> Path:
+    """The entry of something derived from this content: kind 'summary' (load_summary), 'rank' (the ranks worker's
+    per-rank result) …; a trace's own entry is entry_path."""
+    return cache_dir() / f"{key}-{ver or version()}-{kind}{SUFFIX}"
+
+
 def summary_path(key: str, ver: str | None = None) -> Path:
-    return cache_dir() / f"{key}-{ver or version()}{_SUMMARY}{SUFFIX}"
+    return derived_path(key, "summary", ver)
 
 
-_SUMMARY = "-summary"
-
-
-def is_summary(entry: Path) -> bool:
-    return entry.name.endswith(_SUMMARY + SUFFIX)
+def is_derived(entry: Path) -> bool:
+    return entry.name.count("-") >= 2
 
 
 def load_summary(src, name: str | None = None, *, cache: bool | None = None, key: str | None = None):
@@ -385,7 +387,7 @@ def load_summary(src, name: str | None = None, *, cache: bool | None = None, key
     dashboard hashes each upload once for its run id). Same switches as load_trace."""
     from analyzer.readers.load import load_trace
 
-    key = _usable_key(src, cache, key)
+    key = usable_key(src, cache, key)
     trace = None
     if key is not None:
         is_bytes = isinstance(src, (bytes, bytearray, memoryview))
@@ -408,18 +410,25 @@ def summary_json(path, name: str | None = None) -> dict | None:
     """What load_summary(path).to_json() returns, from the summary entry's header alone, or None (not cached, the
     cache off, non-default limits, an unreadable header: the caller then takes the full path). The header has its
     own hash; the data region is not read (its tables are not needed here) and is checked when it is."""
-    key = _usable_key(path, None, None)
-    if key is None:
-        return None
+    key = usable_key(path)
+    out = None if key is None else lookup_json(key, "summary")
+    if out is not None:
+        out["source"] = name or Path(path).name
+    return out
+
+
+def lookup_json(key: str, kind: str) -> dict | None:
+    """The JSON document stored in the header of this content's `kind` entry (store_json, store_summary), or None;
+    reads the header only (orjson, no numpy). An unreadable or foreign entry is deleted."""
     ver = version()
-    entry = summary_path(key, ver)
+    entry = derived_path(key, kind, ver)
     try:
         with open(entry, "rb") as f:
             manifest, _ = _read_header(f)
-        _check_summary_manifest(manifest, key, ver)
+        _check_manifest(manifest, key, ver, kind)
         out = manifest["json"]
         if not isinstance(out, dict):
-            raise ValueError("no summary JSON")
+            raise ValueError("no JSON document")
     except FileNotFoundError:
         return None
     except Exception as err:  # a corrupt, truncated or foreign file: never trusted
@@ -427,11 +436,27 @@ def summary_json(path, name: str | None = None) -> dict | None:
         return None
     with contextlib.suppress(OSError):
         os.utime(entry)
-    out["source"] = name or Path(path).name
     return out
 
 
-def _usable_key(src, cache: bool | None, key: str | None) -> str | None:
+def store_json(key: str, kind: str, doc: dict) -> Path | None:
+    """Cache a JSON document derived from this content by the analyzer's code (same key, version, invalidation and
+    size bound as the trace); None when it does not survive JSON exactly."""
+    try:
+        manifest = {"format": FORMAT, "kind": kind, "key": key, "version": version(), "json": _json_doc(doc, kind)}
+    except _NotCacheable as err:
+        log.info("%s not cached: %s", kind, err)
+        return None
+    return _write_entry(derived_path(key, kind, manifest["version"]), {}, manifest, None)
+
+
+def _json_doc(doc: dict, what: str):
+    if not isinstance(doc, dict):
+        raise _NotCacheable(f"{what}: a {type(doc).__name__}, not a JSON object")
+    return orjson.loads(_exact_json(doc, what))
+
+
+def usable_key(src, cache: bool | None = None, key: str | None = None) -> str | None:
     """The content key when the cache may be used for this load (on, default limits), else None."""
     from analyzer.readers.limits import default_limits
 
@@ -445,10 +470,10 @@ def _usable_key(src, cache: bool | None, key: str | None) -> str | None:
         return None  # a missing file, a directory …: the reader says what is wrong
 
 
-def _check_summary_manifest(manifest: dict, key: str, ver: str) -> None:
+def _check_manifest(manifest: dict, key: str, ver: str, kind: str) -> None:
     if (manifest.get("format"), manifest.get("kind"), manifest.get("key"), manifest.get("version")) != (
         FORMAT,
-        "summary",
+        kind,
         key,
         ver,
     ):
@@ -479,7 +504,7 @@ def store_summary(key: str, summary, *, limit: int | None = None) -> Path | None
             "version": ver,
             "tables": tables,
             "values": values,
-            "json": orjson.loads(_exact_json(doc, "to_json()")),
+            "json": _json_doc(doc, "to_json()"),
         }
     except _NotCacheable as err:
         log.info("summary not cached: %s: %s", summary.trace.meta.source, err)
@@ -498,7 +523,7 @@ def lookup_summary(key: str, trace):
         return None
     try:
         manifest, arrays = _read_container(path)
-        _check_summary_manifest(manifest, key, ver)
+        _check_manifest(manifest, key, ver, "summary")
         fields = {name: _read_table(arrays, name, spec) for name, spec in manifest["tables"].items()}
         fields.update((name, _untag(v)) for name, v in manifest["values"].items())
         summary = Summary(trace=trace, **fields)
