@@ -37,12 +37,38 @@ TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 
 
 @triton.jit
+def _gated_tile_acc(x_desc, wgu_desc, off_m, pid_n, k_lo, k_hi, UPCAST: tl.constexpr, BM: tl.constexpr,
+                    BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
+    """The [BM, 2 BN] fp32 accumulator of one tile over the K steps [k_lo, k_hi)."""
+    acc = tl.zeros((BM, 2 * BN), dtype=tl.float32)
+    for ki in range(k_lo, k_hi):
+        off_k = ki * BK
+        a = x_desc.load([off_m, off_k])
+        b = wgu_desc.load([pid_n * 2 * BN, off_k])
+        if UPCAST:  # interpreter only: see gemm_common.dot_flags
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b.T, acc)
+    return acc
+
+
+@triton.jit
+def _gated_store(acc, out_desc, off_m, off_n, ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, BM: tl.constexpr,
+                 BN: tl.constexpr, ROWS: tl.constexpr):  # fmt: skip
+    # ROWS gate rows then ROWS up rows: see interleave_gate_up for why 8
+    acc = tl.permute(tl.reshape(acc, (BM, BN // ROWS, 2, ROWS)), (0, 1, 3, 2))
+    g, u = tl.split(tl.reshape(acc, (BM, BN, 2)))
+    out = act_f32(g, ACT) * u
+    out_desc.store([off_m, off_n], out.to(OUT_DTYPE))
+
+
+@triton.jit
 def fuselens_dual_gemm_glu_kernel(
-    x_desc, wgu_desc, out_desc,
-    M, N, K,
+    x_desc, wgu_desc, out_desc, ws_ptr, flag_ptr,
+    M, N, K, main_tiles, parts,
     ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-    ROWS: tl.constexpr,
+    ROWS: tl.constexpr, TAIL: tl.constexpr,
 ):  # fmt: skip
     """Gated MLP up-projection from an interleaved weight (interleave_gate_up): blocks of ROWS gate rows, then the
     same ROWS up rows.
@@ -50,26 +76,44 @@ def fuselens_dual_gemm_glu_kernel(
     One [BM, 2 BN] accumulator per tile, so each K step is ONE wgmma of width 2 BN = 256 (the widest, which reads
     the X tile from shared memory once) instead of two of width 128. Each thread of the wgmma layout holds the
     same column offsets of neighbouring 8-column groups, so gate and up of an output column sit in that thread's
-    registers and the reshape + split in the epilogue moves no data between threads."""
+    registers and the reshape + split in the epilogue moves no data between threads.
+
+    TAIL (split-K wave tail, see tail_plan): the first main_tiles tiles (whole waves) as above; each remaining tile is
+    cut into `parts` K ranges, one per program, so the last wave is full. Programs with the lower parts store their
+    fp32 partial accumulator in ws_ptr and count up the tile's flag; the program with the last part waits for the
+    count, adds the partials, applies the epilogue and resets the flag to 0 for the next call. Every part runs on
+    its own program of a grid of at most one program per SM, all resident, so the wait always ends."""
     num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
-    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
+    if not TAIL:
+        main_tiles = num_tiles
+    for tile_id in tl.range(tl.program_id(0), main_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = grouped_tile(tile_id, M, N, BM, BN, GROUP_M)
-        off_m = pid_m * BM
-        acc = tl.zeros((BM, 2 * BN), dtype=tl.float32)
-        for ki in range(k_tiles):
-            off_k = ki * BK
-            a = x_desc.load([off_m, off_k])
-            b = wgu_desc.load([pid_n * 2 * BN, off_k])
-            if UPCAST:  # interpreter only: see gemm_common.dot_flags
-                a = a.to(tl.float32)
-                b = b.to(tl.float32)
-            acc = tl.dot(a, b.T, acc)
-        # ROWS gate rows then ROWS up rows: see interleave_gate_up for why 8
-        acc = tl.permute(tl.reshape(acc, (BM, BN // ROWS, 2, ROWS)), (0, 1, 3, 2))
-        g, u = tl.split(tl.reshape(acc, (BM, BN, 2)))
-        out = act_f32(g, ACT) * u
-        out_desc.store([off_m, pid_n * BN], out.to(OUT_DTYPE))
+        acc = _gated_tile_acc(x_desc, wgu_desc, pid_m * BM, pid_n, 0, k_tiles, UPCAST, BM, BN, BK)
+        _gated_store(acc, out_desc, pid_m * BM, pid_n * BN, ACT, OUT_DTYPE, BM, BN, ROWS)
+    if TAIL:
+        n_units = (num_tiles - main_tiles) * parts
+        k_per = tl.cdiv(k_tiles, parts)
+        offs = tl.arange(0, BM)[:, None] * (2 * BN) + tl.arange(0, 2 * BN)[None, :]
+        for unit in range(tl.program_id(0), n_units, NUM_SMS):  # at most one unit per program (tail_plan)
+            slot = unit // parts
+            part = unit % parts
+            pid_m, pid_n = grouped_tile(main_tiles + slot, M, N, BM, BN, GROUP_M)
+            k_lo = part * k_per
+            k_hi = tl.minimum(k_lo + k_per, k_tiles)
+            acc = _gated_tile_acc(x_desc, wgu_desc, pid_m * BM, pid_n, k_lo, k_hi, UPCAST, BM, BN, BK)
+            if part < parts - 1:
+                tl.store(ws_ptr + (slot * (parts - 1) + part).to(tl.int64) * (BM * 2 * BN) + offs, acc)
+                tl.debug_barrier()  # every thread's partial is stored before the flag says so
+                tl.atomic_add(flag_ptr + slot, 1, sem="release")
+            else:
+                while tl.atomic_add(flag_ptr + slot, 0, sem="acquire") < parts - 1:
+                    pass
+                for p in range(parts - 1):
+                    base = ws_ptr + (slot * (parts - 1) + p).to(tl.int64) * (BM * 2 * BN)
+                    acc += tl.load(base + offs, cache_modifier=".cg")
+                tl.atomic_xchg(flag_ptr + slot, 0)
+                _gated_store(acc, out_desc, pid_m * BM, pid_n * BN, ACT, OUT_DTYPE, BM, BN, ROWS)
 
 
 @triton.jit
@@ -137,9 +181,9 @@ SINGLE_CONFIGS = [
 ]
 
 
-def gated_config(bm, bn, bk, stages, warps, group_m=8):
+def gated_config(bm, bn, bk, stages, warps, group_m=8, tail=False):
     return triton.Config(
-        {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m},
+        {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m, "TAIL": tail},
         num_stages=stages,
         num_warps=warps,
     )
@@ -362,8 +406,14 @@ def _launch_gated(x, w_gate, w_up, act_id: int, rows: int, out) -> None:
 
     def args(cfg):
         bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
+        main, parts, ws, flags = tail_plan(dev, M, N, K, bm, bn, bk, n_sms) if cfg.kwargs["TAIL"] else (0, 1, out, out)
         # (tensor, block) pairs: TMA descriptors, encoded and cached by the launcher (kernels.ops.launch)
-        return ((x, (bm, bk)), (wgu, (2 * bn, bk)), (out, (bm, bn)), M, N, K)
+        return ((x, (bm, bk)), (wgu, (2 * bn, bk)), (out, (bm, bn)), ws, flags, M, N, K, main, parts)
+
+    def grid(cfg):
+        if cfg.kwargs["TAIL"]:
+            return (n_sms, 1, 1)
+        return (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1)
 
     dt = x.dtype
     _gated_tuned.launch(
@@ -371,12 +421,44 @@ def _launch_gated(x, w_gate, w_up, act_id: int, rows: int, out) -> None:
         lambda: (dev, dt, act_id, rows, m_bucket(M), N, K),
         args,
         lambda cfg: consts,
-        lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
+        grid,
         dev,
         prune_arg=(M, K),
         # a triton.Config per call costs ~0.7 us of host time: built only where the interpreter runs
-        interp_config=triton.Config(_INTERP_GATED_META or INTERP_META) if INTERPRETING else None,
+        interp_config=triton.Config({"TAIL": False, **(_INTERP_GATED_META or INTERP_META)}) if INTERPRETING else None,
     )
+
+
+# Split-K wave tail (the kernel's TAIL): where the last wave of a persistent launch is partly empty (TinyLlama's
+# 2048 x 5632 output: 704 tiles of 128 x 128 on 132 SMs, the 6th wave 44 tiles), those tiles are cut into K ranges
+# so that wave is full: 44 tiles x 3 parts = 132 programs, each a third of a tile's K loop, + the partial sums
+# through L2 (2 x 128 KB per tile). At most TAIL_MAX_PARTS parts: the finishing program reads every other part's
+# partial. One workspace + flag set per (device, stream, shape, tile): the flags are counted up and reset by the
+# kernel itself, and calls on one stream run one after another, so they never share a flag while it counts.
+TAIL_MAX_PARTS = 3
+_TAIL_BUFS: dict[tuple, tuple] = {}
+
+
+def tail_plan(dev: int, M: int, N: int, K: int, bm: int, bn: int, bk: int, n_sms: int) -> tuple:
+    """(main_tiles, parts, workspace, flags) for the kernel's TAIL: main_tiles = the tiles of whole waves, parts = K
+    ranges per remaining tile (1 = no split: every tile in the main loop, workspace and flags unused)."""
+    stream = 0 if dev < 0 else torch._C._cuda_getCurrentRawStream(dev)
+    key = (dev, stream, M, N, K, bm, bn, bk, n_sms)
+    hit = _TAIL_BUFS.get(key)
+    if hit is not None:
+        return hit
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    main = tiles // n_sms * n_sms
+    tail = tiles - main
+    parts = min(n_sms // tail, TAIL_MAX_PARTS, triton.cdiv(K, bk)) if tail else 1
+    device = "cpu" if dev < 0 else f"cuda:{dev}"
+    if parts < 2:
+        plan = (tiles, 1, torch.empty(1, device=device), torch.zeros(1, device=device, dtype=torch.int32))
+    else:
+        ws = torch.empty((tail, parts - 1, bm, 2 * bn), device=device, dtype=torch.float32)
+        plan = (main, parts, ws, torch.zeros(tail, device=device, dtype=torch.int32))
+    _TAIL_BUFS[key] = plan
+    return plan
 
 
 def launch_single(x, w, bias, act_id, out, tuned=None):

@@ -462,4 +462,5 @@ def config_text(cfg) -> str:
     kw = cfg.kwargs
     tile = "x".join(str(kw[k]) for k in ("BM", "BN", "BK") if k in kw) or ",".join(f"{k}={v}" for k, v in kw.items())
     extra = "".join(f" {k}={kw[k]}" for k in ("GROUP_M", "SUBTILE", "EVICT") if k in kw)
+    extra += " TAIL" if kw.get("TAIL") else ""  # the dual GEMM's split-K wave tail (kernels.ops.hopper_gemm)
     return f"{tile} w{cfg.num_warps} s{cfg.num_stages}{extra}"
