@@ -216,20 +216,13 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
     gu = {f"cuBLAS one GEMM to [gate; up] (N = {2 * h}), no activation": ((), partial(F.linear, x, wgu))}
     errs = {}
     for cfg in unique_configs(GATED_CANDIDATES):
-        fn = partial(hopper_gemm.persistent_gated, x, wg, wu, aid, split_rows=0)
+        fn = partial(hopper_gemm.persistent_gated, x, wg, wu, aid)
         key = f"dual {config_text(cfg)}"
         try:
             errs[key] = _rel(_forced(((gated, cfg),), fn), ref)
         except Exception as exc:
             log(f"{name} gate/up {key}: {type(exc).__name__}")
         gu[key] = (((gated, cfg),), fn)
-    first = hopper_gemm.tail_split_rows(M, h, hopper_gemm.num_sms(x.device.index or 0))
-    split_key = f"dual, autotuned, {first} + {M - first} rows in two launches (wave-tail split)"
-    if first:  # the autotuner picks each launch's config (the tail's among the few-row tiles)
-        fn = partial(hopper_gemm.persistent_gated, x, wg, wu, aid, split_rows=first)
-        gu["dual, autotuned, one launch"] = ((), partial(hopper_gemm.persistent_gated, x, wg, wu, aid, split_rows=0))
-        gu[split_key] = ((), fn)
-        errs[split_key] = _rel(fn(), ref)
     del ref
     rows = timed_in_turns(gu, 20 if gu_flop > 4e11 else 100, sampler)
     del wgu
@@ -239,12 +232,12 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
     best_gu_cfg = gu[best_gu][0][0][1]
 
     # whole forwards: the shipped tuning (the autotuner's own pick) and the best configs found above
-    def fwd(gcfg, dcfg, split=0):
-        """(forces, forward): the dual GEMM with gcfg (None: autotuned; split: rows of a first launch), then our
-        down GEMM with dcfg or (None) cuBLAS's."""
+    def fwd(gcfg, dcfg):
+        """(forces, forward): the dual GEMM with gcfg (None: autotuned), then our down GEMM with dcfg or (None)
+        cuBLAS's."""
 
         def run():
-            hh = hopper_gemm.persistent_gated(x, wg, wu, aid, split_rows=split)
+            hh = hopper_gemm.persistent_gated(x, wg, wu, aid)
             if dcfg is None:
                 return torch.matmul(hh, wd.t())
             return hopper_gemm.persistent_gemm(hh, wd, None, ident)
@@ -264,9 +257,6 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
     if config_text(best_gu_cfg) != config_text(pick):
         fwds[f"{best_gu} + cuBLAS down"] = fwd(best_gu_cfg, None)
         fwds[f"{best_gu} + {ours_down}"] = fwd(best_gu_cfg, best_down_cfg)
-    if first:
-        fwds[f"{split_key} + cuBLAS down"] = fwd(None, None, first)
-        fwds[f"{split_key} + {ours_down}"] = fwd(None, best_down_cfg, first)
     est = _forced(fwds[shipped][0], lambda: median_us(fwds[shipped][1], n_iter=3, warmup=1))["median_us"]
     for label, n in ((f"bench's call count ({bench_calls(est)})", bench_calls(est)), ("probe's", PROBE_CALLS)):
         rows = timed_in_turns(fwds, n, sampler)

@@ -26,7 +26,7 @@ import triton.language as tl
 from kernels.ops.activations import act_f32
 from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
 from kernels.ops.launch import Tuned
-from kernels.ops.triton_util import INTERPRETING, autotune_bench, interpreting
+from kernels.ops.triton_util import INTERPRETING, interpreting
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -318,76 +318,14 @@ def _sms(dev: int) -> int:
     return 4 if interpreting() else num_sms(dev)
 
 
-# The wave tail. A persistent grid of one program per SM runs cdiv(tiles, SMs) rounds, so when the last round is
-# only partly full those SMs idle: TinyLlama's gate/up output (2048 x 5632) is 16 x 44 = 704 tiles of 128 x 128 on
-# 132 SMs = 5.33 waves, the last one a third full (~11% of the kernel). Split: the rows whose tiles fill whole
-# waves go to one launch and the remaining rows to a second launch tuned for its few rows (64-row or 64-column tiles:
-# twice the tiles, each half as long), so the tail costs about half a tile's time instead of a whole one, plus one
-# launch. Whether that beats a single launch is measured at the first call per shape (split_decision), like a config.
-_SPLIT: dict[tuple, int] = {}  # (device, dtype, act, rows, M, N, K) -> rows of the first launch, 0 = one launch
-SPLIT_TILE = 128  # the BM = BN of every config tuned for M > 1024 (GATED_CONFIGS, GATED_CONFIGS_LLM)
-
-
-def tail_split_rows(M: int, N: int, n_sms: int, tile: int = SPLIT_TILE) -> int:
-    """Rows of the first launch of a split (0: no split applies): as many whole row tiles as fit in the single
-    launch's whole waves, where that launch would run >= 2 waves with the last one at most half full, the first
-    launch's own last wave is empty or >= 3/4 full (Llama-3-8B's 112 column tiles leave 63 row tiles = 53.45 waves:
-    no gain), and the tail is 65-1024 rows (more than 64 so the TMA kernel applies; at most 1024 so the few-row
-    tiles are tuned for it)."""
-    m_tiles, n_tiles = triton.cdiv(M, tile), triton.cdiv(N, tile)
-    waves, rem = divmod(m_tiles * n_tiles, n_sms)
-    if waves < 2 or rem == 0 or 2 * rem > n_sms:
-        return 0
-    row_tiles = waves * n_sms // n_tiles
-    first_rem = row_tiles * n_tiles % n_sms
-    if first_rem and 4 * first_rem < 3 * n_sms:
-        return 0
-    first = row_tiles * tile
-    return first if 64 < M - first <= 1024 else 0
-
-
-def split_decision(x, w_gate, w_up, act_id: int, rows: int, out) -> int:
-    """The first launch's rows for this shape (0: one launch): cached, or measured now (both ways, after a warm-up
-    call each, which also tunes their configs; timed like the autotuner, triton_util.autotune_bench)."""
-    M, K = x.shape
-    N = w_gate.shape[0]
-    key = (x.get_device(), x.dtype, act_id, rows, M, N, K)
-    hit = _SPLIT.get(key)
-    if hit is not None:
-        return hit
-    if interpreting() or torch.cuda.is_current_stream_capturing():
-        return 0  # nothing to time (not cached: a later eager call measures)
-    first = tail_split_rows(M, N, num_sms(x.get_device()))
-    if first:
-        times = {}
-        for cand in (0, first):
-            call = functools.partial(_gated_launches, x, w_gate, w_up, act_id, rows, out, cand)
-            call()
-            times[cand] = autotune_bench(call, None)[0]
-        first = min(times, key=times.get)
-    _SPLIT[key] = first
-    return first
-
-
-def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out=None, split_rows=None) -> torch.Tensor:
+def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out=None) -> torch.Tensor:
     """act(x @ w_gate^T) * (x @ w_up^T) through the interleaved-weight kernel; callers validate inputs.
     rows: the weight's gate/up block height (1 = the run-3 layout, kept for the sweep's before/after rows).
-    out: an [M, N] tensor of x's dtype to write, when the caller already has one (one allocation per call, not two).
-    split_rows: rows of a first launch, the rest in a second (the wave-tail split above); None = measured choice."""
+    out: an [M, N] tensor of x's dtype to write, when the caller already has one (one allocation per call, not two)."""
     if out is None:
         out = torch.empty((x.shape[0], w_gate.shape[0]), device=x.device, dtype=x.dtype)
-    if split_rows is None:
-        split_rows = split_decision(x, w_gate, w_up, act_id, rows, out)
-    _gated_launches(x, w_gate, w_up, act_id, rows, out, split_rows)
+    _launch_gated(x, w_gate, w_up, act_id, rows, out)
     return out
-
-
-def _gated_launches(x, w_gate, w_up, act_id, rows, out, split_rows: int) -> None:
-    if split_rows:  # row slices of contiguous x and out: 16-byte aligned bases for any split of 8 rows or more
-        _launch_gated(x[:split_rows], w_gate, w_up, act_id, rows, out[:split_rows])
-        _launch_gated(x[split_rows:], w_gate, w_up, act_id, rows, out[split_rows:])
-    else:
-        _launch_gated(x, w_gate, w_up, act_id, rows, out)
 
 
 def _launch_gated(x, w_gate, w_up, act_id: int, rows: int, out) -> None:
