@@ -78,8 +78,8 @@ SIDE_BY_SIDE_HELP = {
     "saved by fusion": "replaced kernels' time minus the fused kernels' time, per step",
     "fusion groups": "fused kernels that replaced several baseline kernels",
     "round trips left (est.)": "HBM round trips the candidate still makes that a fusion could remove",
-    "GPU conditions": "same GPU clocks/contention in both runs? (kernels identical in both runs compared); factor = "
-    "candidate / baseline time of those kernels; — = none to compare",
+    "GPU conditions": "same GPU clocks/contention in both runs? (the runner's control probe, else the kernels identical "
+    "in both runs and run in the same context); factor = candidate / baseline time of those; — = none to compare",
     "data": "⚠: the candidate's file was cut, damaged or held wrong types",
 }
 

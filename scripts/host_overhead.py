@@ -5,11 +5,12 @@
 Why: a launch-bound forward (decode shapes, or a timing loop that issues one forward at a time, as
 triton.testing.do_bench does) is timed at the host's speed, not the GPU's. This measures what each call costs on
 the host. The GPU work is made tiny (decode tokens; M = 128 for the TMA rows) and the stream is never synchronised
-inside the loop, so wall time per call is host time. Every FuseLens row is measured four ways: the fast path
-(kernels.ops.launch: an op call replayed from its recorded plan; every launch from a cached launcher calling the
-generated C launch function, TMA descriptor encodings cached), the same without op plans (the wrapper validates and
-routes every call), the cached launchers through Triton's launcher object (which encodes each TMA descriptor per
-call), and every call through Triton's JITFunction.run, so one run shows what each layer saves.
+inside the loop, so wall time per call is host time. Every FuseLens row is measured five ways: the fast path
+(kernels.models.custom_ops: an unobserved op call skips the dispatcher entry; kernels.ops.launch: it is replayed
+from its recorded plan, every launch from a cached launcher calling the generated C launch function with cached TMA
+descriptor encodings), then one thing changed at a time: through the dispatcher entry (what a profiled call
+takes), without op plans (the wrapper validates and routes every call), through Triton's launcher object (which
+encodes each TMA descriptor per call), through Triton's JITFunction.run; one run shows what each layer saves.
 Target (issue 16): <= 15 us per op call; cuBLAS (eager F.linear) is the yardstick. Needs a CUDA GPU.
 
 What "per call" means here:
@@ -130,6 +131,7 @@ def main() -> int:
     xm = make_input(1, m, d, dt, "cuda")
     fwd = {v: build(v, model) for v in ("eager", "fuselens", "fuselens-graph")}
     libs, (entry_guard, entry_one, entry_bare) = _entry_libs()
+    gating_plans = launch.Plans("host_overhead glu_gating")
     eager_calls = {
         "eager F.linear (cuBLAS)": lambda: F.linear(x, wg),
         "eager F.gelu(tanh) * up (2 kernels)": lambda: F.gelu(g, approximate="tanh") * u,
@@ -150,15 +152,36 @@ def main() -> int:
         "fuselens::dual_gemm_glu (op, TMA kernel, M 128)": lambda: ops.dual_gemm_glu(x_tma, wg, wu, "gelu_tanh"),
         "gemm_bias_act (direct, TMA kernel, M 128)": lambda: gemm_bias_act(x_tma, wg, b, "gelu"),
         "fuselens::gemm_bias_act (op, TMA kernel, M 128)": lambda: ops.gemm_bias_act(x_tma, wg, b, "gelu"),
+        # what the dispatcher entry costs on top of a plan replay: the same key and plan, called from Python
+        "plan replay without the dispatcher (glu_gating)": lambda: gating_plans.call(
+            (
+                "gelu_tanh",
+                g.shape,
+                g.stride(),
+                g.dtype,
+                g.get_device(),
+                g.data_ptr() & 15,
+                u.shape,
+                u.stride(),
+                u.dtype,
+                u.get_device(),
+                u.data_ptr() & 15,
+            ),
+            fused_gating,
+            (g, u),
+            ("gelu_tanh",),
+        ),  # fmt: skip
     }
     rows = []
     print(
         f"host µs per call, fastest of 3 x {ns.n} calls, M = {m} (128 for the TMA rows), {torch.cuda.get_device_name()}"
     )
     print(
-        f"{'call':52s} {'fast path':>10s} {'no plan':>10s} {'Triton launcher':>10s} {'JIT run':>10s}  (target <= "
-        f"{TARGET_US:.0f} µs per op call; fast path = the op's recorded plan, cached launchers calling Triton's C"
-        " launch function with cached TMA encodings; no plan = the same without op plans)"
+        f"{'call':52s} {'fast path':>10s} {'dispatcher':>10s} {'no plan':>10s} {'Triton launcher':>10s} "
+        f"{'JIT run':>10s}  (target <= {TARGET_US:.0f} µs per op call; fast path = unobserved op call (no dispatcher"
+        " entry), its recorded plan, cached launchers calling Triton's C launch function with cached TMA encodings;"
+        " each other column changes one thing: through the dispatcher entry (as when profiled), without plans,"
+        " through Triton's launcher object, through JITFunction.run)"
     )
     with torch.no_grad():
         for name, fn in {**eager_calls, **entry_calls}.items():
@@ -168,6 +191,9 @@ def main() -> int:
         for name, fn in ours.items():
             launch.FAST_LAUNCH = True
             fast = _per_call_us(fn, ns.n)
+            ops.OP_DIRECT = False  # every op call through the dispatcher entry (as a profiled call goes)
+            via_dispatcher = _per_call_us(fn, ns.n)
+            ops.OP_DIRECT = True
             launch.OP_PLANS = False  # op calls without their recorded plans (validation and routing every call)
             no_plan = _per_call_us(fn, ns.n)
             launch.OP_PLANS = True
@@ -181,10 +207,14 @@ def main() -> int:
             launch.FAST_LAUNCH = True
             verdict = _verdict(fast) if "(op" in name else ""  # the op call is what a model makes
             rows.append(
-                {"call": name, "us": fast, "us_no_plan": no_plan, "us_triton_launcher": via_launcher}
+                {"call": name, "us": fast, "us_dispatcher": via_dispatcher, "us_no_plan": no_plan}
+                | {"us_triton_launcher": via_launcher}
                 | {"us_jit_run": slow, "verdict": verdict}
             )
-            print(f"  {name:50s} {fast:10.1f} {no_plan:10.1f} {via_launcher:10.1f} {slow:10.1f}  {verdict}")
+            print(
+                f"  {name:50s} {fast:10.1f} {via_dispatcher:10.1f} {no_plan:10.1f} {via_launcher:10.1f} {slow:10.1f}"
+                f"  {verdict}"
+            )
         # the dispatcher path: what a user's `fuselens` forward runs at this shape, per forward and per launch
         fwd["fuselens"](xm)
         decision = dispatch.decision_for(model, xm) or {}

@@ -25,6 +25,7 @@ from tests.conftest import DATA, ROOT, TRACES
 HF = DATA / "comparability" / "h100_hf_geglu_run10"
 SKEW = DATA / "comparability" / "h100_hf_geglu_skew_round1"
 SKEW0 = DATA / "comparability" / "h100_hf_geglu_skew_round0"
+PROBE = DATA / "comparability" / "probe_h100"
 UP_DOWN = {"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_TNT"}
 
 
@@ -297,3 +298,56 @@ def test_bundled_sets_recorded_in_turns_are_comparable(folder):
         assert cd.run.facts.get("conditions") and cd.base.facts.get("conditions")  # the runner's clock record
         checked += 1
     assert checked >= 1
+
+
+@pytest.mark.parametrize("case", ["hf_geglu_bf16", "plain_8192tok_bf16", "plain_8192tok_h8192_bf16"])
+def test_sets_recorded_with_the_control_probe_get_their_factor_from_it(case):
+    """Round A (H100, the runner with its control probe): every pair, the fuselens ones included, is comparable with a
+    factor from the probe within ±1% of 1.0 (0.993-1.003); where the traces have same-context calls of their own,
+    they agree with the probe within 1%; the normalised change keeps the CUDA events' sign."""
+    doc = json.loads((PROBE / case / "manifest.json").read_text())
+    names = [v["name"] for v in doc["variants"]]
+    runs = [_summary(PROBE / case / f"{n}.json.gz") for n in names]
+    d = diff_runs(runs[0], runs[1:], labels=names)
+    for cd in d.candidates:
+        c = cd.comparability
+        assert c.verdict == "comparable" and c.source == "probe", (cd.label, c.reason)
+        assert abs(c.factor - 1) <= 0.01, (cd.label, c.factor)
+        assert c.probe["turns"] == 8 and set(c.probe["ratio"]) == {"gemm", "copy"}
+        assert set(c.class_factors) == {"compute", "memory"}
+        assert "the runner's control probe (a bf16 2048×2048×2048 GEMM" in c.reason
+        if c.trace_factor is not None:
+            assert abs(c.trace_factor - c.factor) <= 0.01
+        else:  # fuselens: the down projection runs behind the fused kernel, so the traces alone have no control
+            assert cd.label == "fuselens" and c.context_excluded["n_calls"] == 1
+        h = cd.headline()
+        ev_b, ev_c = h["cuda_event_time_us_per_step"]
+        assert np.sign(h["normalised_gpu_time_change_pct"]) == np.sign(ev_c - ev_b)
+
+
+def test_a_damaged_probe_record_is_ignored_and_the_traces_decide(tmp_path):
+    """A hand-edited manifest (a probe time that is text, negative, or a turn missing a role) never yields a probe
+    factor: the pair falls back to its traces' same-context calls, and says so (source 'trace')."""
+    import shutil
+
+    from analyzer.diff.facts import recorded_probe
+
+    src = PROBE / "plain_8192tok_h8192_bf16"
+    doc = json.loads((src / "manifest.json").read_text())
+    entry = next(v for v in doc["variants"] if v["name"] == "compile")
+    assert recorded_probe(doc, entry)["us"][0][1] == pytest.approx(25.0, abs=0.3)
+    for bad in ("abc", -1.0, None):
+        e = json.loads(json.dumps(entry))
+        e["control_probe"]["us"][3][1] = bad
+        assert recorded_probe(doc, e) is None
+    e = json.loads(json.dumps(entry))
+    e["control_probe"]["us"][2] = e["control_probe"]["us"][2][:2]
+    assert recorded_probe(doc, e) is None
+    assert recorded_probe({**doc, "control_probe": {**doc["control_probe"], "error": "x"}}, entry) is None
+    for name in ("eager", "compile"):
+        shutil.copy(src / f"{name}.json.gz", tmp_path / f"{name}.json.gz")
+    entry["control_probe"]["us"][0][1] = "abc"
+    (tmp_path / "manifest.json").write_text(json.dumps(doc))
+    cd = diff_runs(_summary(tmp_path / "eager.json.gz"), [_summary(tmp_path / "compile.json.gz")]).candidates[0]
+    assert cd.comparability.source == "trace" and cd.comparability.verdict == "comparable"
+    assert cd.comparability.factor == pytest.approx(cd.comparability.trace_factor)

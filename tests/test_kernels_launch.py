@@ -44,7 +44,7 @@ def gpu_like():
     with (
         mock.patch.object(launch, "INTERPRETING", False),
         mock.patch.object(launch, "_hooks_set", lambda: False),
-        mock.patch.object(launch, "_raw_plan", lambda compiled, a: None),
+        mock.patch.object(launch, "_raw_plan", lambda compiled, a, tail, grid: None),
         mock.patch.object(torch.cuda, "is_current_stream_capturing", lambda: False),
         mock.patch.object(torch._C, "_cuda_getCurrentRawStream", lambda i: 0, create=True),
     ):
@@ -103,3 +103,16 @@ def test_plans_refuse_calls_with_per_call_temporaries(gpu_like):
         x = torch.randn(4, 8)
         torch.testing.assert_close(plans.call((tuple(x.shape),), impl, (x, w), ("a",)), x @ (2 * w).T + 1.0)
     assert plans.replays == 0 and list(plans.plans.values()) == [None]
+
+
+def test_plans_refuse_a_tensor_passed_twice(gpu_like):
+    """Recorded from op(w, w), a plan could not tell which argument a launch read: such calls are not planned (a
+    later op(x, w) with the same key must compute with x)."""
+    impl, _, _ = _op(temporary=False)
+    plans = launch.Plans("stand-in")
+    w = torch.randn(8, 8)
+    for _ in range(3):
+        plans.call(("k",), impl, (w, w), ("a",))
+    x = torch.randn(8, 8)
+    torch.testing.assert_close(plans.call(("k",), impl, (x, w), ("a",)), x @ (2 * w).T + 1.0)
+    assert plans.replays == 0

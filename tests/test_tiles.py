@@ -145,3 +145,14 @@ def test_one_wave_or_a_cache_holding_everything_reads_operands_once():
     assert operand_rereads(big, 1.0) == pytest.approx(1e6 * (np.unique(
         np.stack([tile_walk(big)[0], np.arange(big.tiles) // 132]), axis=1).shape[1] - 64 + np.unique(
         np.stack([tile_walk(big)[1], np.arange(big.tiles) // 132]), axis=1).shape[1] - 64))  # fmt: skip
+
+
+def test_huge_gemm_is_left_out_and_says_why():
+    from analyzer.dram import MAX_TILES, _Ctx, _gemm_rereads
+
+    dims, types = [[131072, 1024], [1024, 131072]], ["c10::BFloat16"] * 2
+    launch = ("2,66,1", "384,1,1", 213188, 168)
+    rr, why = _gemm_rereads("nvjet_sm90_tst_128x128_64x4_1x2_h_bz_TNT", "aten::mm", dims, types, launch,
+                            _Ctx(52428800.0, H100, 2))  # fmt: skip
+    assert MAX_TILES < 1024 * 1024 and rr == 0.0 and "more than the re-read rule walks" in why
+    assert "operands counted once" in why

@@ -520,7 +520,9 @@ def _probe(pb: dict | None, pc: dict | None) -> dict | None:
     mnk = spec.get("gemm_mnk") or []
     what = {
         "gemm": f"a bf16 {'×'.join(str(x) for x in mnk)} GEMM" if mnk else "a GEMM",
-        "copy": f"a {spec.get('copy_bytes', 0) / 2**20:.0f} MiB copy" if spec.get("copy_bytes") else "a copy",
+        "copy": f"a {spec.get('copy_bytes', 0) / 2**20:.0f} MiB elementwise pass"
+        if spec.get("copy_bytes")
+        else "a copy",
     }
     med_b, med_c = np.median(ub, axis=0), np.median(uc, axis=0)
     return {

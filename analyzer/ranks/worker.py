@@ -56,14 +56,16 @@ def run_job(job) -> dict:
 
 
 def cached_rank(inp: RankInput) -> dict | None:
-    """The result of summarize_rank for an unchanged file or shipped bytes, from the columnar cache, or None. Cheap
-    (a stat memo and one entry's header, no pandas), so the parent asks before starting any worker: a second
-    `ranks` on the same set answers without a pool. A zip member is left to its worker (it must be inflated to be
-    keyed)."""
+    """The result of summarize_rank for an unchanged plain file, from the columnar cache, or None. Cheap (the path's
+    stat memo and one entry's header: no hash, no pandas), so the parent asks before starting any worker: a second
+    `ranks` on the same set answers without a pool, and a first one costs the parent a stat per file. Shipped
+    bytes and zip members are left to their workers (they would have to be hashed or inflated to be keyed)."""
     from analyzer.readers import cache
+    from analyzer.readers.limits import default_limits
 
-    src = inp.data if inp.data is not None else (None if inp.member else inp.path)
-    key = cache.usable_key(src) if src else None
+    if inp.data is not None or inp.member or not inp.path or not (cache.enabled() and default_limits()):
+        return None
+    key = cache.known_key(inp.path)
     return None if key is None else cache.lookup_json(key, RANK_KIND)
 
 

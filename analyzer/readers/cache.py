@@ -115,10 +115,9 @@ def content_key(src) -> str:
     st = os.stat(path)
     sig = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
     memo = _memo_path(path)
-    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-        m = orjson.loads(memo.read_bytes())
-        if m["sig"] == sig and isinstance(m["key"], str):
-            return m["key"]
+    key = _memo_key(memo, sig)
+    if key is not None:
+        return key
     with open(path, "rb") as f:
         if not os.fstat(f.fileno()).st_size:
             return _hash(b"")
@@ -135,6 +134,24 @@ def content_key(src) -> str:
                 f.write(orjson.dumps({"path": str(path), "sig": sig, "key": key}))
             os.replace(tmp, memo)
     return key
+
+
+def known_key(path) -> str | None:
+    """The content key of an unchanged path from its stat memo, else None; never reads the file (a caller that
+    must not pay a hash, e.g. the `ranks` parent before it hands the files to its workers)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return _memo_key(_memo_path(Path(path)), [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev])
+
+
+def _memo_key(memo: Path, sig: list) -> str | None:
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        m = orjson.loads(memo.read_bytes())
+        if m["sig"] == sig and isinstance(m["key"], str):
+            return m["key"]
+    return None
 
 
 def _memo_path(path: Path) -> Path:

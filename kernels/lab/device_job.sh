@@ -152,8 +152,8 @@ ncu_warm_hf() {
 ncu_warm_plain() {
   local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072) P=""
   nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && P=h200_
-  rec "${P}plain_8192tok_bf16" 120 --workload plain --variants eager,compile,fuselens "${HF[@]}" --dtype bf16 --measure-bytes
-  rec "${P}plain_8192tok_h8192_bf16" 120 --workload plain --variants eager,compile,fuselens --batch 64 --seq 128 \
+  rec "${P}plain_8192tok_bf16" 170 --workload plain --variants eager,compile,fuselens "${HF[@]}" --dtype bf16 --measure-bytes
+  rec "${P}plain_8192tok_h8192_bf16" 170 --workload plain --variants eager,compile,fuselens --batch 64 --seq 128 \
     --d-model 768 --hidden 8192 --dtype bf16 --measure-bytes
   ncu_report "${P}plain_8192tok_bf16"; ncu_report "${P}plain_8192tok_h8192_bf16"
   probe_report "${P}plain_8192tok_bf16"; probe_report "${P}plain_8192tok_h8192_bf16"

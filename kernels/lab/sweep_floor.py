@@ -38,32 +38,31 @@ from kernels.ops.launch import config_text
 PASSES = 2
 # (name, tokens, d_model, hidden, dtype): the issue-16 rows whose x floor is above 1.05, then Llama-2-7B (met: 0.97)
 FLOOR_CASES = [
-    ("Llama-3-8B", 8192, 4096, 14336, torch.bfloat16),
     ("TinyLlama", 2048, 2048, 5632, torch.float16),
     ("TinyLlama", 2048, 2048, 5632, torch.bfloat16),
+    ("Llama-3-8B", 8192, 4096, 14336, torch.bfloat16),
     ("Llama-2-7B", 4096, 4096, 11008, torch.bfloat16),
 ]
-# Down projection candidates: the shipped single-GEMM configs plus group sizes and deeper pipelines. Tiles per wave on
-# 132 SMs: Llama-3 down (8192 x 4096) 128x256 -> 1024 tiles = 7.8 waves; TinyLlama down (2048 x 2048) 128x256 -> 128
-# tiles (one wave, 4 SMs idle), 128x128 -> 256 tiles (1.94 waves).
+# Down projection candidates: the single-GEMM configs within 2% of cuBLAS at every LLM shape in round s5-A (H100,
+# bench/results/sweep_floor_h100_80gb_hbm3.md); 256 x 128 and 128 x 128 tiles were 5-40% slower there.
 DOWN_CONFIGS = [
-    *hopper_gemm.SINGLE_CONFIGS,
-    hopper_gemm.single_config(128, 256, 64, 4, 8, group_m=16, subtile=True),
+    hopper_gemm.single_config(128, 256, 64, 3, 8, subtile=True),
+    hopper_gemm.single_config(128, 256, 64, 3, 8),
     hopper_gemm.single_config(128, 256, 64, 4, 8, group_m=4, subtile=True),
-    hopper_gemm.single_config(256, 128, 64, 3, 8, group_m=16, subtile=True),
-    hopper_gemm.single_config(128, 128, 64, 5, 8, group_m=16),
+    hopper_gemm.single_config(128, 256, 64, 4, 8, group_m=16, subtile=True),
 ]
-# Gate/up candidates. TinyLlama's 2048 x 5632 output in 128x128 tiles is 704 tiles = 5.33 waves (the last wave 1/3
-# full: ~11% of the kernel idle); 64-row or 64-column output tiles make 1408 tiles = 10.67 waves (3% idle) at the
-# cost of a narrower wgmma (64 x 256 on one warpgroup, or 128 x 128).
+# Gate/up candidates: the best single-launch configs of round s5-A at each LLM shape (128 x 128 s3 GROUP_M 8 at
+# Llama-3-8B, s3 GROUP_M 16 at Llama-2-7B, 128 x 64 s5 at TinyLlama; the autotuner's s4 GROUP_M 16), then the same
+# 128 x 128 tiles with the split-K wave tail (TAIL). TinyLlama's 2048 x 5632 output in 128x128 tiles is 704 tiles =
+# 5.33 waves on 132 SMs (the last wave a third full, ~11% of the kernel idle).
 GATED_CANDIDATES = [
-    *hopper_gemm.GATED_CONFIGS,
-    *hopper_gemm.GATED_CONFIGS_LLM,
     hopper_gemm.gated_config(128, 128, 64, 3, 8),
-    *hopper_gemm.GATED_CONFIGS_FEW_ROWS,
-    hopper_gemm.gated_config(64, 128, 64, 5, 4),
+    hopper_gemm.gated_config(128, 128, 64, 3, 8, group_m=16),
+    hopper_gemm.gated_config(128, 128, 64, 4, 8, group_m=16),
     hopper_gemm.gated_config(128, 64, 64, 5, 8),
-    hopper_gemm.gated_config(128, 64, 64, 4, 8, group_m=16),
+    hopper_gemm.gated_config(128, 128, 64, 3, 8, tail=True),
+    hopper_gemm.gated_config(128, 128, 64, 3, 8, group_m=16, tail=True),
+    hopper_gemm.gated_config(128, 128, 64, 4, 8, group_m=16, tail=True),
 ]
 DEVICE = "cuda"  # a module constant so a CPU dry run under TRITON_INTERPRET=1 can swap it
 PROBE_CALLS = 10  # kernels.models.dispatch._time_us: calls per pass for a forward over 2 ms
@@ -217,20 +216,13 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
     gu = {f"cuBLAS one GEMM to [gate; up] (N = {2 * h}), no activation": ((), partial(F.linear, x, wgu))}
     errs = {}
     for cfg in unique_configs(GATED_CANDIDATES):
-        fn = partial(hopper_gemm.persistent_gated, x, wg, wu, aid, split_rows=0)
+        fn = partial(hopper_gemm.persistent_gated, x, wg, wu, aid)
         key = f"dual {config_text(cfg)}"
         try:
             errs[key] = _rel(_forced(((gated, cfg),), fn), ref)
         except Exception as exc:
             log(f"{name} gate/up {key}: {type(exc).__name__}")
         gu[key] = (((gated, cfg),), fn)
-    first = hopper_gemm.tail_split_rows(M, h, hopper_gemm.num_sms(x.device.index or 0))
-    split_key = f"dual, autotuned, {first} + {M - first} rows in two launches (wave-tail split)"
-    if first:  # the autotuner picks each launch's config (the tail's among the few-row tiles)
-        fn = partial(hopper_gemm.persistent_gated, x, wg, wu, aid, split_rows=first)
-        gu["dual, autotuned, one launch"] = ((), partial(hopper_gemm.persistent_gated, x, wg, wu, aid, split_rows=0))
-        gu[split_key] = ((), fn)
-        errs[split_key] = _rel(fn(), ref)
     del ref
     rows = timed_in_turns(gu, 20 if gu_flop > 4e11 else 100, sampler)
     del wgu
@@ -240,12 +232,12 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
     best_gu_cfg = gu[best_gu][0][0][1]
 
     # whole forwards: the shipped tuning (the autotuner's own pick) and the best configs found above
-    def fwd(gcfg, dcfg, split=0):
-        """(forces, forward): the dual GEMM with gcfg (None: autotuned; split: rows of a first launch), then our
-        down GEMM with dcfg or (None) cuBLAS's."""
+    def fwd(gcfg, dcfg):
+        """(forces, forward): the dual GEMM with gcfg (None: autotuned), then our down GEMM with dcfg or (None)
+        cuBLAS's."""
 
         def run():
-            hh = hopper_gemm.persistent_gated(x, wg, wu, aid, split_rows=split)
+            hh = hopper_gemm.persistent_gated(x, wg, wu, aid)
             if dcfg is None:
                 return torch.matmul(hh, wd.t())
             return hopper_gemm.persistent_gemm(hh, wd, None, ident)
@@ -265,9 +257,6 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
     if config_text(best_gu_cfg) != config_text(pick):
         fwds[f"{best_gu} + cuBLAS down"] = fwd(best_gu_cfg, None)
         fwds[f"{best_gu} + {ours_down}"] = fwd(best_gu_cfg, best_down_cfg)
-    if first:
-        fwds[f"{split_key} + cuBLAS down"] = fwd(None, None, first)
-        fwds[f"{split_key} + {ours_down}"] = fwd(None, best_down_cfg, first)
     est = _forced(fwds[shipped][0], lambda: median_us(fwds[shipped][1], n_iter=3, warmup=1))["median_us"]
     for label, n in ((f"bench's call count ({bench_calls(est)})", bench_calls(est)), ("probe's", PROBE_CALLS)):
         rows = timed_in_turns(fwds, n, sampler)

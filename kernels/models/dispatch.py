@@ -44,7 +44,7 @@ PATHS = {
     "plain": ("gemm_act", "aten"),
 }
 PAD_PATHS = ("pad_dual_gemm", "pad_cat_gating")  # candidates only where d_model's rows are not 16-byte aligned
-FUSED_PATHS = {"gated": ("dual_gemm", "dual_gemm+gemm"), "plain": ("gemm_act",)}
+FUSED_PATHS = {"gated": ("dual_gemm", "dual_gemm+gemm", "pad_dual_gemm"), "plain": ("gemm_act",)}
 PROBE_PASSES = 2
 
 # FUSELENS_PATH=<path> skips the measurement wherever that path applies: the runner sets it for its Nsight Compute

@@ -26,7 +26,7 @@ import triton.language as tl
 from kernels.ops.activations import act_f32
 from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
 from kernels.ops.launch import Tuned
-from kernels.ops.triton_util import INTERPRETING, autotune_bench, interpreting
+from kernels.ops.triton_util import INTERPRETING, interpreting
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -37,12 +37,38 @@ TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 
 
 @triton.jit
+def _gated_tile_acc(x_desc, wgu_desc, off_m, pid_n, k_lo, k_hi, UPCAST: tl.constexpr, BM: tl.constexpr,
+                    BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
+    """The [BM, 2 BN] fp32 accumulator of one tile over the K steps [k_lo, k_hi)."""
+    acc = tl.zeros((BM, 2 * BN), dtype=tl.float32)
+    for ki in range(k_lo, k_hi):
+        off_k = ki * BK
+        a = x_desc.load([off_m, off_k])
+        b = wgu_desc.load([pid_n * 2 * BN, off_k])
+        if UPCAST:  # interpreter only: see gemm_common.dot_flags
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b.T, acc)
+    return acc
+
+
+@triton.jit
+def _gated_store(acc, out_desc, off_m, off_n, ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, BM: tl.constexpr,
+                 BN: tl.constexpr, ROWS: tl.constexpr):  # fmt: skip
+    # ROWS gate rows then ROWS up rows: see interleave_gate_up for why 8
+    acc = tl.permute(tl.reshape(acc, (BM, BN // ROWS, 2, ROWS)), (0, 1, 3, 2))
+    g, u = tl.split(tl.reshape(acc, (BM, BN, 2)))
+    out = act_f32(g, ACT) * u
+    out_desc.store([off_m, off_n], out.to(OUT_DTYPE))
+
+
+@triton.jit
 def fuselens_dual_gemm_glu_kernel(
-    x_desc, wgu_desc, out_desc,
-    M, N, K,
+    x_desc, wgu_desc, out_desc, ws_ptr, flag_ptr,
+    M, N, K, main_tiles, parts,
     ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-    ROWS: tl.constexpr,
+    ROWS: tl.constexpr, TAIL: tl.constexpr,
 ):  # fmt: skip
     """Gated MLP up-projection from an interleaved weight (interleave_gate_up): blocks of ROWS gate rows, then the
     same ROWS up rows.
@@ -50,26 +76,44 @@ def fuselens_dual_gemm_glu_kernel(
     One [BM, 2 BN] accumulator per tile, so each K step is ONE wgmma of width 2 BN = 256 (the widest, which reads
     the X tile from shared memory once) instead of two of width 128. Each thread of the wgmma layout holds the
     same column offsets of neighbouring 8-column groups, so gate and up of an output column sit in that thread's
-    registers and the reshape + split in the epilogue moves no data between threads."""
+    registers and the reshape + split in the epilogue moves no data between threads.
+
+    TAIL (split-K wave tail, see tail_plan): the first main_tiles tiles (whole waves) as above; each remaining tile is
+    cut into `parts` K ranges, one per program, so the last wave is full. Programs with the lower parts store their
+    fp32 partial accumulator in ws_ptr and count up the tile's flag; the program with the last part waits for the
+    count, adds the partials, applies the epilogue and resets the flag to 0 for the next call. Every part runs on
+    its own program of a grid of at most one program per SM, all resident, so the wait always ends."""
     num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
-    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
+    if not TAIL:
+        main_tiles = num_tiles
+    for tile_id in tl.range(tl.program_id(0), main_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = grouped_tile(tile_id, M, N, BM, BN, GROUP_M)
-        off_m = pid_m * BM
-        acc = tl.zeros((BM, 2 * BN), dtype=tl.float32)
-        for ki in range(k_tiles):
-            off_k = ki * BK
-            a = x_desc.load([off_m, off_k])
-            b = wgu_desc.load([pid_n * 2 * BN, off_k])
-            if UPCAST:  # interpreter only: see gemm_common.dot_flags
-                a = a.to(tl.float32)
-                b = b.to(tl.float32)
-            acc = tl.dot(a, b.T, acc)
-        # ROWS gate rows then ROWS up rows: see interleave_gate_up for why 8
-        acc = tl.permute(tl.reshape(acc, (BM, BN // ROWS, 2, ROWS)), (0, 1, 3, 2))
-        g, u = tl.split(tl.reshape(acc, (BM, BN, 2)))
-        out = act_f32(g, ACT) * u
-        out_desc.store([off_m, pid_n * BN], out.to(OUT_DTYPE))
+        acc = _gated_tile_acc(x_desc, wgu_desc, pid_m * BM, pid_n, 0, k_tiles, UPCAST, BM, BN, BK)
+        _gated_store(acc, out_desc, pid_m * BM, pid_n * BN, ACT, OUT_DTYPE, BM, BN, ROWS)
+    if TAIL:
+        n_units = (num_tiles - main_tiles) * parts
+        k_per = tl.cdiv(k_tiles, parts)
+        offs = tl.arange(0, BM)[:, None] * (2 * BN) + tl.arange(0, 2 * BN)[None, :]
+        for unit in range(tl.program_id(0), n_units, NUM_SMS):  # at most one unit per program (tail_plan)
+            slot = unit // parts
+            part = unit % parts
+            pid_m, pid_n = grouped_tile(main_tiles + slot, M, N, BM, BN, GROUP_M)
+            k_lo = part * k_per
+            k_hi = tl.minimum(k_lo + k_per, k_tiles)
+            acc = _gated_tile_acc(x_desc, wgu_desc, pid_m * BM, pid_n, k_lo, k_hi, UPCAST, BM, BN, BK)
+            if part < parts - 1:
+                tl.store(ws_ptr + (slot * (parts - 1) + part).to(tl.int64) * (BM * 2 * BN) + offs, acc)
+                tl.debug_barrier()  # every thread's partial is stored before the flag says so
+                tl.atomic_add(flag_ptr + slot, 1, sem="release")
+            else:
+                while tl.atomic_add(flag_ptr + slot, 0, sem="acquire") < parts - 1:
+                    pass
+                for p in range(parts - 1):
+                    base = ws_ptr + (slot * (parts - 1) + p).to(tl.int64) * (BM * 2 * BN)
+                    acc += tl.load(base + offs, cache_modifier=".cg")
+                tl.atomic_xchg(flag_ptr + slot, 0)
+                _gated_store(acc, out_desc, pid_m * BM, pid_n * BN, ACT, OUT_DTYPE, BM, BN, ROWS)
 
 
 @triton.jit
@@ -137,9 +181,9 @@ SINGLE_CONFIGS = [
 ]
 
 
-def gated_config(bm, bn, bk, stages, warps, group_m=8):
+def gated_config(bm, bn, bk, stages, warps, group_m=8, tail=False):
     return triton.Config(
-        {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m},
+        {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m, "TAIL": tail},
         num_stages=stages,
         num_warps=warps,
     )
@@ -274,76 +318,14 @@ def _sms(dev: int) -> int:
     return 4 if interpreting() else num_sms(dev)
 
 
-# The wave tail. A persistent grid of one program per SM runs cdiv(tiles, SMs) rounds, so when the last round is
-# only partly full those SMs idle: TinyLlama's gate/up output (2048 x 5632) is 16 x 44 = 704 tiles of 128 x 128 on
-# 132 SMs = 5.33 waves, the last one a third full (~11% of the kernel). Split: the rows whose tiles fill whole
-# waves go to one launch and the remaining rows to a second launch tuned for its few rows (64-row or 64-column tiles:
-# twice the tiles, each half as long), so the tail costs about half a tile's time instead of a whole one, plus one
-# launch. Whether that beats a single launch is measured at the first call per shape (split_decision), like a config.
-_SPLIT: dict[tuple, int] = {}  # (device, dtype, act, rows, M, N, K) -> rows of the first launch, 0 = one launch
-SPLIT_TILE = 128  # the BM = BN of every config tuned for M > 1024 (GATED_CONFIGS, GATED_CONFIGS_LLM)
-
-
-def tail_split_rows(M: int, N: int, n_sms: int, tile: int = SPLIT_TILE) -> int:
-    """Rows of the first launch of a split (0: no split applies): as many whole row tiles as fit in the single
-    launch's whole waves, where that launch would run >= 2 waves with the last one at most half full, the first
-    launch's own last wave is empty or >= 3/4 full (Llama-3-8B's 112 column tiles leave 63 row tiles = 53.45 waves:
-    no gain), and the tail is 65-1024 rows (more than 64 so the TMA kernel applies; at most 1024 so the few-row
-    tiles are tuned for it)."""
-    m_tiles, n_tiles = triton.cdiv(M, tile), triton.cdiv(N, tile)
-    waves, rem = divmod(m_tiles * n_tiles, n_sms)
-    if waves < 2 or rem == 0 or 2 * rem > n_sms:
-        return 0
-    row_tiles = waves * n_sms // n_tiles
-    first_rem = row_tiles * n_tiles % n_sms
-    if first_rem and 4 * first_rem < 3 * n_sms:
-        return 0
-    first = row_tiles * tile
-    return first if 64 < M - first <= 1024 else 0
-
-
-def split_decision(x, w_gate, w_up, act_id: int, rows: int, out) -> int:
-    """The first launch's rows for this shape (0: one launch): cached, or measured now (both ways, after a warm-up
-    call each, which also tunes their configs; timed like the autotuner, triton_util.autotune_bench)."""
-    M, K = x.shape
-    N = w_gate.shape[0]
-    key = (x.get_device(), x.dtype, act_id, rows, M, N, K)
-    hit = _SPLIT.get(key)
-    if hit is not None:
-        return hit
-    if interpreting() or torch.cuda.is_current_stream_capturing():
-        return 0  # nothing to time (not cached: a later eager call measures)
-    first = tail_split_rows(M, N, num_sms(x.get_device()))
-    if first:
-        times = {}
-        for cand in (0, first):
-            call = functools.partial(_gated_launches, x, w_gate, w_up, act_id, rows, out, cand)
-            call()
-            times[cand] = autotune_bench(call, None)[0]
-        first = min(times, key=times.get)
-    _SPLIT[key] = first
-    return first
-
-
-def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out=None, split_rows=None) -> torch.Tensor:
+def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out=None) -> torch.Tensor:
     """act(x @ w_gate^T) * (x @ w_up^T) through the interleaved-weight kernel; callers validate inputs.
     rows: the weight's gate/up block height (1 = the run-3 layout, kept for the sweep's before/after rows).
-    out: an [M, N] tensor of x's dtype to write, when the caller already has one (one allocation per call, not two).
-    split_rows: rows of a first launch, the rest in a second (the wave-tail split above); None = measured choice."""
+    out: an [M, N] tensor of x's dtype to write, when the caller already has one (one allocation per call, not two)."""
     if out is None:
         out = torch.empty((x.shape[0], w_gate.shape[0]), device=x.device, dtype=x.dtype)
-    if split_rows is None:
-        split_rows = split_decision(x, w_gate, w_up, act_id, rows, out)
-    _gated_launches(x, w_gate, w_up, act_id, rows, out, split_rows)
+    _launch_gated(x, w_gate, w_up, act_id, rows, out)
     return out
-
-
-def _gated_launches(x, w_gate, w_up, act_id, rows, out, split_rows: int) -> None:
-    if split_rows:  # row slices of contiguous x and out: 16-byte aligned bases for any split of 8 rows or more
-        _launch_gated(x[:split_rows], w_gate, w_up, act_id, rows, out[:split_rows])
-        _launch_gated(x[split_rows:], w_gate, w_up, act_id, rows, out[split_rows:])
-    else:
-        _launch_gated(x, w_gate, w_up, act_id, rows, out)
 
 
 def _launch_gated(x, w_gate, w_up, act_id: int, rows: int, out) -> None:
@@ -362,8 +344,14 @@ def _launch_gated(x, w_gate, w_up, act_id: int, rows: int, out) -> None:
 
     def args(cfg):
         bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
+        main, parts, ws, flags = tail_plan(dev, M, N, K, bm, bn, bk, n_sms) if cfg.kwargs["TAIL"] else (0, 1, out, out)
         # (tensor, block) pairs: TMA descriptors, encoded and cached by the launcher (kernels.ops.launch)
-        return ((x, (bm, bk)), (wgu, (2 * bn, bk)), (out, (bm, bn)), M, N, K)
+        return ((x, (bm, bk)), (wgu, (2 * bn, bk)), (out, (bm, bn)), ws, flags, M, N, K, main, parts)
+
+    def grid(cfg):
+        if cfg.kwargs["TAIL"]:
+            return (n_sms, 1, 1)
+        return (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1)
 
     dt = x.dtype
     _gated_tuned.launch(
@@ -371,12 +359,44 @@ def _launch_gated(x, w_gate, w_up, act_id: int, rows: int, out) -> None:
         lambda: (dev, dt, act_id, rows, m_bucket(M), N, K),
         args,
         lambda cfg: consts,
-        lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
+        grid,
         dev,
         prune_arg=(M, K),
         # a triton.Config per call costs ~0.7 us of host time: built only where the interpreter runs
-        interp_config=triton.Config(_INTERP_GATED_META or INTERP_META) if INTERPRETING else None,
+        interp_config=triton.Config({"TAIL": False, **(_INTERP_GATED_META or INTERP_META)}) if INTERPRETING else None,
     )
+
+
+# Split-K wave tail (the kernel's TAIL): where the last wave of a persistent launch is partly empty (TinyLlama's
+# 2048 x 5632 output: 704 tiles of 128 x 128 on 132 SMs, the 6th wave 44 tiles), those tiles are cut into K ranges
+# so that wave is full: 44 tiles x 3 parts = 132 programs, each a third of a tile's K loop, + the partial sums
+# through L2 (2 x 128 KB per tile). At most TAIL_MAX_PARTS parts: the finishing program reads every other part's
+# partial. One workspace + flag set per (device, stream, shape, tile): the flags are counted up and reset by the
+# kernel itself, and calls on one stream run one after another, so they never share a flag while it counts.
+TAIL_MAX_PARTS = 3
+_TAIL_BUFS: dict[tuple, tuple] = {}
+
+
+def tail_plan(dev: int, M: int, N: int, K: int, bm: int, bn: int, bk: int, n_sms: int) -> tuple:
+    """(main_tiles, parts, workspace, flags) for the kernel's TAIL: main_tiles = the tiles of whole waves, parts = K
+    ranges per remaining tile (1 = no split: every tile in the main loop, workspace and flags unused)."""
+    stream = 0 if dev < 0 else torch._C._cuda_getCurrentRawStream(dev)
+    key = (dev, stream, M, N, K, bm, bn, bk, n_sms)
+    hit = _TAIL_BUFS.get(key)
+    if hit is not None:
+        return hit
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    main = tiles // n_sms * n_sms
+    tail = tiles - main
+    parts = min(n_sms // tail, TAIL_MAX_PARTS, triton.cdiv(K, bk)) if tail else 1
+    device = "cpu" if dev < 0 else f"cuda:{dev}"
+    if parts < 2:
+        plan = (tiles, 1, torch.empty(1, device=device), torch.zeros(1, device=device, dtype=torch.int32))
+    else:
+        ws = torch.empty((tail, parts - 1, bm, 2 * bn), device=device, dtype=torch.float32)
+        plan = (main, parts, ws, torch.zeros(tail, device=device, dtype=torch.int32))
+    _TAIL_BUFS[key] = plan
+    return plan
 
 
 def launch_single(x, w, bias, act_id, out, tuned=None):

@@ -106,13 +106,16 @@ def _descriptors(a) -> tuple:
     return tuple(tensor_desc(v[0], v[1]) if type(v) is tuple else v for v in a)
 
 
-def _raw_plan(compiled, a: tuple):
-    """How to call the generated C launch function of a compiled kernel directly, or None where this Triton's
-    launcher is not the one this was written against (Triton 3.5-3.6: CudaLauncher.__call__(gridX, gridY, gridZ,
-    stream, function, *args) -> self.launch(grid, stream, function, cooperative, pdl, global scratch, profile
-    scratch, *args), self.launch being the C function or, with descriptor arguments, a Python `inner` that encodes
-    them and then calls it). Returns (C launch, (cooperative, pdl, None, None), {argument index: (descriptor
-    metadata, encoding cache)})."""
+def _raw_plan(compiled, a: tuple, tail: tuple, grid: tuple):
+    """A function fire(args, stream) calling the generated C launch function of a compiled kernel directly, or None
+    where this Triton's launcher is not the one this was written against (Triton 3.5-3.6: CudaLauncher.__call__(gridX,
+    gridY, gridZ, stream, function, *args) -> self.launch(grid, stream, function, cooperative, pdl, global scratch,
+    profile scratch, *args), self.launch being the C function or, with descriptor arguments, a Python `inner` that
+    encodes them and then calls it). `a`: this launch's runtime arguments ((tensor, block) pairs for descriptors).
+
+    fire passes each tensor as its data pointer (an int: the C function then skips its data_ptr call and the
+    cuPointerGetAttribute check per pointer argument; the wrappers have checked the devices) and each descriptor as
+    its cached encoding; it is generated per launcher entry, so a call is one Python frame around the C call."""
     if not RAW_LAUNCH:
         return None
     try:
@@ -125,20 +128,22 @@ def _raw_plan(compiled, a: tuple):
         if getattr(launcher, "global_scratch_size", 0) or getattr(launcher, "profile_scratch_size", 0):
             return None  # the launcher would allocate scratch per call
         fn = launcher.launch
-        descs = {}
+        metas = {}
+        desc_at = [i for i, v in enumerate(a) if type(v) is tuple]
         if not isinstance(fn, types.BuiltinFunctionType):
             free = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ()), strict=True))
-            raw, indices, metas = free.get("launcher"), free.get("tensordesc_indices"), free.get("tensordesc_meta")
-            if not isinstance(raw, types.BuiltinFunctionType) or indices is None or metas is None:
+            raw, indices, tmetas = free.get("launcher"), free.get("tensordesc_indices"), free.get("tensordesc_meta")
+            if not isinstance(raw, types.BuiltinFunctionType) or indices is None or tmetas is None:
                 return None
-            if sorted(indices) != [i for i, v in enumerate(a) if type(v) is tuple] or None in metas:
+            if sorted(indices) != desc_at or None in tmetas:
                 return None  # descriptors where the wrapper passed none, or lowered without TMA
-            descs = {i: (meta, {}) for i, meta in zip(sorted(indices), metas, strict=True)}
+            metas = dict(zip(desc_at, tmetas, strict=True))
             fn = raw
-        elif any(type(v) is tuple for v in a):
+        elif desc_at:
             return None
-        n_params = len(inspect.signature(nv.make_tensordesc_arg).parameters)
-        if descs and n_params not in (2, 3):
+        make = nv.make_tensordesc_arg
+        n_params = len(inspect.signature(make).parameters)
+        if metas and n_params not in (2, 3):
             return None
         head = (launcher.launch_cooperative_grid, launcher.launch_pdl, None, None)
         # the C function's leading arguments: grid (3), stream, function, head, kernel metadata, launch metadata and
@@ -146,9 +151,44 @@ def _raw_plan(compiled, a: tuple):
         marked = hasattr(launcher, "profile_scratch_size") and hasattr(launcher, "launch_pdl")  # "iiiKKppOOOOOO"
         if getattr(nv, "_BASE_ARGS_FORMAT_LEN", 13 if marked else None) != 5 + len(head) + 4:
             return None
-        return fn, head, descs, (nv.make_tensordesc_arg, n_params)
+        ns = {"_fn": fn, "_g": tuple(grid), "_f": compiled.function, "_h": head, "_m": compiled.packed_metadata}
+        ns["_tail"] = tuple(tail)
+        parts = []
+        for i, v in enumerate(a):
+            if i in metas:
+                ns[f"_d{i}"] = _desc_lookup(make, n_params, metas[i])
+                parts.append(f"*_d{i}(a[{i}])")
+            elif isinstance(v, torch.Tensor):
+                parts.append(f"a[{i}].data_ptr()")
+            else:
+                parts.append(f"a[{i}]")
+        src = (
+            "def fire(a, stream):\n"
+            f"    _fn(_g[0], _g[1], _g[2], stream, _f, *_h, _m, None, None, None, {', '.join(parts)}, *_tail)\n"
+        )
+        exec(compile(src, f"<fuselens launch {getattr(compiled, 'name', '')}>", "exec"), ns)  # noqa: S102
+        return ns["fire"]
     except (ImportError, AttributeError, TypeError, ValueError):
         return None
+
+
+def _desc_lookup(make, n_params: int, meta) -> Callable:
+    """(tensor, block) -> Triton's [CUtensorMap, *shape, *strides] for one descriptor argument, from a cache keyed by
+    what the encoding depends on (the launcher entry fixes dtype and block)."""
+    cache: dict = {}
+
+    def lookup(v):
+        t, block = v
+        k = (t.data_ptr(), t.shape, t.stride())
+        enc = cache.get(k)
+        if enc is None:
+            if len(cache) >= _DESC_CACHE_MAX:
+                cache.clear()
+            enc = cache[k] = _encode(make, n_params, t, block, meta)
+        return enc
+
+    lookup.cache = cache
+    return lookup
 
 
 def _encode(make, n_params: int, t: torch.Tensor, block, meta) -> list:
@@ -158,41 +198,21 @@ def _encode(make, n_params: int, t: torch.Tensor, block, meta) -> list:
 
 
 def _fire(hit: tuple, a, device_index: int) -> None:
-    """One launch from a cached launcher entry (key, config, compiled kernel, constexpr tail, grid, raw plan) with the
+    """One launch from a cached launcher entry (key, config, compiled kernel, constexpr tail, grid, raw fire) with the
     runtime arguments `a` ((tensor, block) pairs where the kernel takes a TMA descriptor)."""
-    _key, _cfg, compiled, tail, g, plan = hit
     stream = torch._C._cuda_getCurrentRawStream(device_index)
-    if plan is None:
-        compiled.run(
-            g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None, None,
-            *_descriptors(a), *tail,
-        )  # fmt: skip
-        return
-    fn, head, descs, (make, n_params) = plan
-    raw_args = a
-    if descs:
-        flat = []
-        for i, v in enumerate(a):
-            d = descs.get(i)
-            if d is None:
-                flat.append(v)
-                continue
-            t, block = v
-            k = (t.data_ptr(), t.shape, t.stride())
-            enc = d[1].get(k)
-            if enc is None:
-                if len(d[1]) >= _DESC_CACHE_MAX:
-                    d[1].clear()
-                enc = d[1][k] = _encode(make, n_params, t, block, d[0])
-            flat.extend(enc)
-        a = flat
-    try:
-        fn(g[0], g[1], g[2], stream, compiled.function, *head, compiled.packed_metadata, None, None, None, *a, *tail)
-    except TypeError:  # arguments the C function's format refuses (a Triton _raw_plan misread): Triton's own path
-        compiled.run(
-            g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None, None,
-            *_descriptors(raw_args), *tail,
-        )  # fmt: skip
+    fire = hit[5]
+    if fire is not None:
+        try:
+            fire(a, stream)
+            return
+        except TypeError:  # arguments the C function's format refuses (_raw_plan misread this Triton): its own path
+            pass
+    _key, _cfg, compiled, tail, g, _ = hit
+    compiled.run(
+        g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None, None,
+        *_descriptors(a), *tail,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------- op plans: one op call replayed as its launches
@@ -266,6 +286,8 @@ def _build_plan(rec: list, inputs: tuple, out):
     if not rec or not isinstance(out, torch.Tensor) or not out.is_contiguous():
         return None
     ids = {id(t): i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
+    if len(ids) != sum(isinstance(t, torch.Tensor) for t in inputs):
+        return None  # one tensor passed twice: the recorded arguments could not tell the two apart
     launches = []
     weak = []
     out_seen = False
@@ -294,30 +316,52 @@ def _build_plan(rec: list, inputs: tuple, out):
     if inputs[first].dtype != out.dtype or inputs[first].get_device() != device_index:
         return None
     a = t = v = out = rec = None  # the caller checks the weak references once this call's temporaries are gone
+    return _replay_code(launches, first, shape, device_index), weak
 
-    def replay(inputs: tuple):
-        o = inputs[first].new_empty(shape)
-        for tuned, spec, hit, tmpl in launches:
-            if tuned._launchers.get(spec) is not hit or tuned.cache.get(hit[0]) is not hit[1]:
-                return None
-            a = []
-            for ref, block in tmpl:
-                kind = ref[0]
-                if kind == "in":
-                    v = inputs[ref[1]]
-                elif kind == "out":
-                    v = o
-                elif kind == "const":
-                    v = ref[1]
-                else:
-                    v = ref[1]()
-                    if v is None:
-                        return None
-                a.append(v if block is None else (v, block))
-            _fire(hit, a, device_index)
-        return o
 
-    return replay, weak
+def _replay_code(launches: list, first: int, shape: tuple, device_index: int) -> Callable:
+    """The plan as one generated function: allocate the output, check each launcher entry is still the cached one,
+    dereference the weight copies, and call each entry's `fire` with this call's arguments written out (no loop
+    over a template per call: ~13 list appends and branches per launch on the r1 H100 host's cProfile)."""
+    ns = {"_shape": shape, "_stream": getattr(torch._C, "_cuda_getCurrentRawStream", None), "_dev": device_index}
+    ns["_slow"] = _fire
+    lines = ["def replay(inputs):", f"    o = inputs[{first}].new_empty(_shape)", "    stream = _stream(_dev)"]
+    for k, (tuned, spec, hit, tmpl) in enumerate(launches):
+        ns.update({f"_t{k}": tuned, f"_s{k}": spec, f"_h{k}": hit, f"_k{k}": hit[0], f"_c{k}": hit[1]})
+        lines.append(f"    if _t{k}._launchers.get(_s{k}) is not _h{k} or _t{k}.cache.get(_k{k}) is not _c{k}:")
+        lines.append("        return None")
+        args = []
+        for j, (ref, block) in enumerate(tmpl):
+            kind = ref[0]
+            if kind == "in":
+                v = f"inputs[{ref[1]}]"
+            elif kind == "out":
+                v = "o"
+            elif kind == "const":
+                ns[f"_v{k}_{j}"] = ref[1]
+                v = f"_v{k}_{j}"
+            else:
+                ns[f"_w{k}_{j}"] = ref[1]
+                lines.append(f"    w{k}_{j} = _w{k}_{j}()")
+                lines.append(f"    if w{k}_{j} is None:")
+                lines.append("        return None")
+                v = f"w{k}_{j}"
+            if block is not None:
+                ns[f"_b{k}_{j}"] = block
+                v = f"({v}, _b{k}_{j})"
+            args.append(v)
+        call_args = f"({', '.join(args)},)"
+        if hit[5] is None:
+            lines.append(f"    _slow(_h{k}, {call_args}, _dev)")
+        else:
+            ns[f"_f{k}"] = hit[5]
+            lines.append("    try:")
+            lines.append(f"        _f{k}({call_args}, stream)")
+            lines.append("    except TypeError:")
+            lines.append(f"        _slow(_h{k}, {call_args}, _dev)")
+    lines.append("    return o")
+    exec(compile("\n".join(lines) + "\n", "<fuselens op plan>", "exec"), ns)  # noqa: S102
+    return ns["replay"]
 
 
 TUNED: list = []  # every Tuned, for forget_launchers
@@ -398,7 +442,7 @@ class Tuned:
         compiled = self.kernel.run(*_descriptors(a), grid=grid, warmup=False, **consts, **cfg.all_kwargs())
         tail = self._tail(len(a), {**consts, **cfg.kwargs})
         if tail is not None and all(hasattr(compiled, n) for n in ("run", "function", "packed_metadata")):
-            self._launchers[spec] = (key, cfg, compiled, tail, grid, _raw_plan(compiled, (*a, *tail)))
+            self._launchers[spec] = (key, cfg, compiled, tail, grid, _raw_plan(compiled, a, tail, grid))
         if _RECORDING:
             _record(self, spec, self._launchers.get(spec), a)
 
@@ -440,4 +484,5 @@ def config_text(cfg) -> str:
     kw = cfg.kwargs
     tile = "x".join(str(kw[k]) for k in ("BM", "BN", "BK") if k in kw) or ",".join(f"{k}={v}" for k, v in kw.items())
     extra = "".join(f" {k}={kw[k]}" for k in ("GROUP_M", "SUBTILE", "EVICT") if k in kw)
+    extra += " TAIL" if kw.get("TAIL") else ""  # the dual GEMM's split-K wave tail (kernels.ops.hopper_gemm)
     return f"{tile} w{cfg.num_warps} s{cfg.num_stages}{extra}"
