@@ -323,3 +323,31 @@ def test_sets_recorded_with_the_control_probe_get_their_factor_from_it(case):
         h = cd.headline()
         ev_b, ev_c = h["cuda_event_time_us_per_step"]
         assert np.sign(h["normalised_gpu_time_change_pct"]) == np.sign(ev_c - ev_b)
+
+
+def test_a_damaged_probe_record_is_ignored_and_the_traces_decide(tmp_path):
+    """A hand-edited manifest (a probe time that is text, negative, or a turn missing a role) never yields a probe
+    factor: the pair falls back to its traces' same-context calls, and says so (source 'trace')."""
+    import shutil
+
+    from analyzer.diff.facts import recorded_probe
+
+    src = PROBE / "plain_8192tok_h8192_bf16"
+    doc = json.loads((src / "manifest.json").read_text())
+    entry = next(v for v in doc["variants"] if v["name"] == "compile")
+    assert recorded_probe(doc, entry)["us"][0][1] == pytest.approx(25.0, abs=0.3)
+    for bad in ("abc", -1.0, None):
+        e = json.loads(json.dumps(entry))
+        e["control_probe"]["us"][3][1] = bad
+        assert recorded_probe(doc, e) is None
+    e = json.loads(json.dumps(entry))
+    e["control_probe"]["us"][2] = e["control_probe"]["us"][2][:2]
+    assert recorded_probe(doc, e) is None
+    assert recorded_probe({**doc, "control_probe": {**doc["control_probe"], "error": "x"}}, entry) is None
+    for name in ("eager", "compile"):
+        shutil.copy(src / f"{name}.json.gz", tmp_path / f"{name}.json.gz")
+    entry["control_probe"]["us"][0][1] = "abc"
+    (tmp_path / "manifest.json").write_text(json.dumps(doc))
+    cd = diff_runs(_summary(tmp_path / "eager.json.gz"), [_summary(tmp_path / "compile.json.gz")]).candidates[0]
+    assert cd.comparability.source == "trace" and cd.comparability.verdict == "comparable"
+    assert cd.comparability.factor == pytest.approx(cd.comparability.trace_factor)

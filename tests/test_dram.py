@@ -24,15 +24,16 @@ RUNS = [("hf_geglu_bf16", "geglu", v) for v in ("eager", "compile", "liger", "fu
 ]
 # (case, variant, kernel index) -> the documented r+w error, %: kernels outside ±10% and why (COST_MODEL.md)
 MISSES = {
-    # the step's last GEMM also writes back the dirty tail the kernel before it left in L2 (10-16 MB)
-    ("hf_geglu_bf16", "eager", 4): -17.7,
-    ("hf_geglu_bf16", "compile", 3): -19.8,
-    ("hf_geglu_bf16", "liger", 3): -16.7,
-    ("hf_geglu_bf16", "fuselens-gating", 3): -22.2,
-    ("hf_geglu_bf16", "fuselens", 1): -18.2,
-    ("plain_8192tok_bf16", "eager", 2): -20.9,
-    ("plain_8192tok_bf16", "compile", 2): -19.8,
-    ("plain_8192tok_bf16", "fuselens", 1): -21.8,
+    # the step's last GEMM also writes back the dirty tail the kernel before it left in L2 (10-16 MB); its operand
+    # re-reads (the 4.7 MB weight read in each of its 2 waves, partly found in L2) are counted
+    ("hf_geglu_bf16", "eager", 4): -15.6,
+    ("hf_geglu_bf16", "compile", 3): -17.6,
+    ("hf_geglu_bf16", "liger", 3): -14.4,
+    ("hf_geglu_bf16", "fuselens-gating", 3): -19.6,
+    ("hf_geglu_bf16", "fuselens", 1): -16.0,
+    ("plain_8192tok_bf16", "eager", 2): -18.8,
+    ("plain_8192tok_bf16", "compile", 2): -17.6,
+    ("plain_8192tok_bf16", "fuselens", 1): -19.7,
     # the step's first GEMM leaves 11-18 MB of its output dirty for the next kernel to write back
     ("hf_geglu_bf16", "eager", 0): 16.5,
     ("hf_geglu_bf16", "liger", 0): 15.6,
@@ -80,7 +81,7 @@ def test_kernels_within_10pct_or_a_documented_miss(case, prefix, variant):
         if doc is None:
             assert abs(err) <= 10, (i, g["name"].iloc[i], err)
         else:
-            assert abs(err - doc) <= 3, (i, g["name"].iloc[i], err, doc)
+            assert abs(err - doc) <= 2, (i, g["name"].iloc[i], err, doc)
 
 
 def test_last_first_walk_reads_what_the_gemm_just_wrote():
