@@ -125,6 +125,7 @@ def main() -> int:
     import torch
     import torch.nn.functional as F
 
+    from kernels.lab.envinfo import environment
     from kernels.models import custom_ops as ops
     from kernels.models import dispatch
     from kernels.models.variants import build
@@ -280,7 +281,9 @@ def main() -> int:
     if ns.json:
         Path(ns.json).write_text(
             json.dumps(
-                {"gpu": torch.cuda.get_device_name(), "tokens": m, "target_us": TARGET_US, "rows": rows}, indent=1
+                {"gpu": torch.cuda.get_device_name(), "tokens": m, "target_us": TARGET_US, "rows": rows}
+                | {"env": environment(), "calls_per_loop": CALLS_PER_LOOP},
+                indent=1,
             )
         )
     return 0
