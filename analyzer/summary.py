@@ -33,7 +33,8 @@ ESTIMATES_NOTE = (
 DRAM_NOTE = (
     "bytes_per_call is LOGICAL (every tensor read and written once, as if none stayed in cache); "
     "dram_bytes_per_call is PREDICTED DRAM traffic in sequence (analyzer.dram: reuse of earlier kernels' tensors "
-    "against the GPU's L2 size in launch order, outputs written back by their kernel), on per_step.dram_step; "
+    "against the GPU's L2 size in launch order, GEMM operand panels re-read by their tile walk, outputs written "
+    "back by their kernel), on per_step.dram_step; "
     "dram_basis says what it rests on"
 )
 _MEMOP_KINDS = ("memcpy", "memset")
