@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
 #   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | sweep-floor | ncu-floor | configs | record | record-hf |
-#                                          record-fuselens | record-roofs | record-layer | record-llama-layer | record-templates |
+#                                          record-fuselens | record-roofs | record-layer | record-layer-quick | record-llama-layer | record-templates |
 #                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | bench-rows | bench-llm-floor | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain | gemm-reread
@@ -110,6 +110,12 @@ record_templates() {
   local HF=(--batch 64 --seq 128 --d-model 768 --hidden 3072)
   rec hf_geglu_templates_bf16 "${TEMPLATES_LIMIT_S:-200}" --workload geglu --variants eager,compile,compile-triton-gemm "${HF[@]}" --dtype bf16
   rec geglu_train_templates_bf16 "${TEMPLATES_LIMIT_S:-200}" --workload geglu --variants eager,compile-triton-gemm "${HF[@]}" --dtype bf16 --train
+}
+
+record_layer_quick() {  # the Gemma layer without ncu (~3 min: two cold compiles): traces + the control probe only
+  rec gemma_layer_probe_bf16 "${LAYER_LIMIT_S:-300}" --workload gemma-layer --variants eager,sdpa,compile,compile-fuselens \
+    --dtype bf16
+  probe_report gemma_layer_probe_bf16
 }
 
 record_llama_layer() {  # Llama-style (SwiGLU, 16 q heads, 4 KV heads, head_dim 128): ~2 min, no ncu
@@ -277,7 +283,7 @@ PY
 for step in "$@"; do
   case $step in
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-roofs) record_roofs ;; record-fuselens) record_fuselens ;; check) check ;;
-    record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
+    record-layer) record_layer ;; record-layer-quick) record_layer_quick ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
     record-skew) record_skew ;; gemm-reread) gemm_reread ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; ncu-floor) ncu_floor ;; two-models) two_models ;;
