@@ -252,8 +252,7 @@ def _spaces_member() -> bytes:
 def make_bombs(folder: Path) -> list[tuple[str, Path]]:
     """(description, path) of each generated file. Multi-member gzip: one compressed 16 MiB block of spaces,
     repeated, builds a 4 GiB-inflating file in milliseconds."""
-    import random
-
+    import numpy as np
     import orjson
 
     src = ROOT / "tests" / "data" / "tracelens" / "h100_bert-small_eager.json.gz"
@@ -273,11 +272,12 @@ def make_bombs(folder: Path) -> list[tuple[str, Path]]:
     out.append(("a real trace (1 MB), then 4 GiB of spaces before `]`", p))
 
     p = folder / "whitespace_mix_320m.json.gz"
-    rng = random.Random(0)
+    rng = np.random.default_rng(0)  # numpy: 320 MiB of random whitespace in ~2 s (random.choices: ~40 s)
+    ws = np.frombuffer(b" \t\r\n", np.uint8)
     with gzip.open(p, "wb", compresslevel=1) as g:
         g.write(head)
         for _ in range(20):
-            g.write(bytes(rng.choices(b" \t\r\n", k=16 << 20)))
+            g.write(rng.choice(ws, size=16 << 20).tobytes())
         g.write(b"]}")
     out.append(("a real trace, then 320 MiB of random whitespace (deflates ~4:1)", p))
 
