@@ -325,7 +325,9 @@ def _replay_code(launches: list, first: int, shape: tuple, device_index: int) ->
     over a template per call: ~13 list appends and branches per launch on the r1 H100 host's cProfile)."""
     ns = {"_shape": shape, "_stream": getattr(torch._C, "_cuda_getCurrentRawStream", None), "_dev": device_index}
     ns["_slow"] = _fire
-    lines = ["def replay(inputs):", f"    o = inputs[{first}].new_empty(_shape)", "    stream = _stream(_dev)"]
+    # the sizes as literal ints: new_empty(16, 3072) parses ~0.5 us faster than new_empty((16, 3072)) (dev box)
+    dims = ", ".join(str(int(n)) for n in shape) or "()"
+    lines = ["def replay(inputs):", f"    o = inputs[{first}].new_empty({dims})", "    stream = _stream(_dev)"]
     for k, (tuned, spec, hit, tmpl) in enumerate(launches):
         ns.update({f"_t{k}": tuned, f"_s{k}": spec, f"_h{k}": hit, f"_k{k}": hit[0], f"_c{k}": hit[1]})
         lines.append(f"    if _t{k}._launchers.get(_s{k}) is not _h{k} or _t{k}.cache.get(_k{k}) is not _c{k}:")
