@@ -297,7 +297,10 @@ class Plans:
             out = impl(*inputs, *rest)
         finally:
             _RECORDING.pop(get_ident(), None)
-        built = _build_plan(rec, inputs, out)
+        try:
+            built = _build_plan(rec, inputs, out)
+        except (TypeError, ValueError, AttributeError, KeyError, SyntaxError):  # a launcher this code cannot write out
+            built = None
         del rec  # a temporary tensor of this call (held only by the record) must be dead before the check below
         self.plans[key] = built[0] if built is not None and all(r() is not None for r in built[1]) else None
         return out
