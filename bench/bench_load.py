@@ -61,6 +61,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 ISSUE_SIZE_BYTES = 900 << 20  # a trace this big is held to the issue's targets; smaller ones are shown for reference
+SECOND_OPEN_MAX_BYTES = 1536 << 20  # "a second open of a 1 GB trace takes ≤ 1 s": bigger ones shown for reference
 HTA_PYTHON = Path("/tmp/hta-venv/bin/python")
 
 _PRELUDE = """
@@ -396,8 +397,9 @@ def targets_table(figures: dict) -> list[str]:
             ("upload_s", "second open, dashboard upload (digest + parse)"),
             ("ranks_s", "second open, fresh `ranks` process (whole process)"),
         ):
-            if key in f:
-                row(f"`{name}`: {what} ≤ 1 s", f"{f[key]:.2f} s", f[key] <= 1.0)
+            if key in f:  # the issue's second-open target is on a 1 GB trace
+                ok = f[key] <= 1.0 if f["plain"] < SECOND_OPEN_MAX_BYTES else None
+                row(f"`{name}`: {what} ≤ 1 s", f"{f[key]:.2f} s", ok)
     dense = figures.get("dense")
     if dense:
         rows.append(
@@ -409,7 +411,8 @@ def targets_table(figures: dict) -> list[str]:
     return [
         "### Against the issue-17 targets (this run)",
         "",
-        "Traces under 900 MiB are shown for reference (—): the issue's trace targets are on 1 GB and 2 GB files.",
+        "Traces under 900 MiB are shown for reference (—): the issue's trace targets are on 1 GB and 2 GB files;"
+        " its second-open target (≤ 1 s) is on a 1 GB file, so a 2 GB file's second open is shown for reference.",
         "",
         "| target | figure | |",
         "|---|---|---|",

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests._kernels_env import DEVICE, DTYPES, FULL, ON_GPU, rel_err, torch
+from tests._kernels_env import DEVICE, DTYPES, FULL, ON_GPU, rel_err, seed_of, torch
 
 # isort: split
 # kernels/ only after _kernels_env: it must set TRITON_INTERPRET before triton is imported
@@ -258,6 +258,35 @@ def test_fuselens_ops_enter_the_dispatcher_whenever_something_observes():
         assert rel_err(ops.glu_gating(g, u, "silu"), ref) < 1e-5
     with pytest.raises(RuntimeError, match="inference-only"):
         ops.glu_gating(g.requires_grad_(), u, "silu")
+
+
+@pytest.mark.parametrize("dname", ["fp32", "fp16", "bf16"])
+def test_fuselens_ops_compute_the_same_through_either_entry(dname, monkeypatch):
+    """Each op through the dispatcher entry (what a profiled call takes) and without it (an unobserved call) gives the
+    reference at odd shapes, every dtype; calls repeat so the op plans record and replay."""
+    from kernels.models import custom_ops as ops
+
+    dt = DTYPES[dname]
+    torch.manual_seed(seed_of("entries", dname))
+    x, wg, wu, b = (torch.randn(s, device=DEVICE, dtype=dt) for s in ((7, 40), (24, 40), (24, 40), (24,)))
+    g, u = torch.randn(9, 33, device=DEVICE, dtype=dt), torch.randn(9, 33, device=DEVICE, dtype=dt)
+    xd, wgd, wud, bd = (t.double() for t in (x, wg, wu, b))
+    refs = (
+        F.silu(xd @ wgd.T) * (xd @ wud.T),
+        F.gelu(xd @ wgd.T + bd),
+        F.gelu(g.double(), approximate="tanh") * u.double(),
+    )
+    tol = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1.5e-2}[dname]
+    for direct in (True, False):
+        monkeypatch.setattr(ops, "OP_DIRECT", direct)
+        with torch.no_grad():
+            for _ in range(3):
+                got = (
+                    ops.dual_gemm_glu(x, wg, wu, "silu"),
+                    ops.gemm_bias_act(x, wg, b, "gelu"),
+                    ops.glu_gating(g, u, "gelu_tanh"),
+                )
+                assert all(rel_err(a, r) < tol for a, r in zip(got, refs, strict=True)), (dname, direct)
 
 
 def test_bench_verdicts_on_the_committed_h100_results():

@@ -254,8 +254,12 @@ def check(bseq, cseq, probes: tuple = (None, None)) -> Comparability:
             f"{_calls_text(n_kernels, len(upairs))} identical in both runs and in the same context ({share:.0%} of "
             f"{bseq.label}'s kernel time) ran {factor:.3f}× as long in {cseq.label} ({100.0 * (factor - 1.0):+.1f}%)"
         )
-        if probe_what:
-            what += f"; {probe_what}"
+        if probe is not None:
+            pf = probe["class_factors"]
+            what += (
+                f"; the runner's control probe read {pf.get('compute', probe['factor']):.3f}× (GEMM) and "
+                f"{pf.get('memory', probe['factor']):.3f}× (elementwise)"
+            )
     else:
         factor, class_factors, class_ranges = probe["factor"], probe["class_factors"], probe["class_ranges"]
         spreads = probe["spreads"]
