@@ -192,6 +192,7 @@ def _ptr_keyed(lookup: Callable, block) -> Callable:
             enc = cache[p] = lookup((t, block))
         return enc
 
+    by_ptr.cache = cache
     return by_ptr
 
 
@@ -407,7 +408,10 @@ def _replay_code(launches: list, first: int, shape: tuple, device_index: int) ->
         lines.append(f"        _slow(_h{k}, {call_args}, _dev)")
     lines.append("    return o")
     exec(compile("\n".join(lines) + "\n", "<fuselens op plan>", "exec"), ns)  # noqa: S102
-    return ns["replay"]
+    replay = ns["replay"]
+    replay.launches = len(launches)  # for scripts/host_overhead.py's diagnostics
+    replay.desc_caches = [v.cache for k, v in ns.items() if k.startswith("_e")]
+    return replay
 
 
 TUNED: list = []  # every Tuned, for forget_launchers
