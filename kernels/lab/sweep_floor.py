@@ -3,9 +3,9 @@ with the SM clock and power read while each one ran.
 
     python -m kernels.lab.sweep --cases floor [--out FILE.md]
 
-Why: the bench's shape sweep gives one number per forward, and a per-config table timed one config after another
-on a warming card ranks configs by when they ran (bench/results/sweep_llm_h100_80gb_hbm3.md: one config at 2399 and
-2527 us in the same table). Here, per shape:
+Why: the bench's shape sweep gives one number per forward, and at Llama-3-8B sizes the card's SM clock moves with
+how long it has been under load (1485-1980 MHz in bench/results/sweep_floor_h100_80gb_hbm3.md), so configs timed one
+after another would be ranked partly by when they ran. Here, per shape:
   - the down projection [M, h] @ [h, d]: cuBLAS (F.linear) beside our single-GEMM TMA kernel with the identity
     epilogue (kernels.ops.hopper_gemm.persistent_gemm), one row per tile config;
   - the gate/up projection: cuBLAS computing [gate; up] as one GEMM beside the dual GEMM, one row per config;
