@@ -237,6 +237,13 @@ def main() -> int:
                 f"  {name:50s} {fast:10.1f} {via_dispatcher:10.1f} {no_plan:10.1f} {via_launcher:10.1f} {slow:10.1f}"
                 f" {gpu:8.1f}  {verdict}"
             )
+            if "(op" in name:  # what the op's plans hold: launches per plan, TMA encodings cached per descriptor
+                op = name.split("::")[1].split(" ")[0]
+                held = [p for p in ops.PLANS[op].plans.values() if callable(p)]
+                print(
+                    f"      plans: {len(held)}, launches {[p.launches for p in held]}, TMA encodings cached "
+                    f"{[[len(c) for c in p.desc_caches] for p in held]}, replays so far {ops.PLANS[op].replays}"
+                )
         # the dispatcher path: what a user's `fuselens` forward runs at this shape, per forward and per launch
         fwd["fuselens"](xm)
         decision = dispatch.decision_for(model, xm) or {}
