@@ -133,17 +133,24 @@ def _one_estimate_per_call(k: pd.DataFrame, est: dict[str, np.ndarray]) -> dict[
     has_est = est["is_estimate"]
     names = _arr(k, "name", "")
     op_names = _arr(k, "op_name", "")
-    tag = is_main & has_est[pos]
-    for p, cnt in zip(pos[tag], n[tag], strict=True):
-        basis[p] = f"{basis[p]} (whole call: {cnt} kernels)"
+    # the texts are written once per distinct (basis, count) / (main kernel, op, count), not per row: a 1 GiB
+    # trace has 40k such kernels and ~10^2 distinct texts
+    p, cnt = pos[is_main & has_est[pos]], n[is_main & has_est[pos]]
+    codes, first = _distinct(basis[p], cnt)
+    basis[p] = _texts([f"{basis[p[i]]} (whole call: {cnt[i]} kernels)" for i in first])[codes]
     drop = ~is_main & has_est[pos]  # secondary kernels that got the op-level figure too
-    for p, m, cnt in zip(pos[drop], main[drop], n[drop], strict=True):
+    p, m, cnt = pos[drop], main[drop], n[drop]
+    codes, first = _distinct(names[m], has_est[m], op_names[p], cnt)
+    texts = []
+    for i in first:
+        kernel = short_name(names[m[i]], 48)
         why = (
-            f"the call's estimate is on {short_name(names[m], 48)}"
-            if has_est[m]
-            else f"its main kernel {short_name(names[m], 48)} has no estimate, so neither has the call"
+            f"the call's estimate is on {kernel}"
+            if has_est[m[i]]
+            else f"its main kernel {kernel} has no estimate, so neither has the call"
         )
-        basis[p] = f"unknown: one of {cnt} kernels of a single {op_names[p]} call; {why}"
+        texts.append(f"unknown: one of {cnt[i]} kernels of a single {op_names[p[i]]} call; {why}")
+    basis[p] = _texts(texts)[codes]
     rows = pos[drop]
     out = {c: v.copy() for c, v in est.items()}
     out["cost_basis"] = basis
@@ -151,6 +158,24 @@ def _one_estimate_per_call(k: pd.DataFrame, est: dict[str, np.ndarray]) -> dict[
     out["flops"][rows] = np.nan
     out["peak_key"][rows] = None
     out["is_estimate"][rows] = False
+    return out
+
+
+def _distinct(*columns) -> tuple[np.ndarray, np.ndarray]:
+    """(code per row, first row of each code) of the rows' combinations of values."""
+    n = len(columns[0])
+    key = np.zeros(n, dtype=np.int64)
+    for values in columns:
+        codes, uniques = factorize(values)
+        key = pd.factorize(key * max(len(uniques), 1) + codes)[0].astype(np.int64)  # re-coded: never overflows
+    first = np.full(int(key.max()) + 1 if n else 0, -1, dtype=np.int64)
+    first[key[::-1]] = np.arange(n - 1, -1, -1)
+    return key, first
+
+
+def _texts(values: list[str]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
     return out
 
 

@@ -56,7 +56,8 @@ def link(gpu: pd.DataFrame, launches: pd.DataFrame, cpu: pd.DataFrame, annotatio
     ext = np.where(ext >= 0, ext, launch_ext)
     out["external_id"] = ext
     cpu_ext = cpu["external_id"].to_numpy()
-    unique_ext = ~pd.Series(cpu_ext).duplicated(keep=False).to_numpy() & (cpu_ext >= 0)
+    ext_codes = pd.factorize(cpu_ext)[0]
+    unique_ext = (np.bincount(ext_codes)[ext_codes] == 1) & (cpu_ext >= 0)
     pos = _lookup(np.where(unique_ext, cpu_ext, -1), ext)
     op_index = np.where(pos >= 0, cpu.index.to_numpy()[np.maximum(pos, 0)] if len(cpu) else -1, -1).astype(np.int64)
 
@@ -129,23 +130,45 @@ def _lookup(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return np.where(hit, order[at_c], -1).astype(np.int64)
 
 
+_BLOCK = 16  # positions scanned one by one before the search moves up to block maxima
+
+
 def _last_reaching(end: np.ndarray, j: np.ndarray, lo: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """For each query: the largest i in [lo, j] with end[i] >= t, else lo - 1. Binary lifting over a sparse table
-    of block maxima (level k holds max(end[i - 2^k + 1 .. i])): log2(n) vectorised steps for all queries at once.
-    The levels are built only as deep as the widest search needs."""
-    depth = int(np.max(j - lo + 1)).bit_length()
-    levels = [end]
-    for k in range(1, depth):
-        prev, half = levels[-1], 1 << (k - 1)
-        cur = prev.copy()
-        cur[half:] = np.maximum(prev[half:], prev[:-half])
-        levels.append(cur)
-    pos = j.copy()
-    for k in range(len(levels) - 1, -1, -1):
-        size = 1 << k
-        can = pos - size + 1 >= lo
-        skip = can & (levels[k][np.where(can, pos, 0)] < t)
-        pos = np.where(skip, pos - size, pos)
+    """For each query: the largest i in [lo, j] with end[i] >= t, else lo - 1.
+
+    Most answers are a few positions back (the launching op's parent: on the 1 GiB benchmark trace the median is
+    2, the 90th percentile 12, of 80k queries), a few are 10^5 back (a step-long op). So: scan the last _BLOCK
+    positions, vectorised over the open queries; the rest search the maxima of _BLOCK-sized blocks the same way
+    (recursively, each level 16× shorter), then scan inside the block found. Everything stays O(n + queries ·
+    16 · levels); a sparse table of every 2^k block (log2(n) arrays of n) cost 0.7 s and 250 MB for 1.5 M ops."""
+    pos = lo - 1
+    open_ = np.arange(len(j))
+    for s in range(_BLOCK):
+        p = j[open_] - s
+        inside = p >= lo[open_]
+        hit = inside & (end[np.maximum(p, 0)] >= t[open_])
+        pos[open_[hit]] = p[hit]
+        open_ = open_[inside & ~hit]
+        if not open_.size:
+            return pos
+    # [lo, j - _BLOCK] is left, and positions j - _BLOCK + 1 .. j are all below t: so in the block holding
+    # j - _BLOCK (whose other positions are among those), a block maximum ≥ t can only sit at or before it
+    jj, ll, tt = j[open_] - _BLOCK, lo[open_], t[open_]
+    n_blocks = -(-len(end) // _BLOCK)
+    padded = np.full(n_blocks * _BLOCK, -np.inf)
+    padded[: len(end)] = end
+    maxima = padded.reshape(n_blocks, _BLOCK).max(axis=1)
+    lo_block = ll // _BLOCK
+    block = _last_reaching(maxima, jj // _BLOCK, lo_block, tt)
+    found = block >= lo_block
+    rows, block, tt, jj = open_[found], block[found], tt[found], jj[found]
+    top = np.minimum(block * _BLOCK + _BLOCK - 1, jj)
+    got = np.full(len(rows), -1, dtype=np.int64)
+    for s in range(_BLOCK):  # the block holds an end ≥ t: its last such position
+        p = top - s
+        hit = (got < 0) & (p >= block * _BLOCK) & (padded[np.maximum(p, 0)] >= tt)
+        got[hit] = p[hit]
+    pos[rows] = np.where(got >= lo[rows], got, lo[rows] - 1)  # a block can straddle the thread's start
     return pos
 
 

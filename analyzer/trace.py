@@ -72,7 +72,8 @@ def build_trace(decoded, source: str) -> Trace:
 
     # Legacy traces record ProfilerStep#N as an 'Operator': it is an annotation, not an op (it would otherwise be
     # the "innermost op" of every stray launch).
-    step_ops = cpu["name"].astype(str).str.match(steps.STEP_NAME).to_numpy(dtype=bool)
+    name_codes, names = factorize(cpu["name"].to_numpy(dtype=object))  # matched once per distinct name
+    step_ops = pd.Series(names, dtype=object).astype(str).str.match(steps.STEP_NAME).to_numpy(dtype=bool)[name_codes]
     if step_ops.any():
         moved = cpu[step_ops]
         ann = pd.concat([ann, moved.assign(on_gpu=False)[list(ann.columns)]], ignore_index=True)

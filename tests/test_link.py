@@ -139,6 +139,41 @@ def test_innermost_enclosing_nested_and_siblings():
     assert got.tolist() == [2, 1, 0, 3, 0, 4, -1, -1]
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_innermost_enclosing_matches_a_plain_scan(seed):
+    """Deep nesting (a step-long op, answers 10^3–10^4 positions back) and siblings, several threads, against
+    the definition: the latest-starting op of the thread with start ≤ t ≤ end."""
+    rng = np.random.default_rng(seed)
+    starts, ends, tids = [], [], []
+    for tid in range(3):
+        t = 0.0
+        for _ in range(int(rng.integers(1, 4))):  # outer ops, each holding thousands of nested children
+            outer_start, outer_len = t, float(rng.integers(5_000, 40_000))
+            starts.append(outer_start)
+            ends.append(outer_start + outer_len)
+            tids.append(tid)
+            s = outer_start + 1
+            while s < outer_start + outer_len - 10:
+                length = float(rng.integers(1, 8))
+                starts += [s, s + 0.25]  # a child and its own child, then a gap
+                ends += [s + length, s + length / 2]
+                tids += [tid, tid]
+                s += length + float(rng.integers(0, 3))
+            t = outer_start + outer_len + 5
+    start, end, tid = np.array(starts), np.array(ends), np.array(tids)
+    nq = 3_000
+    q_tid = rng.integers(0, 4, nq)  # thread 3 has no op
+    q_t = rng.random(nq) * (end.max() + 10)
+    got = innermost_enclosing(np.zeros(len(start), int), tid, start, end, np.zeros(nq, int), q_tid, q_t)
+    want = []
+    for qt, qtid in zip(q_t, q_tid, strict=True):
+        hits = np.flatnonzero((tid == qtid) & (start <= qt) & (end >= qt))
+        want.append(int(hits[np.lexsort((-end[hits], start[hits]))[-1]]) if len(hits) else -1)
+    assert got.tolist() == want
+    assert (got >= 0).sum() > nq // 5
+    assert (end[got[got >= 0]] - start[got[got >= 0]] >= 5_000).sum() > 10  # answers far back: the outer op
+
+
 def test_cuda_graph_replay_keeps_every_kernel_with_shapes_unknown():
     """HTA trace_diff/test: one cudaGraphLaunch (correlation 1941222) replays 339 GPU ops."""
     trace = loaded_trace(TRACES["hta_diff_test"])

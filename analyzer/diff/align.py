@@ -76,8 +76,8 @@ class RunSeq:
     # duration of each GPU op of `rows` (columns, launch order) in each step of steps_with_signature (rows): the
     # per-step figures behind rows' medians, for step-to-step spreads (analyzer.diff.comparability)
     step_durs_us: np.ndarray | None = field(default=None, repr=False, compare=False)
-    # the context each of those calls ran in (same shape as step_durs_us): the signature of the kernel it was queued
-    # right behind (analyzer.diff.align.kernel_contexts), or AFTER_IDLE; and signature -> that kernel's name
+    # the context each of those calls ran in (same shape as step_durs_us): a code for the kernel that ran last before
+    # it and whether the GPU idled in between (analyzer.diff.align.kernel_contexts); and code -> its description
     step_context: np.ndarray | None = field(default=None, repr=False, compare=False)
     context_names: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -180,17 +180,22 @@ def sequence(summary, label: str, step: int | None = None) -> RunSeq:
 # for the host). Past QUEUED_US the GPU idled first, and how long matters more than what ran before: on the H200 the
 # plain MLP's 8192x768x8192 GEMM takes 145 µs right behind the previous step and 151 µs after a ~1 ms idle.
 QUEUED_US = 5.0
-AFTER_IDLE = np.uint64(0)  # the context of a kernel that started more than QUEUED_US after the previous one ended
+NO_PREDECESSOR = np.uint64(0)  # the context of the first kernel on a device: nothing ran before it
+_IDLE_SALT = np.uint64(0x9E3779B97F4A7C15)  # marks "after an idle GPU" in a context code (xor with the predecessor)
 
 
 def kernel_contexts(ops: pd.DataFrame) -> tuple[pd.Series, dict]:
-    """The context every GPU op of one device ran in, indexed like ops: the signature (hash of name, grid and block)
-    of the kernel it was queued right behind — at most QUEUED_US of idle GPU since that kernel ended,
-    memcpy/memset time in between not counted as idle — or AFTER_IDLE. Also {signature: kernel name}.
+    """The context every GPU op of one device ran in, indexed like ops, as a code: the kernel that ran last before
+    it (its signature: a hash of name, grid and block) and whether it was queued right behind it (at most QUEUED_US
+    of idle GPU since that kernel ended, memcpy/memset time in between not counted as idle) or started after an
+    idle GPU; NO_PREDECESSOR for the first. Also {code: 'behind K' | 'after an idle GPU, last behind K'}.
 
-    Why: the same kernel doing the same work runs longer or shorter with what ran before it (the predecessor's dirty
-    L2 lines are written back during it, its power and clock transient, an idle GPU), so two calls are comparable
-    evidence of the GPU's conditions only in the same context (analyzer.diff.comparability)."""
+    Why: the same kernel doing the same work runs longer or shorter with what ran before it — the predecessor's
+    dirty L2 lines are written back during it (an idle gap does not clean them), its power and clock transient, an
+    idle GPU ramping up — so two calls are evidence of the GPU's conditions only in the same context
+    (analyzer.diff.comparability). In a trace cut from an interleaved session (kernels.lab.interleave) a turn's
+    first kernel names the variant's own kernel of its previous turn: the GPU idled (a sync) in between, and that
+    side of the context is the same in every variant."""
     if ops.empty:
         return pd.Series(np.zeros(0, dtype=np.uint64), index=ops.index), {}
     o = ops.sort_values("ts_us", kind="stable")
@@ -201,7 +206,6 @@ def kernel_contexts(ops: pd.DataFrame) -> tuple[pd.Series, dict]:
     # launch the same cuBLAS kernel on views of other shapes, and that is the same predecessor
     text = o["name"].astype(str) + "\x1f" + o["grid"].astype(str) + "\x1f" + o["block"].astype(str)
     sig = pd.util.hash_pandas_object(text, index=False).to_numpy(np.uint64, copy=True)
-    sig[sig == AFTER_IDLE] = np.uint64(1)
     n = len(o)
     idx = np.arange(n)
     last_k = np.maximum.accumulate(np.where(is_k, idx, -1))
@@ -211,10 +215,18 @@ def kernel_contexts(ops: pd.DataFrame) -> tuple[pd.Series, dict]:
     pk = np.where(has, prev_k, 0)
     between = np.r_[0.0, memop_busy[:-1]] - memop_busy[pk]  # memop time after the previous kernel, before this op
     idle = ts - (ts[pk] + dur[pk]) - between
-    ctx = np.where(has & (idle <= QUEUED_US), sig[pk], AFTER_IDLE).astype(np.uint64)
-    used = np.unique(ctx[ctx != AFTER_IDLE])
-    first = pd.Series(o["name"].astype(str).to_numpy(), index=sig).groupby(level=0).first()
-    names = {int(h): str(first.get(h, "")) for h in used}
+    after_idle = idle > QUEUED_US
+    ctx = np.where(after_idle, sig[pk] ^ _IDLE_SALT, sig[pk])
+    ctx = np.where(has, ctx, NO_PREDECESSOR).astype(np.uint64)
+    ctx[has & (ctx == NO_PREDECESSOR)] = np.uint64(1)  # a hash that lands on the reserved code
+    names_by_sig = pd.Series(o["name"].astype(str).to_numpy(), index=sig).groupby(level=0).first()
+    codes = pd.DataFrame({"ctx": ctx[has], "sig": sig[pk][has], "idle": after_idle[has]}).drop_duplicates("ctx")
+    names = {
+        int(c): (
+            f"after an idle GPU, last behind {names_by_sig.get(h, '?')}" if i else f"behind {names_by_sig.get(h, '?')}"
+        )
+        for c, h, i in zip(codes["ctx"], codes["sig"], codes["idle"], strict=True)
+    }
     return pd.Series(ctx, index=o.index), names
 
 

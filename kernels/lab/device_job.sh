@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
-#   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | sweep-floor | configs | record | record-hf |
-#                                          record-fuselens | record-roofs | record-layer | record-llama-layer | record-templates |
+#   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | sweep-floor | ncu-floor | configs | record | record-hf |
+#                                          record-fuselens | record-roofs | record-layer | record-layer-quick | record-llama-layer | record-templates |
 #                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | bench-rows | bench-llm-floor | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain | gemm-reread
@@ -112,6 +112,12 @@ record_templates() {
   rec geglu_train_templates_bf16 "${TEMPLATES_LIMIT_S:-200}" --workload geglu --variants eager,compile-triton-gemm "${HF[@]}" --dtype bf16 --train
 }
 
+record_layer_quick() {  # the Gemma layer without ncu (~3 min: two cold compiles): traces + the control probe only
+  rec gemma_layer_probe_bf16 "${LAYER_LIMIT_S:-300}" --workload gemma-layer --variants eager,sdpa,compile,compile-fuselens \
+    --dtype bf16
+  probe_report gemma_layer_probe_bf16
+}
+
 record_llama_layer() {  # Llama-style (SwiGLU, 16 q heads, 4 KV heads, head_dim 128): ~2 min, no ncu
   rec llama_layer_bf16 "${LAYER_LIMIT_S:-240}" --workload llama-layer --variants eager,sdpa,compile,compile-fuselens --dtype bf16
 }
@@ -213,6 +219,18 @@ sweep_floor() {  # ~3-4 min on an H100: down_proj + gate/up candidates and whole
   grep -E "Error|error" "$R/logs/sweep_floor.txt" | head -5
 }
 
+ncu_floor() {  # ~2 min on an H100: Nsight Compute sections of single dual GEMM launches (kernels/lab/sweep_floor.py --ncu)
+  local NCU; NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  for c in tinyllama-fp16 llama2-bf16; do
+    echo "== ncu $c"
+    timeout "$(left 100)" "$NCU" --profile-from-start off --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
+      python3 -m kernels.lab.sweep_floor --ncu "$c" >"$R/logs/ncu_floor_$c.txt" 2>&1
+    echo "rc=$?"; grep -E "^== |tuned config|Duration|Throughput|Pipe|Busy|Stall|Issued|Warp Cycles|Registers|Achieved|L2 Hit|Block Limit" \
+      "$R/logs/ncu_floor_$c.txt" | head -80
+  done
+}
+
 sweep() {
   echo "== per-config sweep"
   timeout "$(left 240)" python3 -m kernels.lab.sweep --out "$R/bench/sweep.md" >"$R/logs/sweep.txt" 2>&1
@@ -265,10 +283,10 @@ PY
 for step in "$@"; do
   case $step in
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-roofs) record_roofs ;; record-fuselens) record_fuselens ;; check) check ;;
-    record-layer) record_layer ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
+    record-layer) record_layer ;; record-layer-quick) record_layer_quick ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
     record-skew) record_skew ;; gemm-reread) gemm_reread ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
-    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; two-models) two_models ;;
+    gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; ncu-floor) ncu_floor ;; two-models) two_models ;;
     bench-llm) bench --shapes llm ;; bench-rows) bench_rows ;; bench-llm-floor) bench_llm_floor ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;

@@ -3,9 +3,9 @@ with the SM clock and power read while each one ran.
 
     python -m kernels.lab.sweep --cases floor [--out FILE.md]
 
-Why: the bench's shape sweep gives one number per forward (Llama-3-8B 3877.9 us = 1.07x floor on the H100, run r1)
-and the per-config sweep timed configs one after the other on a warming card (run r1: the same config 2399 and 2527
-us in one table). Here, per shape:
+Why: the bench's shape sweep gives one number per forward, and at Llama-3-8B sizes the card's SM clock moves with
+how long it has been under load (1485-1980 MHz in bench/results/sweep_floor_h100_80gb_hbm3.md), so configs timed one
+after another would be ranked partly by when they ran. Here, per shape:
   - the down projection [M, h] @ [h, d]: cuBLAS (F.linear) beside our single-GEMM TMA kernel with the identity
     epilogue (kernels.ops.hopper_gemm.persistent_gemm), one row per tile config;
   - the gate/up projection: cuBLAS computing [gate; up] as one GEMM beside the dual GEMM, one row per config;
@@ -290,3 +290,53 @@ def run(log) -> list[str]:
     finally:
         sampler.stop()
     return lines
+
+
+# `python -m kernels.lab.sweep_floor --ncu CASE` (run under `ncu --profile-from-start off`): one dual GEMM launch of
+# the case with its tuned config (tuning and warm-up outside the profiled range), then one with the split-K tail config
+# if the case has a partial last wave: what Nsight Compute's SpeedOfLight / memory / warp-state sections say limits it.
+NCU_CASES = {
+    "tinyllama-fp16": (2048, 2048, 5632, torch.float16),
+    "tinyllama-bf16": (2048, 2048, 5632, torch.bfloat16),
+    "llama2-bf16": (4096, 4096, 11008, torch.bfloat16),
+}
+
+
+def ncu_case(name: str) -> None:
+    M, d, h, dt = NCU_CASES[name]
+    g = torch.Generator(device=DEVICE).manual_seed(6)
+    x = torch.randn(M, d, device=DEVICE, dtype=dt, generator=g)
+    wg = torch.randn(h, d, device=DEVICE, dtype=dt, generator=g) * d**-0.5
+    wu = torch.randn(h, d, device=DEVICE, dtype=dt, generator=g) * d**-0.5
+    aid = epilogue_act_id("silu", dt)
+    gated = hopper_gemm._gated_tuned
+    runs = {"tuned": ()}
+    tail_cfg = hopper_gemm.gated_config(128, 128, 64, 4, 8, group_m=16, tail=True)
+    runs["128x128 s4 GROUP_M=16 TAIL"] = ((gated, tail_cfg),)
+    runs["128x128 s4 GROUP_M=16"] = ((gated, hopper_gemm.gated_config(128, 128, 64, 4, 8, group_m=16)),)
+    for label, forces in runs.items():
+
+        def call():
+            return hopper_gemm.persistent_gated(x, wg, wu, aid)
+
+        def profiled(call=call, label=label):
+            for _ in range(3):
+                call()
+            torch.cuda.synchronize()
+            if label == "tuned":
+                print(f"{name} tuned config: {[config_text(c) for c in gated.cache.values()]}", flush=True)
+            torch.cuda.profiler.start()
+            call()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+
+        print(f"== {name} {label}", flush=True)
+        _forced(forces, profiled)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m kernels.lab.sweep_floor")
+    ap.add_argument("--ncu", choices=sorted(NCU_CASES), required=True)
+    ncu_case(ap.parse_args().ncu)

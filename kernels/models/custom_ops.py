@@ -67,55 +67,78 @@ def _redispatch(name: str):
     return getattr(torch.ops.fuselens, name).default._handle.redispatch_boxed
 
 
+_GATING_PLANS, _DUAL_PLANS, _GEMM_PLANS = PLANS["glu_gating"], PLANS["dual_gemm_glu"], PLANS["gemm_bias_act"]
+
+
+# Each op's call, once the dispatcher has nothing left to do (or is skipped, see unobserved()): refuse inputs that need
+# a gradient, then compute through the op's `Plans` (kernels.ops.launch): after two calls with the same key the
+# validation, kernel choice and argument building are replayed from the recorded launches. The key holds what those
+# depend on: every tensor's shape, strides, dtype, device and 16-byte alignment (Triton specialises on it), and for
+# dual_gemm_glu the weights' identity and version (its TMA kernel reads a cached interleaved copy). Written out per op
+# (explicit tensor arguments: a generator over *args costs ~1 us per call).
+def _glu_gating_call(gate, up, activation):
+    if _is_grad_enabled() and (gate.requires_grad or up.requires_grad):
+        _refuse("glu_gating")
+    key = (
+        activation, gate.shape, gate.stride(), gate.dtype, gate.get_device(), gate.data_ptr() & 15,
+        up.shape, up.stride(), up.dtype, up.get_device(), up.data_ptr() & 15,
+    )  # fmt: skip
+    return _GATING_PLANS.call(key, fused_gating, (gate, up), (activation,))
+
+
+def _dual_gemm_glu_call(x, w_gate, w_up, activation):
+    if _is_grad_enabled() and (x.requires_grad or w_gate.requires_grad or w_up.requires_grad):
+        _refuse("dual_gemm_glu")
+    key = (
+        activation, x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
+        id(w_gate), w_gate._version, w_gate.shape, w_gate.stride(), w_gate.dtype, w_gate.get_device(),
+        w_gate.data_ptr() & 15,
+        id(w_up), w_up._version, w_up.shape, w_up.stride(), w_up.dtype, w_up.get_device(), w_up.data_ptr() & 15,
+    )  # fmt: skip
+    return _DUAL_PLANS.call(key, dual_gemm_gated, (x, w_gate, w_up), (activation,))
+
+
+def _gemm_bias_act_call(x, weight, bias, activation):
+    if _is_grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
+        _refuse("gemm_bias_act")
+    key = (
+        activation, x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
+        weight.shape, weight.stride(), weight.dtype, weight.get_device(), weight.data_ptr() & 15,
+        None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.get_device(), bias.data_ptr() & 15),
+    )  # fmt: skip
+    return _GEMM_PLANS.call(key, _gemm_bias_act, (x, weight, bias), (activation,))
+
+
 def _autograd_kernels():
-    """The ops' Autograd kernels, written out per op (explicit tensor arguments: a generator over *args costs ~1 us
-    per call). Without them PyTorch's autograd fallback would let a backward run through with a warning and wrong
-    gradients. Each call goes through its op's `Plans` (kernels.ops.launch): after two calls with the same key the
-    validation, kernel choice and argument building are replayed from the recorded launches. The key holds what
-    those depend on: every tensor's shape, strides, dtype, device and 16-byte alignment (Triton specialises on it),
-    and for dual_gemm_glu the weights' identity and version (its TMA kernel reads a cached interleaved copy)."""
+    """The ops' Autograd kernels (without them PyTorch's autograd fallback would let a backward run through with a
+    warning and wrong gradients): the gradient check first (a compiled backward would otherwise skip the op), then
+    fake / functional tensors go below autograd, everything else computes in this call."""
     redispatch_gating = _redispatch("glu_gating")
     redispatch_dual = _redispatch("dual_gemm_glu")
     redispatch_gemm = _redispatch("gemm_bias_act")
-    gating_plans, dual_plans, gemm_plans = PLANS["glu_gating"], PLANS["dual_gemm_glu"], PLANS["gemm_bias_act"]
 
     def glu_gating_autograd(keyset, gate, up, activation):
-        if _is_grad_enabled() and (gate.requires_grad or up.requires_grad):
-            _refuse("glu_gating")
         if keyset.has(_PYTHON) or keyset.has(_FUNCTIONALIZE):
+            if _is_grad_enabled() and (gate.requires_grad or up.requires_grad):
+                _refuse("glu_gating")
             return redispatch_gating(keyset & _BELOW_AUTOGRAD, gate, up, activation)
-        key = (
-            activation, gate.shape, gate.stride(), gate.dtype, gate.get_device(), gate.data_ptr() & 15,
-            up.shape, up.stride(), up.dtype, up.get_device(), up.data_ptr() & 15,
-        )  # fmt: skip
-        return gating_plans.call(key, fused_gating, (gate, up), (activation,))
+        return _glu_gating_call(gate, up, activation)
 
     def dual_gemm_glu_autograd(keyset, x, w_gate, w_up, activation):
-        if _is_grad_enabled() and (x.requires_grad or w_gate.requires_grad or w_up.requires_grad):
-            _refuse("dual_gemm_glu")
         if keyset.has(_PYTHON) or keyset.has(_FUNCTIONALIZE):
+            if _is_grad_enabled() and (x.requires_grad or w_gate.requires_grad or w_up.requires_grad):
+                _refuse("dual_gemm_glu")
             return redispatch_dual(keyset & _BELOW_AUTOGRAD, x, w_gate, w_up, activation)
-        key = (
-            activation, x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
-            id(w_gate), w_gate._version, w_gate.shape, w_gate.stride(), w_gate.dtype, w_gate.get_device(),
-            w_gate.data_ptr() & 15,
-            id(w_up), w_up._version, w_up.shape, w_up.stride(), w_up.dtype, w_up.get_device(), w_up.data_ptr() & 15,
-        )  # fmt: skip
-        return dual_plans.call(key, dual_gemm_gated, (x, w_gate, w_up), (activation,))
+        return _dual_gemm_glu_call(x, w_gate, w_up, activation)
 
     def gemm_bias_act_autograd(keyset, x, weight, bias, activation):
-        if _is_grad_enabled() and (
-            x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
-        ):
-            _refuse("gemm_bias_act")
         if keyset.has(_PYTHON) or keyset.has(_FUNCTIONALIZE):
+            if _is_grad_enabled() and (
+                x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+            ):
+                _refuse("gemm_bias_act")
             return redispatch_gemm(keyset & _BELOW_AUTOGRAD, x, weight, bias, activation)
-        key = (
-            activation, x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
-            weight.shape, weight.stride(), weight.dtype, weight.get_device(), weight.data_ptr() & 15,
-            None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.get_device(), bias.data_ptr() & 15),
-        )  # fmt: skip
-        return gemm_plans.call(key, _gemm_bias_act, (x, weight, bias), (activation,))
+        return _gemm_bias_act_call(x, weight, bias, activation)
 
     return {
         "glu_gating": glu_gating_autograd,
@@ -124,8 +147,7 @@ def _autograd_kernels():
     }
 
 
-_KERNEL_FNS = _autograd_kernels()
-for _name, _kernel in _KERNEL_FNS.items():
+for _name, _kernel in _autograd_kernels().items():
     _LIB.impl(_name, _kernel, "Autograd", with_keyset=True)
 
 
@@ -165,31 +187,23 @@ _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 _profiling = torch.autograd._profiler_enabled
 _function_mode = torch._C._is_torch_function_mode_enabled
 _included = torch._C._dispatch_tls_local_include_set
-_tracing = torch._C._get_tracing_state
-# the thread's included keys outside any mode (torch 2.11-2.13); where a torch differs, every call takes the dispatcher
+# the thread's included keys outside any mode (torch 2.11-2.13); a dispatch mode or FakeTensorMode adds Python,
+# functorch its layer keys, TorchScript tracing Tracer. Where a torch differs, every call takes the dispatcher.
 _NOTHING_INCLUDED = (
     torch._C.DispatchKeySet(torch._C.DispatchKey.BackendSelect).add(torch._C.DispatchKey.ADInplaceOrView).raw_repr()
 )
-_CUDA_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)  # what the kernels see on a direct call
-_KERNELS = _KERNEL_FNS
 
 
 def unobserved() -> bool:
     """True when nothing could see a dispatcher entry (see above): the wrappers then call the kernel directly."""
-    return (
-        OP_DIRECT
-        and not _profiling()
-        and not _function_mode()
-        and _included().raw_repr() == _NOTHING_INCLUDED
-        and _tracing() is None
-    )
+    return OP_DIRECT and not _profiling() and not _function_mode() and _included().raw_repr() == _NOTHING_INCLUDED
 
 
 def glu_gating(gate: torch.Tensor, up: torch.Tensor, activation: str) -> torch.Tensor:
     if _is_compiling():
         return torch.ops.fuselens.glu_gating.default(gate, up, activation)
     if type(gate) in _PLAIN_TYPES and type(up) in _PLAIN_TYPES and unobserved():
-        return _KERNELS["glu_gating"](_CUDA_KEYSET, gate, up, activation)
+        return _glu_gating_call(gate, up, activation)
     return _GLU_GATING(gate, up, activation)
 
 
@@ -197,7 +211,7 @@ def dual_gemm_glu(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, act
     if _is_compiling():
         return torch.ops.fuselens.dual_gemm_glu.default(x, w_gate, w_up, activation)
     if type(x) in _PLAIN_TYPES and type(w_gate) in _PLAIN_TYPES and type(w_up) in _PLAIN_TYPES and unobserved():
-        return _KERNELS["dual_gemm_glu"](_CUDA_KEYSET, x, w_gate, w_up, activation)
+        return _dual_gemm_glu_call(x, w_gate, w_up, activation)
     return _DUAL_GEMM_GLU(x, w_gate, w_up, activation)
 
 
@@ -210,5 +224,5 @@ def gemm_bias_act(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
         and (bias is None or type(bias) in _PLAIN_TYPES)
         and unobserved()
     ):
-        return _KERNELS["gemm_bias_act"](_CUDA_KEYSET, x, weight, bias, activation)
+        return _gemm_bias_act_call(x, weight, bias, activation)
     return _GEMM_BIAS_ACT(x, weight, bias, activation)

@@ -205,13 +205,17 @@ GATED_CONFIGS_FEW_ROWS = [
     gated_config(64, 128, 64, 4, 4),
     gated_config(128, 64, 64, 4, 4),
 ]
-# LLM shapes (M >= 2048, K >= 2048: Llama-2/3, TinyLlama; the HF shape's K is 768). Run r1 (H100, python -m
-# kernels.lab.sweep --cases llm, bench/results/sweep_llm_h100_80gb_hbm3.md): the 128 x 128 x 64 tiles already run at
-# 802-831 TFLOP/s (cuBLAS computing gate and up as one GEMM: 797-804), 3 stages best (Llama-3-8B: 2358 us vs 2398
-# with 4); 256 x 64 tiles 700-716, GROUP_M 4 / 32 and BK 128 slower, 256 x 128 tiles over 16 warps fail in ptxas
-# (Triton 3.6). What is left: 3 stages with GROUP_M 16 (best at Llama-2-7B, 888.7 us).
+# LLM shapes (M >= 2048, K >= 2048: Llama-2/3, TinyLlama; the HF shape's K is 768), each the fastest at one of them in
+# the floor sweeps (bench/results/sweep_floor_*.md: candidates timed in turns): 3 stages + GROUP_M 16 at Llama-2-7B
+# (907 vs 913-924 us for the other 128 x 128 configs, H100); 128 x 64 outputs with 5 stages at TinyLlama (1408 tiles
+# = 10.7 waves instead of 704 = 5.3: 138.8 vs 140.5 us fp16, 132.3 vs 133.7 bf16, H100; same order on the H200),
+# slow elsewhere (Llama-3-8B: 2600-3340 us vs 2370-2450), which the tuning measures; 4 stages + GROUP_M 16 with
+# the split-K wave tail at Llama-3-8B (7168 tiles = 54.3 waves: the last 40 tiles cut in 3; 2372 vs 2415 us without
+# it, H200). 256 x 128 tiles over 16 warps fail in ptxas (Triton 3.6); 256 x 64, BK 128, GROUP_M 4 / 32 are slower.
 GATED_CONFIGS_LLM = [
     gated_config(128, 128, 64, 3, 8, group_m=16),
+    gated_config(128, 64, 64, 5, 8),
+    gated_config(128, 128, 64, 4, 8, group_m=16, tail=True),
 ]
 
 

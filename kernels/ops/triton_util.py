@@ -27,14 +27,14 @@ def check_device(*tensors) -> None:
 SUPPORTED_DTYPES_DOC = "float32, float16, bfloat16"
 
 
-def autotune_bench(kernel_call, quantiles):
+def autotune_bench(kernel_call, quantiles, n_iter: int = 40):
     """The autotuner's timing, made the same as the bench's (kernels.lab.timing): L2 flushed by a read, launches queued
     ahead. Triton's default (do_bench) zeroes its flush buffer, and the dirty lines it leaves are written back
     inside the next timed call; on the run-1 H100 that made every 151 MB gating kernel time ~57 us and could rank
     configs by how they absorb someone else's write-back. Returns [median, p10, p90] in ms, as Triton expects."""
     from kernels.lab.timing import median_us
 
-    r = median_us(kernel_call, n_iter=40, warmup=3, flush_l2=True, flush="read")
+    r = median_us(kernel_call, n_iter=n_iter, warmup=3, flush_l2=True, flush="read")
     return [r["median_us"] / 1e3, r["p10_us"] / 1e3, r["p90_us"] / 1e3][: len(quantiles) if quantiles else 1]
 
 
