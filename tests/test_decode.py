@@ -185,6 +185,35 @@ def test_parallel_decode_equals_sequential(key):
     assert bytes(buf) == gzip.decompress(raw)  # in-place bracketing restored every byte
 
 
+def _events_doc(n: int, nested_at: int) -> bytearray:
+    events = []
+    for i in range(n):
+        args = {"External id": i, "Input Dims": [[i % 7, 3]], "Input type": ["float"]}
+        if i == nested_at:  # '},{"' inside an event's args: a byte range must not start there
+            args["list"] = [{"a": 1}, {"b": 2}] * 2000
+        events.append(
+            orjson.dumps(
+                {"ph": "X", "cat": "cpu_op", "name": f"op{i % 11}", "pid": 1, "tid": 1, "ts": i, "dur": 1, "args": args}
+            )  # fmt: skip
+        )
+    return bytearray(b'{"traceEvents":[' + b",".join(events) + b"]}")
+
+
+def test_parallel_decode_falls_back_where_the_split_lands_inside_an_event():
+    """The worker's byte range would start inside a nested list of objects: it cannot be read alone, so the
+    events are decoded in one process: the same columns, never a partial result."""
+    buf = _events_doc(2000, nested_at=1000)
+    form, header, events = decode.split_document(buf)
+    view, _, pos, end = decode._events_span(events, buf)
+    cut = decode._BOUNDARY.search(view, pos + (end - pos) // 2, end)
+    assert b'"b"' in bytes(view[cut.start() - 20 : cut.end() + 10])  # the split is inside the nested list
+    seq = decode.decode_events(form, header, events, buf, workers=1)
+    par = decode.decode_events(form, header, events, buf, workers=2)
+    assert par.cpu["event_index"].tolist() == seq.cpu["event_index"].tolist() == list(range(2000))
+    assert par.cpu["input_dims"].tolist() == seq.cpu["input_dims"].tolist()
+    assert par.cpu["name"] == seq.cpu["name"]
+
+
 def test_worker_count_policy(monkeypatch):
     import threading
 
@@ -219,3 +248,31 @@ def test_a_string_orjson_refuses_leaves_only_its_own_snippet_unknown():
     )
     t = load_trace(raw, name="surrogate.json")
     assert t.cpu_ops["concrete_inputs"].tolist() == [None, ["", "1"]]
+
+
+def test_a_worker_failing_after_pages_were_given_back_reads_the_file_again(tmp_path, monkeypatch):
+    """With two processes the parent hands back the pages it decoded; if the worker then dies, the file is read
+    and decoded again in one process: the same trace as a one-process load."""
+    path = tmp_path / "qwen.json"
+    path.write_bytes(gzip.decompress(TRACES["h100_qwen"].read_bytes()))
+    monkeypatch.setenv(decode.ENV_WORKERS, "1")
+    want = load_trace(path, cache=False)
+    calls = {"released": 0}
+    release = decode._release
+
+    def counting_release(buf, a, b):
+        calls["released"] += 1
+        release(buf, a, b)
+
+    def dying_worker(view, buf, a, b, conn, release):
+        import os
+
+        os._exit(3)
+
+    monkeypatch.setattr(decode, "_release", counting_release)
+    monkeypatch.setattr(decode, "_decode_child", dying_worker)
+    monkeypatch.setenv(decode.ENV_WORKERS, "2")
+    got = load_trace(path, cache=False)
+    assert calls["released"] > 0  # pages were given back before the worker was seen to fail
+    pd.testing.assert_frame_equal(got.gpu_ops, want.gpu_ops)
+    pd.testing.assert_frame_equal(got.cpu_ops, want.cpu_ops)

@@ -116,3 +116,97 @@ def test_plans_refuse_a_tensor_passed_twice(gpu_like):
     x = torch.randn(8, 8)
     torch.testing.assert_close(plans.call(("k",), impl, (x, w), ("a",)), x @ (2 * w).T + 1.0)
     assert plans.replays == 0
+
+
+def test_raw_launch_and_plans_pass_the_same_c_arguments():
+    """The generated raw launch (a launcher entry's `fire`) and an op plan's written-out C call hand Triton's C launch
+    function the same arguments: the 13 leading ones (grid, stream, function, cooperative, pdl, scratch, metadata,
+    hooks), each TMA descriptor as its encoding, each other tensor as its data pointer, then the sizes and the
+    constexpr tail. Triton 3.6's launcher object is mimicked (its `inner` wrapper and the C function's place); the
+    encoding stands in for cuTensorMapEncodeTiled."""
+    import types as _types
+
+    from triton.backends.nvidia import driver as nv
+
+    calls = []
+
+    class CLaunch:  # stands in for the generated C function
+        def __call__(self, *args):
+            calls.append(args)
+
+    c_launch = CLaunch()
+
+    def wrap_handle_tensordesc(launcher, tensordesc_indices, tensordesc_meta):  # the shape of Triton 3.6's wrapper
+        def inner(*args):
+            return launcher(*args, tensordesc_indices, tensordesc_meta)
+
+        return inner
+
+    class CudaLauncher:
+        global_scratch_size = profile_scratch_size = 0
+        launch_cooperative_grid = launch_pdl = False
+
+        def __init__(self, launch):
+            self.launch = launch
+
+        def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+            raise AssertionError("the raw launch bypasses the launcher object")
+
+    class Compiled:
+        function = 11
+        packed_metadata = (8, 1, 0)
+
+        def __init__(self):
+            self.run = CudaLauncher(wrap_handle_tensordesc(c_launch, {0, 1, 2}, [{}, {}, {}]))
+
+    class Kernel:
+        arg_names = ["x", "w", "out", "b", "M", "N", "K", "FLAG"]
+
+        def run(self, *a, grid, warmup, **kw):
+            return Compiled()
+
+    def encode(arg, meta, _=None):
+        return ["MAP", arg.base.data_ptr(), *arg.shape, *arg.strides]
+
+    with (
+        mock.patch.object(launch, "types", _types.SimpleNamespace(BuiltinFunctionType=CLaunch)),
+        mock.patch.object(nv, "make_tensordesc_arg", encode),
+        mock.patch.object(launch, "INTERPRETING", False),
+        mock.patch.object(launch, "_hooks_set", lambda: False),
+        mock.patch.object(torch.cuda, "is_current_stream_capturing", lambda: False),
+        mock.patch.object(torch._C, "_cuda_getCurrentRawStream", lambda i: 7, create=True),
+    ):
+        tuned = launch.Tuned(Kernel(), [triton.Config({})], "stand-in")
+        copies = {}
+
+        def impl(x, w, act):
+            wt = copies.setdefault(id(w), w * 2)
+            out = x.new_empty((x.shape[0], w.shape[0]))
+            tuned.launch(
+                ("spec",),
+                lambda: "key",
+                lambda cfg: ((x, (16, 16)), (wt, (32, 16)), (out, (16, 32)), x, 128, 256, 64),
+                lambda cfg: {"FLAG": True},
+                lambda cfg: (132, 1, 1),
+                0,
+            )
+            return out
+
+        plans = launch.Plans("stand-in")
+        w = torch.randn(256, 64, dtype=torch.bfloat16)
+        for i in range(4):  # 0: full path (Triton's own launch), 1: recorded through fire, 2-3: replayed
+            x = torch.randn(128, 64, dtype=torch.bfloat16)
+            calls.clear()
+            out = plans.call(("key",), impl, (x, w), ("act",))
+            if i == 0:
+                continue
+            (c,) = calls
+            assert c[:13] == (132, 1, 1, 7, 11, False, False, None, None, (8, 1, 0), None, None, None)
+            wt = copies[id(w)]
+            assert c[13:] == (
+                "MAP", x.data_ptr(), 128, 64, 64, 1,
+                "MAP", wt.data_ptr(), 256, 64, 64, 1,
+                "MAP", out.data_ptr(), 128, 256, 256, 1,
+                x.data_ptr(), 128, 256, 64, True,
+            )  # fmt: skip
+        assert plans.replays == 2

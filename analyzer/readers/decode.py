@@ -15,7 +15,8 @@ time (bench/results/load.md). Here:
   are pulled with list comprehensions over Struct slots + ``np.fromiter`` (measured fastest, see ``_i``).
   Names are interned through one dict; repeated ``Input Dims`` / ``grid`` texts get a code per distinct text,
   and only the distinct ones are parsed, in ONE ``orjson.loads`` call at the end.
-* Big files: two forked workers decode halves of the events (``_decode_parallel``) and the parent merges them.
+* Big files, with a core to spare: this process decodes the first half of the events while a forked worker
+  decodes the second and streams its columns back (``_decode_parallel``).
 * A batch whose values have unexpected types (``"dur": [1]``, a non-object event) is re-decoded with lenient
   ``Any``-typed Structs; strings or nulls where numbers belong are coerced per column. Unknown numbers become
   NaN / -1, never 0, and ``Decoded.warnings`` says so.
@@ -405,7 +406,7 @@ def _first_byte(buf) -> int:
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{(?=\s*\")")
 
 
-def event_batches(events: Raw, chunk_bytes: int | None = None, buf: bytearray | None = None):
+def event_batches(events: Raw, chunk_bytes: int | None = None, buf: bytearray | None = None, release: bool = False):
     """Yield lists of Event Structs, decoding the events array ~chunk_bytes at a time.
 
     buf: the bytearray that `events` views. Then each chunk is bracketed IN PLACE (the separator bytes before and
@@ -413,7 +414,7 @@ def event_batches(events: Raw, chunk_bytes: int | None = None, buf: bytearray | 
     the file (~0.2 s per GB).
     """
     view, buf, pos, end = _events_span(events, buf)
-    yield from _batches(view, buf, pos, end, chunk_bytes or CHUNK_BYTES)
+    yield from _batches(view, buf, pos, end, chunk_bytes or CHUNK_BYTES, release)
 
 
 def _events_span(events: Raw, buf):
@@ -456,8 +457,11 @@ def skip_ws_back(view, start: int, end: int) -> int:
     return start
 
 
-def _batches(view, buf, pos: int, end: int, chunk_bytes: int):
+def _batches(view, buf, pos: int, end: int, chunk_bytes: int, release: bool = False):
     """Decode the events in view[pos:end] (pos at an event's '{', end just after an event's '}').
+
+    release: once a batch has been consumed, the buffer pages it came from go back to the system (_release): the
+    JSON shrinks as the columns grow, instead of both being whole at the end.
 
     Cuts at '},{"' boundaries: inside a JSON string a quote is escaped (\\"), so that text cannot be in a
     string; it can only be a boundary or sit in a nested array of objects. A wrong cut leaves one side with
@@ -486,6 +490,8 @@ def _batches(view, buf, pos: int, end: int, chunk_bytes: int):
                 continue
             yield batch
             del batch
+            if release:
+                _release(buf, pos, cut)
             break
         pos = m.end() - 1 if m else end
 
@@ -585,7 +591,9 @@ def decode_events(
     return finish(acc, form, header)
 
 
-def accumulate_events(events: Raw, buf: bytearray | None = None, workers: int | None = None) -> _Accumulator:
+def accumulate_events(
+    events: Raw, buf: bytearray | None = None, workers: int | None = None, release: bool = False
+) -> _Accumulator:
     """Decode every event into per-batch columns. GC is paused while millions of short-lived objects come and go.
 
     The result holds no reference to the input: a caller that drops its own (load.py does) frees the JSON buffer
@@ -594,16 +602,19 @@ def accumulate_events(events: Raw, buf: bytearray | None = None, workers: int | 
     buf: the bytearray `events` views, if any (lets chunks be decoded in place, see event_batches).
     workers: processes for a big file (default: $FUSELENS_DECODE_WORKERS, else up to 2 where fork exists and the
     events are over PARALLEL_MIN_BYTES). Workers are forked, so they read the buffer without a copy.
+    release: the caller owns buf and reads nothing from it afterwards: the pages of decoded batches go back to the
+    system as decoding goes (the 1 GiB trace's first open peaks ~0.2× the file lower); a parallel decode whose
+    worker fails after that raises BufferReleased (read the file again). A syntax error is final either way.
     """
     n_workers = _worker_count(workers, len(events))
     with _gc_paused():
         if n_workers > 1:
             try:
-                return _decode_parallel(events, buf, n_workers)
+                return _decode_parallel(events, buf, n_workers, release)
             except _ParallelUnavailable:
                 pass
         acc = _Accumulator()
-        for batch in event_batches(events, buf=buf):
+        for batch in event_batches(events, buf=buf, release=release):
             acc.add(batch)
             del batch
         return acc
@@ -659,32 +670,71 @@ def _worker_count(workers: int | None, n_bytes: int) -> int:
 
 
 def _idle_core() -> bool:
-    """Is a core free for a second worker? Two workers cost ~25% more CPU in all (export, pickling, merge: on the
-    1 GiB benchmark 13.9 s vs 11.1 s), so on a busy box (load average 2.9 on 2 cores) they were slower: 13.6 s
-    wall vs 11.3 s for one. They pay off only with a core to spare."""
+    """Is a core free for a second worker? Two processes cost more CPU in all than one (the second one's
+    transfer and the merge), so on a busy box they are slower; they pay off only with a core to spare. Measured
+    over 0.15 s from /proc/stat (this process sleeps meanwhile, so its own core counts as idle): the 1-minute
+    load average lags a minute behind, and after any earlier minute of work it still reads ~1 on an idle box."""
     import os
+    import time
 
+    cores = os.cpu_count() or 1
     try:
-        load1 = os.getloadavg()[0]
-    except OSError:
-        return False
-    return load1 <= (os.cpu_count() or 1) - 1.5
+        before = _cpu_times()
+        time.sleep(0.15)
+        after = _cpu_times()
+    except (OSError, ValueError, IndexError):
+        try:
+            return os.getloadavg()[0] <= cores - 1.5
+        except OSError:
+            return False
+    busy, total = after[0] - before[0], after[1] - before[1]
+    return total > 0 and (total - busy) / total * cores >= 1.5
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs, from the first line of /proc/stat (idle and iowait are not busy)."""
+    with open("/proc/stat", "rb") as f:
+        values = [int(v) for v in f.readline().split()[1:9]]
+    return sum(values) - values[3] - values[4], sum(values)
 
 
 class _ParallelUnavailable(Exception):
     pass
 
 
-_SHARED: tuple | None = None  # (view, buf, ranges): set just before forking, read by the workers
+class BufferReleased(Exception):
+    """The parallel decode failed after handing back pages of the caller's buffer: decode the source again."""
 
 
-def _decode_parallel(events: Raw, buf, n_workers: int) -> _Accumulator:
-    """Split the events into n_workers byte ranges at event boundaries; forked workers decode a range each
-    into compact columns (names and shapes as codes); the parent merges them in file order."""
+def _release(buf, a: int, b: int) -> None:
+    """Hand the whole memory pages inside buf[a:b] back to the system (madvise MADV_DONTNEED: they read as zeros
+    from now on). Only pages wholly inside the range: the allocation's header page is never touched. No-op
+    where madvise is missing."""
+    import ctypes
+    import mmap
+
+    if not isinstance(buf, bytearray) or b <= a:
+        return
+    page = mmap.PAGESIZE
+    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    lo, hi = -(-(base + a) // page) * page, (base + b) // page * page
+    if hi > lo:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), 4)
+
+
+def _decode_parallel(events: Raw, buf, n_workers: int, release: bool = False) -> _Accumulator:
+    """Split the events into n_workers byte ranges at event boundaries. This process decodes the first range
+    while forked children decode the others (they read the buffer without a copy); each child streams its
+    columns back through a pipe, array by array into arrays allocated here (no pickled copy of the columns on
+    either side: with a pool's pickled results the 1 GiB trace peaked at 1.93× the file, 1.3× with this), and
+    they are merged in file order. Any failure (no fork, a child killed, a split inside a nested object, a
+    syntax error) falls back to decoding everything in this process, which then says what is wrong.
+    release: every process drops the pages outside its own range at its start (so each page has one owner) and
+    gives back its own batches' pages as it goes: the 1 GiB trace peaked at 1.45× the file without it. A failure
+    after that raises BufferReleased."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
-    global _SHARED
     view, buf, pos, end = _events_span(events, buf)
     ranges, start = [], pos
     for k in range(1, n_workers):
@@ -696,29 +746,97 @@ def _decode_parallel(events: Raw, buf, n_workers: int) -> _Accumulator:
     ranges.append((start, end))
     if len(ranges) < 2:
         raise _ParallelUnavailable
-    _SHARED = (view, buf, ranges)
+    ctx = multiprocessing.get_context("fork")
+    children = []
+    released = False
     try:
-        with ProcessPoolExecutor(len(ranges), mp_context=multiprocessing.get_context("fork")) as pool:
-            parts = list(pool.map(_decode_range, range(len(ranges))))
-    except Exception as err:  # no fork here, a worker killed (OOM), a split inside a nested object …
+        for a, b in ranges[1:]:
+            recv, send = ctx.Pipe(duplex=False)
+            child = ctx.Process(target=_decode_child, args=(view, buf, a, b, send, release), daemon=True)
+            child.start()
+            send.close()
+            children.append((child, recv))
+        if release and buf is not None:  # the children's ranges are theirs alone from here
+            _release(buf, ranges[0][1] + 1, len(buf))
+            released = True
+        acc = _Accumulator()
+        for batch in _batches(view, buf, *ranges[0], CHUNK_BYTES, release):
+            acc.add(batch)
+            del batch
+        for child, recv in children:
+            acc.merge(_receive(recv))  # in file order; each part is freed once merged
+            child.join()
+            if child.exitcode != 0:
+                raise _ParallelUnavailable(f"decode worker exited with {child.exitcode}")
+        return acc
+    except (_ParallelUnavailable, OSError, EOFError, msgspec.DecodeError) as err:
+        if released:
+            raise BufferReleased from err
         raise _ParallelUnavailable from err  # … then decode in this process: slower, same result
     finally:
-        _SHARED = None
-    acc = _Accumulator()
-    while parts:
-        acc.merge(parts.pop(0))  # each worker's export is freed once merged
-    return acc
+        for child, recv in children:
+            recv.close()
+            if child.is_alive():
+                child.kill()
+                child.join()
 
 
-def _decode_range(k: int) -> dict:
-    view, buf, ranges = _SHARED
-    a, b = ranges[k]
-    gc.disable()
-    acc = _Accumulator()
-    for batch in _batches(view, buf, a, b, CHUNK_BYTES):
-        acc.add(batch)
-        del batch
-    return acc.export()
+def _decode_child(view, buf, a: int, b: int, conn, release: bool) -> None:
+    """A forked worker: decode view[a:b], send the export, exit without running the parent's exit handlers."""
+    import os
+
+    code = 1
+    try:
+        gc.disable()
+        if release:  # pages this worker never reads: so that the parent's own release frees them
+            _release(buf, 0, a - 1)
+            _release(buf, b + 1, len(buf))
+        acc = _Accumulator()
+        for batch in _batches(view, buf, a, b, CHUNK_BYTES, release):
+            acc.add(batch)
+            del batch
+        _send(conn, acc.export())
+        code = 0
+    except BaseException as err:  # the parent falls back to decoding in one process
+        with contextlib.suppress(Exception):
+            conn.send(("error", repr(err)))
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()
+        os._exit(code)
+
+
+def _send(conn, part: dict) -> None:
+    """A worker's export: the small things pickled, then each array as raw bytes (the receiver allocates it),
+    each freed here once sent, so the columns move from this process to the parent instead of being in both."""
+    layout = {}
+    for table, cols in part["parts"].items():
+        layout[table] = {
+            key: (col.dtype.str, len(col)) if isinstance(col, np.ndarray) and col.dtype != object else col
+            for key, col in cols.items()  # a list column (gpu kind) is pickled as is
+        }
+    conn.send(("ok", {**part, "parts": layout}))
+    for table, cols in part["parts"].items():
+        for key in list(cols):
+            if isinstance(layout[table][key], tuple):
+                arr = np.ascontiguousarray(cols.pop(key))
+                conn.send_bytes(memoryview(arr).cast("B"))
+                del arr
+
+
+def _receive(conn) -> dict:
+    status, part = conn.recv()
+    if status != "ok":
+        raise _ParallelUnavailable(f"decode worker failed: {part}")
+    for cols in part["parts"].values():
+        for key, spec in cols.items():
+            if isinstance(spec, tuple):
+                arr = np.empty(spec[1], dtype=np.dtype(spec[0]))
+                got = conn.recv_bytes_into(memoryview(arr).cast("B")) if arr.nbytes else len(conn.recv_bytes())
+                if got != arr.nbytes:
+                    raise _ParallelUnavailable("a decode worker sent a column of the wrong size")
+                cols[key] = arr
+    return part
 
 
 class _Accumulator:

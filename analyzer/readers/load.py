@@ -41,7 +41,7 @@ import numpy as np
 from msgspec import Raw
 
 from analyzer.errors import TraceError
-from analyzer.readers.decode import ShapeError, accumulate_events, finish, skip_ws, split_document
+from analyzer.readers.decode import BufferReleased, ShapeError, accumulate_events, finish, skip_ws, split_document
 from analyzer.readers.limits import ENV_MAX_DECOMPRESSED, ENV_MAX_GZIP_RATIO, default_limits
 
 try:  # zlib-ng: the same inflate, ~3.5× faster on runs of whitespace (a bomb is refused sooner), CRC-32 ~5×
@@ -111,7 +111,7 @@ def load_trace(
     return trace
 
 
-def _parse(src, source: str, is_bytes: bool, max_decompressed_bytes, max_gzip_ratio) -> Trace:
+def _parse(src, source: str, is_bytes: bool, max_decompressed_bytes, max_gzip_ratio, workers=None) -> Trace:
     cap = decompression_cap(max_decompressed_bytes)
     guard = GzipGuard(source, max_gzip_ratio)
     if is_bytes:
@@ -124,7 +124,12 @@ def _parse(src, source: str, is_bytes: bool, max_decompressed_bytes, max_gzip_ra
     buf = data if isinstance(data, bytearray) else None
     del data  # `events` is a view that keeps the buffer alive exactly as long as decoding needs it
     try:
-        acc = accumulate_events(events, buf)
+        # release: a buffer read or inflated here (not the caller's upload) is read by nothing after this, so a
+        # parallel decode may give its pages back
+        acc = accumulate_events(events, buf, workers, release=buf is not None and buf is not src)
+    except BufferReleased:  # a decode worker failed after pages were given back: once more, in this process
+        del events, buf
+        return _parse(src, source, is_bytes, max_decompressed_bytes, max_gzip_ratio, workers=1)
     except msgspec.DecodeError as err:  # the validation pass skips strings' contents; a batch can still object
         raise TraceError(source, f"invalid JSON inside traceEvents ({err})") from None
     except RecursionError:

@@ -167,9 +167,33 @@ def _raw_plan(compiled, a: tuple, tail: tuple, grid: tuple):
             f"    _fn(_g[0], _g[1], _g[2], stream, _f, *_h, _m, None, None, None, {', '.join(parts)}, *_tail)\n"
         )
         exec(compile(src, f"<fuselens launch {getattr(compiled, 'name', '')}>", "exec"), ns)  # noqa: S102
-        return ns["fire"]
+        fire = ns["fire"]
+        # for op plans (_replay_code), which write the C call out themselves: what each argument is
+        fire.kinds = tuple(
+            "desc" if i in metas else "ptr" if isinstance(v, torch.Tensor) else "val" for i, v in enumerate(a)
+        )
+        fire.ns = ns
+        return fire
     except (ImportError, AttributeError, TypeError, ValueError):
         return None
+
+
+def _ptr_keyed(lookup: Callable, block) -> Callable:
+    """tensor -> lookup((tensor, block)), cached by the tensor's data pointer alone: for op plans, whose key fixes
+    shapes and strides."""
+    cache: dict = {}
+
+    def by_ptr(t):
+        p = t.data_ptr()
+        enc = cache.get(p)
+        if enc is None:
+            if len(cache) >= _DESC_CACHE_MAX:
+                cache.clear()
+            enc = cache[p] = lookup((t, block))
+        return enc
+
+    by_ptr.cache = cache
+    return by_ptr
 
 
 def _desc_lookup(make, n_params: int, meta) -> Callable:
@@ -274,7 +298,10 @@ class Plans:
             out = impl(*inputs, *rest)
         finally:
             _RECORDING.pop(get_ident(), None)
-        built = _build_plan(rec, inputs, out)
+        try:
+            built = _build_plan(rec, inputs, out)
+        except (TypeError, ValueError, AttributeError, KeyError, SyntaxError):  # a launcher this code cannot write out
+            built = None
         del rec  # a temporary tensor of this call (held only by the record) must be dead before the check below
         self.plans[key] = built[0] if built is not None and all(r() is not None for r in built[1]) else None
         return out
@@ -325,12 +352,14 @@ def _replay_code(launches: list, first: int, shape: tuple, device_index: int) ->
     over a template per call: ~13 list appends and branches per launch on the r1 H100 host's cProfile)."""
     ns = {"_shape": shape, "_stream": getattr(torch._C, "_cuda_getCurrentRawStream", None), "_dev": device_index}
     ns["_slow"] = _fire
-    lines = ["def replay(inputs):", f"    o = inputs[{first}].new_empty(_shape)", "    stream = _stream(_dev)"]
+    # the sizes as literal ints: new_empty(16, 3072) parses ~0.5 us faster than new_empty((16, 3072)) (dev box)
+    dims = ", ".join(str(int(n)) for n in shape) or "()"
+    lines = ["def replay(inputs):", f"    o = inputs[{first}].new_empty({dims})", "    stream = _stream(_dev)"]
     for k, (tuned, spec, hit, tmpl) in enumerate(launches):
         ns.update({f"_t{k}": tuned, f"_s{k}": spec, f"_h{k}": hit, f"_k{k}": hit[0], f"_c{k}": hit[1]})
         lines.append(f"    if _t{k}._launchers.get(_s{k}) is not _h{k} or _t{k}.cache.get(_k{k}) is not _c{k}:")
         lines.append("        return None")
-        args = []
+        args, tensors = [], []  # each argument as Triton's launcher takes it; the tensor expression alone
         for j, (ref, block) in enumerate(tmpl):
             kind = ref[0]
             if kind == "in":
@@ -346,22 +375,43 @@ def _replay_code(launches: list, first: int, shape: tuple, device_index: int) ->
                 lines.append(f"    if w{k}_{j} is None:")
                 lines.append("        return None")
                 v = f"w{k}_{j}"
+            tensors.append(v)
             if block is not None:
                 ns[f"_b{k}_{j}"] = block
                 v = f"({v}, _b{k}_{j})"
             args.append(v)
         call_args = f"({', '.join(args)},)"
-        if hit[5] is None:
+        fire = hit[5]
+        if fire is None:
             lines.append(f"    _slow(_h{k}, {call_args}, _dev)")
-        else:
-            ns[f"_f{k}"] = hit[5]
-            lines.append("    try:")
-            lines.append(f"        _f{k}({call_args}, stream)")
-            lines.append("    except TypeError:")
-            lines.append(f"        _slow(_h{k}, {call_args}, _dev)")
+            continue
+        # the C call written out (as `fire` makes it): pointers as ints, descriptors from a cache keyed by the data
+        # pointer alone (the plan's key fixes the inputs' shapes and strides; the output's are the plan's own)
+        fns = fire.ns
+        ns.update({f"_fn{k}": fns["_fn"], f"_m{k}": fns["_m"], f"_tl{k}": fns["_tail"], f"_hd{k}": fns["_h"]})
+        grid = ", ".join(str(int(n)) for n in fns["_g"])
+        c_args = []
+        for j, (kind, t) in enumerate(zip(fire.kinds, tensors, strict=True)):
+            if kind == "ptr":
+                c_args.append(f"{t}.data_ptr()")
+            elif kind == "desc":
+                ns[f"_e{k}_{j}"] = _ptr_keyed(fns[f"_d{j}"], tmpl[j][1])
+                c_args.append(f"*_e{k}_{j}({t})")
+            else:
+                c_args.append(t)
+        lines.append("    try:")
+        lines.append(
+            f"        _fn{k}({grid}, stream, {int(fns['_f'])}, *_hd{k}, _m{k}, None, None, None, {', '.join(c_args)},"
+            f" *_tl{k})"
+        )
+        lines.append("    except TypeError:")
+        lines.append(f"        _slow(_h{k}, {call_args}, _dev)")
     lines.append("    return o")
     exec(compile("\n".join(lines) + "\n", "<fuselens op plan>", "exec"), ns)  # noqa: S102
-    return ns["replay"]
+    replay = ns["replay"]
+    replay.launches = len(launches)  # for scripts/host_overhead.py's diagnostics
+    replay.desc_caches = [v.cache for k, v in ns.items() if k.startswith("_e")]
+    return replay
 
 
 TUNED: list = []  # every Tuned, for forget_launchers
@@ -474,7 +524,7 @@ class Tuned:
                 times[cfg] = float("inf")
         # Two passes, the second in reverse order, each config's time the mean of its two medians: a GPU that slows
         # down under load would otherwise favour whichever config ran first (LLM-sized GEMMs held for ~100 ms run at
-        # the 700 W power limit, SM clock 1500-1665 MHz against 1960-1980 in 35 ms bursts on the H100:
+        # the 700 W power limit, SM clock 1485-1665 MHz against 1958-1980 for 35 ms bf16 bursts on the H100:
         # bench/results/sweep_floor_h100_80gb_hbm3.md).
         order = list(calls)
         for rnd in (order, order[::-1]):
