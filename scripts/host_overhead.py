@@ -143,6 +143,7 @@ def main() -> int:
     wg, wu = (torch.randn(h, d, device="cuda", dtype=dt) * d**-0.5 for _ in range(2))
     b = torch.randn(h, device="cuda", dtype=dt)
     g, u = x @ wg.T, x @ wu.T
+    wd = torch.randn(d, h, device="cuda", dtype=dt) * h**-0.5
     x_tma = torch.randn(128, d, device="cuda", dtype=dt)  # M > 64: the TMA path, still tiny GPU work
     model = build_model("geglu", d, h, dt, "cuda")
     xm = make_input(1, m, d, dt, "cuda")
@@ -151,6 +152,8 @@ def main() -> int:
     gating_plans = launch.Plans("host_overhead glu_gating")
     eager_calls = {
         "eager F.linear (cuBLAS)": lambda: F.linear(x, wg),
+        # the GEGLU forward's down projection: M 16, K 3072 -> 768 (cuBLAS splits K: two kernels)
+        "eager F.linear, down_proj shape (cuBLAS)": lambda: F.linear(g, wd),
         "eager F.gelu(tanh) * up (2 kernels)": lambda: F.gelu(g, approximate="tanh") * u,
         f"eager GEGLU MLP forward, M {m}": lambda: fwd["eager"](xm),
     }
@@ -234,6 +237,13 @@ def main() -> int:
                 f"  {name:50s} {fast:10.1f} {via_dispatcher:10.1f} {no_plan:10.1f} {via_launcher:10.1f} {slow:10.1f}"
                 f" {gpu:8.1f}  {verdict}"
             )
+            if "(op" in name:  # what the op's plans hold: launches per plan, TMA encodings cached per descriptor
+                op = name.split("::")[1].split(" ")[0]
+                held = [p for p in ops.PLANS[op].plans.values() if callable(p)]
+                print(
+                    f"      plans: {len(held)}, launches {[p.launches for p in held]}, TMA encodings cached "
+                    f"{[[len(c) for c in p.desc_caches] for p in held]}, replays so far {ops.PLANS[op].replays}"
+                )
         # the dispatcher path: what a user's `fuselens` forward runs at this shape, per forward and per launch
         fwd["fuselens"](xm)
         decision = dispatch.decision_for(model, xm) or {}
@@ -264,6 +274,7 @@ def main() -> int:
             "fuselens::glu_gating (op)": ours["fuselens::glu_gating (op)"],
             "fuselens::dual_gemm_glu (op, pointer kernel)": ours["fuselens::dual_gemm_glu (op, pointer kernel)"],
             "fuselens::dual_gemm_glu (op, TMA kernel, M 128)": ours["fuselens::dual_gemm_glu (op, TMA kernel, M 128)"],
+            "fuselens::gemm_bias_act (op, TMA kernel, M 128)": ours["fuselens::gemm_bias_act (op, TMA kernel, M 128)"],
             f"fuselens GEGLU MLP forward, M {m}": lambda: fwd["fuselens"](xm),
         }
         for name, fn in profiled.items():

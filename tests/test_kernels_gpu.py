@@ -76,6 +76,7 @@ def test_fast_path_matches_first_call(M, K, N, act):
             assert all(len(d) == 3 and all(x.cache for x in d) for d in lookups.get(name, []))
 
 
+@pytest.mark.parametrize("M, K, N", [(16, 768, 3072), (77, 1001, 3000), (333, 1000, 2816)])
 def test_op_plans_replay_what_the_wrappers_compute(M, K, N):
     """Op calls served by a recorded plan (kernels.ops.launch.Plans) give what the wrappers compute, with new
     activations every call, after an in-place weight update (the key holds the weights' version), for a second pair

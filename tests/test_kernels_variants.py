@@ -342,12 +342,13 @@ def test_shape_sweep_verdicts_and_merge():
     assert merged["runs"][-1]["commit"] == "c"
 
 
-@pytest.mark.parametrize("gpu, losses", [("h100_80gb_hbm3", {"hf-swiglu-fp32"}), ("h200", {"unaligned-bf16"})])
-def test_committed_shape_sweep_verdicts_recompute(gpu, losses):
-    """The committed shape sweeps (bench/results/kernels_<gpu>.json, runs r1 on the H100 and r2 on the H200)
-    re-judged here: each row's verdict and fastest peer follow from its own timings; fuselens is WIN or TIE on every
-    row but one per card, both on the cuBLAS + gating path and within 1% of compile (H100 fp32 HF SwiGLU 2512.5 vs
-    2509.7 us; H200 77 x 1001 -> 3000 bf16 60.5 vs 60.0 us: docs/KERNELS.md, Open)."""
+@pytest.mark.parametrize("gpu", ["h100_80gb_hbm3", "h200"])
+def test_committed_shape_sweep_verdicts_recompute(gpu):
+    """The committed shape sweeps (bench/results/kernels_<gpu>.json; the runs list names each run's commit) re-judged
+    here: each row's verdict and fastest peer follow from its own timings, and no row is a LOSS on either card. The
+    two former losses (runs r1/r2, on the cuBLAS + gating path, within 1% of compile) were re-measured in session
+    5's round B at c5a53dc: fp32 HF SwiGLU runs cat_gating (H100 2503.4 vs compile 2505.0 us, H200 2465.3 vs liger
+    2469.2), 77 x 1001 -> 3000 bf16 pad_cat_gating (H100 30.0 vs 61.6, H200 28.6 vs 59.2)."""
     import copy
     import json
     from pathlib import Path
@@ -361,7 +362,7 @@ def test_committed_shape_sweep_verdicts_recompute(gpu, losses):
         again = copy.deepcopy(row)
         shapes.judge(again)
         assert (again["verdict"], again.get("fastest_peer")) == (row["verdict"], row.get("fastest_peer")), row["id"]
-    assert {i for i, r in rows.items() if r["verdict"] == "LOSS"} == losses
-    for i in losses:
-        assert rows[i]["variants"]["fuselens"]["path"] == "gating" and rows[i]["x_fastest_peer"] < 1.01
+    assert [i for i, r in rows.items() if r["verdict"] == "LOSS"] == []
+    assert rows["hf-swiglu-fp32"]["variants"]["fuselens"]["path"] == "cat_gating"
+    assert rows["unaligned-bf16"]["variants"]["fuselens"]["path"] == "pad_cat_gating"
     assert rows["hf-geglu-bf16"]["variants"]["fuselens"]["path"] == "dual_gemm"

@@ -192,6 +192,7 @@ def _ptr_keyed(lookup: Callable, block) -> Callable:
             enc = cache[p] = lookup((t, block))
         return enc
 
+    by_ptr.cache = cache
     return by_ptr
 
 
@@ -407,7 +408,10 @@ def _replay_code(launches: list, first: int, shape: tuple, device_index: int) ->
         lines.append(f"        _slow(_h{k}, {call_args}, _dev)")
     lines.append("    return o")
     exec(compile("\n".join(lines) + "\n", "<fuselens op plan>", "exec"), ns)  # noqa: S102
-    return ns["replay"]
+    replay = ns["replay"]
+    replay.launches = len(launches)  # for scripts/host_overhead.py's diagnostics
+    replay.desc_caches = [v.cache for k, v in ns.items() if k.startswith("_e")]
+    return replay
 
 
 TUNED: list = []  # every Tuned, for forget_launchers
@@ -520,7 +524,7 @@ class Tuned:
                 times[cfg] = float("inf")
         # Two passes, the second in reverse order, each config's time the mean of its two medians: a GPU that slows
         # down under load would otherwise favour whichever config ran first (LLM-sized GEMMs held for ~100 ms run at
-        # the 700 W power limit, SM clock 1500-1665 MHz against 1960-1980 in 35 ms bursts on the H100:
+        # the 700 W power limit, SM clock 1485-1665 MHz against 1958-1980 for 35 ms bf16 bursts on the H100:
         # bench/results/sweep_floor_h100_80gb_hbm3.md).
         order = list(calls)
         for rnd in (order, order[::-1]):
