@@ -778,7 +778,7 @@ def _release(buf, a: int, b: int) -> None:
     base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
     lo, hi = -(-(base + a) // page) * page, (base + b) // page * page
     if hi > lo:
-        with contextlib.suppress(OSError, AttributeError):
+        with contextlib.suppress(OSError, AttributeError, TypeError):  # no libc madvise (Windows): keep the pages
             ctypes.CDLL(None, use_errno=True).madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), 4)
 
 
