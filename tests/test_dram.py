@@ -10,9 +10,10 @@ why; a change to the model that moves them fails here.
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from analyzer import load_trace, summarize
+from analyzer import dram, load_trace, summarize
 from analyzer.dram import device_of, hit_fraction, predict_step
 from analyzer.gpus import SPECS
 from kernels.lab import ncu
@@ -294,3 +295,32 @@ def test_recorded_gemm_rereads_and_what_they_rest_on():
     assert "re-read by its tile walk (tile 192x128 (N x M) from the name, CUTLASS raster along N" in basis[1]
     assert "persistent grid of 132" in basis[1] and "2 L2 partitions" in basis[1]
     assert "Triton grouped order (GROUP_M 8)" in basis[0]
+
+
+def test_distinct_rows_keep_kernels_apart_past_int64_keys():
+    """Five key columns of 2^16 distinct values each multiply past int64: the key is re-coded before it wraps, so
+    a kernel that differs from another only by its name keeps its own row (a wrapped key shifted the name out)."""
+    m = 1 << 16
+    idx = np.arange(m)
+
+    def col(values):
+        return pd.Series(list(values), dtype=object)
+
+    def again(values):  # the last row repeats row 0's value
+        return np.append(values, values[0])
+
+    df = pd.DataFrame(
+        {
+            "kind": col(["kernel"] * (m + 1)),
+            "name": col([f"k{i}" for i in idx] + ["another_kernel"]),
+            "op_name": col(again(np.array([f"op{i}" for i in idx], dtype=object))),
+            "bytes": again(idx.astype(float)),
+            "grid": col(again(np.array([f"{i},1,1" for i in idx], dtype=object))),
+            "block": col(again(np.array([f"{i},2,1" for i in idx], dtype=object))),
+            "shared_memory_bytes": again(idx.astype(float)),
+            "category": col(["other"] * (m + 1)),
+        }
+    )
+    codes, rows = dram._distinct_rows(df)
+    assert codes[0] != codes[-1]
+    assert len(rows) == m + 1
