@@ -156,3 +156,24 @@ def test_meta_extra_keeps_small_scalars_only():
     # the TraceLens 'metadata' block (with an environment dump) is not carried along
     assert all(isinstance(v, (str, int, float, bool)) for v in extra.values())
     assert "metadata" not in extra
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_big_file_read_into_a_private_map_loads_the_same(tmp_path, monkeypatch, workers):
+    """Files over _BIG_READ_BYTES are read into an anonymous private map (no zero-fill pass): the same trace,
+    decoded in place, in one process or two; a broken one takes the same repairs."""
+    from analyzer.readers import decode
+    from analyzer.readers import load as load_mod
+
+    path = tmp_path / "qwen.json"
+    path.write_bytes(gzip.decompress(TRACES["h100_qwen"].read_bytes()))
+    want = load_trace(path, cache=False)
+    monkeypatch.setattr(load_mod, "_BIG_READ_BYTES", 0)
+    monkeypatch.setenv(decode.ENV_WORKERS, workers)
+    assert not isinstance(load_mod.read_path(path, "q", 1 << 30)[0], bytearray)
+    got = load_trace(path, cache=False)
+    pd.testing.assert_frame_equal(got.gpu_ops, want.gpu_ops)
+    pd.testing.assert_frame_equal(got.cpu_ops, want.cpu_ops)
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(path.read_bytes()[:-5000])  # truncated: the recovery keeps every complete event
+    assert any("truncated" in w for w in load_trace(cut, cache=False).meta.warnings)

@@ -31,6 +31,7 @@ import contextlib
 import gc
 import itertools
 import math
+import mmap
 import operator
 import re
 from collections import Counter
@@ -557,7 +558,7 @@ def _batches(view, buf, pos: int, end: int, chunk_bytes: int, release: bool = Fa
 
 def _offset_in(buf, events: Raw) -> int | None:
     """Where the Raw view `events` starts inside the bytearray buf (msgspec's Raw is zero-copy), else None."""
-    if not isinstance(buf, bytearray) or not len(buf) or not len(events):
+    if not isinstance(buf, OWNED_BUFFERS) or not len(buf) or not len(events):
         return None
     base = np.frombuffer(buf, np.uint8).ctypes.data
     start = np.frombuffer(events, np.uint8).ctypes.data
@@ -757,6 +758,10 @@ def _cpu_times() -> tuple[int, int]:
     return sum(values) - values[3] - values[4], sum(values)
 
 
+# Writable buffers a reader fills (analyzer.readers.load): decoded in place, their pages given back as it goes.
+OWNED_BUFFERS = (bytearray, mmap.mmap)
+
+
 class _ParallelUnavailable(Exception):
     pass
 
@@ -770,9 +775,8 @@ def _release(buf, a: int, b: int) -> None:
     from now on). Only pages wholly inside the range: the allocation's header page is never touched. No-op
     where madvise is missing."""
     import ctypes
-    import mmap
 
-    if not isinstance(buf, bytearray) or b <= a:
+    if not isinstance(buf, OWNED_BUFFERS) or b <= a:
         return
     page = mmap.PAGESIZE
     base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
