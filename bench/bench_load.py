@@ -37,7 +37,9 @@ and the bombs' CLI rows (whole process).
 Memory: the peak over the run of the SUM of PSS (proportional set size, /proc/PID/smaps_rollup via psutil,
 sampled every 50 ms) over the child and all its descendants — forked decode workers' pages shared with the
 parent are split between them, their own pages counted in full, so nothing is counted twice or missed (up to
-the 50 ms sampling). The child's own ru_maxrss (max RSS of one process) is shown beside it.
+the 50 ms sampling). The child's own ru_maxrss (max RSS of one process) is shown beside it. The second-open rows
+(cached, upload, cli, ranks) are timed without the sampler: reading smaps_rollup of a 1.5 GB process every 50 ms
+took its mmap lock often enough to slow a 0.55 s open to ~1.0 s; their memory column is ru_maxrss alone.
 """
 
 from __future__ import annotations
@@ -168,12 +170,20 @@ class TreeSampler(threading.Thread):
             self.stop.wait(self.period)
 
 
-def run_child(argv: list[str], env: dict, timeout_s: float) -> tuple[subprocess.CompletedProcess | None, float, int]:
+def run_child(
+    argv: list[str], env: dict, timeout_s: float, sample: bool = True
+) -> tuple[subprocess.CompletedProcess | None, float, int | None]:
+    """(result or None on timeout, wall seconds, peak process-tree PSS or None when not sampled). Sampling reads
+    /proc/PID/smaps_rollup, which walks the child's page tables under its mmap lock: every 50 ms on a 1.5 GB
+    process it slowed a 0.55 s second open to ~1.0 s, so the second-open rows are timed without it."""
     t = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             cwd=tempfile.gettempdir())  # fmt: skip
     sampler = TreeSampler(proc.pid)
-    sampler.start()
+    if sample:
+        sampler.start()
+    else:
+        sampler.peak = None
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -182,16 +192,17 @@ def run_child(argv: list[str], env: dict, timeout_s: float) -> tuple[subprocess.
         sampler.stop.set()
         return None, time.perf_counter() - t, sampler.peak
     sampler.stop.set()
-    sampler.join()
+    if sample:
+        sampler.join()
     return subprocess.CompletedProcess(argv, proc.returncode, out, err), time.perf_counter() - t, sampler.peak
 
 
-def run(method: str, path: Path, timeout_s: float, cache_dir: Path) -> dict:
+def run(method: str, path: Path, timeout_s: float, cache_dir: Path, sample: bool = True) -> dict:
     python = str(HTA_PYTHON) if method == "hta" else sys.executable
     code = _PRELUDE + f"ROOT = {str(ROOT)!r}\nPATH = {str(path)!r}\n" + CODE[method] + _REPORT
     env = dict(os.environ, PYTHONWARNINGS="ignore", FUSELENS_CACHE_DIR=str(cache_dir))
     env.pop("FUSELENS_NO_CACHE", None)
-    proc, wall, pss = run_child([python, "-c", code], env, timeout_s)
+    proc, wall, pss = run_child([python, "-c", code], env, timeout_s, sample)
     if proc is None:
         return {"method": method, "error": f"timed out after {timeout_s:.0f} s", "pss_peak_bytes": pss}
     line = next((x for x in proc.stdout.splitlines() if x.startswith("BENCH ")), None)
@@ -212,8 +223,12 @@ def cli_answer(path: Path, timeout_s: float, cache_dir: Path) -> dict:
     return {"answer": f"exit {proc.returncode}: {answer}", "wall_s": wall, "pss_peak_bytes": pss}
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f}"
+def _gib(n: float | None) -> str:
+    return "— (not sampled)" if n is None else f"{n / 2**30:.2f}"
+
+
+def _per_file(n: float | None, plain: int) -> str:
+    return "—" if n is None else f"{n / plain:.2f}×"
 
 
 def fmt(res: dict, size: int, uncompressed: int) -> str:
@@ -222,7 +237,7 @@ def fmt(res: dict, size: int, uncompressed: int) -> str:
     total = res["load_s"] + res["summarize_s"]
     split = f"load {res['load_s']:.2f} + summarize {res['summarize_s']:.2f}; " if res["summarize_s"] else ""
     return (
-        f"| {res['method']} | {total:.2f} | {_gib(res['pss_peak_bytes'])} | {res['pss_peak_bytes'] / uncompressed:.2f}× |"
+        f"| {res['method']} | {total:.2f} | {_gib(res['pss_peak_bytes'])} | {_per_file(res['pss_peak_bytes'], uncompressed)} |"
         f" {_gib(res['ru_maxrss_bytes'])} | {split}imports {res['import_s']:.1f} s |"
     )
 
@@ -326,29 +341,25 @@ def bench_bombs(timeout_s: float, cache_dir: Path, figures: dict) -> list[str]:
 
 def wall_runs(argv: list[str], cache_dir: Path, timeout_s: float, runs: int) -> dict:
     """Whole-process wall time of a command, `runs` times (after one untimed run that fills the cache entries it
-    reads): median, all runs, peak PSS."""
+    reads), not sampled (run_child): median, all runs."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), FUSELENS_CACHE_DIR=str(cache_dir))
     env.pop("FUSELENS_NO_CACHE", None)
-    walls, peak = [], 0
+    walls = []
     for i in range(runs + 1):
-        proc, wall, pss = run_child(argv, env, timeout_s)
+        proc, wall, _ = run_child(argv, env, timeout_s, sample=False)
         if proc is None or proc.returncode != 0:
             err = "timed out" if proc is None else (proc.stderr.strip().splitlines() or ["?"])[-1][:200]
-            return {"error": f"{' '.join(argv[2:4])}: {err}", "pss_peak_bytes": pss}
+            return {"error": f"{' '.join(argv[2:4])}: {err}"}
         if i:
             walls.append(wall)
-            peak = max(peak, pss)
-    return {"wall_s": statistics.median(walls), "walls": walls, "pss_peak_bytes": peak}
+    return {"wall_s": statistics.median(walls), "walls": walls}
 
 
 def fmt_wall(method: str, res: dict, plain: int, what: str) -> str:
     if "error" in res:
         return f"| {method} | — | — | — | — | {res['error']} |"
     runs = ", ".join(f"{w:.2f}" for w in res["walls"])
-    return (
-        f"| {method} | {res['wall_s']:.2f} | {_gib(res['pss_peak_bytes'])} | {res['pss_peak_bytes'] / plain:.2f}× | — |"
-        f" {what}; whole process, median of {len(res['walls'])} ({runs}) |"
-    )
+    return f"| {method} | {res['wall_s']:.2f} | — | — | — | {what}; whole process, median of {len(res['walls'])} ({runs}) |"
 
 
 def targets_table(figures: dict) -> list[str]:
@@ -492,8 +503,8 @@ def main(argv: list[str] | None = None) -> int:
                     finally:
                         shutil.rmtree(folder, ignore_errors=True)
                     lines.append(fmt_wall(m, walls[m], plain, "`python -m analyzer ranks DIR`"))
-                else:
-                    res = run(m, path.resolve(), args.timeout, cache_dir)
+                else:  # second opens are timed unsampled (run_child); their memory is ru_maxrss
+                    res = run(m, path.resolve(), args.timeout, cache_dir, sample=m not in ("cached", "upload"))
                     results[m] = res
                     lines.append(fmt(res, size, plain))
                 print(lines[-1], flush=True)

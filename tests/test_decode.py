@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import re
+from pathlib import Path
 
 import numpy as np
 import orjson
@@ -276,3 +277,47 @@ def test_a_worker_failing_after_pages_were_given_back_reads_the_file_again(tmp_p
     assert calls["released"] > 0  # pages were given back before the worker was seen to fail
     pd.testing.assert_frame_equal(got.gpu_ops, want.gpu_ops)
     pd.testing.assert_frame_equal(got.cpu_ops, want.cpu_ops)
+
+
+@pytest.mark.parametrize("key", sorted(TRACES))
+def test_unchecked_split_finds_what_the_validating_split_finds_or_declines(key):
+    data = gzip.decompress(TRACES[key].read_bytes()) if TRACES[key].suffix == ".gz" else TRACES[key].read_bytes()
+    quick = decode.split_events_unchecked(data)
+    if quick is None:  # e.g. deviceProperties written after the events: split_document's case
+        return
+    full = decode.split_document(data)
+    assert quick[:2] == full[:2] and bytes(quick[2]) == bytes(full[2])
+
+
+def test_unchecked_split_takes_the_benchmark_layout():
+    data = gzip.decompress((Path(__file__).parent / "data/hta/trace_diff/control/control.json.gz").read_bytes())
+    quick, full = decode.split_events_unchecked(data), decode.split_document(data)
+    assert quick is not None and quick[:2] == full[:2] and bytes(quick[2]) == bytes(full[2])
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        b'[{"ph":"X"}]',  # array form
+        b'{"x":1}',  # no traceEvents
+        b'{"traceEvents":{"a":[1]}}',  # not a list
+        b'{"meta":{"traceEvents":[1]},"traceEvents":[{"ph":"X"}]}',  # the first one is nested
+        b'{"traceEvents":[{"ph":"X"}],"traceEvents":[{"ph":"M"}]}',  # a second top-level one
+        b'{"traceEvents":[{"ph":"X"}',  # cut short
+    ],
+)
+def test_unchecked_split_declines_what_it_cannot_vouch_for(doc):
+    assert decode.split_events_unchecked(doc) is None
+
+
+def test_a_syntax_error_the_unchecked_split_let_through_reads_the_file_the_whole_way(tmp_path):
+    """NaN inside an event: the quick split does not see it; the batch decode objects, and the load repeats with
+    the validating split and its repairs: the same trace and warning as before the quick split existed."""
+    ev = b'{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":%d,"dur":%s,"args":{"correlation":%d}}'
+    events = [ev % (i, b"NaN" if i == 500 else b"2", i) for i in range(1000)]
+    path = tmp_path / "nan.json"
+    path.write_bytes(b'{"schemaVersion":1,"traceEvents":[' + b",".join(events) + b'],"traceName":"t"}')
+    assert decode.split_events_unchecked(path.read_bytes()) is not None
+    t = load_trace(path, cache=False)
+    assert len(t.gpu_ops) == 1000 and t.gpu_ops["dur_us"].isna().sum() == 1
+    assert any("NaN" in w for w in t.meta.warnings)

@@ -10,9 +10,10 @@ why; a change to the model that moves them fails here.
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from analyzer import load_trace, summarize
+from analyzer import dram, load_trace, summarize
 from analyzer.dram import device_of, hit_fraction, predict_step
 from analyzer.gpus import SPECS
 from kernels.lab import ncu
@@ -229,11 +230,11 @@ def test_predicted_saving_matches_the_measured_one(case, variants):
         assert "DRAM measured (Nsight Compute, in sequence)" in t["text"]
 
 
-def _probe():
-    """The held-out GEMMs (tests/data/gemm_reread_h100): trace kernels in launch order with ncu's flushed counters."""
+def _probe(folder: str):
+    """Held-out GEMMs (tests/data/<folder>): trace kernels in launch order with ncu's flushed counters."""
     import json
 
-    d = ROOT / "tests" / "data" / "gemm_reread_h100"
+    d = ROOT / "tests" / "data" / folder
     t = load_trace(d / "gemms.json.gz")
     meas = json.loads((d / "gemms.ncu.json").read_text())["kernels"]
     g = t.gpu_ops[(t.gpu_ops["kind"] == "kernel") & (t.gpu_ops["category"] == "gemm")].sort_values("ts_us")
@@ -241,7 +242,12 @@ def _probe():
     return t, g, meas
 
 
-def test_gemm_rereads_at_held_out_shapes():
+# folder -> (FuseLens |error| at most, cuBLAS kernels within 10% at least, cuBLAS median |error| at most)
+HELD_OUT = {"gemm_reread_h100": (0.05, 9, 0.13)}
+
+
+@pytest.mark.parametrize("folder", sorted(HELD_OUT))
+def test_gemm_rereads_at_held_out_shapes(folder):
     """DRAM bytes a GEMM reads, caches flushed (its own re-reads, nothing from kernels before), at 14 shapes no
     sample set holds (H100, GPU round s5-A). Operands counted once miss by -1 to -82%. With the re-read rule: the
     FuseLens GEMM + bias + GELU, whose tile walk is known (grouped, 128 x 256), within 5% at all 4 of its shapes
@@ -250,7 +256,8 @@ def test_gemm_rereads_at_held_out_shapes():
     from analyzer.dram import operand_rereads
     from analyzer.ops.tiles import Schedule, problem, schedule
 
-    t, g, meas = _probe()
+    own_tol, within, median = HELD_OUT[folder]
+    t, g, meas = _probe(folder)
     errs, once = [], []
     for r, m in zip(g.itertuples(), meas, strict=True):
         gm = problem(r.op_name, r.input_dims, r.input_types)
@@ -262,12 +269,12 @@ def test_gemm_rereads_at_held_out_shapes():
         e, e0 = rule / got - 1, operands / got - 1
         assert abs(e) <= abs(e0) + 0.005, (r.name, gm.dims(), e, e0)
         if r.name.startswith("fuselens"):
-            assert abs(e) <= 0.05, (gm.dims(), e)
+            assert abs(e) <= own_tol, (gm.dims(), e)
         else:
             errs.append(abs(e))
             once.append(abs(e0))
-    assert len(errs) == 28 and sum(x <= 0.10 for x in errs) >= 9
-    assert np.median(errs) <= 0.13 and np.median(once) >= 0.45
+    assert len(errs) == 28 and sum(x <= 0.10 for x in errs) >= within
+    assert np.median(errs) <= median and np.median(once) >= 0.45
 
 
 def test_recorded_gemm_rereads_and_what_they_rest_on():
@@ -288,3 +295,32 @@ def test_recorded_gemm_rereads_and_what_they_rest_on():
     assert "re-read by its tile walk (tile 192x128 (N x M) from the name, CUTLASS raster along N" in basis[1]
     assert "persistent grid of 132" in basis[1] and "2 L2 partitions" in basis[1]
     assert "Triton grouped order (GROUP_M 8)" in basis[0]
+
+
+def test_distinct_rows_keep_kernels_apart_past_int64_keys():
+    """Five key columns of 2^16 distinct values each multiply past int64: the key is re-coded before it wraps, so
+    a kernel that differs from another only by its name keeps its own row (a wrapped key shifted the name out)."""
+    m = 1 << 16
+    idx = np.arange(m)
+
+    def col(values):
+        return pd.Series(list(values), dtype=object)
+
+    def again(values):  # the last row repeats row 0's value
+        return np.append(values, values[0])
+
+    df = pd.DataFrame(
+        {
+            "kind": col(["kernel"] * (m + 1)),
+            "name": col([f"k{i}" for i in idx] + ["another_kernel"]),
+            "op_name": col(again(np.array([f"op{i}" for i in idx], dtype=object))),
+            "bytes": again(idx.astype(float)),
+            "grid": col(again(np.array([f"{i},1,1" for i in idx], dtype=object))),
+            "block": col(again(np.array([f"{i},2,1" for i in idx], dtype=object))),
+            "shared_memory_bytes": again(idx.astype(float)),
+            "category": col(["other"] * (m + 1)),
+        }
+    )
+    codes, rows = dram._distinct_rows(df)
+    assert codes[0] != codes[-1]
+    assert len(rows) == m + 1

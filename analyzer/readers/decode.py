@@ -396,6 +396,64 @@ def split_document(buf) -> tuple[str, dict, Raw]:
     return "object", header, events
 
 
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_HEAD_BYTES = 1 << 20  # the header keys Kineto writes before traceEvents (deviceProperties …) fit in far less
+_TAIL_BYTES = 1 << 16  # … and after its closing ']' ("traceName", "}")
+
+
+def split_events_unchecked(buf) -> tuple[str, dict, Raw] | None:
+    """``split_document`` without its validation pass over the events (0.7 s per GiB), or None when the quick
+    way does not apply (then split_document). The header and tail around the events array are decoded for real
+    (with an empty array in its place); the array itself is decoded batch by batch later, where a syntax error
+    in it surfaces as msgspec.DecodeError: the caller then repeats the load with split_document and its repairs.
+
+    The events array is the text between the first '"traceEvents": [' of the first MiB and one of the file's
+    last ']': the first, from the end, whose tail decodes (a ']' inside a tail string fails that decode; a
+    nested 'traceEvents' fails it or its check that the top-level array is the empty one put in its place) and
+    which closes an event: the object before it decodes as one, with its "ph" (a trace that writes
+    deviceProperties after its events has a ']' closing a list of objects without "ph" there)."""
+    view = memoryview(buf)
+    if _first_byte(view[:_HEAD_BYTES]) != ord("{"):
+        return None
+    m = _EVENTS_KEY.search(view, 0, min(len(view), _HEAD_BYTES))
+    if m is None:
+        return None
+    open_at = m.end() - 1
+    head = bytes(view[:open_at])
+    tail_from = max(open_at + 1, len(view) - _TAIL_BYTES)
+    tail = bytes(view[tail_from:])
+    close = len(tail)
+    for _ in range(4):  # the last few ']' of the file
+        close = tail.rfind(b"]", 0, close)
+        if close < 0:
+            return None
+        try:
+            top = msgspec.json.decode(head + b"[]" + tail[close + 1 :], type=_TopLevel)
+            if not _closes_an_event(view, open_at, tail_from + close):
+                continue
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+            continue
+        if bytes(top.traceEvents) != b"[]":
+            return None
+        header = {f: getattr(top, f) for f in ObjectForm.__struct_fields__}
+        events = Raw(view[open_at : tail_from + close + 1])
+        return "object", {k: v for k, v in header.items() if v is not None}, events
+    return None
+
+
+def _closes_an_event(view, open_at: int, close: int) -> bool:
+    """Is view[close] (a ']') the end of an array of events opened at open_at: empty, or its last object an
+    event with a phase? The last object starts after the last event boundary of the 1 MiB before it."""
+    start = skip_ws(view, open_at + 1, close)
+    if start == close:
+        return True  # an empty array
+    for m in _BOUNDARY.finditer(view, max(start, close - _HEAD_BYTES), close):
+        start = m.end() - 1
+    if start < close - _HEAD_BYTES:
+        return False  # a last object over 1 MiB: left to split_document
+    return bool(_EVENT_LIST.decode(b"[" + bytes(view[start:close]) + b"]"))  # no "ph": ValidationError
+
+
 def _first_byte(buf) -> int:
     view = memoryview(buf)
     pos = 3 if bytes(view[:3]) == b"\xef\xbb\xbf" else 0  # UTF-8 BOM
@@ -483,9 +541,10 @@ def _batches(view, buf, pos: int, end: int, chunk_bytes: int, release: bool = Fa
                         batch = _decode_batch(view[pos - 1 : cut + 1])
                     finally:
                         buf[pos - 1], buf[cut] = before, after
-            except msgspec.DecodeError:
-                if m is None:
-                    raise
+            except msgspec.DecodeError as err:
+                at = re.search(r"\(byte (\d+)\)", str(err))
+                if m is None or (at is not None and int(at.group(1)) < cut - pos):
+                    raise  # a syntax error inside the batch, not at its bracketed end: no other cut helps
                 search_from = m.end()  # a cut inside a nested object: take the next boundary
                 continue
             yield batch
@@ -719,7 +778,7 @@ def _release(buf, a: int, b: int) -> None:
     base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
     lo, hi = -(-(base + a) // page) * page, (base + b) // page * page
     if hi > lo:
-        with contextlib.suppress(OSError, AttributeError):
+        with contextlib.suppress(OSError, AttributeError, TypeError):  # no libc madvise (Windows): keep the pages
             ctypes.CDLL(None, use_errno=True).madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), 4)
 
 

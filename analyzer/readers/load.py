@@ -41,7 +41,15 @@ import numpy as np
 from msgspec import Raw
 
 from analyzer.errors import TraceError
-from analyzer.readers.decode import BufferReleased, ShapeError, accumulate_events, finish, skip_ws, split_document
+from analyzer.readers.decode import (
+    BufferReleased,
+    ShapeError,
+    accumulate_events,
+    finish,
+    skip_ws,
+    split_document,
+    split_events_unchecked,
+)
 from analyzer.readers.limits import ENV_MAX_DECOMPRESSED, ENV_MAX_GZIP_RATIO, default_limits
 
 try:  # zlib-ng: the same inflate, ~3.5× faster on runs of whitespace (a bomb is refused sooner), CRC-32 ~5×
@@ -111,7 +119,9 @@ def load_trace(
     return trace
 
 
-def _parse(src, source: str, is_bytes: bool, max_decompressed_bytes, max_gzip_ratio, workers=None) -> Trace:
+def _parse(
+    src, source: str, is_bytes: bool, max_decompressed_bytes, max_gzip_ratio, workers=None, quick: bool = True
+) -> Trace:
     cap = decompression_cap(max_decompressed_bytes)
     guard = GzipGuard(source, max_gzip_ratio)
     if is_bytes:
@@ -119,7 +129,10 @@ def _parse(src, source: str, is_bytes: bool, max_decompressed_bytes, max_gzip_ra
     else:
         data, warnings = read_path(Path(src), source, cap, guard)
     damaged = any("checksum" in w or "corrupt" in w for w in warnings)
-    form, header, events, more = parse_document(data, source, damaged)
+    # the quick split leaves the events' syntax to the batch decode; anything it objects to is read again, the
+    # whole way (validation pass, repairs, their warnings)
+    unchecked = split_events_unchecked(data) if quick and not damaged and bytes(data[:3]) != _BOM else None
+    form, header, events, more = (*unchecked, []) if unchecked else parse_document(data, source, damaged)
     warnings += more
     buf = data if isinstance(data, bytearray) else None
     del data  # `events` is a view that keeps the buffer alive exactly as long as decoding needs it
@@ -129,11 +142,15 @@ def _parse(src, source: str, is_bytes: bool, max_decompressed_bytes, max_gzip_ra
         acc = accumulate_events(events, buf, workers, release=buf is not None and buf is not src)
     except BufferReleased:  # a decode worker failed after pages were given back: once more, in this process
         del events, buf
-        return _parse(src, source, is_bytes, max_decompressed_bytes, max_gzip_ratio, workers=1)
-    except msgspec.DecodeError as err:  # the validation pass skips strings' contents; a batch can still object
+        return _parse(src, source, is_bytes, max_decompressed_bytes, max_gzip_ratio, workers=1, quick=False)
+    except (msgspec.DecodeError, RecursionError) as err:
+        if unchecked:  # the events were not validated up front: read the file again, the whole way
+            del events, buf
+            return _parse(src, source, is_bytes, max_decompressed_bytes, max_gzip_ratio, workers, quick=False)
+        if isinstance(err, RecursionError):
+            raise TraceError(source, "JSON nested too deeply to read (msgspec stops at ~1,000 levels)") from None
+        # the validation pass skips strings' contents; a batch can still object
         raise TraceError(source, f"invalid JSON inside traceEvents ({err})") from None
-    except RecursionError:
-        raise TraceError(source, "JSON nested too deeply to read (msgspec stops at ~1,000 levels)") from None
     del events, buf  # the JSON buffer is freed here, before the batches are joined into columns
     decoded = finish(acc, form, header)
     del acc

@@ -3,9 +3,9 @@ with the SM clock and power read while each one ran.
 
     python -m kernels.lab.sweep --cases floor [--out FILE.md]
 
-Why: the bench's shape sweep gives one number per forward (Llama-3-8B 3877.9 us = 1.07x floor on the H100, run r1)
-and the per-config sweep timed configs one after the other on a warming card (run r1: the same config 2399 and 2527
-us in one table). Here, per shape:
+Why: the bench's shape sweep gives one number per forward, and at Llama-3-8B sizes the card's SM clock moves with
+how long it has been under load (1485-1980 MHz in bench/results/sweep_floor_h100_80gb_hbm3.md), so configs timed one
+after another would be ranked partly by when they ran. Here, per shape:
   - the down projection [M, h] @ [h, d]: cuBLAS (F.linear) beside our single-GEMM TMA kernel with the identity
     epilogue (kernels.ops.hopper_gemm.persistent_gemm), one row per tile config;
   - the gate/up projection: cuBLAS computing [gate; up] as one GEMM beside the dual GEMM, one row per config;

@@ -524,7 +524,7 @@ class Tuned:
                 times[cfg] = float("inf")
         # Two passes, the second in reverse order, each config's time the mean of its two medians: a GPU that slows
         # down under load would otherwise favour whichever config ran first (LLM-sized GEMMs held for ~100 ms run at
-        # the 700 W power limit, SM clock 1500-1665 MHz against 1960-1980 in 35 ms bursts on the H100:
+        # the 700 W power limit, SM clock 1485-1665 MHz against 1958-1980 for 35 ms bf16 bursts on the H100:
         # bench/results/sweep_floor_h100_80gb_hbm3.md).
         order = list(calls)
         for rnd in (order, order[::-1]):
