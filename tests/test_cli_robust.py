@@ -50,7 +50,7 @@ def test_well_formed_manifest_still_reports(tmp_path):
     d = _folder(tmp_path)
     p = cli("diff", d / "eager.json.gz", d / "compile.json.gz", "--report", d / "x.md")
     assert p.returncode == 0, p.stderr
-    assert (d / "x.md").read_text().count("261.5") >= 1  # the eager CUDA-event median (261.47), from the manifest
+    assert (d / "x.md").read_text().count("263.3") >= 1  # the eager CUDA-event median (263.26), from the manifest
 
 
 def test_implausible_duration_is_refused_not_summed(tmp_path):

@@ -67,7 +67,7 @@ def test_step_table_every_step_with_spreads():
     assert (
         [row["step"] for row in table]
         == steps.index.tolist()
-        == [5, 6, 23, 24, 31, 32, 39, 40, 47, 48, 55, 56, 73, 74, 81, 82]
+        == [6, 7, 33, 34, 45, 46, 57, 58, 69, 70, 81, 82, 108, 109, 120, 121]
     )
     assert [row["steady"] for row in table] == [False] + [True] * 15
     for row in table:

@@ -28,7 +28,7 @@ def _summary(path):
 def test_hf_eager_per_step():
     s = _summary(HF / "eager.json.gz")
     # 16 profiled steps (the interleaving runner: 8 rounds of 2 per variant), the first dropped as warm-up
-    assert s.steps_used == [6, 23, 24, 31, 32, 39, 40, 47, 48, 55, 56, 73, 74, 81, 82]
+    assert s.steps_used == [7, 33, 34, 45, 46, 57, 58, 69, 70, 81, 82, 108, 109, 120, 121]
     p = s.per_step
     assert p["kernels"] == 5 and p["launches"] == 5
     cats = p["by_category"]
