@@ -85,7 +85,7 @@ def test_step_table_every_step_with_spreads():
         assert min(vals) <= p[key] <= max(vals)
     assert p["spread_rule"] == "p10–p90"
     out = _run(str(HF_EAGER.relative_to(ROOT))).stdout
-    assert "5 (warm-up)" in out
+    assert "6 (warm-up)" in out
     busy = f"GPU busy {p['gpu_busy_us']:,.1f} µs ({p['spread']['gpu_busy_us'][0]:,.1f}–{p['spread']['gpu_busy_us'][1]:,.1f})"
     assert busy in out
 
