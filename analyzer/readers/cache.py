@@ -211,10 +211,9 @@ def lookup(key: str, source: str):
     try:
         trace = _read(path, key, ver, source)
     except Exception as err:  # a corrupt, truncated or foreign file: never trusted
-        _remove(path, f"unreadable ({type(err).__name__}: {err})")
+        _remove_unreadable(path, err)
         return None
-    with contextlib.suppress(OSError):
-        os.utime(path)  # least recently USED goes first
+    _mark_used(path)
     return trace
 
 
@@ -475,10 +474,9 @@ def lookup_json(key: str, kind: str) -> dict | None:
     except FileNotFoundError:
         return None
     except Exception as err:  # a corrupt, truncated or foreign file: never trusted
-        _remove(entry, f"unreadable ({type(err).__name__}: {err})")
+        _remove_unreadable(entry, err)
         return None
-    with contextlib.suppress(OSError):
-        os.utime(entry)
+    _mark_used(entry)
     return out
 
 
@@ -571,10 +569,9 @@ def lookup_summary(key: str, trace):
         fields.update((name, _untag(v)) for name, v in manifest["values"].items())
         summary = Summary(trace=trace, **fields)
     except Exception as err:  # a corrupt, truncated or foreign file: never trusted
-        _remove(path, f"unreadable ({type(err).__name__}: {err})")
+        _remove_unreadable(path, err)
         return None
-    with contextlib.suppress(OSError):
-        os.utime(path)
+    _mark_used(path)
     return summary
 
 
@@ -713,6 +710,17 @@ def clear() -> tuple[int, int]:
         if _remove(p, "cleared"):
             n, freed = n + 1, freed + size
     return n, freed
+
+
+def _mark_used(path: Path) -> None:
+    """Touch an entry that was just read: the size bound evicts the least recently USED first."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
+def _remove_unreadable(path: Path, err: Exception) -> None:
+    """A corrupt, truncated or foreign entry is never trusted: delete it so the caller rebuilds it."""
+    _remove(path, f"unreadable ({type(err).__name__}: {err})")
 
 
 def _remove(path: Path, why: str) -> bool:
