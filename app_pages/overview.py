@@ -119,8 +119,6 @@ if show_conditions:  # below the table, not a column: the table already fills th
         )
     )
 with st.expander("Every profiled step (the warm-up step included; medians and spreads use the steady ones)"):
-    import pandas as pd
-
     table = (
         pd.concat([r.summary.steps.assign(run=r.label) for r in runs if len(r.summary.steps)], ignore_index=True)
         if any(len(r.summary.steps) for r in runs)

@@ -114,12 +114,12 @@ def _entry_libs():
     guard = torch.ops.fuselens_entry_guard.op.default._handle.redispatch_boxed
     one = torch.ops.fuselens_entry_one.op.default._handle.redispatch_boxed
 
-    def guard_kernel(keyset, a, b, s):  # before: check, then enter Python again through the CUDA kernel
+    def guard_kernel(keyset, a, b, s):  # a guard on Autograd, then Python entered again through the CUDA kernel
         if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
             raise RuntimeError("inference-only")
         return guard(keyset & below, a, b, s)
 
-    def one_kernel(keyset, a, b, s):  # now: check and compute in this call
+    def one_kernel(keyset, a, b, s):  # check and compute in one Python kernel on Autograd (custom_ops)
         if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
             raise RuntimeError("inference-only")
         if keyset.has(py) or keyset.has(fn):

@@ -229,13 +229,13 @@ def check(bseq, cseq, probes: tuple = (None, None)) -> Comparability:
             steps,
             **common,
         )
-    probe_what = ""
+    probe_what = probe_read = ""
     if probe is not None:
         pf = probe["class_factors"]
+        probe_read = f"{pf.get('compute', probe['factor']):.3f}× (GEMM) and {pf.get('memory', probe['factor']):.3f}× (elementwise)"
         probe_what = (
             f"the runner's control probe ({probe['text']}, the same sequence in the same context before each of "
-            f"{probe['turns']} turns) ran {pf.get('compute', probe['factor']):.3f}× (GEMM) and "
-            f"{pf.get('memory', probe['factor']):.3f}× (elementwise) as long in {cseq.label}"
+            f"{probe['turns']} turns) ran {probe_read} as long in {cseq.label}"
         )
     # the factor that normalises: the traces' own same-context calls when they carry enough of the step (they ran
     # inside the profiled steps: under a concurrent load the workload's GEMMs slowed 1.16-1.20×, the probe's 1.21-1.23×,
@@ -243,23 +243,16 @@ def check(bseq, cseq, probes: tuple = (None, None)) -> Comparability:
     # the probe; the verdict weighs both
     if trace_ok:
         factor = trace_factor
-        class_factors = {
-            str(k): _weighted_median(g["ratio"].to_numpy(float), g["weight_us"].to_numpy(float))
-            for k, g in cells.groupby("cls", sort=True)
-        }
-        class_ranges = {
-            str(k): [float(g["ratio"].min()), float(g["ratio"].max())] for k, g in cells.groupby("cls", sort=True)
-        }
+        class_factors, class_ranges = {}, {}
+        for k, g in cells.groupby("cls", sort=True):
+            class_factors[str(k)] = _weighted_median(g["ratio"].to_numpy(float), g["weight_us"].to_numpy(float))
+            class_ranges[str(k)] = [float(g["ratio"].min()), float(g["ratio"].max())]
         what = (
             f"{_calls_text(n_kernels, len(upairs))} identical in both runs and in the same context ({share:.0%} of "
             f"{bseq.label}'s kernel time) ran {factor:.3f}× as long in {cseq.label} ({100.0 * (factor - 1.0):+.1f}%)"
         )
         if probe is not None:
-            pf = probe["class_factors"]
-            what += (
-                f"; the runner's control probe read {pf.get('compute', probe['factor']):.3f}× (GEMM) and "
-                f"{pf.get('memory', probe['factor']):.3f}× (elementwise)"
-            )
+            what += f"; the runner's control probe read {probe_read}"
     else:
         factor, class_factors, class_ranges = probe["factor"], probe["class_factors"], probe["class_ranges"]
         spreads = probe["spreads"]
@@ -609,12 +602,6 @@ def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
 
 
 def _unchecked(reason: str, spreads: dict, steps: list[int], **common) -> Comparability:
-    base = {
-        "control_kernels": [],
-        "n_control_kernels": 0,
-        "control_us_per_step": [0.0, 0.0],
-        "control_share": 0.0,
-    }
     return Comparability(
         verdict="not checkable",
         reason=reason,
@@ -624,5 +611,5 @@ def _unchecked(reason: str, spreads: dict, steps: list[int], **common) -> Compar
         tolerance_pct=MIN_TOLERANCE_PCT,
         steps=steps,
         source="none",
-        **{**base, **common},
+        **common,
     )

@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass
 
 from analyzer.ops import dtypes
+from analyzer.ops.cost_rules import FUSELENS_OPS
 from analyzer.ops.gemm import Gemm, gemm_problem
 from analyzer.ops.tensors import tensors
 
@@ -68,9 +69,9 @@ class Schedule:
         return self.rows * self.cols
 
 
-# FuseLens' custom ops run one GEMM whose shapes their arguments give: (x [M, K], weight [N, K], ...), and the dual
+# FuseLens' custom GEMM ops run one GEMM whose shapes their arguments give: (x [M, K], weight [N, K], ...); the dual
 # GEMM (x, w_gate [N, K], w_up [N, K], ...) reads two weights per output column (OWN_TILES' third figure)
-OWN_OPS = {"fuselens::gemm_bias_act": 1, "fuselens::dual_gemm_glu": 2}
+OWN_OPS = FUSELENS_OPS - {"fuselens::glu_gating"}
 
 
 def problem(op_name: str | None, dims, types) -> Gemm | None:

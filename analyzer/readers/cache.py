@@ -114,17 +114,14 @@ def content_key(src) -> str:
         return _hash(src)
     path = Path(src)
     st = os.stat(path)
-    sig = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+    sig = _stat_sig(st)
     memo = _memo_path(path)
     key = _memo_key(memo, sig)
     if key is not None:
         return key
     with open(path, "rb") as f:
         key = _hash_file(f)
-    st2 = os.stat(path)
-    if [st2.st_size, st2.st_mtime_ns, st2.st_ctime_ns, st2.st_ino, st2.st_dev] == sig and (
-        time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > 2_000_000_000
-    ):
+    if _stat_sig(os.stat(path)) == sig and (time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > 2_000_000_000):
         with contextlib.suppress(OSError):
             memo.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=memo.parent, prefix=".tmp-")
@@ -141,7 +138,12 @@ def known_key(path) -> str | None:
         st = os.stat(path)
     except OSError:
         return None
-    return _memo_key(_memo_path(Path(path)), [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev])
+    return _memo_key(_memo_path(Path(path)), _stat_sig(st))
+
+
+def _stat_sig(st: os.stat_result) -> list[int]:
+    """What the stat memo compares: a write changes size, mtime or ctime; a replaced file its inode or device."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
 def _memo_key(memo: Path, sig: list) -> str | None:
@@ -174,9 +176,8 @@ def _hash(data) -> str:
 
 
 # A file is hashed through a read-only map a window at a time, each window's pages unmapped once hashed: mapped
-# file pages count in the process' RSS and PSS, so hashing a whole 1.9 GiB map at once added 1.9 GiB to the
-# peak (the bench's post-summary key of a file too new for the stat memo: 3.01 GiB = 1.59× the file). Windowed:
-# +16 MiB, the same 0.14 s for 1.9 GiB from page cache (readinto into a buffer: 0.22–0.35 s), the same key.
+# file pages count in the process' RSS and PSS, so a whole 1.9 GiB map would add 1.9 GiB to the peak. Windowed:
+# +16 MiB, 0.14 s for 1.9 GiB from page cache (readinto into a buffer: 0.22–0.35 s).
 _HASH_WINDOW_BYTES = 16 << 20
 
 

@@ -46,8 +46,8 @@ from analyzer.schema import RawTrace
 
 NAN = math.nan
 # 4 MiB of JSON per batch (~16k events): one batch of Structs (~400 B per event, ~6 MB) stays in the CPU caches
-# while its columns are pulled (each pull touches every Struct again): accumulate takes ~15% less CPU than with
-# 32 MiB batches, per-batch Python overhead is still noise (~260 batches per GB), and peak RSS ≈ the JSON itself
+# while its columns are pulled (each pull touches every Struct again): fewer cache misses than 32 MiB batches,
+# per-batch Python overhead is still noise (~260 batches per GB), and peak RSS ≈ the JSON itself
 # + the columns + 6 MB.
 CHUNK_BYTES = 4 << 20
 
@@ -313,13 +313,9 @@ class RawTable:
     def __init__(self):
         self.code_of: dict[bytes, int] = {b"": -1}
 
-    def codes(self, raws) -> np.ndarray:
+    def codes_of_bytes(self, blobs: list[bytes]) -> np.ndarray:
         """Code per snippet (-1: absent). Shapes repeat (a training step has a few hundred distinct ones), so
         after the first batch nearly every snippet is a dict hit: one C-level map."""
-        return self.codes_of_bytes(list(map(bytes, raws)))
-
-    def codes_of_bytes(self, blobs: list[bytes]) -> np.ndarray:
-        """``codes`` for snippets that are bytes already."""
         if not len(blobs):
             return np.empty(0, np.int64)
         code_of = self.code_of
@@ -790,7 +786,7 @@ def _decode_parallel(events: Raw, buf, n_workers: int, release: bool = False) ->
     """Split the events into n_workers byte ranges at event boundaries. This process decodes the first range
     while forked children decode the others (they read the buffer without a copy); each child streams its
     columns back through a pipe, array by array into arrays allocated here (no pickled copy of the columns on
-    either side: with a pool's pickled results the 1 GiB trace peaked at 1.93× the file, 1.3× with this), and
+    either side), and
     they are merged in file order. Any failure (no fork, a child killed, a split inside a nested object, a
     syntax error) falls back to decoding everything in this process, which then says what is wrong.
     release: every process drops the pages outside its own range at its start (so each page has one owner) and

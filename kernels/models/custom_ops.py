@@ -175,7 +175,7 @@ _GEMM_BIAS_ACT = torch.ops.fuselens.gemm_bias_act.default._op
 _is_compiling = torch.compiler.is_compiling
 
 # Unobserved calls skip the dispatcher. Its entry into the Python kernel cost ~8 us of host time per call on the
-# r1 (session 5) H100 host (fuselens::glu_gating 26.6 us, the same plan replay called from Python 18.2), more than
+# round-A H100 host (fuselens::glu_gating 26.6 us, the same plan replay called from Python 18.2), more than
 # anything else left in an op call. The entry only matters to whoever can see it, so the wrappers take it whenever
 # something might: the profiler (the trace's fuselens::<op> with its Input Dims), Dynamo (above), TorchScript tracing,
 # a torch-function mode (torch.device(...), FX), a dispatch mode or functorch transform (they add keys to the

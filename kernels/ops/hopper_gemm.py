@@ -328,11 +328,6 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
     out: an [M, N] tensor of x's dtype to write, when the caller already has one (one allocation per call, not two)."""
     if out is None:
         out = torch.empty((x.shape[0], w_gate.shape[0]), device=x.device, dtype=x.dtype)
-    _launch_gated(x, w_gate, w_up, act_id, rows, out)
-    return out
-
-
-def _launch_gated(x, w_gate, w_up, act_id: int, rows: int, out) -> None:
     M, K = x.shape
     N = w_gate.shape[0]
     wgu = cached_interleaved(w_gate, w_up, rows)
@@ -369,6 +364,7 @@ def _launch_gated(x, w_gate, w_up, act_id: int, rows: int, out) -> None:
         # a triton.Config per call costs ~0.7 us of host time: built only where the interpreter runs
         interp_config=triton.Config({"TAIL": False, **(_INTERP_GATED_META or INTERP_META)}) if INTERPRETING else None,
     )
+    return out
 
 
 # Split-K wave tail (the kernel's TAIL): where the last wave of a persistent launch is partly empty (TinyLlama's

@@ -240,8 +240,7 @@ def _fire(hit: tuple, a, device_index: int) -> None:
 
 
 # ---------------------------------------------------------------- op plans: one op call replayed as its launches
-# An op call (kernels.models.custom_ops) validates its inputs, picks a kernel (TMA or pointer, one launch or a split
-# one), allocates its output and builds each launch's arguments: ~10-20 us of Python on the r1/r2 hosts, the same
+# An op call (kernels.models.custom_ops) validates its inputs, picks a kernel (TMA or pointer), allocates its output and builds each launch's arguments: ~10-20 us of Python on the r1/r2 hosts, the same
 # work every call for inputs of the same shapes, strides, dtypes and alignment. `Plans` records the launches of one
 # such call (the second with a given key: the first may tune and measure) and replays them for later calls with the
 # same key: allocate the output, substitute this call's tensors into the recorded arguments, fire each launch from
@@ -350,7 +349,7 @@ def _replay_code(launches: list, first: int, shape: tuple, device_index: int) ->
     """The plan as one generated function: allocate the output, check each launcher entry is still the cached one,
     dereference the weight copies, and call each entry's `fire` with this call's arguments written out (no loop
     over a template per call: ~13 list appends and branches per launch on the r1 H100 host's cProfile)."""
-    ns = {"_shape": shape, "_stream": getattr(torch._C, "_cuda_getCurrentRawStream", None), "_dev": device_index}
+    ns = {"_stream": getattr(torch._C, "_cuda_getCurrentRawStream", None), "_dev": device_index}
     ns["_slow"] = _fire
     # the sizes as literal ints: new_empty(16, 3072) parses ~0.5 us faster than new_empty((16, 3072)) (dev box)
     dims = ", ".join(str(int(n)) for n in shape) or "()"
@@ -437,7 +436,7 @@ class Tuned:
         self.prune = prune  # (configs, prune_arg) -> the configs worth timing for this call
         self.cache: dict = {}
         self.timings: dict = {}
-        self._launchers: dict = {}  # spec -> (key, config, compiled kernel, constexpr tail, grid)
+        self._launchers: dict = {}  # spec -> (key, config, compiled kernel, constexpr tail, grid, raw fire)
         self.slow_calls = 0  # launches that went through JITFunction.run (tests count them)
         self.signature_ok: bool | None = None  # interpreter runs: would the GPU path cache a launcher
         TUNED.append(self)
