@@ -27,3 +27,23 @@ def test_table_sorts_fastest_first_and_keeps_failures():
     assert body[0] == "| fast | 100.0 | 2.5 | 1000 | 1.111 | – | – | 1.5e-03 |"
     assert body[1] == "| slow | 200.0 | 1.0 | 500 | 2.222 | 1755 | 690 | – |"
     assert body[2] == "| broken | did not run: OutOfResources: shared memory |"
+
+
+def test_turns_alternate_direction_so_drift_hits_every_candidate_alike(monkeypatch):
+    """A card that heats up over a table must not always time the same candidate last: pass 2 runs in reverse.
+    The GPU timer is replaced by one that charges each call by its position in time (a steady drift), so a candidate
+    whose mean differs from the others' was favoured by its place in the order."""
+    clock = iter(range(100))
+    monkeypatch.setattr(sweep_floor, "median_us", lambda fn, **kw: {"median_us": 100.0 + next(clock)})
+
+    class Marks:
+        def mark(self, *a):
+            pass
+
+        def per_variant(self, phase):
+            return {}
+
+    cands = {name: ((), lambda: None) for name in ("a", "b", "c", "d")}
+    rows = sweep_floor.timed_in_turns(cands, n_iter=1, sampler=Marks(), passes=2)
+    assert [r["passes"] for r in rows.values()] == [[100.0, 107.0], [101.0, 106.0], [102.0, 105.0], [103.0, 104.0]]
+    assert {r["us"] for r in rows.values()} == {103.5}

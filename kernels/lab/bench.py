@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.lab import envinfo
-from kernels.lab.timing import graphed, median_us
+from kernels.lab.timing import graphed, median_us, pass_orders
 from kernels.models.variants import VariantUnavailable, build, liger_gating_fn
 from kernels.models.workloads import DTYPES, build_model, make_input, mlp_flops
 
@@ -113,8 +113,9 @@ def bench_gating(n_iter: int, copy_gbps: float) -> list[dict]:
                 log(f"gating: liger skipped: {exc}")
             floor_us = 3 * g.numel() * g.element_size() / (copy_gbps * 1e9) * 1e6
             passes = {name: [] for name in impls}
-            for _ in range(2):  # two passes over all impls: the spread between them is the noise to beat
-                for name, fn in impls.items():
+            for order in pass_orders(impls):  # two passes, the second reversed: their spread is the noise to beat
+                for name in order:
+                    fn = impls[name]
                     with torch.no_grad():
                         passes[name].append(median_us(fn, n_iter=n_iter, flush_l2=True, flush="read")["median_us"])
             for name, fn in impls.items():

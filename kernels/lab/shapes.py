@@ -4,7 +4,7 @@
 
 Per row: eager, compile, liger (gated MLPs) and fuselens (whatever path its first-call measurement chose,
 kernels.models.dispatch), each timed like the rest of the bench (kernels.lab.timing: CUDA events, L2 flushed by a
-read before every call, launches queued ahead, so GPU time) in two interleaved passes; a row's µs is the mean of
+read before every call, launches queued ahead, so GPU time) in two interleaved passes, the second in reverse order; a row's µs is the mean of
 the two passes' medians and their difference is its noise. Reported: µs, × compile, × the fastest peer, × the
 compute floor (FLOPs over this GPU's measured matmul rate for the dtype), the relative error against the same
 module (same rounded weights and input) computed in float32 (float64 for fp32 rows), the path fuselens ran, and a
@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from kernels.lab.timing import graphed, median_us
+from kernels.lab.timing import graphed, median_us, pass_orders
 from kernels.models import dispatch
 from kernels.models.variants import VariantUnavailable, build
 from kernels.models.workloads import DTYPES, build_model, make_input, mlp_flops
@@ -128,8 +128,9 @@ def bench_row(row: tuple, ceilings: dict) -> dict:
         est = min(median_us(lambda fn=fn: fn(x), n_iter=5, warmup=1)["median_us"] for fn in fns.values())
         n = n_iter_for(est)
         passes = {name: [] for name in fns}
-        for _ in range(2):
-            for name, fn in fns.items():
+        for order in pass_orders(fns):
+            for name in order:
+                fn = fns[name]
                 passes[name].append(median_us(lambda fn=fn: fn(x), n_iter=n, warmup=2, flush_l2=True)["median_us"])
         for name, ps in passes.items():
             out["variants"][name].update(us=sum(ps) / 2, us_passes=ps, spread_us=abs(ps[0] - ps[1]), n_iter=n)

@@ -26,7 +26,7 @@ from kernels.lab.sweep_kernels import LIBDEVICE_GELU, act_f32_with_libdevice
 from kernels.lab.timing import median_us
 from kernels.ops import hopper_gemm
 from kernels.ops.activations import TORCH_ACTS, act_id, epilogue_act_id, tanh_approx
-from kernels.ops.launch import config_text
+from kernels.ops.launch import config_text, forced
 
 # (name, M, K, N, dtype, activation): the plain MLP's fc1 (GEMM + bias + GELU) and the HF GEGLU gate/up projection.
 SINGLE_CASES = [("plain fc1", 8192, 768, 3072, torch.bfloat16, "gelu")]
@@ -40,20 +40,6 @@ def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.double() - ref).norm() / ref.norm())
 
 
-def _forced(tuners, cfg, fn):
-    """Run fn with each autotuner in `tuners` holding cfg alone (its pre_hook still sets the TMA block shapes)."""
-    saved = [list(t.configs) for t in tuners]
-    for t in tuners:
-        t.configs = [cfg]
-        t.cache.clear()
-    try:
-        return fn()
-    finally:
-        for t, configs in zip(tuners, saved, strict=True):
-            t.configs = configs
-            t.cache.clear()
-
-
 def _time(fn, n_iter: int) -> float:
     return median_us(fn, n_iter=n_iter, warmup=5, flush_l2=True)["median_us"]
 
@@ -64,8 +50,8 @@ def _config_rows(tuners, configs, runs: dict, ref, tflop: float, n_iter: int) ->
     for cfg in configs:
         try:
             first, *others = runs.values()
-            err = _rel(_forced(tuners, cfg, first), ref)
-            times = [_forced(tuners, cfg, partial(_time, fn, n_iter)) for fn in runs.values()]
+            err = _rel(forced(tuple((t, cfg) for t in tuners), first), ref)
+            times = [forced(tuple((t, cfg) for t in tuners), partial(_time, fn, n_iter)) for fn in runs.values()]
             rest = " | ".join(f"{t:.1f}" for t in times[1:])
             rows.append(f"| {config_text(cfg)} | {times[0]:.1f} | {tflop / times[0] * 1e6:.0f} | {rest} | {err:.1e} |")
         except Exception as exc:  # out of resources: the autotuner would skip it too

@@ -13,8 +13,8 @@ after another would be ranked partly by when they ran. Here, per shape:
     n_iter_for: 56 calls of a 3.9 ms forward, i.e. ~100 ms of GEMMs between queue-ahead pauses) AND with the
     dispatch probe's 10, so the effect of a long stretch of full-power work on the clock shows;
   - the dtype's matmul ceiling (the bench's 8192^3 cuBLAS matmul, fastest of three passes) in the same process.
-Candidates of one table take turns (PASSES passes over all of them), so slow drift of clock or temperature hits
-all alike; a row's us is the mean of its passes and `spread` their difference. Each row carries the SM clock and
+Candidates of one table take turns (PASSES passes over all of them, every other pass reversed), so slow drift of
+clock or temperature hits all alike; a row's us is the mean of its passes and `spread` their difference. Each row carries the SM clock and
 power that NVML read during its timed calls (kernels.lab.conditions.Sampler: the clock is instantaneous, power an
 average over ~1 s) and its relative error against the same GEMM in float32.
 """
@@ -29,11 +29,11 @@ import torch
 import torch.nn.functional as F
 
 from kernels.lab.conditions import Sampler, gpu_limits
-from kernels.lab.timing import median_us
+from kernels.lab.timing import median_us, pass_orders
 from kernels.ops import hopper_gemm
 from kernels.ops.activations import TORCH_ACTS, act_id, epilogue_act_id
 from kernels.ops.gemm_common import m_bucket
-from kernels.ops.launch import config_text
+from kernels.ops.launch import config_text, forced
 
 PASSES = 2
 # (name, tokens, d_model, hidden, dtype): the issue-16 rows whose x floor is above 1.05, then Llama-2-7B (met: 0.97)
@@ -84,36 +84,23 @@ def bench_calls(est_us: float) -> int:
     return n_iter_for(est_us)
 
 
-def _forced(forces, fn):
-    """fn() with each (tuner, config) of `forces` holding that config alone."""
-    saved = [list(t.configs) for t, _ in forces]
-    for t, cfg in forces:
-        t.configs = [cfg]
-        t.cache.clear()
-    try:
-        return fn()
-    finally:
-        for (t, _), configs in zip(forces, saved, strict=True):
-            t.configs = configs
-            t.cache.clear()
-
-
 def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.float() - ref).norm() / ref.norm())
 
 
 def timed_in_turns(cands: dict, n_iter: int, sampler: Sampler, passes: int = PASSES) -> dict:
     """{name: {'us', 'passes', 'spread_us', 'sm_mhz', 'power_w'}} for {name: (forces, fn)} (forces: the (tuner,
-    config) pairs fn runs under): every candidate timed once per pass, in order, `passes` times; the sampler is told
-    when each ran (phase 't'). A candidate that fails gets 'error'."""
+    config) pairs fn runs under): every candidate timed once per pass, the passes in alternating order
+    (pass_orders); the sampler is told when each ran (phase 't'). A candidate that fails gets 'error'."""
     out = {name: {"passes": []} for name in cands}
-    for _ in range(passes):
-        for name, (forces, fn) in cands.items():
+    for order in pass_orders(cands, passes):
+        for name in order:
+            forces, fn = cands[name]
             if "error" in out[name]:
                 continue
             try:
                 t0 = time.monotonic()
-                us = _forced(forces, lambda fn=fn: median_us(fn, n_iter=n_iter, warmup=3, flush_l2=True))
+                us = forced(forces, lambda fn=fn: median_us(fn, n_iter=n_iter, warmup=3, flush_l2=True))
                 sampler.mark(name, "t", t0, time.monotonic())
                 out[name]["passes"].append(us["median_us"])
             except Exception as exc:  # out of resources (shared memory, registers): not a candidate
@@ -194,7 +181,7 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
         fn = partial(hopper_gemm.persistent_gemm, hin, wd, None, ident)
         key = f"ours {config_text(cfg)}"
         try:
-            errs[key] = _rel(_forced(((single, cfg),), fn), ref)
+            errs[key] = _rel(forced(((single, cfg),), fn), ref)
         except Exception as exc:  # recorded again (as the row's error) by timed_in_turns
             log(f"{name} down {key}: {type(exc).__name__}")
         down[key] = (((single, cfg),), fn)
@@ -219,7 +206,7 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
         fn = partial(hopper_gemm.persistent_gated, x, wg, wu, aid)
         key = f"dual {config_text(cfg)}"
         try:
-            errs[key] = _rel(_forced(((gated, cfg),), fn), ref)
+            errs[key] = _rel(forced(((gated, cfg),), fn), ref)
         except Exception as exc:
             log(f"{name} gate/up {key}: {type(exc).__name__}")
         gu[key] = (((gated, cfg),), fn)
@@ -257,7 +244,7 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
     if config_text(best_gu_cfg) != config_text(pick):
         fwds[f"{best_gu} + cuBLAS down"] = fwd(best_gu_cfg, None)
         fwds[f"{best_gu} + {ours_down}"] = fwd(best_gu_cfg, best_down_cfg)
-    est = _forced(fwds[shipped][0], lambda: median_us(fwds[shipped][1], n_iter=3, warmup=1))["median_us"]
+    est = forced(fwds[shipped][0], lambda: median_us(fwds[shipped][1], n_iter=3, warmup=1))["median_us"]
     for label, n in ((f"bench's call count ({bench_calls(est)})", bench_calls(est)), ("probe's", PROBE_CALLS)):
         rows = timed_in_turns(fwds, n, sampler)
         lines += table(f"forward, {label} calls per pass", rows, 3 * down_flop, floor_us=floor_us)
@@ -331,7 +318,7 @@ def ncu_case(name: str) -> None:
             torch.cuda.profiler.stop()
 
         print(f"== {name} {label}", flush=True)
-        _forced(forces, profiled)
+        forced(forces, profiled)
 
 
 if __name__ == "__main__":

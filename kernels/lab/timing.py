@@ -37,6 +37,15 @@ QUEUE_CHUNK = 25
 _SLEEP_CYCLES = 40_000_000  # ~20 ms at 1.98 GHz (H100 SXM max SM clock)
 
 
+def pass_orders(items, passes: int = 2) -> list[list]:
+    """The order of each timing pass over `items`: as given, then reversed, alternately (A B, B A). A card whose
+    clock drifts over a row (LLM-sized forwards run at the power limit after ~100 ms: SM 1485-1665 MHz against
+    1980 in short bursts, bench/results/sweep_floor_h100_80gb_hbm3.md) then charges every item in both positions,
+    instead of always timing the last one hottest."""
+    items = list(items)
+    return [items if p % 2 == 0 else items[::-1] for p in range(passes)]
+
+
 def median_us(
     fn, n_iter: int = 200, warmup: int = 10, flush_l2: bool = True, flush: str = "read", queue_ahead: bool = True
 ) -> dict:

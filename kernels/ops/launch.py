@@ -240,9 +240,9 @@ def _fire(hit: tuple, a, device_index: int) -> None:
 
 
 # ---------------------------------------------------------------- op plans: one op call replayed as its launches
-# An op call (kernels.models.custom_ops) validates its inputs, picks a kernel (TMA or pointer), allocates its output and builds each launch's arguments: ~10-20 us of Python on the r1/r2 hosts, the same
-# work every call for inputs of the same shapes, strides, dtypes and alignment. `Plans` records the launches of one
-# such call (the second with a given key: the first may tune and measure) and replays them for later calls with the
+# An op call (kernels.models.custom_ops) validates its inputs, picks a kernel (TMA or pointer), allocates its output
+# and builds each launch's arguments: ~10-20 us of Python on the r1/r2 hosts, the same work every call for inputs of
+# the same shapes, strides, dtypes and alignment. `Plans` records the launches of one such call (the second with a given key: the first may tune and measure) and replays them for later calls with the
 # same key: allocate the output, substitute this call's tensors into the recorded arguments, fire each launch from
 # its cached launcher entry. Recorded tensors that are neither an input nor the output (a weight copy such as the
 # interleaved gate/up weight) are held by weak reference: the key names the weights' identity and version, and a
@@ -535,6 +535,21 @@ class Tuned:
         self.cache[key] = best
         self.timings[key] = {config_text(c): t for c, t in times.items()}
         return best
+
+
+def forced(forces, fn):
+    """fn() with each (tuner, config) of `forces` holding that config alone (how the sweeps time one config), then
+    every tuner's own configs back and its choices forgotten."""
+    saved = [list(t.configs) for t, _ in forces]
+    for t, cfg in forces:
+        t.configs = [cfg]
+        t.cache.clear()
+    try:
+        return fn()
+    finally:
+        for (t, _), configs in zip(forces, saved, strict=True):
+            t.configs = configs
+            t.cache.clear()
 
 
 def config_text(cfg) -> str:
