@@ -240,15 +240,16 @@ def _fire(hit: tuple, a, device_index: int) -> None:
 
 
 # ---------------------------------------------------------------- op plans: one op call replayed as its launches
-# An op call (kernels.models.custom_ops) validates its inputs, picks a kernel (TMA or pointer), allocates its output
-# and builds each launch's arguments: ~10-20 us of Python on the r1/r2 hosts, the same work every call for inputs of
-# the same shapes, strides, dtypes and alignment. `Plans` records the launches of one such call (the second with a given key: the first may tune and measure) and replays them for later calls with the
-# same key: allocate the output, substitute this call's tensors into the recorded arguments, fire each launch from
-# its cached launcher entry. Recorded tensors that are neither an input nor the output (a weight copy such as the
-# interleaved gate/up weight) are held by weak reference: the key names the weights' identity and version, and a
-# copy that was freed (its weight freed or updated) voids the plan. A plan applies only when the call's GPU work is
-# exactly its recorded launches (every wrapper here: other work, such as a .contiguous() copy, makes a temporary
-# tensor that is dead when the plan is built, and such calls are not planned).
+# An op call (kernels.models.custom_ops) validates its inputs, picks a kernel (TMA or pointer), allocates its output and
+# builds each launch's arguments: ~10-20 us of Python on the r1/r2 hosts, the same work every call for inputs of the
+# same shapes, strides, dtypes and alignment. `Plans` records the launches of one such call (the second with a given
+# key: the first may tune and measure) and replays them for later calls with the same key: allocate the output,
+# substitute this call's tensors into the recorded arguments, fire each launch from its cached launcher entry. Recorded
+# tensors that are neither an input nor the output (a weight copy such as the interleaved gate/up weight) are held by
+# weak reference: the key names the weights' identity and version, and a copy that was freed (its weight freed or
+# updated) voids the plan. A plan applies only when the call's GPU work is exactly its recorded launches (every wrapper
+# here: other work, such as a .contiguous() copy, makes a temporary tensor that is dead when the plan is built, and such
+# calls are not planned).
 _RECORDING: dict[int, list] = {}  # thread id -> the launches of the call it is recording
 
 
