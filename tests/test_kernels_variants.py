@@ -342,13 +342,39 @@ def test_shape_sweep_verdicts_and_merge():
     assert merged["runs"][-1]["commit"] == "c"
 
 
+def test_merge_lists_only_runs_whose_figures_remain():
+    """A bench file folded from several GPU commands lists the runs behind its figures: a run whose shape rows were all
+    re-measured drops out; a run that measured another section (gating, mlp) stays; rows of unknown run keep all."""
+    from kernels.lab import bench
+
+    def run(utc, sections, ids):
+        res = {"created_utc": utc, "command": f"bench {utc}", "sections": sections, "env": {"git_commit": utc}}
+        if ids:
+            res |= {"shapes": [{"id": i, "run_utc": utc} for i in ids], "shape_ceilings_tflops": {}}
+        return res
+
+    full = run("t0", None, []) | {"gating": [1], "mlp": [2]}
+    f = bench.merge_results(full, run("t1", ["shapes"], ["a", "b"]))
+    f = bench.merge_results(f, run("t2", ["shapes"], ["b"]))
+    assert [r["created_utc"] for r in f["runs"]] == ["t0", "t1", "t2"]
+    f = bench.merge_results(f, run("t3", ["shapes"], ["a"]))
+    assert [r["created_utc"] for r in f["runs"]] == ["t0", "t2", "t3"]  # t1's rows are all re-measured
+    assert {r["id"]: r["run_utc"] for r in f["shapes"]} == {"a": "t3", "b": "t2"}
+    f = bench.merge_results(f, run("t4", None, []) | {"gating": [3], "mlp": [4]})
+    assert [r["created_utc"] for r in f["runs"]] == ["t2", "t3", "t4"]  # t0's sections were re-measured by t4
+    legacy = {"created_utc": "u", "runs": [{"created_utc": "u0", "sections": ["shapes"]}, {"created_utc": "u"}]}
+    legacy["shapes"] = [{"id": "a"}, {"id": "z"}]  # rows from before rows named their run
+    f = bench.merge_results(legacy, run("t5", ["shapes"], ["a"]))
+    assert [r["created_utc"] for r in f["runs"]] == ["u0", "u", "t5"]
+
+
 @pytest.mark.parametrize("gpu", ["h100_80gb_hbm3", "h200"])
 def test_committed_shape_sweep_verdicts_recompute(gpu):
     """The committed shape sweeps (bench/results/kernels_<gpu>.json; the runs list names each run's commit) re-judged
-    here: each row's verdict and fastest peer follow from its own timings, and no row is a LOSS on either card. The
-    two former losses (runs r1/r2, on the cuBLAS + gating path, within 1% of compile) were re-measured in session
-    5's round B at c5a53dc: fp32 HF SwiGLU runs cat_gating (H100 2503.4 vs compile 2505.0 us, H200 2465.3 vs liger
-    2469.2), 77 x 1001 -> 3000 bf16 pad_cat_gating (H100 30.0 vs 61.6, H200 28.6 vs 59.2)."""
+    here: each row's verdict and fastest peer follow from its own timings, and no row is a LOSS on either card. Every
+    row of both files was measured at one commit (session 6, afaf131). The two session-4 losses: fp32 HF SwiGLU runs
+    cat_gating (H100 2506.9 vs compile 2510.4 us, H200 2465.5 vs liger 2469.9: thin wins), 77 x 1001 -> 3000 bf16 a
+    padded path (pad_dual_gemm: H100 30.6 vs 62.0, H200 29.3 vs 59.0)."""
     import copy
     import json
     from pathlib import Path
@@ -364,5 +390,7 @@ def test_committed_shape_sweep_verdicts_recompute(gpu):
         assert (again["verdict"], again.get("fastest_peer")) == (row["verdict"], row.get("fastest_peer")), row["id"]
     assert [i for i, r in rows.items() if r["verdict"] == "LOSS"] == []
     assert rows["hf-swiglu-fp32"]["variants"]["fuselens"]["path"] == "cat_gating"
-    assert rows["unaligned-bf16"]["variants"]["fuselens"]["path"] == "pad_cat_gating"
+    assert rows["unaligned-bf16"]["variants"]["fuselens"]["path"].startswith("pad_")  # d_model 1001: padded to 1008
+    shape_runs = {r["created_utc"] for r in res["runs"] if "shapes" in (r.get("sections") or ())}
+    assert {r["run_utc"] for r in rows.values()} == shape_runs  # the runs listed for the sweep are the rows' runs
     assert rows["hf-geglu-bf16"]["variants"]["fuselens"]["path"] == "dual_gemm"

@@ -285,27 +285,48 @@ def bench_mlp(workload, dname, tokens, variants, n_iter, tflops, graphs=False) -
     return rows
 
 
+DEFAULT_SECTIONS = ("gating", "mlp", "decode")
+
+
 def merge_results(old: dict, new: dict) -> dict:
-    """new's sections over old's: what this run did not measure stays (a shape row by its id, the rest by section),
-    with the run facts (env, ceilings, command) of each section kept beside it under `runs`."""
+    """new's sections over old's: what this run did not measure stays (a shape row by its id, the rest by section).
+    `runs` lists the runs whose figures are still in the file, each with its command and commit: every shape row
+    names the run that measured it (`run_utc`), so a run whose rows were all re-measured drops out of the list."""
     merged = {**old, **{k: v for k, v in new.items() if k not in ("shapes", "runs")}}
     for key in ("gating", "gating_in_forward", "mlp"):
         if key not in new and key in old:
             merged[key] = old[key]
+
+    def stamped(res) -> list[dict]:
+        """res's shape rows, each naming its run: a file of one run names it for rows that do not (None: unknown)."""
+        one_run = res.get("created_utc") if len(res.get("runs") or []) <= 1 else None
+        return [r if "run_utc" in r else {**r, "run_utc": one_run} for r in res.get("shapes", [])]
+
     if "shapes" in new:
-        rows = {r["id"]: r for r in old.get("shapes", [])}
-        rows.update({r["id"]: r for r in new["shapes"]})
+        rows = {r["id"]: r for r in stamped(old)}
+        rows.update({r["id"]: r for r in stamped(new)})
         merged["shapes"] = list(rows.values())
         merged["shape_ceilings_tflops"] = {**old.get("shape_ceilings_tflops", {}), **new["shape_ceilings_tflops"]}
     elif "shapes" in old:
-        merged["shapes"] = old["shapes"]
+        merged["shapes"] = stamped(old)
 
     def run_of(res):
         return {k: res.get(k) for k in ("created_utc", "command", "sections")} | {
             "commit": res.get("env", {}).get("git_commit")
         }
 
-    merged["runs"] = [*(old.get("runs") or [run_of(old)]), run_of(new)]
+    row_runs = {r.get("run_utc") for r in merged.get("shapes", [])}
+    remeasured = set(new.get("sections") or DEFAULT_SECTIONS) - {"shapes"}
+
+    def still_in_file(run) -> bool:
+        secs = set(run.get("sections") or DEFAULT_SECTIONS)  # runs before `sections` was recorded: the defaults
+        if secs - {"shapes"} - remeasured:
+            return True
+        # a row measured before rows named their run (None) keeps every earlier shape run listed
+        return "shapes" in secs and (None in row_runs or run.get("created_utc") in row_runs)
+
+    kept = [r for r in (old.get("runs") or [run_of(old)]) if still_in_file(r)]
+    merged["runs"] = kept + (new.get("runs") or [run_of(new)])
     return merged
 
 
@@ -530,7 +551,7 @@ def main(argv=None) -> int:
     if ns.n_iter < 100:
         print("error: --n-iter must be >= 100", file=sys.stderr)
         return 2
-    sections = set((ns.sections or ("shapes" if ns.shapes else "gating,mlp,decode")).split(","))
+    sections = set((ns.sections or ("shapes" if ns.shapes else ",".join(DEFAULT_SECTIONS))).split(","))
     if "shapes" in sections and not ns.shapes:
         print("error: --sections shapes needs --shapes SET", file=sys.stderr)
         return 2
@@ -577,6 +598,8 @@ def main(argv=None) -> int:
 
         ceilings = {"bf16": tf}
         res["shapes"] = shapes.run(ns.shapes, ceilings, set(ns.rows.split(",")) if ns.rows else None)
+        for row in res["shapes"]:
+            row["run_utc"] = res["created_utc"]  # the run that measured it (merge_results lists only such runs)
         res["shape_ceilings_tflops"] = ceilings
     from kernels.models import dispatch
 
