@@ -25,27 +25,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernels.lab.profile import DTYPE_BYTES, MAX_BATCH, MAX_DIM, MAX_SEQ, MAX_TOKENS, WORKLOADS
+from kernels.models.variants import DEFAULT_VARIANTS, VARIANTS
+
 ROOT = Path(__file__).resolve().parent.parent
 RUNS_DIR = ROOT / "runs"
 KEEP_RUNS = 20  # finished run folders kept in runs/; older ones are pruned when a new run starts
 
-# Mirrors kernels.profile's checks (tests keep them equal); the runner validates again, this is the first line.
-WORKLOADS = ("geglu", "swiglu", "plain")
-VARIANTS = (
-    "eager",
-    "compile",
-    "compile-max-autotune",
-    "compile-triton-gemm",
-    "liger",
-    "fuselens-gating",
-    "fuselens",
-    "fuselens-graph",
-)
-DEFAULT_VARIANTS = ("eager", "compile", "liger", "fuselens")
-DTYPES = ("bf16", "fp16", "fp32")
-MAX_BATCH = MAX_SEQ = 65536
-MAX_DIM = 32768
-MAX_TOKENS = 65536
+# The runner's own choices and limits (the runner validates again; this is the first line). Both modules import no
+# torch at module level, so the server stays torch-free (tests/test_app_profile.py checks it).
+DTYPES = tuple(DTYPE_BYTES)
 
 # What runs. Module attributes so the tests can point them at a stand-in runner on a machine without a GPU.
 RUNNER_ARGV = [sys.executable, "-m", "kernels.profile"]
