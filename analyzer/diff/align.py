@@ -184,6 +184,12 @@ NO_PREDECESSOR = np.uint64(0)  # the context of the first kernel on a device: no
 _IDLE_SALT = np.uint64(0x9E3779B97F4A7C15)  # marks "after an idle GPU" in a context code (xor with the predecessor)
 
 
+def launch_text(ops: pd.DataFrame) -> pd.Series:
+    """Each GPU op's kernel name and launch config (grid, block) as one text, indexed like ops: the kernel's identity
+    apart from its inputs (kernel_contexts hashes it; analyzer.diff.comparability adds the alignment key)."""
+    return ops["name"].astype(str) + "\x1f" + ops["grid"].astype(str) + "\x1f" + ops["block"].astype(str)
+
+
 def kernel_contexts(ops: pd.DataFrame) -> tuple[pd.Series, dict]:
     """The context every GPU op of one device ran in, indexed like ops, as a code: the kernel that ran last before
     it (its signature: a hash of name, grid and block) and whether it was queued right behind it (at most QUEUED_US
@@ -204,8 +210,7 @@ def kernel_contexts(ops: pd.DataFrame) -> tuple[pd.Series, dict]:
     is_k = o["kind"].eq("kernel").to_numpy()
     # the kernel itself (name and launch config), not the op around it: eager's aten::mm and Inductor's extern mm can
     # launch the same cuBLAS kernel on views of other shapes, and that is the same predecessor
-    text = o["name"].astype(str) + "\x1f" + o["grid"].astype(str) + "\x1f" + o["block"].astype(str)
-    sig = pd.util.hash_pandas_object(text, index=False).to_numpy(np.uint64, copy=True)
+    sig = pd.util.hash_pandas_object(launch_text(o), index=False).to_numpy(np.uint64, copy=True)
     n = len(o)
     idx = np.arange(n)
     last_k = np.maximum.accumulate(np.where(is_k, idx, -1))

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analyzer.diff.align import NO_PREDECESSOR
+from analyzer.diff.align import NO_PREDECESSOR, launch_text
 from analyzer.fmt import finite, short_name
 from analyzer.steps import spread_range  # noqa: F401  (re-exported: one rule for every shown spread)
 
@@ -157,16 +157,7 @@ def control_keys(rows: pd.DataFrame) -> pd.Series:
     # a collective's time is mostly waiting for the other ranks (HTA's 2-rank trace: NCCL SendRecv 0.39-1.46× between
     # ranks of one program), not this GPU's speed: never a control
     is_kernel = rows["kind"].eq("kernel") & rows["category"].ne("communication")
-    sep = "\x1f"
-    key = (
-        rows["name"].astype(str)
-        + sep
-        + rows["grid"].astype(str)
-        + sep
-        + rows["block"].astype(str)
-        + sep
-        + rows["key"].map(repr)
-    )
+    key = launch_text(rows) + "\x1f" + rows["key"].map(repr)
     return key.where(is_kernel, "")
 
 
