@@ -38,20 +38,16 @@ def object_pointers(values: np.ndarray) -> np.ndarray:
 def object_codes(values) -> tuple[np.ndarray, np.ndarray]:
     """(codes int64, first row of each code) for a column of JSON-like values, equal values → equal codes."""
     arr = np.asarray(values, dtype=object).ravel()
-    n = arr.size
-    if not n:
+    if not arr.size:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    by_id, distinct_ids = pd.factorize(object_pointers(arr))
-    first_of_id = _first_rows(by_id, len(distinct_ids))
-    distinct = arr[first_of_id]
+    by_id, distinct = _distinct_objects(arr)
     if set(map(type, distinct)) <= _STR_OR_NONE:
-        text_codes, uniques = pd.factorize(distinct, use_na_sentinel=False)
-        codes = text_codes.astype(np.int64)[by_id]
-        return codes, _first_rows(codes, len(uniques))
-    texts = [_encode(x) for x in distinct.tolist()]
-    text_codes, distinct_texts = pd.factorize(np.asarray(texts, dtype=object))
-    codes = text_codes.astype(np.int64)[by_id]
-    return codes, _first_rows(codes, len(distinct_texts))
+        keys = distinct
+    else:
+        keys = np.asarray([_encode(x) for x in distinct.tolist()], dtype=object)
+    key_codes, uniques = pd.factorize(keys, use_na_sentinel=False)
+    codes = key_codes.astype(np.int64)[by_id]
+    return codes, _first_rows(codes, len(uniques))
 
 
 _STR_OR_NONE = {str, type(None)}
@@ -70,13 +66,19 @@ def factorize(values, na_sentinel: bool = False) -> tuple[np.ndarray, np.ndarray
         return codes.astype(np.int64, copy=False), np.asarray(uniques)
     if not arr.size:
         return np.empty(0, np.int64), np.empty(0, dtype=object)
-    by_id, distinct_ids = pd.factorize(object_pointers(arr))
-    distinct = arr[_first_rows(by_id, len(distinct_ids))]
+    by_id, distinct = _distinct_objects(arr)
     codes, uniques = pd.factorize(distinct, use_na_sentinel=na_sentinel)
     return codes.astype(np.int64)[by_id], np.asarray(uniques, dtype=object)
 
 
 _encode = msgspec.json.Encoder(enc_hook=repr).encode  # a value JSON cannot hold is keyed by its repr
+
+
+def _distinct_objects(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(by_id, distinct) of a non-empty 1-D object array: distinct[by_id[i]] is arr[i] (the same object), distinct in
+    order of first row. One int64 hash per row (the pointers), no object per row."""
+    by_id, distinct_ids = pd.factorize(object_pointers(arr))
+    return by_id, arr[_first_rows(by_id, len(distinct_ids))]
 
 
 def _first_rows(codes: np.ndarray, k: int) -> np.ndarray:
