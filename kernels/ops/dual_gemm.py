@@ -108,11 +108,8 @@ def dual_gemm_gated(
     if K == 0:
         return out.zero_()  # act(0) * 0 = 0 for gelu_tanh and silu
     act = epilogue_act_id(activation, dt)
-    if impl != "pointer":
-        if hopper_gemm.usable(x, w_gate, w_up):
-            return hopper_gemm.persistent_gated(x, w_gate, w_up, act, out=out)
-        if impl == "tma":
-            raise ValueError("dual_gemm_gated: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
+    if hopper_gemm.takes("dual_gemm_gated", impl, x, w_gate, w_up):
+        return hopper_gemm.persistent_gated(x, w_gate, w_up, act, out=out)
     flags = {"ACT": act, **dot_flags(dt)}
     strides = (*x.stride(), *w_stride, N, 1)  # out: a fresh contiguous [M, N]
     launch_pointer_gemm(_dual_gemm_tuned, (x, w_gate, w_up, out), M, N, K, strides, flags)

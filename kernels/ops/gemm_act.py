@@ -107,11 +107,8 @@ def gemm_bias_act(
             return out.zero_()
         return out.copy_(TORCH_ACTS[activation](bias.float()).to(dt).expand(M, N))
     act = epilogue_act_id(activation, dt)
-    if impl != "pointer":
-        if hopper_gemm.usable(x, weight):
-            return hopper_gemm.persistent_gemm(x, weight, bias, act, out=out)
-        if impl == "tma":
-            raise ValueError("gemm_bias_act: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
+    if hopper_gemm.takes("gemm_bias_act", impl, x, weight):
+        return hopper_gemm.persistent_gemm(x, weight, bias, act, out=out)
     flags = {"HAS_BIAS": bias is not None, "ACT": act, **dot_flags(dt)}
     strides = (*x.stride(), *weight.stride(), N, 1)  # out: a fresh contiguous [M, N]
     launch_pointer_gemm(_gemm_act_tuned, (x, weight, bias if bias is not None else x, out), M, N, K, strides, flags)

@@ -261,6 +261,18 @@ def usable(x: torch.Tensor, *weights: torch.Tensor) -> bool:
     return x.is_cuda and _sm_major(x.device.index or 0) >= 9
 
 
+def takes(name: str, impl: str, x: torch.Tensor, *weights: torch.Tensor) -> bool:
+    """Whether the TMA path runs this call of wrapper `name`: never for impl "pointer", where usable() for "auto" and
+    "tma"; "tma" where it is not usable is a one-line ValueError."""
+    if impl == "pointer":
+        return False
+    if usable(x, *weights):
+        return True
+    if impl == "tma":
+        raise ValueError(f"{name}: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
+    return False
+
+
 @functools.lru_cache(maxsize=8)
 def _sm_major(device_index: int) -> int:
     # cached: torch.cuda.get_device_capability costs ~3 us of host time per call (run 9d, scripts/host_overhead.py)
