@@ -40,6 +40,27 @@ def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.double() - ref).norm() / ref.norm())
 
 
+def _single_inputs(M, K, N, dt, seed: int):
+    """x [M, K], w [N, K] scaled by K^-0.5 (outputs of unit size), bias [N] x 0.1; seeded: a row's inputs are the same
+    in every run."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
+    w = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
+    b = torch.randn(N, device="cuda", dtype=dt, generator=g) * 0.1
+    return x, w, b
+
+
+def _gated_inputs(M, K, N, dt, act: str, seed: int):
+    """x [M, K], gate and up weights [N, K] scaled by K^-0.5 (seeded), and the float64 reference
+    act(x Wg^T) * (x Wu^T)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
+    wg = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
+    wu = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
+    xd = x.double()
+    return x, wg, wu, TORCH_ACTS[act](xd @ wg.double().T) * (xd @ wu.double().T)
+
+
 def _time(fn, n_iter: int) -> float:
     return median_us(fn, n_iter=n_iter, warmup=5, flush_l2=True)["median_us"]
 
@@ -61,10 +82,7 @@ def _config_rows(tuners, configs, runs: dict, ref, tflop: float, n_iter: int) ->
 
 
 def sweep_single(name, M, K, N, dt, act, n_iter: int) -> list[str]:
-    g = torch.Generator(device="cuda").manual_seed(1)
-    x = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
-    w = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
-    b = torch.randn(N, device="cuda", dtype=dt, generator=g) * 0.1
+    x, w, b = _single_inputs(M, K, N, dt, seed=1)
     ref = F.gelu(x.double() @ w.double().T + b.double())
     tflop = 2 * M * N * K / 1e12
     lines = [f"\n### {name}: act(x W^T + b), M={M} K={K} N={N} {str(dt)[6:]} {act}\n"]
@@ -83,12 +101,7 @@ def sweep_single(name, M, K, N, dt, act, n_iter: int) -> list[str]:
 def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     """Each config with the shipped epilogue (8-row gate/up blocks, tanh.approx) next to run 9's pieces: the
     exp2 + rcp activation, the 1-row interleave (element-wise shared-memory stores), and no activation at all."""
-    g = torch.Generator(device="cuda").manual_seed(2)
-    x = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
-    wg = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
-    wu = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
-    xd = x.double()
-    ref = TORCH_ACTS[act](xd @ wg.double().T) * (xd @ wu.double().T)
+    x, wg, wu, ref = _gated_inputs(M, K, N, dt, act, seed=2)
     tflop = 2 * 2 * M * N * K / 1e12
     lines = [f"\n### {name}: act(x Wg^T) * (x Wu^T), M={M} K={K} N={N} {str(dt)[6:]} {act}\n"]
     lines.append(
@@ -132,13 +145,7 @@ SINGLE_LLM_CASES = [("BERT-large fc1", 4096, 1024, 4096, torch.bfloat16, "gelu")
 def sweep_gated_llm(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     """Shipped and exploratory configs at an LLM shape: the shipped epilogue and no activation (the main loop's
     own time), beside cuBLAS computing gate and up as one GEMM."""
-    g = torch.Generator(device="cuda").manual_seed(3)
-    x = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
-    wg = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
-    wu = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
-    xd = x.double()
-    ref = TORCH_ACTS[act](xd @ wg.double().T) * (xd @ wu.double().T)
-    del xd
+    x, wg, wu, ref = _gated_inputs(M, K, N, dt, act, seed=3)
     tflop = 2 * 2 * M * N * K / 1e12
     lines = [f"\n### {name}: act(x Wg^T) * (x Wu^T), M={M} K={K} N={N} {str(dt)[6:]} {act}\n"]
     lines.append("| config | µs (shipped epilogue) | TFLOP/s | µs, no activation | rel err |")
@@ -154,10 +161,7 @@ def sweep_gated_llm(name, M, K, N, dt, act, n_iter: int) -> list[str]:
 
 
 def sweep_single_llm(name, M, K, N, dt, act, n_iter: int) -> list[str]:
-    g = torch.Generator(device="cuda").manual_seed(4)
-    x = torch.randn(M, K, device="cuda", dtype=dt, generator=g)
-    w = torch.randn(N, K, device="cuda", dtype=dt, generator=g) * K**-0.5
-    b = torch.randn(N, device="cuda", dtype=dt, generator=g) * 0.1
+    x, w, b = _single_inputs(M, K, N, dt, seed=4)
     ref = TORCH_ACTS[act](x.double() @ w.double().T + b.double())
     tflop = 2 * M * N * K / 1e12
     lines = [f"\n### {name}: act(x W^T + b), M={M} K={K} N={N} {str(dt)[6:]} {act}\n"]
