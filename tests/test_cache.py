@@ -111,6 +111,19 @@ def test_a_cached_summary_is_the_uncached_summary(cache_dir):
     assert len(cache.entries()) == 2 and sum(map(cache.is_derived, cache.entries())) == 1
 
 
+def test_a_first_upload_is_hashed_once(cache_dir, monkeypatch):
+    """The dashboard keys an upload by its content hash and hands that key to load_summary; a first upload (a cache
+    miss) then parses and stores without hashing its bytes again (0.1–0.35 s per GB), under the same key."""
+    data = TRACES["h100_bert"].read_bytes()
+    key = cache.content_key(data)
+    hashed = []
+    real_hash = cache._hash
+    monkeypatch.setattr(cache, "_hash", lambda b: hashed.append(len(b)) or real_hash(b))
+    summary = cache.load_summary(data, name="upload.json.gz", key=key)
+    assert hashed == [] and summary.trace.meta.source == "upload.json.gz"
+    assert cache.lookup(key, "x") is not None and cache.summary_path(key).is_file()
+
+
 def test_a_schema_change_makes_the_entry_stale(cache_dir, monkeypatch):
     path = TRACES["h100_bert"]
     load_trace(path)

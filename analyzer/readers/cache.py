@@ -440,7 +440,7 @@ def load_summary(src, name: str | None = None, *, cache: bool | None = None, key
             if hit is not None:
                 return hit
     if trace is None:
-        trace = load_trace(src, name, cache=cache)
+        trace = load_trace(src, name, cache=cache, key=key)
     from analyzer.summary import summarize  # after the read: a refused gzip bomb never imports pandas & co.
 
     summary = summarize(trace)
