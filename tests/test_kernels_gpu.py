@@ -4,7 +4,9 @@
   results as the first call, for every wrapper, with new inputs each call;
 - two models of the same shape in one process (GEGLU then SwiGLU, and back) each keep their own tuning and their
   own speed: the second model used to reuse the first one's autotune entries and ran 2x slower (issue 16);
-- the dispatch probe picks a path per (model kind, activation, dtype, shape) and the trace names it.
+- the dispatch probe picks a path per (model kind, activation, dtype, shape) and the trace names it;
+- the warp-specialised Gluon dual GEMM (kernels.ops.ws_gemm, sm_90 only) against float64 at odd shapes, per dtype and
+  activation, and hopper_gemm's first-call choice between it and the Triton kernel.
 """
 
 import pytest
@@ -19,7 +21,8 @@ if ON_GPU:
     from kernels.models import dispatch
     from kernels.models.variants import VariantUnavailable, build
     from kernels.models.workloads import build_model, make_input
-    from kernels.ops import dual_gemm, gating, gemm_act, hopper_gemm
+    from kernels.ops import dual_gemm, gating, gemm_act, hopper_gemm, ws_gemm
+    from kernels.ops.activations import TORCH_ACTS, epilogue_act_id
     from kernels.ops.dual_gemm import dual_gemm_gated
     from kernels.ops.gating import fused_gating
     from kernels.ops.gemm_act import gemm_bias_act
@@ -177,3 +180,44 @@ def test_graph_variant_replays_the_forward():
             ref = build("fuselens", model)(x)
             y = fn(x).clone()
             assert rel_err(y, ref.double()) < 1e-2
+
+
+# Odd sizes for the Gluon kernel's edges: rows not a multiple of its 64-row tile, outputs not a multiple of 128
+# (2816 = 22 x 128, 3000: a partial last tile), K not a multiple of 64 (1000, 2056: TMA zero-fills the last step),
+# K = 2048 with 6+ tiles per program (the consumers' turn-taking and the ring wrapping many times).
+@pytest.mark.parametrize("M, K, N", [(1111, 1000, 3000), (2048, 2048, 5632), (1536, 2056, 2816)])
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("act", ["silu", "gelu_tanh", "gelu"])
+def test_warp_specialised_dual_gemm_matches_float64(M, K, N, dt, act):
+    x = torch.randn(M, K, device="cuda", dtype=getattr(torch, dt))
+    if not ws_gemm.applies(x):
+        pytest.skip("the Gluon kernel needs sm_90 and Gluon")
+    wg = torch.randn(N, K, device="cuda", dtype=x.dtype) * K**-0.5
+    wu = torch.randn(N, K, device="cuda", dtype=x.dtype) * K**-0.5
+    ref = TORCH_ACTS[act](x.double() @ wg.double().T) * (x.double() @ wu.double().T)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=x.dtype)  # every element must be written
+    ws_gemm.ws_gated(x, hopper_gemm.cached_interleaved(wg, wu), epilogue_act_id(act, x.dtype), out)
+    triton_out = hopper_gemm.persistent_gated(x, wg, wu, epilogue_act_id(act, x.dtype), ws=False)
+    assert not out.isnan().any()
+    # the Triton kernel's own error on the same inputs is the bar (same fp32 accumulation, same epilogue code)
+    assert rel_err(out, ref) <= 1.05 * rel_err(triton_out, ref) + 1e-5
+
+
+def test_first_call_measures_and_keeps_one_dual_gemm_per_shape():
+    """persistent_gated times the Triton kernel and the Gluon one once per shape key, keeps the faster, and both give
+    the same output as the forced Triton kernel."""
+    x = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    if not ws_gemm.applies(x):
+        pytest.skip("the Gluon kernel needs sm_90 and Gluon")
+    wg = torch.randn(5632, 2048, device="cuda", dtype=x.dtype) * 2048**-0.5
+    wu = torch.randn(5632, 2048, device="cuda", dtype=x.dtype) * 2048**-0.5
+    act = epilogue_act_id("silu", x.dtype)
+    hopper_gemm.WS_CHOICE.clear()
+    first = hopper_gemm.persistent_gated(x, wg, wu, act)
+    (key,) = hopper_gemm.WS_CHOICE
+    times = hopper_gemm.WS_TIMINGS[key]
+    assert hopper_gemm.WS_CHOICE[key] == (times["ws"] < times["triton"]) and min(times.values()) > 0
+    again = hopper_gemm.persistent_gated(x, wg, wu, act)
+    ref = hopper_gemm.persistent_gated(x, wg, wu, act, ws=False)
+    assert len(hopper_gemm.WS_CHOICE) == 1
+    assert rel_err(first, ref.double()) < 2e-3 and rel_err(again, ref.double()) < 2e-3

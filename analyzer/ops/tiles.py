@@ -37,11 +37,13 @@ from analyzer.ops.tensors import tensors
 
 GROUP_M = 8  # Triton's matmul tutorial, Inductor's mm templates, kernels/ops/hopper_gemm.py: bands of 8 row tiles
 # FuseLens' persistent kernels (one program per SM, tile not in the grid): (tile along M, tile along N, weight rows
-# per N tile). kernels/ops/hopper_gemm.py autotunes among 128 x 256 configs for M > 1024 (SINGLE_CONFIGS; the
-# dual GEMM's 128 x 128 output tile reads 2 x 128 weight rows: gate and up interleaved).
+# per N tile, row tiles per band of the grouped walk). kernels/ops/hopper_gemm.py autotunes among 128 x 256 configs
+# for M > 1024 (SINGLE_CONFIGS; the dual GEMM's 128 x 128 output tile reads 2 x 128 weight rows: gate and up
+# interleaved); kernels/ops/ws_gemm.py's warp-specialised dual GEMM runs 64 x 128 tiles in bands of 32 row tiles.
 OWN_TILES = {
-    "fuselens_gemm_bias_act_kernel": (128, 256, 1),
-    "fuselens_dual_gemm_glu_kernel": (128, 128, 2),
+    "fuselens_gemm_bias_act_kernel": (128, 256, 1, GROUP_M),
+    "fuselens_dual_gemm_glu_kernel": (128, 128, 2, GROUP_M),
+    "fuselens_dual_gemm_glu_ws_kernel": (64, 128, 2, 32),
 }
 _NVJET = re.compile(r"^nvjet_\w*?_(\d+)x(\d+)_")  # nvjet_sm90_tst_256x128_…, nvjet_tst_64x64_… (B200)
 _TILESIZE = re.compile(r"tilesize(\d+)x(\d+)x\d+")
@@ -138,9 +140,10 @@ def schedule(name: str, grid, block, smem, regs, g: Gemm, device: dict | None) -
         panels = (tn_ * g.k * ib, tm_ * g.k * ia, tn_ * tm_ * io)
         group = 1
     elif name in OWN_TILES or name.startswith(_TRITON):
+        group = GROUP_M
         if name in OWN_TILES:
-            bm, bn, wrows = OWN_TILES[name]
-            how = f"tile {bm}x{bn} (M x N) of kernels/ops/hopper_gemm.py"
+            bm, bn, wrows, group = OWN_TILES[name]
+            how = f"tile {bm}x{bn} (M x N) of kernels/ops"
         else:
             if sms and ctas in (sms, 2 * sms):  # one program per SM: a persistent walk whose tile the grid hides
                 return "persistent Triton GEMM without its tile in the name: operand re-reads not modelled"
@@ -149,8 +152,8 @@ def schedule(name: str, grid, block, smem, regs, g: Gemm, device: dict | None) -
             wrows = 1
             how = f"tile ≈{bm}x{bn} from grid {ctas} over the {g.m}x{g.n} output"
         rows, cols = math.ceil(g.m / bm), math.ceil(g.n / bn)
-        order, group = "grouped", GROUP_M
-        how += f", Triton grouped order (GROUP_M {GROUP_M})"
+        order = "grouped"
+        how += f", Triton grouped order (GROUP_M {group})"
         panels = (bm * g.k * ia, wrows * bn * g.k * ib, bm * bn * io)
     else:
         return "GEMM kernel's tile not known from its name: operand re-reads not modelled"

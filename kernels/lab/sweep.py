@@ -111,7 +111,7 @@ def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     t = _time(partial(F.linear, x, torch.cat([wg, wu])), n_iter)
     lines.append(f"| cuBLAS one GEMM to [gate; up] (N = {2 * N}) | {t:.1f} | {tflop / t * 1e6:.0f} | | | | | |")
-    gated = partial(hopper_gemm.persistent_gated, x, wg, wu)
+    gated = partial(hopper_gemm.persistent_gated, x, wg, wu, ws=False)
     runs = {
         "shipped": partial(gated, epilogue_act_id(act, dt), rows=hopper_gemm.GATE_UP_ROWS),
         "8 exact": partial(gated, act_id(act), rows=8),
@@ -154,7 +154,7 @@ def sweep_gated_llm(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     t = _time(partial(F.linear, x, wgu), n_iter)
     lines.append(f"| cuBLAS one GEMM to [gate; up] (N = {2 * N}) | {t:.1f} | {tflop / t * 1e6:.0f} | | |")
     del wgu
-    gated = partial(hopper_gemm.persistent_gated, x, wg, wu)
+    gated = partial(hopper_gemm.persistent_gated, x, wg, wu, ws=False)
     runs = {"shipped": partial(gated, epilogue_act_id(act, dt)), "none": partial(gated, act_id("identity"))}
     configs = hopper_gemm.GATED_CONFIGS + hopper_gemm.GATED_CONFIGS_LLM + EXPLORE_GATED
     return lines + _config_rows([hopper_gemm._gated_tuned], configs, runs, ref, tflop, n_iter)

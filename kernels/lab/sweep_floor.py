@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from kernels.lab.conditions import Sampler, gpu_limits
 from kernels.lab.timing import median_us, pass_orders
-from kernels.ops import hopper_gemm
+from kernels.ops import hopper_gemm, ws_gemm
 from kernels.ops.activations import TORCH_ACTS, act_id, epilogue_act_id
 from kernels.ops.gemm_common import m_bucket
 from kernels.ops.launch import config_text, forced
@@ -203,13 +203,18 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
     gu = {f"cuBLAS one GEMM to [gate; up] (N = {2 * h}), no activation": ((), partial(F.linear, x, wgu))}
     errs = {}
     for cfg in unique_configs(GATED_CANDIDATES):
-        fn = partial(hopper_gemm.persistent_gated, x, wg, wu, aid)
+        fn = partial(hopper_gemm.persistent_gated, x, wg, wu, aid, ws=False)
         key = f"dual {config_text(cfg)}"
         try:
             errs[key] = _rel(forced(((gated, cfg),), fn), ref)
         except Exception as exc:
             log(f"{name} gate/up {key}: {type(exc).__name__}")
         gu[key] = (((gated, cfg),), fn)
+    if ws_gemm.applies(x):  # the warp-specialised Gluon kernel (one config), where persistent_gated may choose it
+        key = "warp-specialised dual (kernels.ops.ws_gemm)"
+        fn = partial(ws_gemm.ws_gated, x, hopper_gemm.cached_interleaved(wg, wu), aid, torch.empty_like(ref, dtype=dt))
+        errs[key] = _rel(fn(), ref)
+        gu[key] = ((), fn)
     del ref
     rows = timed_in_turns(gu, 20 if gu_flop > 4e11 else 100, sampler)
     del wgu
@@ -220,11 +225,11 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
 
     # whole forwards: the shipped tuning (the autotuner's own pick) and the best configs found above
     def fwd(gcfg, dcfg):
-        """(forces, forward): the dual GEMM with gcfg (None: autotuned), then our down GEMM with dcfg or (None)
-        cuBLAS's."""
+        """(forces, forward): the Triton dual GEMM with gcfg (None: as shipped, the first-call choice between the
+        autotuned Triton kernel and the Gluon one), then our down GEMM with dcfg or (None) cuBLAS's."""
 
         def run():
-            hh = hopper_gemm.persistent_gated(x, wg, wu, aid)
+            hh = hopper_gemm.persistent_gated(x, wg, wu, aid, ws=gcfg is None)
             if dcfg is None:
                 return torch.matmul(hh, wd.t())
             return hopper_gemm.persistent_gemm(hh, wd, None, ident)
@@ -233,11 +238,12 @@ def sweep_case(name, M, d, h, dt, act: str, tflops: float, sampler: Sampler, log
         return forces + (((single, dcfg),) if dcfg is not None else ()), run
 
     gated.cache.clear()
-    hopper_gemm.persistent_gated(x, wg, wu, aid)  # the shipped autotuner's own pick at this shape (Tuned._choose)
+    hopper_gemm.persistent_gated(x, wg, wu, aid, ws=False)  # the autotuner's own pick at this shape (Tuned._choose)
     pick = gated.cache[(x.get_device(), dt, aid, hopper_gemm.GATE_UP_ROWS, m_bucket(M), h, d)]
-    shipped = f"dual {config_text(pick)} (autotuner's pick) + cuBLAS down [shipped]"
+    shipped = f"dual {config_text(pick)} (autotuner's pick) + cuBLAS down"
     ours_down = f"ours {config_text(best_down_cfg)}"
     fwds = {
+        "as shipped (first-call choice: Triton or Gluon dual GEMM) + cuBLAS down": fwd(None, None),
         shipped: fwd(pick, None),
         f"dual {config_text(pick)} (autotuner's pick) + {ours_down}": fwd(pick, best_down_cfg),
     }

@@ -23,10 +23,11 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.ops import ws_gemm
 from kernels.ops.activations import act_f32
 from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
 from kernels.ops.launch import Tuned
-from kernels.ops.triton_util import INTERPRETING, interpreting
+from kernels.ops.triton_util import INTERPRETING, autotune_bench, interpreting
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -334,15 +335,63 @@ def _sms(dev: int) -> int:
     return 4 if interpreting() else num_sms(dev)
 
 
-def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out=None) -> torch.Tensor:
+def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out=None, ws: bool = True) -> torch.Tensor:
     """act(x @ w_gate^T) * (x @ w_up^T) through the interleaved-weight kernel; callers validate inputs.
     rows: the weight's gate/up block height (1 = the run-3 layout, kept for the sweep's before/after rows).
-    out: an [M, N] tensor of x's dtype to write, when the caller already has one (one allocation per call, not two)."""
+    out: an [M, N] tensor of x's dtype to write, when the caller already has one (one allocation per call, not two).
+    ws: False keeps the Triton kernel (the sweeps time its configs); True lets a first-call measurement pick the
+    warp-specialised Gluon kernel where it applies and is faster (WS_CHOICE)."""
     if out is None:
         out = torch.empty((x.shape[0], w_gate.shape[0]), device=x.device, dtype=x.dtype)
     M, K = x.shape
     N = w_gate.shape[0]
     wgu = cached_interleaved(w_gate, w_up, rows)
+    dev = x.get_device()
+    if ws and M >= WS_MIN_ROWS and rows == ws_gemm.ROWS and ws_gemm.applies(x):
+        key = (dev, x.dtype, act_id, m_bucket(M), N, K)
+        use_ws = WS_CHOICE.get(key)
+        if use_ws is None:
+            use_ws = _measure_ws(key, lambda: _launch_gated(x, wgu, act_id, rows, out), x, wgu, act_id, out)
+        if use_ws:
+            return ws_gemm.ws_gated(x, wgu, act_id, out)
+    _launch_gated(x, wgu, act_id, rows, out)
+    return out
+
+
+# Where the warp-specialised Gluon kernel (kernels.ops.ws_gemm) is a candidate: from 1024 rows, where a forward's GEMMs
+# take ~100 us or more, so its Python launch (~20-40 us of host time, no launch plan) stays behind the GPU, and its
+# tiles (64 rows) fill a wave. Smaller calls keep the Triton kernel and its op plans (<= 15 us of host time per call).
+WS_MIN_ROWS = 1024
+WS_CHOICE: dict = {}  # (device, dtype, act, row bucket, N, K) -> True where the Gluon kernel measured faster
+WS_TIMINGS: dict = {}  # same key -> {"triton": us, "ws": us} from that measurement (the sweeps and the bench show it)
+
+
+def _measure_ws(key, triton_call, x, wgu, act_id: int, out) -> bool:
+    """Time the Triton kernel (tuned first, by its own first call) and the Gluon kernel in two passes, the second in
+    reverse order, and keep the faster for `key`. Inside CUDA-graph capture nothing is timed: the Triton kernel runs
+    and nothing is kept. A Gluon kernel that fails to compile here is never tried again for the key."""
+    if torch.cuda.is_current_stream_capturing():
+        return False
+    triton_call()
+    calls = {"triton": triton_call, "ws": lambda: ws_gemm.ws_gated(x, wgu, act_id, out)}
+    try:
+        calls["ws"]()
+    except Exception:  # out of resources or a Gluon without this API: the Triton kernel it is
+        WS_CHOICE[key] = False
+        return False
+    times = dict.fromkeys(calls, 0.0)
+    for order in (list(calls), list(calls)[::-1]):
+        for name in order:
+            times[name] += autotune_bench(calls[name], None, n_iter=20)[0] * 1e3 / 2
+    WS_TIMINGS[key] = times
+    WS_CHOICE[key] = times["ws"] < times["triton"]
+    return WS_CHOICE[key]
+
+
+def _launch_gated(x, wgu, act_id: int, rows: int, out) -> None:
+    """The Triton dual GEMM (fuselens_dual_gemm_glu_kernel) into out, its config tuned per shape."""
+    M, K = x.shape
+    N = out.shape[1]
     dev = x.get_device()
     n_sms = _sms(dev)
     consts = {
@@ -376,7 +425,6 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
         # a triton.Config per call costs ~0.7 us of host time: built only where the interpreter runs
         interp_config=triton.Config({"TAIL": False, **(_INTERP_GATED_META or INTERP_META)}) if INTERPRETING else None,
     )
-    return out
 
 
 # Split-K wave tail (the kernel's TAIL): where the last wave of a persistent launch is partly empty (TinyLlama's

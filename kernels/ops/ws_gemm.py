@@ -1,0 +1,211 @@
+"""Warp-specialised (ping-pong) dual GEMM for Hopper (sm_90), in Gluon: act(X Wg^T) * (X Wu^T) with the epilogue of
+one tile running while the tensor cores work on the next.
+
+Why a second dual GEMM: the Triton kernel of kernels.ops.hopper_gemm runs its epilogue on the same warps as its
+wgmma, after each tile's K loop, so at K = 2048 (TinyLlama: 32 K steps per tile) the tensor pipe is busy only 78-82%
+of the time (ncu, docs/KERNELS.md round s5-B). Triton 3.6's own `warp_specialize` does not split that loop on sm_90
+(session 6, history row S6-x). Here the split is written out (history row S6-g):
+  - one producer warp issues the TMA loads of X and of the interleaved [gate; up] weight tile into a ring of STAGES
+    shared-memory stages (`ready` / `empty` mbarriers per stage);
+  - two consumer warpgroups take alternate output tiles of BM x BN; each K step is ONE wgmma of width 2 BN, as in
+    the Triton kernel (interleave_gate_up's 8-row blocks, so gate and up of an output column sit in one thread);
+  - the consumers' main loops take turns (`done` mbarriers): consumer 1 starts tile j once consumer 0 has finished
+    tile j - 1's main loop, so the other's epilogue (activation, multiply, TMA store) overlaps this main loop, and
+    every ring position before a tile has completed when its consumer waits on it (a parity wait cannot then see an
+    older completion of the same stage);
+  - tiles walk in bands of GROUP_M row tiles (32: every row tile of a 2048-token input, so a wave's weight columns
+    are read once from HBM; 8 measured 146 us, 16 138, 32 133 at TinyLlama fp16 on the H100).
+Measured at TinyLlama's gate/up (2048 x 2048 -> 5632, H100, session 6): fp16 132.5 us, bf16 129.2, against the Triton
+kernel's 140.3 / 133.4 and cuBLAS's [gate; up] GEMM without any activation 135.6 / 132.7. hopper_gemm.persistent_gated
+runs it where a first-call measurement finds it faster (choose_ws).
+
+Applies to sm_90 only (wgmma), 2-byte dtypes, TMA-aligned rows, and not under the interpreter (Gluon kernels do not
+run there): `applies`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+
+from kernels.ops.activations import act_f32
+from kernels.ops.triton_util import interpreting
+
+try:  # Gluon ships with Triton >= 3.5; without it the Triton kernel is the only dual GEMM
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+except ImportError:  # pragma: no cover - depends on the installed Triton
+    gluon = None
+
+BM, BN, BK = 64, 128, 64  # output tile per consumer (one warpgroup: wgmma M = 64) and K step
+STAGES = 4  # 4 x (8 KB of X + 32 KB of weight) + 2 x 16 KB output buffers = 192 KB of shared memory (limit 227)
+GROUP_M = 32
+CONSUMER_REGS, PRODUCER_REGS, MAX_REGS = 232, 24, 168  # 12 warps x 32 x 168 <= 65,536 registers per SM
+ROWS = 8  # gate/up rows per block of the interleaved weight this kernel reads (the epilogue's reshape assumes it)
+
+if gluon is not None:
+
+    @gluon.jit
+    def _tile(tile_id, M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
+        """(row, column) offsets of tile `tile_id` in grouped order (bands of GROUP_M row tiles walk N together)."""
+        num_pid_m = gl.cdiv(M, BM)
+        in_group = GROUP_M * gl.cdiv(N, BN)
+        first_m = (tile_id // in_group) * GROUP_M
+        size_m = gl.minimum(num_pid_m - first_m, GROUP_M)
+        return (first_m + (tile_id % in_group) % size_m) * BM, ((tile_id % in_group) // size_m) * BN
+
+    @gluon.jit
+    def _consume(descs, bufs, bars, M, N, K, WHICH: gl.constexpr, ACT: gl.constexpr, GROUP_M: gl.constexpr,
+                 NUM_PROGS: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+        """Consumer WHICH (0 or 1): local tiles WHICH, WHICH + 2, ... of this program."""
+        x_desc, w_desc, out_desc = descs
+        x_bufs, w_bufs, out_bufs = bufs
+        ready, empty, done = bars
+        BM: gl.constexpr = x_desc.block_type.shape[0]
+        BK: gl.constexpr = x_desc.block_type.shape[1]
+        BN2: gl.constexpr = w_desc.block_type.shape[0]
+        BN: gl.constexpr = BN2 // 2
+        layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN2, 16]
+        )
+        pid = gl.program_id(0)
+        k_tiles = gl.cdiv(K, BK)
+        n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
+        out_smem = out_bufs.index(WHICH)
+        for j in range(WHICH, n_local, 2):
+            off_m, off_n = _tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
+            mbarrier.wait(done.index(1 - WHICH), ((j - 1) // 2) & 1, pred=j > 0)  # the other's main loop of j - 1
+            acc = gl.zeros((BM, BN2), gl.float32, layout)
+            prev = 0
+            for k in range(k_tiles):
+                pos = j * k_tiles + k  # ring position: the producer fills positions in the same order
+                s = pos % STAGES
+                mbarrier.wait(ready.index(s), (pos // STAGES) & 1)
+                acc = warpgroup_mma(x_bufs.index(s), w_bufs.index(s).permute((1, 0)), acc, is_async=True)
+                acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+                mbarrier.arrive(empty.index(prev), pred=k > 0)  # the previous step's wgmma is done with its stage
+                prev = s
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(empty.index(prev))
+            mbarrier.arrive(done.index(WHICH))
+            # ROWS gate columns then ROWS up columns (interleave_gate_up): split them without moving data
+            acc = gl.permute(gl.reshape(acc, (BM, BN // 8, 2, 8)), (0, 1, 3, 2))
+            g, u = gl.split(gl.reshape(acc, (BM, BN, 2)))
+            out = (act_f32(g, ACT) * u).to(out_desc.dtype)
+            tma.store_wait(pendings=0)  # this consumer's previous tile has left its buffer
+            out_smem.store(out)
+            fence_async_shared()
+            tma.async_copy_shared_to_global(out_desc, [off_m, off_n], out_smem)
+        tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def _consumer0(descs, bufs, bars, M, N, K, ACT: gl.constexpr, GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr,
+                   STAGES: gl.constexpr):  # fmt: skip
+        _consume(descs, bufs, bars, M, N, K, 0, ACT, GROUP_M, NUM_PROGS, STAGES)
+
+    @gluon.jit
+    def _consumer1(descs, bufs, bars, M, N, K, ACT: gl.constexpr, GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr,
+                   STAGES: gl.constexpr):  # fmt: skip
+        _consume(descs, bufs, bars, M, N, K, 1, ACT, GROUP_M, NUM_PROGS, STAGES)
+
+    @gluon.jit
+    def _producer(descs, bufs, bars, M, N, K, ACT: gl.constexpr, GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr,
+                  STAGES: gl.constexpr):  # fmt: skip
+        x_desc, w_desc, out_desc = descs
+        x_bufs, w_bufs, out_bufs = bufs
+        ready, empty, done = bars
+        BM: gl.constexpr = x_desc.block_type.shape[0]
+        BK: gl.constexpr = x_desc.block_type.shape[1]
+        BN: gl.constexpr = w_desc.block_type.shape[0] // 2
+        nbytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
+        pid = gl.program_id(0)
+        k_tiles = gl.cdiv(K, BK)
+        n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
+        for j in range(n_local):
+            off_m, off_n = _tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
+            for k in range(k_tiles):
+                pos = j * k_tiles + k
+                s = pos % STAGES
+                mbarrier.wait(empty.index(s), ((pos // STAGES) & 1) ^ 1)  # fresh barriers pass the first round
+                bar = ready.index(s)
+                mbarrier.expect(bar, nbytes)
+                tma.async_copy_global_to_shared(x_desc, [off_m, k * BK], bar, x_bufs.index(s))
+                tma.async_copy_global_to_shared(w_desc, [2 * off_n, k * BK], bar, w_bufs.index(s))
+
+    @gluon.jit
+    def fuselens_dual_gemm_glu_ws_kernel(x_desc, w_desc, out_desc, M, N, K, ACT: gl.constexpr, GROUP_M: gl.constexpr,
+                                         NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                                         PRODUCER_REGS: gl.constexpr):  # fmt: skip
+        """act(X Wg^T) * (X Wu^T) from the interleaved weight w_desc ([2N, K]); one program per SM, persistent."""
+        BM: gl.constexpr = x_desc.block_type.shape[0]
+        BK: gl.constexpr = x_desc.block_type.shape[1]
+        BN2: gl.constexpr = w_desc.block_type.shape[0]
+        x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BM, BK], x_desc.layout)
+        w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES, BN2, BK], w_desc.layout)
+        out_bufs = gl.allocate_shared_memory(out_desc.dtype, [2] + out_desc.block_type.shape, out_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        done = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=1)
+        for i in gl.static_range(2):
+            mbarrier.init(done.index(i), count=1)
+        args = ((x_desc, w_desc, out_desc), (x_bufs, w_bufs, out_bufs), (ready, empty, done), M, N, K, ACT, GROUP_M,
+                NUM_PROGS, STAGES)  # fmt: skip
+        gl.warp_specialize(
+            [(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1], [CONSUMER_REGS, PRODUCER_REGS]
+        )
+
+
+_GL_DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
+@functools.lru_cache(maxsize=8)
+def _is_sm90(device_index: int) -> bool:
+    return torch.cuda.get_device_capability(device_index) == (9, 0)
+
+
+def applies(x: torch.Tensor) -> bool:
+    """True where this kernel can run: Gluon present, not interpreting, sm_90, fp16/bf16 (the caller, hopper_gemm,
+    has checked TMA alignment)."""
+    return (
+        gluon is not None
+        and not interpreting()
+        and x.is_cuda
+        and x.dtype in _GL_DTYPES
+        and _is_sm90(x.device.index or 0)
+    )
+
+
+def _desc(t: torch.Tensor, block: list):
+    dt = getattr(gl, _GL_DTYPES[t.dtype])
+    return GluonDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dt))
+
+
+def ws_gated(x: torch.Tensor, wgu: torch.Tensor, act_id: int, out: torch.Tensor) -> torch.Tensor:
+    """act(x @ w_gate^T) * (x @ w_up^T) into out [M, N], from wgu = interleave_gate_up(w_gate, w_up) ([2N, K])."""
+    M, K = x.shape
+    N = out.shape[1]
+    programs = min(_sms(x.device.index or 0), triton.cdiv(M, BM) * triton.cdiv(N, BN))
+    fuselens_dual_gemm_glu_ws_kernel[(programs,)](
+        _desc(x, [BM, BK]), _desc(wgu, [2 * BN, BK]), _desc(out, [BM, BN]), M, N, K,
+        ACT=act_id, GROUP_M=GROUP_M, NUM_PROGS=programs, STAGES=STAGES, CONSUMER_REGS=CONSUMER_REGS,
+        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAX_REGS,
+    )  # fmt: skip
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _sms(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
