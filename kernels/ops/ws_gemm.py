@@ -4,7 +4,7 @@ one tile running while the tensor cores work on the next.
 Why a second dual GEMM: the Triton kernel of kernels.ops.hopper_gemm runs its epilogue on the same warps as its
 wgmma, after each tile's K loop, so at K = 2048 (TinyLlama: 32 K steps per tile) the tensor pipe is busy only 78-82%
 of the time (ncu, docs/KERNELS.md round s5-B). Triton 3.6's own `warp_specialize` does not split that loop on sm_90
-(session 6, history row S6-x). Here the split is written out (history row S6-g):
+(session 6, history row S6-x). Here the split is written out (docs/KERNELS.md, history row S6-g):
   - one producer warp issues the TMA loads of X and of the interleaved [gate; up] weight tile into a ring of STAGES
     shared-memory stages (`ready` / `empty` mbarriers per stage);
   - two consumer warpgroups take alternate output tiles of BM x BN; each K step is ONE wgmma of width 2 BN, as in
@@ -15,9 +15,10 @@ of the time (ncu, docs/KERNELS.md round s5-B). Triton 3.6's own `warp_specialize
     older completion of the same stage);
   - tiles walk in bands of GROUP_M row tiles (32: every row tile of a 2048-token input, so a wave's weight columns
     are read once from HBM; 8 measured 146 us, 16 138, 32 133 at TinyLlama fp16 on the H100).
-Measured at TinyLlama's gate/up (2048 x 2048 -> 5632, H100, session 6): fp16 132.5 us, bf16 129.2, against the Triton
-kernel's 140.3 / 133.4 and cuBLAS's [gate; up] GEMM without any activation 135.6 / 132.7. hopper_gemm.persistent_gated
-runs it where a first-call measurement finds it faster (choose_ws).
+Measured at TinyLlama's gate/up (2048 x 2048 -> 5632, H100, session 6, same run): with 4 stages fp16 132.5 us, bf16
+129.2, against the Triton kernel's 140.3 / 133.4 and cuBLAS's [gate; up] GEMM without any activation 135.6 / 132.7;
+with 5 stages (below) 128.3 / 124.6. hopper_gemm.persistent_gated runs it where its first-call measurement finds it
+faster (hopper_gemm.WS_CHOICE).
 
 Applies to sm_90 only (wgmma), 2-byte dtypes, TMA-aligned rows, and not under the interpreter (Gluon kernels do not
 run there): `applies`.
@@ -48,7 +49,11 @@ except ImportError:  # pragma: no cover - depends on the installed Triton
     gluon = None
 
 BM, BN, BK = 64, 128, 64  # output tile per consumer (one warpgroup: wgmma M = 64) and K step
-STAGES = 4  # 4 x (8 KB of X + 32 KB of weight) + 2 x 16 KB output buffers = 192 KB of shared memory (limit 227)
+# 5 x (8 KB of X + 32 KB of weight) + 2 x 8 KB output buffers = 216 KB of shared memory (limit 227): each tile leaves
+# in two 64-column halves through one 8 KB buffer per consumer, so a 5th stage fits. TinyLlama gate/up, H100: 124.6 us
+# bf16 / 128.3 fp16 against 127.5 / 131.8 with 4 stages and whole-tile stores.
+STAGES = 5
+SPLIT_STORE = True
 GROUP_M = 32
 CONSUMER_REGS, PRODUCER_REGS, MAX_REGS = 232, 24, 168  # 12 warps x 32 x 168 <= 65,536 registers per SM
 ROWS = 8  # gate/up rows per block of the interleaved weight this kernel reads (the epilogue's reshape assumes it)
@@ -102,10 +107,22 @@ if gluon is not None:
             acc = gl.permute(gl.reshape(acc, (BM, BN // 8, 2, 8)), (0, 1, 3, 2))
             g, u = gl.split(gl.reshape(acc, (BM, BN, 2)))
             out = (act_f32(g, ACT) * u).to(out_desc.dtype)
-            tma.store_wait(pendings=0)  # this consumer's previous tile has left its buffer
-            out_smem.store(out)
-            fence_async_shared()
-            tma.async_copy_shared_to_global(out_desc, [off_m, off_n], out_smem)
+            HALF: gl.constexpr = out_desc.block_type.shape[1]
+            if HALF == BN:
+                tma.store_wait(pendings=0)  # this consumer's previous tile has left its buffer
+                out_smem.store(out)
+                fence_async_shared()
+                tma.async_copy_shared_to_global(out_desc, [off_m, off_n], out_smem)
+            else:  # two half-width stores through one half-size buffer: 8 KB less shared memory per consumer
+                lo, hi = gl.split(gl.permute(gl.reshape(out, (BM, 2, HALF)), (0, 2, 1)))
+                tma.store_wait(pendings=0)
+                out_smem.store(lo)
+                fence_async_shared()
+                tma.async_copy_shared_to_global(out_desc, [off_m, off_n], out_smem)
+                tma.store_wait(pendings=0)
+                out_smem.store(hi)
+                fence_async_shared()
+                tma.async_copy_shared_to_global(out_desc, [off_m, off_n + HALF], out_smem)
         tma.store_wait(pendings=0)
 
     @gluon.jit
@@ -193,14 +210,16 @@ def _desc(t: torch.Tensor, block: list):
     return GluonDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dt))
 
 
-def ws_gated(x: torch.Tensor, wgu: torch.Tensor, act_id: int, out: torch.Tensor) -> torch.Tensor:
+def ws_gated(x: torch.Tensor, wgu: torch.Tensor, act_id: int, out: torch.Tensor, stages: int = STAGES,
+             split_store: bool = SPLIT_STORE) -> torch.Tensor:  # fmt: skip
     """act(x @ w_gate^T) * (x @ w_up^T) into out [M, N], from wgu = interleave_gate_up(w_gate, w_up) ([2N, K])."""
     M, K = x.shape
     N = out.shape[1]
     programs = min(_sms(x.device.index or 0), triton.cdiv(M, BM) * triton.cdiv(N, BN))
+    out_block = [BM, BN // 2 if split_store else BN]
     fuselens_dual_gemm_glu_ws_kernel[(programs,)](
-        _desc(x, [BM, BK]), _desc(wgu, [2 * BN, BK]), _desc(out, [BM, BN]), M, N, K,
-        ACT=act_id, GROUP_M=GROUP_M, NUM_PROGS=programs, STAGES=STAGES, CONSUMER_REGS=CONSUMER_REGS,
+        _desc(x, [BM, BK]), _desc(wgu, [2 * BN, BK]), _desc(out, out_block), M, N, K,
+        ACT=act_id, GROUP_M=GROUP_M, NUM_PROGS=programs, STAGES=stages, CONSUMER_REGS=CONSUMER_REGS,
         PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAX_REGS,
     )  # fmt: skip
     return out
