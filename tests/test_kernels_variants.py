@@ -172,7 +172,8 @@ def test_bench_and_sweep_entry_points_reach_every_tuner():
     from kernels.ops import hopper_gemm
 
     choices = bench.autotune_choices()
-    assert set(choices) == {"gating", "gemm_act_pointer", "dual_gemm_pointer", "tma_dual", "tma_single", "tma_gated"}
+    tuners = {"gating", "gemm_act_pointer", "dual_gemm_pointer", "tma_dual", "tma_single", "tma_gated"}
+    assert set(choices) == tuners | {"gated_triton_or_gluon"}
     assert hopper_gemm._single_tuned.configs == hopper_gemm.SINGLE_CONFIGS
     assert hopper_gemm._gated_tuned.configs == (
         hopper_gemm.GATED_CONFIGS + hopper_gemm.GATED_CONFIGS_FEW_ROWS + hopper_gemm.GATED_CONFIGS_LLM
@@ -372,9 +373,9 @@ def test_merge_lists_only_runs_whose_figures_remain():
 def test_committed_shape_sweep_verdicts_recompute(gpu):
     """The committed shape sweeps (bench/results/kernels_<gpu>.json; the runs list names each run's commit) re-judged
     here: each row's verdict and fastest peer follow from its own timings, and no row is a LOSS on either card. Every
-    row of both files was measured at one commit (session 6, afaf131). The two session-4 losses: fp32 HF SwiGLU runs
-    cat_gating (H100 2506.9 vs compile 2510.4 us, H200 2465.5 vs liger 2469.9: thin wins), 77 x 1001 -> 3000 bf16 a
-    padded path (pad_dual_gemm: H100 30.6 vs 62.0, H200 29.3 vs 59.0)."""
+    row of both files was measured at one commit (session 6, 5fedbde). The two session-4 losses: fp32 HF SwiGLU runs
+    cat_gating (H100 2507.9 vs compile 2510.8 us, H200 2466.3 vs liger 2469.4: thin wins), 77 x 1001 -> 3000 bf16 a
+    padded path (H100 pad_dual_gemm 30.1 vs 62.2, H200 pad_cat_gating 28.9 vs 59.3)."""
     import copy
     import json
     from pathlib import Path

@@ -237,6 +237,11 @@ def autotune_choices() -> dict:
         out[name] = {str(k): text(v) for k, v in t.cache.items()}
         for k, times in getattr(t, "timings", {}).items():
             out[name][f"{k} timings_us"] = {c: round(us, 2) for c, us in times.items()}
+    # the gated GEMM's first-call choice between the tuned Triton kernel and the Gluon one (kernels.ops.ws_gemm)
+    out["gated_triton_or_gluon"] = {
+        str(k): {"gluon": hopper_gemm.WS_CHOICE.get(k), **{n: round(us, 2) for n, us in times.items()}}
+        for k, times in hopper_gemm.WS_TIMINGS.items()
+    }
     return out
 
 
