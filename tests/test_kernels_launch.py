@@ -210,3 +210,43 @@ def test_raw_launch_and_plans_pass_the_same_c_arguments():
                 x.data_ptr(), 128, 256, 64, True,
             )  # fmt: skip
         assert plans.replays == 2
+
+
+def test_a_measurement_inside_a_recorded_call_stays_out_of_its_plan():
+    """launch.not_recorded: launches a measurement makes while an op plan is being recorded (hopper_gemm._measure_ws
+    times ~47 launches) are not the call's work; the record holds only what runs outside the block."""
+    from threading import get_ident
+
+    from kernels.ops import launch
+
+    rec = launch._RECORDING[get_ident()] = []
+    try:
+        launch._record("tuner", "spec-before", "hit", ())
+        with launch.not_recorded():
+            launch._record("tuner", "spec-timing", "hit", ())
+            assert get_ident() not in launch._RECORDING
+        launch._record("tuner", "spec-after", "hit", ())
+    finally:
+        launch._RECORDING.pop(get_ident(), None)
+    assert [r[1] for r in rec] == ["spec-before", "spec-after"]
+
+
+def test_a_forced_config_keeps_the_triton_dual_gemm(monkeypatch):
+    """While a tool forces a Triton config (launch.forced), persistent_gated runs the Triton kernel even where the
+    Gluon one applies and was chosen: check_configs and the sweeps must time what they name."""
+    from kernels.ops import hopper_gemm, ws_gemm
+    from kernels.ops.activations import act_id
+    from kernels.ops.launch import forced
+
+    x = torch.randn(1024, 40, dtype=torch.bfloat16)
+    wg, wu = torch.randn(16, 40, dtype=torch.bfloat16), torch.randn(16, 40, dtype=torch.bfloat16)
+    monkeypatch.setattr(hopper_gemm, "WS_MIN_FLOP", 0)
+    monkeypatch.setattr(ws_gemm, "applies", lambda t: True)
+    ran = []
+    monkeypatch.setattr(hopper_gemm, "_measure_ws", lambda *a: ran.append("measured") or True)
+    monkeypatch.setattr(ws_gemm, "ws_gated", lambda *a: ran.append("gluon") or a[3])
+    cfg = hopper_gemm.GATED_CONFIGS[0]
+    forced(((hopper_gemm._gated_tuned, cfg),), lambda: hopper_gemm.persistent_gated(x, wg, wu, act_id("silu")))
+    assert ran == []
+    hopper_gemm.persistent_gated(x, wg, wu, act_id("silu"))  # not forced: measured, and the chosen kernel runs
+    assert ran == ["measured", "gluon"]

@@ -12,11 +12,12 @@ module reads from the trace:
   PyTorch's N. The name's first number is the tile along N (the weight's rows), the second the tile along M. For
   example, the 192x128 down projection at N = 768 makes 4 tiles along N and 64 along M=8192. A Triton kernel launched
   one program per tile (grid = tiles) gives the tile's area: M·N / grid, taken square. FuseLens' persistent kernels
-  have the tiles of `kernels/ops/hopper_gemm.py` (OWN_TILES).
+  have the tiles of `kernels/ops/hopper_gemm.py` and `kernels/ops/ws_gemm.py` (OWN_TILES).
 * **Order.** CUTLASS's persistent scheduler (`get_rasterization_order`, RasterOrderOptions::Heuristic) walks along
   m when tiles_n > tiles_m, else along n: the side with fewer tiles moves fastest. We take that for cuBLAS and
   CUTLASS kernels, in cuBLAS's orientation. Triton's matmul (and Inductor's templates, FuseLens' kernels) walks
-  grouped: bands of GROUP_M = 8 row tiles, row index fastest inside a band.
+  grouped: bands of GROUP_M = 8 row tiles (FuseLens' Gluon dual GEMM: 32, OWN_TILES), row index fastest inside a
+  band.
 * **Wave.** A persistent grid (fewer CTAs than tiles) runs `grid` tiles at a time. Otherwise the wave is
   SMs × CTAs per SM, from the device's SM count, shared memory, registers and threads (Kineto's deviceProperties
   and the kernel's launch record).

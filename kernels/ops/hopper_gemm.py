@@ -26,7 +26,7 @@ import triton.language as tl
 from kernels.ops import ws_gemm
 from kernels.ops.activations import act_f32
 from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
-from kernels.ops.launch import Tuned
+from kernels.ops.launch import Tuned, not_recorded
 from kernels.ops.triton_util import INTERPRETING, autotune_bench, interpreting
 
 try:
@@ -347,7 +347,14 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
     N = w_gate.shape[0]
     wgu = cached_interleaved(w_gate, w_up, rows)
     dev = x.get_device()
-    if ws and M >= WS_MIN_ROWS and rows == ws_gemm.ROWS and ws_gemm.applies(x):
+    if (
+        ws
+        and M >= WS_MIN_ROWS
+        and 4 * M * N * K >= WS_MIN_FLOP
+        and rows == ws_gemm.ROWS
+        and not _gated_tuned.forcing
+        and ws_gemm.applies(x)
+    ):
         key = (dev, x.dtype, act_id, m_bucket(M), N, K)
         use_ws = WS_CHOICE.get(key)
         if use_ws is None:
@@ -358,10 +365,13 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
     return out
 
 
-# Where the warp-specialised Gluon kernel (kernels.ops.ws_gemm) is a candidate: from 1024 rows, where a forward's GEMMs
-# take ~100 us or more, so its Python launch (~20-40 us of host time, no launch plan) stays behind the GPU, and its
-# tiles (64 rows) fill a wave. Smaller calls keep the Triton kernel and its op plans (<= 15 us of host time per call).
+# Where the warp-specialised Gluon kernel (kernels.ops.ws_gemm) is a candidate: from 1024 rows (its 64-row tiles fill a
+# wave) and 40 GFLOP (~50 us of GPU time at ~800 TFLOP/s; TinyLlama's gate/up is 94, the HF shape's 77), so its Python
+# launch (~20-40 us of host time, no op plan) stays behind the GPU. The measurement times GPU work only, so it must not
+# be offered where host time decides; smaller calls keep the Triton kernel and its op plans (<= 15 us per call). Tools
+# forcing a Triton config (launch.forced) always get the Triton kernel.
 WS_MIN_ROWS = 1024
+WS_MIN_FLOP = 4e10
 WS_CHOICE: dict = {}  # (device, dtype, act, row bucket, N, K) -> True where the Gluon kernel measured faster
 WS_TIMINGS: dict = {}  # same key -> {"triton": us, "ws": us} from that measurement (the sweeps and the bench show it)
 
@@ -372,17 +382,18 @@ def _measure_ws(key, triton_call, x, wgu, act_id: int, out) -> bool:
     and nothing is kept. A Gluon kernel that fails to compile here is never tried again for the key."""
     if torch.cuda.is_current_stream_capturing():
         return False
-    triton_call()
-    calls = {"triton": triton_call, "ws": lambda: ws_gemm.ws_gated(x, wgu, act_id, out)}
-    try:
-        calls["ws"]()
-    except Exception:  # out of resources or a Gluon without this API: the Triton kernel it is
-        WS_CHOICE[key] = False
-        return False
-    times = dict.fromkeys(calls, 0.0)
-    for order in (list(calls), list(calls)[::-1]):
-        for name in order:
-            times[name] += autotune_bench(calls[name], None, n_iter=20)[0] * 1e3 / 2
+    with not_recorded():  # an op plan being recorded must hold the call's one launch, not ~47 timing launches
+        triton_call()
+        calls = {"triton": triton_call, "ws": lambda: ws_gemm.ws_gated(x, wgu, act_id, out)}
+        try:
+            calls["ws"]()
+        except Exception:  # out of resources or a Gluon without this API: the Triton kernel it is
+            WS_CHOICE[key] = False
+            return False
+        times = dict.fromkeys(calls, 0.0)
+        for order in (list(calls), list(calls)[::-1]):
+            for name in order:
+                times[name] += autotune_bench(calls[name], None, n_iter=20)[0] * 1e3 / 2
     WS_TIMINGS[key] = times
     WS_CHOICE[key] = times["ws"] < times["triton"]
     return WS_CHOICE[key]

@@ -27,6 +27,7 @@ alignment (data_ptr & 15), the device, dtype and constexpr flags, which fix the 
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import types
@@ -439,6 +440,7 @@ class Tuned:
         self.timings: dict = {}
         self._launchers: dict = {}  # spec -> (key, config, compiled kernel, constexpr tail, grid, raw fire)
         self.slow_calls = 0  # launches that went through JITFunction.run (tests count them)
+        self.forcing = False  # a tool holds one config (forced): callers then run this kernel, not an alternative
         self.signature_ok: bool | None = None  # interpreter runs: would the GPU path cache a launcher
         TUNED.append(self)
 
@@ -545,12 +547,26 @@ def forced(forces, fn):
     for t, cfg in forces:
         t.configs = [cfg]
         t.cache.clear()
+        t.forcing = True
     try:
         return fn()
     finally:
         for (t, _), configs in zip(forces, saved, strict=True):
             t.configs = configs
             t.cache.clear()
+            t.forcing = False
+
+
+@contextlib.contextmanager
+def not_recorded():
+    """Launches inside are left out of the op plan this thread may be recording (a measurement's timing launches
+    are not the call's work)."""
+    rec = _RECORDING.pop(get_ident(), None)
+    try:
+        yield
+    finally:
+        if rec is not None:
+            _RECORDING[get_ident()] = rec
 
 
 def config_text(cfg) -> str:

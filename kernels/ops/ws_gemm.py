@@ -9,10 +9,10 @@ of the time (ncu, docs/KERNELS.md round s5-B). Triton 3.6's own `warp_specialize
     shared-memory stages (`ready` / `empty` mbarriers per stage);
   - two consumer warpgroups take alternate output tiles of BM x BN; each K step is ONE wgmma of width 2 BN, as in
     the Triton kernel (interleave_gate_up's 8-row blocks, so gate and up of an output column sit in one thread);
-  - the consumers' main loops take turns (`done` mbarriers): consumer 1 starts tile j once consumer 0 has finished
-    tile j - 1's main loop, so the other's epilogue (activation, multiply, TMA store) overlaps this main loop, and
-    every ring position before a tile has completed when its consumer waits on it (a parity wait cannot then see an
-    older completion of the same stage);
+  - the consumers' main loops take turns (`done` mbarriers): each consumer starts its tile j once the other has
+    finished tile j - 1's main loop, so the other's epilogue (activation, multiply, TMA store) overlaps this main loop,
+    and every ring position before a tile has completed when its consumer waits on it (a parity wait cannot then see
+    an older completion of the same stage: without the turns, consumer 1 ran ahead on stale data at K = 2048);
   - tiles walk in bands of GROUP_M row tiles (32: every row tile of a 2048-token input, so a wave's weight columns
     are read once from HBM; 8 measured 146 us, 16 138, 32 133 at TinyLlama fp16 on the H100).
 Measured at TinyLlama's gate/up (2048 x 2048 -> 5632, H100, session 6, same run): with 4 stages fp16 132.5 us, bf16
@@ -55,7 +55,9 @@ BM, BN, BK = 64, 128, 64  # output tile per consumer (one warpgroup: wgmma M = 6
 STAGES = 5
 SPLIT_STORE = True
 GROUP_M = 32
-CONSUMER_REGS, PRODUCER_REGS, MAX_REGS = 232, 24, 168  # 12 warps x 32 x 168 <= 65,536 registers per SM
+# 9 warps (4 + 4 + 1) are allocated as 3 warpgroups: 3 x 128 threads x 168 registers <= 65,536 per SM; setmaxnreg then
+# moves registers from the producer's warpgroup (24) to the consumers
+CONSUMER_REGS, PRODUCER_REGS, MAX_REGS = 232, 24, 168
 ROWS = 8  # gate/up rows per block of the interleaved weight this kernel reads (the epilogue's reshape assumes it)
 
 if gluon is not None:
