@@ -23,7 +23,7 @@ from kernels.ops.activations import act_f32
 from kernels.ops.gemm_common import grouped_tile
 from kernels.ops.hopper_gemm import TL_DTYPES, TensorDescriptor
 from kernels.ops.launch import Tuned
-from kernels.ops.triton_util import autotune, interpreting
+from kernels.ops.triton_util import autotune, interpreting, num_sms
 
 LIBDEVICE_GELU = 4  # the ACT id activations reserves for this
 
@@ -140,7 +140,7 @@ def gemm_2dot(x, w0, w1=None, bias=None, act_id: int = 3) -> torch.Tensor:
         grid = (min(4, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
         fuselens_dual_gemm_glu_2dot_kernel[grid](*args, **flags, **_INTERP_META, NUM_SMS=grid[0])
         return out
-    n_sms = hopper_gemm.num_sms(x.device.index or 0)
+    n_sms = num_sms(x.device.index or 0)
     grid = lambda m: (min(n_sms, triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731
     dual_tuned[grid](*args, **flags, NUM_SMS=n_sms)
     return out

@@ -16,7 +16,6 @@ contiguous last dimension; the wrappers fall back to the pointer kernels otherwi
 
 from __future__ import annotations
 
-import functools
 import weakref
 
 import torch
@@ -27,7 +26,7 @@ from kernels.ops import ws_gemm
 from kernels.ops.activations import act_f32
 from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
 from kernels.ops.launch import Tuned, not_recorded
-from kernels.ops.triton_util import INTERPRETING, autotune_bench, interpreting
+from kernels.ops.triton_util import INTERPRETING, interpreting, num_sms, sm_capability, timed_both_ways
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -241,11 +240,6 @@ _INTERP_SUBTILE = False  # tests flip it to run the split-store epilogue under t
 _INTERP_GATED_META: dict | None = None  # tests set a shipped config's tile here to run it under the interpreter
 
 
-@functools.lru_cache(maxsize=8)
-def num_sms(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def _tma_ok(t: torch.Tensor) -> bool:
     return t.stride(-1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
 
@@ -259,7 +253,7 @@ def usable(x: torch.Tensor, *weights: torch.Tensor) -> bool:
         return False
     if interpreting():
         return x.device.type == "cpu"
-    return x.is_cuda and _sm_major(x.device.index or 0) >= 9
+    return x.is_cuda and sm_capability(x.device.index or 0)[0] >= 9
 
 
 def takes(name: str, impl: str, x: torch.Tensor, *weights: torch.Tensor) -> bool:
@@ -272,12 +266,6 @@ def takes(name: str, impl: str, x: torch.Tensor, *weights: torch.Tensor) -> bool
     if impl == "tma":
         raise ValueError(f"{name}: TMA path needs fp16/bf16, M > 64, 16-byte aligned rows and sm_90+")
     return False
-
-
-@functools.lru_cache(maxsize=8)
-def _sm_major(device_index: int) -> int:
-    # cached: torch.cuda.get_device_capability costs ~3 us of host time per call (run 9d, scripts/host_overhead.py)
-    return torch.cuda.get_device_capability(device_index)[0]
 
 
 # Rows per gate / up block of the interleaved weight. 8 matches the wgmma accumulator, where thread t holds
@@ -390,10 +378,7 @@ def _measure_ws(key, triton_call, x, wgu, act_id: int, out) -> bool:
         except Exception:  # out of resources or a Gluon without this API: the Triton kernel it is
             WS_CHOICE[key] = False
             return False
-        times = dict.fromkeys(calls, 0.0)
-        for order in (list(calls), list(calls)[::-1]):
-            for name in order:
-                times[name] += autotune_bench(calls[name], None, n_iter=20)[0] * 1e3 / 2
+        times = timed_both_ways(calls)
     WS_TIMINGS[key] = times
     WS_CHOICE[key] = times["ws"] < times["triton"]
     return WS_CHOICE[key]

@@ -37,7 +37,7 @@ from threading import get_ident
 
 import torch
 
-from kernels.ops.triton_util import INTERPRETING, autotune_bench
+from kernels.ops.triton_util import INTERPRETING, timed_both_ways
 
 # FUSELENS_FAST_LAUNCH=0 sends every call through JITFunction.run (scripts/host_overhead.py times both ways).
 FAST_LAUNCH = os.environ.get("FUSELENS_FAST_LAUNCH", "1") != "0"
@@ -524,14 +524,7 @@ class Tuned:
                 calls[cfg] = call
             except Exception:  # out of resources: the config is skipped, as triton.autotune skips it
                 times[cfg] = float("inf")
-        # Two passes, the second in reverse order, each config's time the mean of its two medians: a GPU that slows
-        # down under load would otherwise favour whichever config ran first (LLM-sized GEMMs held for ~100 ms run at
-        # the 700 W power limit, SM clock 1485-1665 MHz against 1958-1980 for 35 ms bf16 bursts on the H100:
-        # bench/results/sweep_floor_h100_80gb_hbm3.md).
-        order = list(calls)
-        for rnd in (order, order[::-1]):
-            for cfg in rnd:
-                times[cfg] = times.get(cfg, 0.0) + autotune_bench(calls[cfg], None, n_iter=20)[0] * 1e3 / 2
+        times.update(timed_both_ways(calls))
         best = min(times, key=times.get)
         if times[best] == float("inf"):
             raise RuntimeError(f"{self.name}: no config compiled for key {key}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 
@@ -27,6 +28,21 @@ def check_device(*tensors) -> None:
 SUPPORTED_DTYPES_DOC = "float32, float16, bfloat16"
 
 
+@functools.lru_cache(maxsize=8)
+def num_sms(device_index: int) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+@functools.lru_cache(maxsize=8)
+def sm_capability(device_index: int) -> tuple[int, int]:
+    # cached: torch.cuda.get_device_capability costs ~3 us of host time per call (run 9d, scripts/host_overhead.py)
+    import torch
+
+    return torch.cuda.get_device_capability(device_index)
+
+
 def autotune_bench(kernel_call, quantiles, n_iter: int = 40):
     """The autotuner's timing, made the same as the bench's (kernels.lab.timing): L2 flushed by a read, launches queued
     ahead. Triton's default (do_bench) zeroes its flush buffer, and the dirty lines it leaves are written back
@@ -36,6 +52,19 @@ def autotune_bench(kernel_call, quantiles, n_iter: int = 40):
 
     r = median_us(kernel_call, n_iter=n_iter, warmup=3, flush_l2=True, flush="read")
     return [r["median_us"] / 1e3, r["p10_us"] / 1e3, r["p90_us"] / 1e3][: len(quantiles) if quantiles else 1]
+
+
+def timed_both_ways(calls: dict, n_iter: int = 20) -> dict:
+    """{name: us} for {name: callable}: two passes of autotune_bench, the second in reverse order, each time the mean
+    of its two medians. A GPU that slows down under load would otherwise favour whichever ran first (LLM-sized GEMMs
+    held for ~100 ms run at the 700 W power limit, SM clock 1485-1665 MHz against 1958-1980 for 35 ms bf16 bursts on
+    the H100: bench/results/sweep_floor_h100_80gb_hbm3.md)."""
+    times = dict.fromkeys(calls, 0.0)
+    order = list(calls)
+    for rnd in (order, order[::-1]):
+        for name in rnd:
+            times[name] += autotune_bench(calls[name], None, n_iter=n_iter)[0] * 1e3 / 2
+    return times
 
 
 def autotune(configs, key, **kwargs):

@@ -20,19 +20,17 @@ Measured at TinyLlama's gate/up (2048 x 2048 -> 5632, H100, session 6, same run)
 with 5 stages (below) 128.3 / 124.6. hopper_gemm.persistent_gated runs it where its first-call measurement finds it
 faster (hopper_gemm.WS_CHOICE).
 
-Applies to sm_90 only (wgmma), 2-byte dtypes, TMA-aligned rows, and not under the interpreter (Gluon kernels do not
-run there): `applies`.
+Applies to sm_90 only (wgmma), 2-byte dtypes, and not under the interpreter (Gluon kernels do not run there):
+`applies`; TMA alignment is the caller's check (hopper_gemm.usable).
 """
 
 from __future__ import annotations
-
-import functools
 
 import torch
 import triton
 
 from kernels.ops.activations import act_f32
-from kernels.ops.triton_util import interpreting
+from kernels.ops.triton_util import interpreting, num_sms, sm_capability
 
 try:  # Gluon ships with Triton >= 3.5; without it the Triton kernel is the only dual GEMM
     from triton.experimental import gluon
@@ -190,11 +188,6 @@ if gluon is not None:
 _GL_DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
-@functools.lru_cache(maxsize=8)
-def _is_sm90(device_index: int) -> bool:
-    return torch.cuda.get_device_capability(device_index) == (9, 0)
-
-
 def applies(x: torch.Tensor) -> bool:
     """True where this kernel can run: Gluon present, not interpreting, sm_90, fp16/bf16 (the caller, hopper_gemm,
     has checked TMA alignment)."""
@@ -203,7 +196,7 @@ def applies(x: torch.Tensor) -> bool:
         and not interpreting()
         and x.is_cuda
         and x.dtype in _GL_DTYPES
-        and _is_sm90(x.device.index or 0)
+        and sm_capability(x.device.index or 0) == (9, 0)
     )
 
 
@@ -217,7 +210,7 @@ def ws_gated(x: torch.Tensor, wgu: torch.Tensor, act_id: int, out: torch.Tensor,
     """act(x @ w_gate^T) * (x @ w_up^T) into out [M, N], from wgu = interleave_gate_up(w_gate, w_up) ([2N, K])."""
     M, K = x.shape
     N = out.shape[1]
-    programs = min(_sms(x.device.index or 0), triton.cdiv(M, BM) * triton.cdiv(N, BN))
+    programs = min(num_sms(x.device.index or 0), triton.cdiv(M, BM) * triton.cdiv(N, BN))
     out_block = [BM, BN // 2 if split_store else BN]
     fuselens_dual_gemm_glu_ws_kernel[(programs,)](
         _desc(x, [BM, BK]), _desc(wgu, [2 * BN, BK]), _desc(out, out_block), M, N, K,
@@ -225,8 +218,3 @@ def ws_gated(x: torch.Tensor, wgu: torch.Tensor, act_id: int, out: torch.Tensor,
         PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAX_REGS,
     )  # fmt: skip
     return out
-
-
-@functools.lru_cache(maxsize=8)
-def _sms(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
