@@ -322,25 +322,43 @@ def test_shape_sweep_verdicts_and_merge():
         return {"us": us, "us_passes": [p0, p1], "spread_us": abs(p0 - p1)}
 
     row = {"id": "r", "what": "x", "workload": "geglu", "dtype": "bf16", "tokens": 77, "d_model": 1001}
-    row |= {"hidden": 3000, "floor_us": 2.0}
+    row |= {"hidden": 3000, "floor_us": 2.0, "floor_burst_us": 1.6}
     row["variants"] = {"eager": v(60.0, 59.0, 61.0), "compile": v(50.0, 49.9, 50.1), "liger": {"skipped": "no"}}
     row["variants"]["fuselens"] = v(50.3, 50.2, 50.4) | {"path": "aten", "rel_err": 1e-3}
     shapes.judge(row)
     assert (row["fastest_peer"], row["verdict"]) == ("compile", "LOSS")  # 0.3 us behind, spread 0.2
     row["variants"]["fuselens"] = v(50.1, 50.0, 50.2) | {"path": "aten"}
     shapes.judge(row)
-    assert row["verdict"] == "TIE" and abs(row["x_floor"] - 25.05) < 1e-9
+    assert row["verdict"] == "TIE" and abs(row["x_floor"] - 25.05) < 1e-9 and abs(row["x_floor_burst"] - 31.3125) < 1e-9
     row["variants"]["fuselens"] = v(40.0, 40.0, 40.0) | {"path": "dual_gemm"}
     shapes.judge(row)
     assert row["verdict"] == "WIN" and row["x_compile"] == 0.8
     md = "\n".join(shapes.to_markdown([row], {"bf16": 790.0}))
-    assert "| **40.0** | dual_gemm | 0.80 | 0.80 (compile) | 20.00 |" in md and "| WIN |" in md
+    flop = 2 * 77 * 1001 * 3000 * 3  # the row's FLOPs: the duty and burst rates in the table are FLOPs / floor
+    rates = f"| {flop / 2.0 / 1e6:.0f} / {flop / 1.6 / 1e6:.0f} |"
+    assert "| **40.0** | dual_gemm | 0.80 | 0.80 (compile) | 20.00 | 25.00 " + rates in md and "| WIN |" in md
     old = {"gating": [1], "mlp": [2], "shapes": [{"id": "a"}, {"id": "r", "old": True}], "shape_ceilings_tflops": {}}
     new = {"shapes": [row], "shape_ceilings_tflops": {"bf16": 790.0}, "env": {"git_commit": "c"}, "created_utc": "t"}
     merged = bench.merge_results(old, new)
     assert merged["gating"] == [1] and merged["mlp"] == [2]
     assert [r["id"] for r in merged["shapes"]] == ["a", "r"] and "old" not in merged["shapes"][1]
     assert merged["runs"][-1]["commit"] == "c"
+
+
+def test_ceiling_is_timed_at_the_rows_duty_cycle():
+    """The shape sweep's floor comes from the ceiling matmul timed as long back to back, and as long in all, as the
+    row's forwards: a Llama-3-8B forward (3.9 ms, 51 calls, 25 between rests) against a 1.39 ms 8192³ matmul gets 70
+    matmuls between rests and 143 in all; the HF forward (164 µs, 200 calls) 3 and 24; a tiny row at least 5."""
+    from kernels.lab import shapes
+    from kernels.lab.timing import QUEUE_CHUNK
+
+    assert shapes.duty_matched(3900.0, 51, 1393.0) == (143, 70)
+    assert shapes.duty_matched(164.0, 200, 1393.0) == (24, 3)
+    assert shapes.duty_matched(30.0, 200, 1393.0) == (5, 1)
+    for row_us, calls in ((3900.0, 51), (950.0, 200), (164.0, 200), (2500.0, 80)):
+        n, chunk = shapes.duty_matched(row_us, calls, 1393.0)
+        assert abs(chunk * 1393.0 - QUEUE_CHUNK * row_us) <= 1393.0 / 2  # as long between rests, within half a call
+        assert abs(n * 1393.0 - calls * row_us) <= 1393.0 / 2  # as long in all
 
 
 def test_merge_lists_only_runs_whose_figures_remain():

@@ -6,7 +6,8 @@ Per row: eager, compile, liger (gated MLPs) and fuselens (whatever path its firs
 kernels.models.dispatch), each timed like the rest of the bench (kernels.lab.timing: CUDA events, L2 flushed by a
 read before every call, launches queued ahead, so GPU time) in two interleaved passes, the second in reverse order; a row's µs is the mean of
 the two passes' medians and their difference is its noise. Reported: µs, × compile, × the fastest peer, × the
-compute floor (FLOPs over this GPU's measured matmul rate for the dtype), the relative error against the same
+compute floor (FLOPs over this GPU's matmul rate for the dtype, measured in the row's own passes at the row's duty
+cycle: duty_matched) and × the burst floor (the same over the rate of short bursts), the relative error against the same
 module (same rounded weights and input) computed in float32 (float64 for fp32 rows), the path fuselens ran, and a
 three-way verdict against the fastest peer: WIN (faster by more than the pass-to-pass spread), TIE (within it),
 LOSS. Rows of <= 512 tokens are launch-bound on
@@ -26,7 +27,7 @@ import time
 
 import torch
 
-from kernels.lab.timing import graphed, median_us, pass_orders
+from kernels.lab.timing import QUEUE_CHUNK, graphed, median_us, pass_orders
 from kernels.models import dispatch
 from kernels.models.variants import VariantUnavailable, build
 from kernels.models.workloads import DTYPES, build_model, make_input, mlp_flops
@@ -54,6 +55,7 @@ DTYPE_ROWS = [
 ]
 SHAPE_SETS = {"llm": LLM_ROWS, "llm-dtypes": DTYPE_ROWS, "llm-all": LLM_ROWS + DTYPE_ROWS}
 PEERS = ("eager", "compile", "liger")
+CEILING = "ceiling"  # the dtype's ceiling matmul, timed in the row's passes at the row's duty cycle (duty_matched)
 LAUNCH_BOUND_TOKENS = 512
 
 
@@ -66,14 +68,35 @@ def n_iter_for(est_us: float) -> int:
     return int(min(200, max(20, 2e5 / max(est_us, 1.0))))
 
 
-def matmul_ceiling_tflops(dname: str) -> float:
-    """This GPU's matmul rate for the dtype: the fastest of three passes of an n³ torch.matmul (8192 for 16-bit,
-    4096 for fp32, which runs without TF32 as the fp32 rows do)."""
+_CEILING_OPERANDS: dict = {}
+
+
+def ceiling_matmul(dname: str):
+    """(call, flop): one n³ torch.matmul for the dtype's ceiling, 8192 for 16-bit, 4096 for fp32 (which runs without
+    TF32, as the fp32 rows do); operands made once per dtype."""
     n = 4096 if dname == "fp32" else 8192
-    a = torch.randn(n, n, device="cuda", dtype=DTYPES[dname])
-    b = torch.randn(n, n, device="cuda", dtype=DTYPES[dname])
-    us = min(median_us(lambda: torch.matmul(a, b), n_iter=30, warmup=10 if i else 30)["median_us"] for i in range(3))
-    return 2 * n**3 / (us * 1e-6) / 1e12
+    if dname not in _CEILING_OPERANDS:
+        _CEILING_OPERANDS[dname] = [torch.randn(n, n, device="cuda", dtype=DTYPES[dname]) for _ in range(2)]
+    a, b = _CEILING_OPERANDS[dname]
+    return (lambda: torch.matmul(a, b)), 2 * n**3
+
+
+def matmul_ceiling_tflops(dname: str) -> float:
+    """This GPU's burst matmul rate for the dtype: the fastest of three passes of 30 ceiling_matmul calls (~40 ms of
+    work each at 8192³, so the card runs at its highest clock)."""
+    call, flop = ceiling_matmul(dname)
+    us = min(median_us(call, n_iter=30, warmup=10 if i else 30)["median_us"] for i in range(3))
+    return flop / (us * 1e-6) / 1e12
+
+
+def duty_matched(row_us: float, row_calls: int, ceiling_us: float) -> tuple[int, int]:
+    """(calls, calls between rests) for timing the ceiling matmul at a row's duty cycle: as long back to back as one
+    of the row's queue-ahead chunks (QUEUE_CHUNK calls), for as long in all as the row's pass. Why: a Llama-3-8B
+    forward (3.9 ms) runs ~100 ms at a time, and held that long the H100's GEMMs run at the 700 W limit, SM 1485-1665
+    MHz, against 1770-1980 MHz in the 40 ms bursts of matmul_ceiling_tflops (bench/results/sweep_floor_*.md); a floor
+    from the burst rate is one the row could not reach at any efficiency."""
+    chunk = max(1, round(QUEUE_CHUNK * row_us / ceiling_us))
+    return max(chunk, round(row_calls * row_us / ceiling_us), 5), chunk
 
 
 def _rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
@@ -101,9 +124,9 @@ def bench_row(row: tuple, ceilings: dict) -> dict:
         ref = copy.deepcopy(model).to(ref_dt)(x.to(ref_dt)).double()
     if dname not in ceilings:
         ceilings[dname] = matmul_ceiling_tflops(dname)
-    floor_us = mlp_flops(workload, tokens, d, h) / (ceilings[dname] * 1e12) * 1e6
+    flop = mlp_flops(workload, tokens, d, h)
     out = {"id": rid, "what": what, "workload": workload, "dtype": dname, "tokens": tokens, "d_model": d}
-    out.update(hidden=h, floor_us=floor_us, variants={})
+    out.update(hidden=h, floor_burst_us=flop / (ceilings[dname] * 1e12) * 1e6, variants={})
     fns = {}
     for name in (*PEERS, "fuselens"):
         v = out["variants"][name] = {}
@@ -127,11 +150,20 @@ def bench_row(row: tuple, ceilings: dict) -> dict:
     with torch.no_grad():
         est = min(median_us(lambda fn=fn: fn(x), n_iter=5, warmup=1)["median_us"] for fn in fns.values())
         n = n_iter_for(est)
-        passes = {name: [] for name in fns}
-        for order in pass_orders(fns):
+        ceiling_call, ceiling_flop = ceiling_matmul(dname)
+        ceiling_calls, ceiling_chunk = duty_matched(est, n, ceiling_flop / ceilings[dname] / 1e6)
+        passes = {name: [] for name in (*fns, CEILING)}
+        for order in pass_orders(passes):
             for name in order:
-                fn = fns[name]
-                passes[name].append(median_us(lambda fn=fn: fn(x), n_iter=n, warmup=2, flush_l2=True)["median_us"])
+                if name == CEILING:
+                    t = median_us(ceiling_call, n_iter=ceiling_calls, warmup=2, queue_chunk=ceiling_chunk)
+                else:
+                    t = median_us(lambda fn=fns[name]: fn(x), n_iter=n, warmup=2, flush_l2=True)
+                passes[name].append(t["median_us"])
+        ps = passes.pop(CEILING)
+        rate = ceiling_flop / (sum(ps) / 2) / 1e6  # TFLOP/s
+        out["ceiling_duty"] = {"tflops": rate, "us_passes": ps, "n_iter": ceiling_calls, "queue_chunk": ceiling_chunk}
+        out["floor_us"] = flop / (rate * 1e12) * 1e6
         for name, ps in passes.items():
             out["variants"][name].update(us=sum(ps) / 2, us_passes=ps, spread_us=abs(ps[0] - ps[1]), n_iter=n)
         if tokens <= LAUNCH_BOUND_TOKENS:
@@ -166,7 +198,8 @@ def judge(row: dict) -> None:
     row["fastest_peer"] = best
     row["x_fastest_peer"] = ours["us"] / peers[best]["us"]
     row["x_compile"] = ours["us"] / vs["compile"]["us"] if "us" in vs.get("compile", {}) else None
-    row["x_floor"] = ours["us"] / row["floor_us"]
+    row["x_floor"] = ours["us"] / row["floor_us"] if row.get("floor_us") else None
+    row["x_floor_burst"] = ours["us"] / row["floor_burst_us"] if row.get("floor_burst_us") else None
     row["verdict"] = verdict(ours, peers[best])
 
 
@@ -174,12 +207,18 @@ def _f(v, spec=".1f") -> str:
     return "–" if v is None else format(v, spec)
 
 
+def _rate_tflops(row: dict, floor_key: str) -> float | None:
+    """The matmul rate (TFLOP/s) a row's floor was computed from: its FLOPs over the floor, one truth per row."""
+    if not row.get(floor_key):
+        return None
+    return mlp_flops(row["workload"], row["tokens"], row["d_model"], row["hidden"]) / row[floor_key] / 1e6
+
+
 def _row_ceilings(rows: list[dict]) -> dict[str, str]:
-    """dtype -> the matmul rates (TFLOP/s) the rows' floors were computed from: FLOPs / floor, one truth per row."""
+    """dtype -> the burst matmul rates (TFLOP/s) behind the rows' burst floors."""
     seen: dict[str, set] = {}
     for r in rows:
-        if r.get("floor_us"):
-            rate = mlp_flops(r["workload"], r["tokens"], r["d_model"], r["hidden"]) / r["floor_us"] / 1e6
+        if (rate := _rate_tflops(r, "floor_burst_us")) is not None:
             seen.setdefault(r["dtype"], set()).add(round(rate))
     return {k: " / ".join(str(v) for v in sorted(s)) for k, s in seen.items()}
 
@@ -194,13 +233,16 @@ def to_markdown(rows: list[dict], ceilings: dict) -> list[str]:
         "GPU µs per forward (CUDA events, L2 flushed by a read, launches queued ahead; mean of two passes, whose"
         " difference is the spread). fuselens runs the path its first-call measurement chose (`path`). Verdict:"
         " fuselens vs the fastest peer (eager / compile / liger): WIN beyond the spread, TIE within it, LOSS.",
-        "Matmul ceilings behind the floors (each row's own run; a file merged from several runs can list two): "
+        "× floor: fuselens over the row's FLOPs at the dtype's matmul rate measured at the row's duty cycle (an n³"
+        " cuBLAS matmul timed in the row's own passes, back to back as long as the row's forwards are, so held at the"
+        " same power limit; `duty` TFLOP/s). × burst floor: the same at the rate of 40 ms bursts at the card's highest"
+        " clock (`burst`; each row's own run, a file merged from several runs can list two: "
         + ", ".join(f"{k} {v} TFLOP/s" for k, v in sorted(_row_ceilings(rows).items()))
-        + ".",
+        + ").",
         "",
         "| row | tokens × d → h | dtype | eager | compile | liger | **fuselens** | path | × compile | × fastest peer"
-        " | × floor | rel err fuselens / eager | verdict |",
-        "|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|---|",
+        " | × floor | × burst floor | ceiling TFLOP/s duty / burst | rel err fuselens / eager | verdict |",
+        "|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         vs = r["variants"]
@@ -214,7 +256,9 @@ def to_markdown(rows: list[dict], ceilings: dict) -> list[str]:
             f"| {r['what']} | {r['tokens']} × {r['d_model']} → {r['hidden']} | {r['dtype']} | {us('eager')}"
             f" | {us('compile')} | {us('liger')} | **{us('fuselens')}** | {fl.get('path', '–')}"
             f" | {_f(r.get('x_compile'), '.2f')} | {_f(r.get('x_fastest_peer'), '.2f')} ({r.get('fastest_peer', '–')})"
-            f" | {_f(r.get('x_floor'), '.2f')} | {_f(fl.get('rel_err'), '.1e')} / {_f(vs.get('eager', {}).get('rel_err'), '.1e')}"
+            f" | {_f(r.get('x_floor'), '.2f')} | {_f(r.get('x_floor_burst'), '.2f')}"
+            f" | {_f(_rate_tflops(r, 'floor_us'), '.0f')} / {_f(_rate_tflops(r, 'floor_burst_us'), '.0f')}"
+            f" | {_f(fl.get('rel_err'), '.1e')} / {_f(vs.get('eager', {}).get('rel_err'), '.1e')}"
             f" | {r.get('verdict', 'n/a')} |"
         )
     small = [r for r in rows if any("graph_us" in v or "launch_bound_us" in v for v in r["variants"].values())]
@@ -250,7 +294,14 @@ def run(shape_set: str, ceilings: dict, only: set | None = None) -> list[dict]:
             rid, what, workload, dname, tokens, d, h = row
             rows.append(
                 {"id": rid, "what": what, "workload": workload, "dtype": dname, "tokens": tokens, "d_model": d}
-                | {"hidden": h, "floor_us": None, "variants": {}, "verdict": "n/a", "error": "CUDA out of memory"}
+                | {
+                    "hidden": h,
+                    "floor_us": None,
+                    "floor_burst_us": None,
+                    "variants": {},
+                    "verdict": "n/a",
+                    "error": "CUDA out of memory",
+                }
             )
             torch.cuda.empty_cache()
     return rows

@@ -47,10 +47,17 @@ def pass_orders(items, passes: int = 2) -> list[list]:
 
 
 def median_us(
-    fn, n_iter: int = 200, warmup: int = 10, flush_l2: bool = True, flush: str = "read", queue_ahead: bool = True
+    fn,
+    n_iter: int = 200,
+    warmup: int = 10,
+    flush_l2: bool = True,
+    flush: str = "read",
+    queue_ahead: bool = True,
+    queue_chunk: int = QUEUE_CHUNK,
 ) -> dict:
     """{'median_us', 'p10_us', 'p90_us', 'n_iter', 'l2_flushed', 'queued_ahead', 'times_us'} over n_iter timed calls
-    of fn() (times_us: every call's time, sorted, so interleaved turns can be pooled)."""
+    of fn() (times_us: every call's time, sorted, so interleaved turns can be pooled). queue_chunk: calls between the
+    queue-ahead spins, i.e. how long the GPU runs fn back to back before a ~20 ms rest."""
     import torch
 
     for _ in range(warmup):
@@ -59,7 +66,7 @@ def median_us(
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_iter)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_iter)]
     for i in range(n_iter):
-        if queue_ahead and i % QUEUE_CHUNK == 0:
+        if queue_ahead and i % queue_chunk == 0:
             torch.cuda.synchronize()
             torch.cuda._sleep(_SLEEP_CYCLES)
         if flush_l2:
