@@ -250,3 +250,22 @@ def test_a_forced_config_keeps_the_triton_dual_gemm(monkeypatch):
     assert ran == []
     hopper_gemm.persistent_gated(x, wg, wu, act_id("silu"))  # not forced: measured, and the chosen kernel runs
     assert ran == ["measured", "gluon"]
+
+
+def test_the_gluon_dual_gemm_is_a_candidate_only_up_to_k_2048(monkeypatch):
+    """persistent_gated measures the Gluon kernel against the Triton one only where K <= WS_MAX_K (2048): at K 4096
+    its 64-row tiles' doubled weight traffic lost on both cards (hopper_gemm's comment has the figures)."""
+    from kernels.ops import hopper_gemm, ws_gemm
+    from kernels.ops.activations import act_id
+
+    monkeypatch.setattr(hopper_gemm, "WS_MIN_FLOP", 0)
+    monkeypatch.setattr(ws_gemm, "applies", lambda t: True)
+    ran = []
+    monkeypatch.setattr(hopper_gemm, "_measure_ws", lambda *a: ran.append("measured") or True)
+    monkeypatch.setattr(ws_gemm, "ws_gated", lambda *a: ran.append("gluon") or a[3])
+    for k in (hopper_gemm.WS_MAX_K + 64, hopper_gemm.WS_MAX_K):
+        x = torch.randn(1024, k, dtype=torch.bfloat16)
+        wg, wu = torch.randn(16, k, dtype=torch.bfloat16), torch.randn(16, k, dtype=torch.bfloat16)
+        ran.append(k)
+        hopper_gemm.persistent_gated(x, wg, wu, act_id("silu"))
+    assert ran == [hopper_gemm.WS_MAX_K + 64, hopper_gemm.WS_MAX_K, "measured", "gluon"]

@@ -339,6 +339,7 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
         ws
         and M >= WS_MIN_ROWS
         and 4 * M * N * K >= WS_MIN_FLOP
+        and K <= WS_MAX_K
         and rows == ws_gemm.ROWS
         and not _gated_tuned.forcing
         and ws_gemm.applies(x)
@@ -358,8 +359,16 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
 # launch (~20-40 us of host time, no op plan) stays behind the GPU. The measurement times GPU work only, so it must not
 # be offered where host time decides; smaller calls keep the Triton kernel and its op plans (<= 15 us per call). Tools
 # forcing a Triton config (launch.forced) always get the Triton kernel.
+# Up to K = 2048 (32 K steps of 64): the ping-pong's gain is the epilogue it hides, a larger share of each tile where K
+# is short (TinyLlama gate/up, K 2048: 128.9 vs 137.9 us H100, 130.2 vs 138.0 H200), while its 64-row tiles fetch each
+# weight tile twice as often as the Triton kernel's 128-row tiles (Llama-3-8B gate/up: ~37 GB of L2 -> SMEM traffic
+# against ~22). At K = 4096 it lost every first-call measurement but one (Llama-2-7B 940.9 vs 905.8 us H100, 922.5 vs
+# 892.6 H200; Llama-3-8B 2564.9 vs 2397.7 H100) and ran slower held at the power limit (Llama-3-8B forward,
+# bench call counts: 4031.9 vs 3844.9 us H100, 3923.6 vs 3730.9 H200); the one it won, Llama-3-8B on the H200
+# (2445.5 vs 2493.5 us in 10-call bursts), put a slower kernel into the bench's held forwards.
 WS_MIN_ROWS = 1024
 WS_MIN_FLOP = 4e10
+WS_MAX_K = 2048
 WS_CHOICE: dict = {}  # (device, dtype, act, row bucket, N, K) -> True where the Gluon kernel measured faster
 WS_TIMINGS: dict = {}  # same key -> {"triton": us, "ws": us} from that measurement (the sweeps and the bench show it)
 
