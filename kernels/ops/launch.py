@@ -222,9 +222,10 @@ def _encode(make, n_params: int, t: torch.Tensor, block, meta) -> list:
     return make(d, meta) if n_params == 2 else make(d, meta, None)
 
 
-def _fire(hit: tuple, a, device_index: int) -> None:
+def _fire(hit: tuple, a, device_index: int, descriptors: Callable = _descriptors) -> None:
     """One launch from a cached launcher entry (key, config, compiled kernel, constexpr tail, grid, raw fire) with the
-    runtime arguments `a` ((tensor, block) pairs where the kernel takes a TMA descriptor)."""
+    runtime arguments `a` ((tensor, block) pairs where the kernel takes a TMA descriptor; `descriptors` makes them
+    the objects Triton's own launcher takes)."""
     stream = torch._C._cuda_getCurrentRawStream(device_index)
     fire = hit[5]
     if fire is not None:
@@ -236,7 +237,7 @@ def _fire(hit: tuple, a, device_index: int) -> None:
     _key, _cfg, compiled, tail, g, _ = hit
     compiled.run(
         g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None, None,
-        *_descriptors(a), *tail,
+        *descriptors(a), *tail,
     )  # fmt: skip
 
 
@@ -531,6 +532,48 @@ class Tuned:
         self.cache[key] = best
         self.timings[key] = {config_text(c): t for c, t in times.items()}
         return best
+
+
+class Fixed:
+    """One kernel launched with fixed launch options (no configs to tune: the Gluon dual GEMM), through the same fast
+    path as Tuned: the first call per `spec` goes through JITFunction.run, later ones call the compiled kernel's C
+    launch function with cached TMA encodings (_raw_plan), or its launcher object where that does not apply.
+    JITFunction.run costs ~150-280 us of host time per call on the H100/H200 hosts (scripts/host_overhead.py, "JIT
+    run"): longer than the ~110-130 us of GPU work of the calls this kernel gets, so without this a forward timed
+    one call at a time (triton.testing.do_bench's way) ran at the host's pace (HF GEGLU: 305-340 us against 163).
+
+    desc: (tensor, block) -> the descriptor object JITFunction.run takes (a Gluon kernel's carry their shared-memory
+    layout, which the compiled kernel's own metadata then repeats for the cached encodings)."""
+
+    def __init__(self, kernel, name: str, desc: Callable, **options):
+        self.kernel = kernel
+        self.name = name
+        self.options = options  # num_warps, maxnreg, ...
+        self._descriptors = lambda a: tuple(desc(*v) if type(v) is tuple else v for v in a)
+        self._launchers: dict = {}  # spec -> (spec, None, compiled kernel, constexpr tail, grid, raw fire)
+        self.slow_calls = 0  # launches that went through JITFunction.run (tests count them)
+        TUNED.append(self)
+
+    def launch(self, spec: tuple, args: tuple, consts: dict, grid: tuple, device_index: int) -> None:
+        """Run the kernel once. spec: a tuple that fixes everything the launch depends on besides the tensors' data
+        (device, dtype, constexprs, sizes, strides, pointer alignment); args: the runtime arguments in signature
+        order, (tensor, block) pairs for descriptors; consts: the constexpr arguments; grid: a 3-tuple."""
+        if INTERPRETING:
+            self.kernel[grid](*self._descriptors(args), **consts, **self.options)
+            return
+        if FAST_LAUNCH and not _hooks_set():
+            hit = self._launchers.get(spec)
+            if hit is not None:
+                _fire(hit, args, device_index, self._descriptors)
+                return
+        self.slow_calls += 1
+        compiled = self.kernel.run(
+            *self._descriptors(args), grid=grid, warmup=False, **consts, **self.options
+        )  # fmt: skip
+        names = list(getattr(self.kernel, "arg_names", ()))
+        if names[len(args) :] == list(consts) and all(hasattr(compiled, n) for n in ("run", "function")):
+            tail = tuple(consts.values())
+            self._launchers[spec] = (spec, None, compiled, tail, grid, _raw_plan(compiled, args, tail, grid))
 
 
 def forced(forces, fn):

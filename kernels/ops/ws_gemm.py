@@ -30,6 +30,7 @@ import torch
 import triton
 
 from kernels.ops.activations import act_f32
+from kernels.ops.launch import Fixed
 from kernels.ops.triton_util import interpreting, num_sms, sm_capability
 
 try:  # Gluon ships with Triton >= 3.5; without it the Triton kernel is the only dual GEMM
@@ -200,9 +201,19 @@ def applies(x: torch.Tensor) -> bool:
     )
 
 
-def _desc(t: torch.Tensor, block: list):
-    dt = getattr(gl, _GL_DTYPES[t.dtype])
-    return GluonDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dt))
+_LAYOUTS: dict = {}  # (dtype, block) -> the NVMMA shared layout of a tile of that block
+
+
+def _desc(t: torch.Tensor, block):
+    """The Gluon descriptor of t in tiles of `block`, its layout made once per (dtype, block)."""
+    key = (t.dtype, tuple(block))
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        layout = _LAYOUTS[key] = gl.NVMMASharedLayout.get_default_for(list(block), getattr(gl, _GL_DTYPES[t.dtype]))
+    return GluonDescriptor.from_tensor(t, list(block), layout)
+
+
+_KERNEL = Fixed(fuselens_dual_gemm_glu_ws_kernel, "ws_gated", _desc, num_warps=4, maxnreg=MAX_REGS) if gluon else None
 
 
 def ws_gated(x: torch.Tensor, wgu: torch.Tensor, act_id: int, out: torch.Tensor, stages: int = STAGES,
@@ -210,11 +221,15 @@ def ws_gated(x: torch.Tensor, wgu: torch.Tensor, act_id: int, out: torch.Tensor,
     """act(x @ w_gate^T) * (x @ w_up^T) into out [M, N], from wgu = interleave_gate_up(w_gate, w_up) ([2N, K])."""
     M, K = x.shape
     N = out.shape[1]
-    programs = min(num_sms(x.device.index or 0), triton.cdiv(M, BM) * triton.cdiv(N, BN))
-    out_block = [BM, BN // 2 if split_store else BN]
-    fuselens_dual_gemm_glu_ws_kernel[(programs,)](
-        _desc(x, [BM, BK]), _desc(wgu, [2 * BN, BK]), _desc(out, out_block), M, N, K,
-        ACT=act_id, GROUP_M=GROUP_M, NUM_PROGS=programs, STAGES=stages, CONSUMER_REGS=CONSUMER_REGS,
-        PRODUCER_REGS=PRODUCER_REGS, num_warps=4, maxnreg=MAX_REGS,
-    )  # fmt: skip
+    dev = x.device.index or 0
+    programs = min(num_sms(dev), triton.cdiv(M, BM) * triton.cdiv(N, BN))
+    out_block = (BM, BN // 2 if split_store else BN)
+    consts = {"ACT": act_id, "GROUP_M": GROUP_M, "NUM_PROGS": programs, "STAGES": stages}
+    consts |= {"CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS}
+    # what the compiled kernel and its launch depend on: M, N, K by value (Triton specialises ints on divisibility by
+    # 16), the strides and the base pointers' 16-byte alignment of the descriptors' tensors
+    spec = (dev, x.dtype, M, N, K, x.stride(0), wgu.stride(0), out.stride(0), act_id, stages, split_store, programs)
+    spec += (x.data_ptr() & 15, wgu.data_ptr() & 15, out.data_ptr() & 15)
+    args = ((x, (BM, BK)), (wgu, (2 * BN, BK)), (out, out_block), M, N, K)
+    _KERNEL.launch(spec, args, consts, (programs, 1, 1), dev)
     return out
