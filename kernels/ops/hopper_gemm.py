@@ -355,10 +355,10 @@ def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out
 
 
 # Where the warp-specialised Gluon kernel (kernels.ops.ws_gemm) is a candidate: from 1024 rows (its 64-row tiles fill a
-# wave) and 40 GFLOP (~50 us of GPU time at ~800 TFLOP/s; TinyLlama's gate/up is 94, the HF shape's 77), so its Python
-# launch (~20-40 us of host time, no op plan) stays behind the GPU. The measurement times GPU work only, so it must not
-# be offered where host time decides; smaller calls keep the Triton kernel and its op plans (<= 15 us per call). Tools
-# forcing a Triton config (launch.forced) always get the Triton kernel.
+# wave) and 40 GFLOP (~50 us of GPU time at ~800 TFLOP/s; TinyLlama's gate/up is 94, the HF shape's 77), so its launch
+# (launch.Fixed, no op plan: 11.9-12.6 us of host time per call after the first) stays behind the GPU. The measurement
+# times GPU work only, so it must not be offered where host time decides; smaller calls keep the Triton kernel and its
+# op plans. Tools forcing a Triton config (launch.forced) always get the Triton kernel.
 # Up to K = 2048 (32 K steps of 64): the ping-pong's gain is the epilogue it hides, a larger share of each tile where K
 # is short (TinyLlama gate/up, K 2048: 128.9 vs 137.9 us H100, 130.2 vs 138.0 H200), while its 64-row tiles fetch each
 # weight tile twice as often as the Triton kernel's 128-row tiles (Llama-3-8B gate/up: ~37 GB of L2 -> SMEM traffic
