@@ -416,7 +416,16 @@ def _replay_code(launches: list, first: int, shape: tuple, device_index: int) ->
     return replay
 
 
-TUNED: list = []  # every Tuned, for forget_launchers
+TUNED: list = []  # every Tuned and Fixed, for forget_launchers
+
+
+def constexpr_tail(kernel, n_args: int, consts: dict) -> tuple | None:
+    """The constexpr arguments after the n_args runtime ones, in signature order, or None when the signature is not
+    (runtime args, then exactly these constexprs): then every call takes the full path."""
+    names = list(getattr(kernel, "arg_names", ()))
+    if len(names) != n_args + len(consts) or set(names[n_args:]) != set(consts):
+        return None
+    return tuple(consts[n] for n in names[n_args:])
 
 
 def forget_launchers() -> None:
@@ -500,12 +509,7 @@ class Tuned:
             _record(self, spec, self._launchers.get(spec), a)
 
     def _tail(self, n_args: int, consts: dict) -> tuple | None:
-        """The constexpr arguments after the n_args runtime ones, in signature order, or None when the signature
-        is not (runtime args, then exactly these constexprs): then every call takes the full path."""
-        names = list(getattr(self.kernel, "arg_names", ()))
-        if len(names) != n_args + len(consts) or set(names[n_args:]) != set(consts):
-            return None
-        return tuple(consts[n] for n in names[n_args:])
+        return constexpr_tail(self.kernel, n_args, consts)
 
     def _choose(self, key, args, consts_fn, grid_fn, prune_arg):
         configs = self.prune(self.configs, prune_arg) if self.prune else self.configs
@@ -570,9 +574,8 @@ class Fixed:
         compiled = self.kernel.run(
             *self._descriptors(args), grid=grid, warmup=False, **consts, **self.options
         )  # fmt: skip
-        names = list(getattr(self.kernel, "arg_names", ()))
-        if names[len(args) :] == list(consts) and all(hasattr(compiled, n) for n in ("run", "function")):
-            tail = tuple(consts.values())
+        tail = constexpr_tail(self.kernel, len(args), consts)
+        if tail is not None and all(hasattr(compiled, n) for n in ("run", "function", "packed_metadata")):
             self._launchers[spec] = (spec, None, compiled, tail, grid, _raw_plan(compiled, args, tail, grid))
 
 

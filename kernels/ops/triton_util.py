@@ -59,10 +59,11 @@ def timed_both_ways(calls: dict, n_iter: int = 20) -> dict:
     of its two medians. A GPU that slows down under load would otherwise favour whichever ran first (LLM-sized GEMMs
     held for ~100 ms run at the 700 W power limit, SM clock 1485-1665 MHz against 1958-1980 for 35 ms bf16 bursts on
     the H100: bench/results/sweep_floor_h100_80gb_hbm3.md)."""
+    from kernels.lab.timing import pass_orders
+
     times = dict.fromkeys(calls, 0.0)
-    order = list(calls)
-    for rnd in (order, order[::-1]):
-        for name in rnd:
+    for order in pass_orders(calls):
+        for name in order:
             times[name] += autotune_bench(calls[name], None, n_iter=n_iter)[0] * 1e3 / 2
     return times
 
