@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
 #   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | sweep-floor | ncu-floor | configs | record | record-hf |
-#                                          record-fuselens | record-roofs | record-layer | record-layer-quick | record-llama-layer | record-templates |
+#                                          record-fuselens | record-roofs | record-layer | record-layer-quick | record-model | record-model-big | record-llama-layer | record-templates |
 #                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | bench-rows | bench-llm-floor | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain | gemm-reread
@@ -280,10 +280,39 @@ for f in pathlib.Path(sys.argv[1]).glob("kernels_*.json"):
 PY
 }
 
+# Whole Hugging Face models (kernels.models.whole_model): the 4-layer Llama forward and training step through the runner,
+# and teammate-style training recordings with plain torch.profiler and no runner (scripts/record_plain_profiler.py:
+# no manifest, no probe).
+record_model() {
+  python3 -c "import transformers; print('transformers', transformers.__version__)" 2>&1 | tail -1
+  rec llama_model_bf16 150 --workload llama-model --variants eager,sdpa,compile,compile-fuselens --dtype bf16
+  rec llama_model_train_bf16 200 --workload llama-model --variants eager,sdpa,compile --dtype bf16 --train
+  local T=$R/teammate; mkdir -p "$T"
+  for v in eager compile; do
+    timeout "$(left 90)" python3 scripts/record_plain_profiler.py --workload llama-model --layers 4 --variant $v --train \
+      --out "$T/llama_train_$v.json.gz" >"$R/logs/teammate_$v.txt" 2>&1; echo "teammate $v rc=$?"; tail -2 "$R/logs/teammate_$v.txt"
+  done
+  model_report llama_model_bf16 llama_model_train_bf16
+}
+
+record_model_big() {  # the Gemma forward and the 16-layer Llama training pair (fewer steps: a bigger trace)
+  rec gemma_model_bf16 150 --workload gemma-model --variants eager,sdpa,compile --dtype bf16
+  rec llama16_model_train_bf16 300 --workload llama-model --layers 16 --variants eager,compile --dtype bf16 --train \
+    --rounds 2 --steps-per-turn 2
+  model_report gemma_model_bf16 llama16_model_train_bf16
+}
+
+model_report() {
+  for c in "$@"; do
+    python3 -c "import json,sys; m=json.load(open(sys.argv[1])); [print(sys.argv[1].split('/')[-2], v['name'], v['status'], v.get('median_us'), v.get('attention_backend'), v.get('message','')[:100]) for v in m['variants']]" \
+      "$R/sample_traces/$c/manifest.json" 2>&1 | tail -5
+  done
+}
+
 for step in "$@"; do
   case $step in
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-roofs) record_roofs ;; record-fuselens) record_fuselens ;; check) check ;;
-    record-layer) record_layer ;; record-layer-quick) record_layer_quick ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
+    record-model) record_model ;; record-model-big) record_model_big ;; record-layer) record_layer ;; record-layer-quick) record_layer_quick ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
     record-skew) record_skew ;; gemm-reread) gemm_reread ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; ncu-floor) ncu_floor ;; two-models) two_models ;;

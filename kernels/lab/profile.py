@@ -4,10 +4,13 @@
         --batch 64 --seq 128 --d-model 768 --hidden 3072 --dtype bf16 --out DIR [--measure-bytes] [--train]
     python -m kernels.profile --workload gemma-layer --variants eager,sdpa,compile,compile-fuselens \
         --out DIR [--measure-bytes eager,sdpa]      (a whole HF decoder layer: kernels.models.layer)
+    python -m kernels.profile --workload llama-model --layers 4 --variants eager,sdpa,compile [--train] --out DIR
+                                                   (a whole HF causal LM: kernels.models.whole_model)
 
 Sizes default per workload: MLPs batch 64, seq 128, d-model 768, hidden 3072; decoder layers (LAYER_DEFAULTS)
 batch 1, seq 2048, d-model = the layer's hidden size, hidden = its MLP intermediate size, --heads / --kv-heads /
---head-dim. --measure-bytes alone measures every variant; with a list, those variants only.
+--head-dim; whole models (MODEL_DEFAULTS) batch 4, seq 1024, the layer sizes plus --layers (4) and --vocab (32000);
+with --train a whole model's step is loss + backward + AdamW. --measure-bytes alone measures every variant; with a list, those variants only.
 
 The variants take turns (--rounds, default 8): every variant is built and warmed up first, then each round times
 and profiles a few steps of every variant in a rotating order, so GPU clock/power/temperature drift over the session
@@ -65,8 +68,9 @@ MAX_TOKENS = 65536
 MAX_DIM = 32768
 MAX_BATCH = 65536
 MAX_SEQ = 65536
-# Largest run we accept before looking at the GPU: 24 GiB estimated (65536 tokens x 32768 hidden bf16 forward fits).
-MAX_EST_BYTES = 24 * 2**30
+# Largest run we accept before looking at the GPU: 64 GiB estimated (an 80 GB H100 holds it; a 16-layer Llama
+# training step at 4 x 1024 tokens with eager attention estimates 25.5 GiB). The run then checks the GPU's own size.
+MAX_EST_BYTES = 64 * 2**30
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 WORKLOADS = ("geglu", "swiglu", "plain")  # kept equal to kernels.models.workloads.WORKLOADS (checked in tests)
 MLP_DEFAULTS = {"batch": 64, "seq": 128, "d_model": 768, "hidden": 3072}
@@ -77,6 +81,17 @@ LAYER_DEFAULTS = {
     "llama-layer": {"batch": 1, "seq": 2048, "d_model": 2048, "hidden": 8192, "heads": 16, "kv_heads": 4, "head_dim": 128},
 }  # fmt: skip
 LAYER_WORKLOADS = tuple(LAYER_DEFAULTS)
+# Whole causal LMs (kernels.models.whole_model; a test keeps these equal to whole_model.DEFAULT_SHAPES): the layer
+# sizes plus --layers and --vocab; input is token ids [batch, seq].
+MODEL_DEFAULTS = {
+    "llama-model": {"batch": 4, "seq": 1024, "d_model": 2048, "hidden": 5632, "heads": 16, "kv_heads": 4, "head_dim": 128,
+                    "layers": 4, "vocab": 32000},
+    "gemma-model": {"batch": 4, "seq": 1024, "d_model": 2048, "hidden": 16384, "heads": 8, "kv_heads": 1, "head_dim": 256,
+                    "layers": 4, "vocab": 32000},
+}  # fmt: skip
+MODEL_WORKLOADS = tuple(MODEL_DEFAULTS)
+DECODER_WORKLOADS = LAYER_WORKLOADS + MODEL_WORKLOADS  # the variants of kernels.models.variants.LAYER_VARIANTS
+MAX_LAYERS, MAX_VOCAB = 128, 262144
 MAX_HEADS, MAX_HEAD_DIM = 256, 512
 N_TIMED = 100
 # Variants take turns: ROUNDS rounds of STEPS_PER_TURN profiled steps each, so every variant's trace holds 16 steps
@@ -108,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     from kernels.models.variants import DEFAULT_VARIANTS
 
     p = _Parser(prog="python -m kernels.profile", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workload", default="geglu", help=f"one of {', '.join(WORKLOADS + LAYER_WORKLOADS)}")
+    p.add_argument("--workload", default="geglu", help=f"one of {', '.join(WORKLOADS + DECODER_WORKLOADS)}")
     p.add_argument(
         "--variants", default=None, help=f"comma-separated variant names (MLP: {','.join(DEFAULT_VARIANTS)})"
     )
@@ -119,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heads", type=int, default=None, help="decoder layers: query heads")
     p.add_argument("--kv-heads", type=int, default=None, help="decoder layers: key/value heads (GQA / MQA)")
     p.add_argument("--head-dim", type=int, default=None, help="decoder layers: head dim")
+    p.add_argument("--layers", type=int, default=None, help="whole models: decoder layers")
+    p.add_argument("--vocab", type=int, default=None, help="whole models: vocabulary size (LM head and loss width)")
     p.add_argument("--dtype", default="bf16", help="bf16, fp16 or fp32")
     p.add_argument("--out", required=False, help="output folder (created)")
     p.add_argument(
@@ -162,8 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _fill_defaults(ns: argparse.Namespace) -> None:
     """Sizes left out take the workload's defaults (MLP_DEFAULTS or LAYER_DEFAULTS)."""
-    defaults = LAYER_DEFAULTS.get(ns.workload, MLP_DEFAULTS)
-    for key in ("batch", "seq", "d_model", "hidden", "heads", "kv_heads", "head_dim"):
+    defaults = {**LAYER_DEFAULTS, **MODEL_DEFAULTS}.get(ns.workload, MLP_DEFAULTS)
+    for key in ("batch", "seq", "d_model", "hidden", "heads", "kv_heads", "head_dim", "layers", "vocab"):
         if getattr(ns, key, None) is None:
             setattr(ns, key, defaults.get(key))
 
@@ -173,12 +190,21 @@ def estimate_bytes(workload: str, tokens: int, d_model: int, hidden: int, dtype:
     training), plus 512 MB for the CUDA context's workspace, cuBLAS and the L2 flush buffer. A decoder layer adds
     its q/k/v/o weights and eager attention's [B, H, S, S] scores (bf16 scores ×3, fp32 softmax, bf16 probs)."""
     elt = DTYPE_BYTES[dtype]
-    if workload in LAYER_WORKLOADS:
+    if workload in DECODER_WORKLOADS:
         qkv = (2 * ns.heads + 2 * ns.kv_heads) * ns.head_dim
         weights = d_model * qkv + 3 * d_model * hidden
         acts = tokens * (6 * d_model + 3 * hidden + 3 * qkv)
         scores = ns.batch * ns.heads * ns.seq * ns.seq * (4 * elt + 4) + ns.seq * ns.seq * elt
-        return (elt * (weights + acts) + scores) * (3 if train else 1) + 512 * 2**20
+        if workload in LAYER_WORKLOADS:
+            return (elt * (weights + acts) + scores) * (3 if train else 1) + 512 * 2**20
+        # a whole model: every layer's weights; training keeps every layer's activations and scores for backward,
+        # weights x4 (grads, AdamW's two moments); embedding + LM head; logits in the dtype and in fp32 for the loss
+        head = 2 * ns.vocab * d_model * elt * (4 if train else 1)
+        logits = tokens * ns.vocab * (elt + 4 + (4 if train else 0))
+        per_layer = (
+            elt * weights * (4 if train else 1) + (elt * acts + scores) * (ns.layers if train else 1) / ns.layers
+        )
+        return int(ns.layers * per_layer + head + logits) + 512 * 2**20
     n_mats = 2 if workload == "plain" else 3
     weights = n_mats * d_model * hidden
     acts = tokens * (2 * d_model + (1 if workload == "plain" else 3) * hidden)
@@ -190,11 +216,11 @@ def validate(ns: argparse.Namespace) -> list[str]:
     """Check every argument; return the variant list. Raises BadArgs with a one-line reason."""
     from kernels.models.variants import DEFAULT_LAYER_VARIANTS, DEFAULT_VARIANTS, LAYER_VARIANTS, VARIANTS
 
-    if ns.workload not in WORKLOADS + LAYER_WORKLOADS:
-        raise BadArgs(f"unknown workload {ns.workload!r}; choose one of {', '.join(WORKLOADS + LAYER_WORKLOADS)}")
+    if ns.workload not in WORKLOADS + DECODER_WORKLOADS:
+        raise BadArgs(f"unknown workload {ns.workload!r}; choose one of {', '.join(WORKLOADS + DECODER_WORKLOADS)}")
     if ns.dtype not in DTYPE_BYTES:
         raise BadArgs(f"unknown dtype {ns.dtype!r}; choose one of {', '.join(DTYPE_BYTES)}")
-    layer = ns.workload in LAYER_WORKLOADS
+    layer = ns.workload in DECODER_WORKLOADS
     _fill_defaults(ns)
     if ns.variants is None:
         ns.variants = ",".join(DEFAULT_LAYER_VARIANTS if layer else DEFAULT_VARIANTS)
@@ -230,6 +256,12 @@ def validate(ns: argparse.Namespace) -> list[str]:
             raise BadArgs(f"--heads {ns.heads} is not a multiple of --kv-heads {ns.kv_heads}")
         if ns.head_dim % 2:
             raise BadArgs(f"--head-dim must be even (rotary embeddings rotate pairs), got {ns.head_dim}")
+    if ns.workload in MODEL_WORKLOADS:
+        for name, value, hi in (("--layers", ns.layers, MAX_LAYERS), ("--vocab", ns.vocab, MAX_VOCAB)):
+            if not 1 <= value <= hi:
+                raise BadArgs(f"{name} must be between 1 and {hi}, got {value}")
+    elif ns.layers is not None or ns.vocab is not None:
+        raise BadArgs(f"--layers and --vocab apply to the whole-model workloads ({', '.join(MODEL_WORKLOADS)}) only")
     if ns.measure_bytes not in (None, "all"):
         wanted = [v.strip() for v in ns.measure_bytes.split(",") if v.strip()]
         stray = [v for v in wanted if v not in variants]
@@ -252,9 +284,13 @@ def validate(ns: argparse.Namespace) -> list[str]:
     return variants
 
 
-def _step_fn(fn, x, model, train: bool):
+def _step_fn(fn, x, model, train: bool, name: str = ""):
     import torch
 
+    if train and getattr(model, "is_whole_model", False):
+        from kernels.models.whole_model import train_step
+
+        return train_step(fn, x, compiled=name.startswith("compile"))
     if train:
         # a decoder-layer variant runs its own copy of the weights (kernels.models.layer.variant_copy)
         params = list(fn.parameters()) if hasattr(fn, "parameters") else list(model.parameters())
@@ -298,7 +334,7 @@ def _warm(name, model, x, ns) -> _Live:
 
     from kernels.models.variants import build
 
-    step = _step_fn(build(name, model, train=ns.train), x, model, ns.train)
+    step = _step_fn(build(name, model, train=ns.train), x, model, ns.train, name)
     t0 = time.perf_counter()
     for _ in range(3):  # compile / autotune / cuBLAS heuristics happen here, outside timing and tracing
         step()
@@ -469,6 +505,12 @@ def make_workload(ns, device: str = "cuda"):
     from kernels.models.workloads import DTYPES, build_model, make_input
 
     dtype = DTYPES[ns.dtype]
+    if ns.workload in MODEL_WORKLOADS:
+        from kernels.models.whole_model import ModelShape, build_whole_model, make_tokens
+
+        shape = ModelShape(ns.d_model, ns.hidden, ns.heads, ns.kv_heads, ns.head_dim, ns.layers, ns.vocab)
+        model = build_whole_model(ns.workload, dtype, device, batch=ns.batch, seq=ns.seq, shape=shape)
+        return model, make_tokens(ns.batch, ns.seq, ns.vocab, device)
     if ns.workload in LAYER_WORKLOADS:
         from kernels.models.layer import LayerShape, build_layer
 
@@ -486,7 +528,7 @@ def _ncu_child(ns) -> int:
     from kernels.models.variants import build
 
     model, x = make_workload(ns)
-    step = _step_fn(build(ns.ncu_child, model, train=ns.train), x, model, ns.train)
+    step = _step_fn(build(ns.ncu_child, model, train=ns.train), x, model, ns.train, ns.ncu_child)
     for _ in range(3):
         step()
     torch.cuda.synchronize()
@@ -502,8 +544,10 @@ def _child_argv(ns, variant: str, steps: int = 1) -> list[str]:
     argv = ["--ncu-child", variant, "--ncu-steps", str(steps), "--workload", ns.workload]
     argv += ["--batch", str(ns.batch), "--seq", str(ns.seq)]
     argv += ["--d-model", str(ns.d_model), "--hidden", str(ns.hidden), "--dtype", ns.dtype]
-    if ns.workload in LAYER_WORKLOADS:
+    if ns.workload in DECODER_WORKLOADS:
         argv += ["--heads", str(ns.heads), "--kv-heads", str(ns.kv_heads), "--head-dim", str(ns.head_dim)]
+    if ns.workload in MODEL_WORKLOADS:
+        argv += ["--layers", str(ns.layers), "--vocab", str(ns.vocab)]
     return argv + (["--train"] if ns.train else [])
 
 
@@ -593,8 +637,10 @@ def run(argv: list[str] | None = None) -> int:
     out_dir = Path(ns.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     shapes = {"batch": ns.batch, "seq": ns.seq, "tokens": tokens, "d_model": ns.d_model, "hidden": ns.hidden}
-    if ns.workload in LAYER_WORKLOADS:
+    if ns.workload in DECODER_WORKLOADS:
         shapes.update(heads=ns.heads, kv_heads=ns.kv_heads, head_dim=ns.head_dim, intermediate=ns.hidden)
+    if ns.workload in MODEL_WORKLOADS:
+        shapes.update(layers=ns.layers, vocab=ns.vocab)
     manifest = {
         "schema": "fuselens.profile/1",
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -620,10 +666,23 @@ def run(argv: list[str] | None = None) -> int:
         ),
         "variants": [],
     }
-    if ns.workload in LAYER_WORKLOADS:
+    if ns.workload in DECODER_WORKLOADS:
         import transformers
 
         manifest["transformers"] = transformers.__version__
+    if ns.workload in MODEL_WORKLOADS:
+        manifest["model"] = (
+            f"transformers {'LlamaForCausalLM' if ns.workload == 'llama-model' else 'GemmaForCausalLM'}, {ns.layers}"
+            " layers, random weights (seed 0), random token ids; RoPE, position ids and (eager) the causal mask built"
+            " inside every forward, as model(input_ids) does"
+            + (
+                "; training step: HF causal-LM loss (cross-entropy over the vocabulary), backward,"
+                " AdamW(foreach=True) step (torch.compile'd for compile variants), zero_grad(set_to_none=True)"
+                if ns.train
+                else "; forward under torch.no_grad, use_cache=False"
+            )
+        )
+    elif ns.workload in LAYER_WORKLOADS:
         manifest["layer"] = (
             f"transformers {ns.workload.split('-')[0].title()}DecoderLayer, random weights (seed 0), RoPE from the"
             " model's rotary embedding and the causal mask built once outside the profiled steps; eager: additive"

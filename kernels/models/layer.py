@@ -108,6 +108,10 @@ class LayerWorkload(nn.Module):
     def attn_implementation(self) -> str:
         return self.config._attn_implementation
 
+    def mlps(self) -> list[nn.Module]:
+        """The layer's MLP (gate_proj, up_proj, down_proj): what the FuseLens variants replace."""
+        return [self.layer.mlp]
+
     def _prepare(self, x: torch.Tensor) -> tuple:
         key = (x.device, x.dtype, x.shape[0], x.shape[1], self.attn_implementation)
         if self._inputs is None or self._inputs[0] != key:

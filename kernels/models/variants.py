@@ -103,13 +103,14 @@ def build(name: str, model, train: bool = False) -> Callable:
     """A callable x -> y for variant `name` over `model`."""
     import torch
 
-    from kernels.models.layer import LayerWorkload
     from kernels.models.workloads import GatedMLP
 
-    if isinstance(model, LayerWorkload):
+    if getattr(model, "is_decoder_layer", False):  # a decoder layer or a whole model (kernels.models.whole_model)
         return _build_layer(name, model, train)
     if name in LAYER_VARIANTS and name not in VARIANTS:
-        raise VariantUnavailable(f"{name} applies to the decoder-layer workloads (gemma-layer, llama-layer) only")
+        raise VariantUnavailable(
+            f"{name} applies to the decoder-layer and whole-model workloads (gemma-/llama-layer, -model) only"
+        )
     if name not in VARIANTS:
         raise ValueError(f"unknown variant {name!r}; expected one of {VARIANTS}")
     info = INFO[name]
@@ -166,8 +167,8 @@ def _build_layer(name: str, model, train: bool) -> Callable:
         try:
             from kernels.models.layer import fuselens_mlp_forward
 
-            mlp = layer.layer.mlp
-            mlp.forward = fuselens_mlp_forward(mlp, layer.activation)
+            for mlp in layer.mlps():
+                mlp.forward = fuselens_mlp_forward(mlp, layer.activation)
         except ImportError as exc:
             raise VariantUnavailable(f"FuseLens kernels need triton: {exc}") from exc
         return layer if name == "fuselens" else torch.compile(layer)
