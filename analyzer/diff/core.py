@@ -25,6 +25,7 @@ import pandas as pd
 
 from analyzer.cost import hbm_flags
 from analyzer.diff import comparability as comp_
+from analyzer.diff.accounting import Accounting, account
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.comparability import Comparability, spread_range
 from analyzer.diff.facts import conditions_text, measured_dram_bytes, run_facts, workload_text
@@ -244,6 +245,8 @@ class CandidateDiff:
     unmatched_candidate: list[dict]
     time_breakdown: dict  # how the representative step's kernel time changed; sums exactly
     notes: list[str] = field(default_factory=list)
+    # every GPU op of both steps in one bucket (analyzer.diff.accounting); None: not computed
+    accounting: Accounting | None = None
     # were both runs recorded under the same GPU conditions (analyzer.diff.comparability); None: not computed
     comparability: Comparability | None = None
     # kernel time per step outside the control group (what the candidate changed): [base, candidate]
@@ -512,6 +515,9 @@ class CandidateDiff:
         out["matched_other"] = clean_json(self.matched_other)
         out["unmatched"] = clean_json({"base": self.unmatched_base, "candidate": self.unmatched_candidate})
         out["time_breakdown"] = clean_json(self.time_breakdown)
+        if self.accounting is not None:
+            out["explained_time_share"] = self.accounting.explained_time_share
+            out["accounting"] = self.accounting.to_json()
         out["remaining"] = clean_json(self.run.remaining)
         out["remaining_unknown"] = self.run.remaining_unknown or None
         comp = self.comparability.to_json() if self.comparability is not None else None
@@ -793,16 +799,14 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
             f"{sum(k['count_per_step'] for k in unmatched_cand)} candidate kernels per step matched nothing "
             "(listed under unmatched)"
         )
-    # kernels with an equal in the candidate, or in an eager attention chain an attention kernel of its shapes took
-    # (shape evidence, analyzer.diff.attention): a compiled layer pairs only its GEMMs and fuses the rest. Op names
-    # alone do not count: unrelated runs (BERT vs an MI300 block) share op names
-    explained = len(res.pairs) + sum(len(g.members) for g in res.groups if g.edges is not None)
-    matched_share = explained / max(len(b_rows), 1)
-    if matched_share < 0.3 and len(b_rows) >= 10:  # e.g. two different models: groups are guesses
+    # every baseline op in one bucket; the share of the baseline's time the diff explains decides whether its
+    # groups can be shown as facts (two different models: most of the baseline is unexplained)
+    acct = account(bseq, cseq, res, _kernel_list)
+    if not acct.reliable and len(b_rows) >= 10:
         notes.append(
-            f"only {matched_share:.0%} of the baseline's GPU ops have an equal in {cseq.label} or a replacement named"
-            " by evidence: these runs may not run the same model or shapes, so fusion groups and bytes avoided are"
-            " unreliable"
+            f"only {acct.explained_time_share:.0%} of {bseq.label}'s GPU time per step is matched, fused, replaced or"
+            f" removed in {cseq.label}: these runs may not run the same model or shapes, so fusion groups and bytes"
+            " avoided are unreliable (the unexplained kernels are listed)"
         )
     if any(not f.bytes_complete for f in fusions):
         notes.append("some fusion groups have kernels without recorded shapes: their bytes avoided are lower bounds")
@@ -863,6 +867,7 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
         unmatched_candidate=unmatched_cand,
         time_breakdown=breakdown,
         notes=notes,
+        accounting=acct,
         comparability=comp,
         changed_kernels_us_per_step=changed,
         step_ranges=step_ranges,

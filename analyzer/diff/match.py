@@ -37,7 +37,7 @@ import numpy as np
 from analyzer.diff.align import Alignment, RunSeq
 from analyzer.diff.attention import attention_chains, moves_scores
 from analyzer.fmt import short_name
-from analyzer.ops.names import POINTWISE_OPS, canonical_ops, text_ops
+from analyzer.ops.names import POINTWISE_OPS, NameVerdict, canonical_ops, inductor_name_verdict, text_ops
 from analyzer.ops.tensors import Tensor
 
 _SIDE_ROLES = ("memop", "helper")
@@ -173,12 +173,24 @@ class _Claims:
         self.chains = attention_chains(b_rows, self.left_b)
         self.chain_of = {m: ch for ch in self.chains for m in ch.members}
         self.chain_for: dict = {}  # cand pos -> the chain it took
+        # where each candidate may claim on the base axis: its gap between anchors widened by EXTRA_ANCHORS anchors
+        # each side (so a group is one stretch of the baseline's program, never one spanning a layer's 7+ GEMMs)
+        self.window = {j: al.base_window(j, EXTRA_ANCHORS) for j in self.left_c}
+
+    def name_verdict(self, j: int, i: int) -> NameVerdict:
+        """What the candidate's own (Inductor) name says about it computing baseline kernel i (names module)."""
+        b = self.b_rows[i]
+        return inductor_name_verdict(self.c_rows[j].name, b.op_name, _base_ops(b))
 
     def room(self, j: int, i: int | None = None) -> bool:
         if i is not None and (i, j) in self.banned:
             return False
         if i is not None and i in self.chain_of and not moves_scores(self.c_rows[j], self.chain_of[i]):
             return False  # position or an op name is no evidence that an attention chain went into this kernel
+        if i is not None:
+            lo, hi = self.window[j]
+            if not lo < i < hi or self.name_verdict(j, i).allowed is False:
+                return False  # the op lies outside the candidate's stretch, or its name rules the op out
         cap = self.caps[j]
         if cap is None:
             return True
@@ -188,6 +200,9 @@ class _Claims:
         return row is None or _ops_free(self.spent.get(j, {}), _base_ops(row), row.op_index)
 
     def take(self, i: int, j: int, how: str) -> None:
+        said = self.name_verdict(j, i).how
+        if said:  # a rewrite or a truncated name: the claim says what it rests on
+            how = f"{how} ({said})"
         self.rank[i] = len(self.claim)
         self.first_rank.setdefault(j, self.rank[i])
         self.claim[i] = (j, how)
@@ -261,7 +276,7 @@ def _claim_by_position(st: _Claims) -> None:
     opaque = [
         j
         for j in st.left_c
-        if not st.all_ops[j] and st.c_rows[j].kind == "kernel" and not _vendor(st.c_rows[j]) and st.caps[j] != 0
+        if not st.all_ops[j] and st.c_rows[j].kind == "kernel" and not is_vendor_kernel(st.c_rows[j]) and st.caps[j] != 0
     ]
     by_gap: dict[int, tuple[list[float], list[int]]] = {}
     for j in opaque:  # increasing j: coordinates increase within a gap
@@ -495,7 +510,7 @@ class _Queue:
         return self.items[x]
 
 
-def _vendor(row) -> bool:
+def is_vendor_kernel(row) -> bool:
     """A kernel from a vendor library (ATen, cuBLAS, cuDNN, CUTLASS, CUB, NCCL, Tensile, …): it does what its
     library call does. Triton kernels (Inductor, templates, Liger, FuseLens, a user's) and unknown names are not."""
     lib = str(row.library or "")
@@ -517,7 +532,7 @@ def _claim_cap(row, base_names: frozenset[str]) -> int | None:
     op = str(row.op_name or "")
     if op.startswith("aten::"):
         return max(1, len(canonical_ops(op)))
-    if _vendor(row):
+    if is_vendor_kernel(row):
         return max(1, len(row.name_ops))
     return None
 

@@ -233,6 +233,58 @@ def inductor_ops(name: str | None) -> frozenset[str]:
     return frozenset(ops)
 
 
+# Inductor lists at most this many op names in a kernel name (torch._inductor.config.kernel_name_max_ops, default
+# 10), sorted: a name with that many words may have lost the ops that sort after its last word.
+INDUCTOR_MAX_NAME_OPS = 10
+# Ops that combine many elements into one (a reduction, a scan, a normalisation): a pointwise (`poi`) kernel cannot
+# compute them. Scatter-adds (embedding and nll_loss backward) are pointwise with atomics in Inductor: not listed.
+REDUCTION_OPS = frozenset(
+    _words("""mean sum amax amin max min prod var var_mean std norm logsumexp argmax argmin any all cumsum cumprod
+    softmax log_softmax softmax_backward log_softmax_backward layer_norm rms_norm group_norm batch_norm
+    layer_norm_backward rms_norm_backward group_norm_backward batch_norm_backward nll_loss_forward nll_loss
+    nll_loss2d_forward cross_entropy""")
+)
+# A baseline op an Inductor name may list under other names, because a decomposition turned it into them before
+# the kernel was named (descriptive names list the FX graph's aten ops). A claim through one of these says so.
+INDUCTOR_REWRITES: dict[str, frozenset[str]] = {
+    "neg": frozenset(["sub"]),  # x·(-1) + y folded into y - x
+    "div": frozenset(["mul", "reciprocal"]),  # division by a scalar as a multiplication
+    "fill": frozenset(["full", "zeros", "new_zeros", "zeros_like", "full_like"]),
+}
+
+
+class NameVerdict(NamedTuple):
+    allowed: bool | None  # None: the name carries no op list (descriptive names off, not Inductor): other evidence
+    how: str  # '' when named outright; 'rewrite: …' or 'truncated name: …' when allowed another way; why not
+
+
+@lru_cache(maxsize=65536)
+def inductor_name_verdict(cand_name: str | None, base_op: str | None, base_ops: frozenset[str]) -> NameVerdict:
+    """May the Inductor kernel `cand_name` have computed a baseline kernel of aten op `base_op` (canonical ops
+    `base_ops`)? Inductor's descriptive name lists the aten ops it was generated from, so a baseline op absent from
+    that list was not fused into it, unless a known decomposition (INDUCTOR_REWRITES) names it otherwise or the name
+    was cut at INDUCTOR_MAX_NAME_OPS before the op's place in the sorted list. Copies and views move data only:
+    any kernel may have absorbed one. A pointwise kernel computes no reduction, whatever its name lists."""
+    dec = inductor(cand_name)
+    if dec is None or not any(not w.isdigit() for w in dec.words):  # 'triton_poi_fused_0': descriptive names off
+        return NameVerdict(None, "")
+    need = set(base_ops) - set(COPY_OPS) - {"copy"}
+    if dec.kind == "poi" and need & REDUCTION_OPS:
+        return NameVerdict(False, f"a pointwise kernel computes no {'/'.join(sorted(need & REDUCTION_OPS))}")
+    listed = inductor_ops(cand_name) | frozenset(dec.words)
+    missing = need - listed
+    if not missing:
+        return NameVerdict(True, "")
+    rewrites = [f"{op} as {'/'.join(sorted(INDUCTOR_REWRITES[op] & listed))}" for op in sorted(missing)
+                if INDUCTOR_REWRITES.get(op, frozenset()) & listed]  # fmt: skip
+    if len(rewrites) == len(missing):
+        return NameVerdict(True, "rewrite: " + ", ".join(rewrites))
+    base = op_base(base_op)
+    if len(dec.words) >= INDUCTOR_MAX_NAME_OPS and base and base > dec.words[-1]:
+        return NameVerdict(True, f"truncated name: {base} would sort after its last listed op {dec.words[-1]}")
+    return NameVerdict(False, f"its name lists no {'/'.join(sorted(missing))}")
+
+
 def is_norm(ops) -> bool:
     """Do these (Inductor) ops make a normalization: layer/group/batch/RMS norm, softmax, or mean + rsqrt (RMSNorm)?"""
     s = set(ops)
