@@ -134,11 +134,17 @@ def test_every_recorded_figure_is_the_one_difflibs_alignment_gives(case, variant
 
 
 @pytest.mark.parametrize(("base", "cand"), [("legacy_resnet", "legacy_resnet_w4"), ("h100_qwen", "mi300_qwen")])
-def test_public_same_model_diffs_are_the_ones_difflibs_alignment_gives(base, cand, monkeypatch):
+def test_public_same_model_diffs_pair_at_least_what_difflibs_alignment_gives(base, cand, monkeypatch):
+    """A longest common subsequence pairs at least as many kernels as difflib's longest-block-first matching, and
+    every pair it makes is of equal keys in order. (ResNet-50 workers 0 vs 4: 1,503 against difflib's 1,501.)"""
     b, c = summary_of(str(TRACES[base])), summary_of(str(TRACES[cand]))
     now = diff_runs(b, [c], labels=["b", "c"]).to_json()
     monkeypatch.setattr(diff_align, "EXACT_WORK", float("inf"))
-    assert diff_runs(b, [c], labels=["b", "c"]).to_json() == now
+    old = diff_runs(b, [c], labels=["b", "c"]).to_json()
+    assert now["candidates"][0]["accounting"]["base"]["matched"]["count"] >= (
+        old["candidates"][0]["accounting"]["base"]["matched"]["count"]
+    )
+    assert now["candidates"][0]["hbm_bytes_avoided_per_step"] == old["candidates"][0]["hbm_bytes_avoided_per_step"]
 
 
 def _dropped(step: list[int], n: int, drop: float) -> tuple[list[int], list[int]]:

@@ -32,7 +32,9 @@ CAND_BUCKETS = ("matched", "fused", "new")
 # mask from indices, never materialises an expanded tensor).
 REMOVABLE_OPS = frozenset(
     {"copy", "fill", "arange", "triu", "tril", "where", "masked_fill", "expand", "index", "full", "zeros", "ones",
-     "empty", "view", "slice", "select", "cat", "stack", "zero", "_index_put_impl", "index_put", "lift_fresh"}
+     "empty", "view", "slice", "select", "cat", "stack", "zero", "_index_put_impl", "index_put", "lift_fresh",
+     # host-side checks (HF's mask code asks `.all()` and reads the answer back): a compiled graph folds them
+     "all", "any", "_local_scalar_dense", "item", "is_nonzero"}
     | COMPARISON_OPS
 )  # fmt: skip
 # Under this share of the baseline's time explained, the groups rest on too little to be reported as facts.

@@ -661,7 +661,7 @@ def _equal_pairs(a: np.ndarray, b: np.ndarray) -> int:
     return int(np.dot(ca[ia].astype(np.int64), cb[ib].astype(np.int64)))
 
 
-def _lis(values: list[int]) -> list[int]:
+def lis(values: list[int]) -> list[int]:
     """Indices of a longest strictly increasing subsequence of values (patience sorting, O(n log n))."""
     tails: list[int] = []
     tail_at: list[int] = []
@@ -703,7 +703,7 @@ def _landmarks(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
     kb = b[pb]
     by_key = np.argsort(kb, kind="stable")
     partner = pb[by_key[np.searchsorted(kb[by_key], a[pa])]]  # each landmark's one position in b
-    keep = _lis(partner.tolist())
+    keep = lis(partner.tolist())
     return pa[keep], partner[keep]
 
 
@@ -804,11 +804,21 @@ def match_blocks(
     instead while that search visits at most that many pairs."""
     exact_work = EXACT_WORK if exact_work is None else exact_work
     window = WINDOW if window is None else window
+    # A key that one run never has can pair with nothing: dropping such keys from both lists leaves every common
+    # subsequence as it was, and leaves the edit distance the windows see to what the runs really reorder. A
+    # compiled model fuses ~70% of an eager step's kernels away: unfiltered, a 128-kernel window of a 4-layer Llama
+    # is ~230 edits apart, Myers gives up, and the longest-block fallback paired layer 1's q/k/v projections with
+    # layer 2's (the rest of the step shifted by a layer: 3 of 4 attention chains, cross-layer groups).
+    arr_a = np.asarray(a, dtype=np.int64)
+    arr_b = np.asarray(b, dtype=np.int64)
+    keep_a, keep_b = np.isin(arr_a, arr_b), np.isin(arr_b, arr_a)
+    if not (keep_a.all() and keep_b.all()):
+        pos_a, pos_b = np.flatnonzero(keep_a), np.flatnonzero(keep_b)
+        in_a, in_b = match_blocks(arr_a[pos_a].tolist(), arr_b[pos_b].tolist(), exact_work, window)
+        return pos_a[in_a].tolist(), pos_b[in_b].tolist()
     b2j: dict[int, list[int]] = {}
     for j, x in enumerate(b):
         b2j.setdefault(x, []).append(j)
-    arr_a = np.asarray(a, dtype=np.int64)
-    arr_b = np.asarray(b, dtype=np.int64)
     if exact_work > 0 and _equal_pairs(arr_a, arr_b) <= exact_work:
         try:
             return _pairs(_blocks_exact(a, b2j, 0, len(a), 0, len(b), exact_work))

@@ -34,10 +34,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analyzer.diff.align import Alignment, RunSeq
+from analyzer.diff.align import Alignment, RunSeq, lis
 from analyzer.diff.attention import attention_chains, moves_scores
 from analyzer.fmt import short_name
-from analyzer.ops.names import POINTWISE_OPS, NameVerdict, canonical_ops, inductor_name_verdict, text_ops
+from analyzer.ops.names import (
+    POINTWISE_OPS,
+    NameVerdict,
+    canonical_ops,
+    inductor_name_verdict,
+    is_inductor_name,
+    text_ops,
+)
 from analyzer.ops.tensors import Tensor
 
 _SIDE_ROLES = ("memop", "helper")
@@ -122,7 +129,9 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     for _ in range(MAX_RECLAIMS + 1):
         st = _Claims(b_rows, c_rows, al, taken_b, taken_c, banned)
         _claim_attention(st)
+        st.set_segments()
         _claim_by_ops(st)
+        _claim_by_ops_in_segment(st)
         _claim_by_position(st)
         _claim_by_data_flow(st)
         groups_by_c = _groups_of_claims(st)
@@ -176,6 +185,37 @@ class _Claims:
         # where each candidate may claim on the base axis: its gap between anchors widened by EXTRA_ANCHORS anchors
         # each side (so a group is one stretch of the baseline's program, never one spanning a layer's 7+ GEMMs)
         self.window = {j: al.base_window(j, EXTRA_ANCHORS) for j in self.left_c}
+        self.seg_b: list[int] = []  # attention boundaries (set_segments, once attention chains are claimed)
+        self.seg_c: list[int] = []
+
+    def set_segments(self) -> None:
+        """Cut both steps at their attention kernels (an attention kernel that took an eager chain, or an attention
+        pair of the alignment), in order on both sides: segment k of the baseline and segment k of the candidate
+        run the same layer's work. Inductor hoists independent work across GEMM anchors (a compiled Llama runs
+        layer 1's q projection before the mask, position-id and RoPE-table kernels that eager runs first), so a
+        claim may reach anywhere in the candidate's own layer, never into another."""
+        bounds = sorted(
+            [(min(ch.members), j) for j, ch in self.chain_for.items()]
+            + [(i, j) for i, j, _ in self.al.pairs if self.b_rows[i].attn is not None]
+        )
+        keep = lis([j for _, j in bounds])
+        self.seg_b = [bounds[k][0] for k in keep]
+        self.seg_c = [bounds[k][1] for k in keep]
+
+    def segment_b(self, i: int) -> int | None:
+        return bisect.bisect_right(self.seg_b, i) if self.seg_b else None
+
+    def segment_c(self, j: int) -> int | None:
+        return bisect.bisect_right(self.seg_c, j) if self.seg_c else None
+
+    def in_stretch(self, j: int, i: int) -> bool:
+        """Is base position i in candidate j's stretch of the program: its gap between anchors widened by
+        EXTRA_ANCHORS anchors, or (steps cut at attention kernels) its own layer's segment?"""
+        lo, hi = self.window[j]
+        if lo < i < hi:
+            return True
+        sb = self.segment_b(i)
+        return sb is not None and sb == self.segment_c(j)
 
     def name_verdict(self, j: int, i: int) -> NameVerdict:
         """What the candidate's own (Inductor) name says about it computing baseline kernel i (names module)."""
@@ -188,8 +228,7 @@ class _Claims:
         if i is not None and i in self.chain_of and not moves_scores(self.c_rows[j], self.chain_of[i]):
             return False  # position or an op name is no evidence that an attention chain went into this kernel
         if i is not None:
-            lo, hi = self.window[j]
-            if not lo < i < hi or self.name_verdict(j, i).allowed is False:
+            if not self.in_stretch(j, i) or self.name_verdict(j, i).allowed is False:
                 return False  # the op lies outside the candidate's stretch, or its name rules the op out
         cap = self.caps[j]
         if cap is None:
@@ -255,17 +294,85 @@ def _claim_by_ops(st: _Claims) -> None:
         for i in left_b[first:last]:
             ops_b = base_ops[i]
             d = abs(i - cj)
-            if not ops_b or not (lo < i < hi) or d > MAX_CLAIM_DISTANCE or not ops_b <= ops_j:
+            if not ops_b or not (lo < i < hi) or d > MAX_CLAIM_DISTANCE or not _covers(st, i, j, ops_b, ops_j):
                 continue
             if b_rows[i].is_gemm and "mm" not in ops_j:
                 continue
+            if st.caps[j] is None and not _touches(b_rows[i], st.c_rows[j]):
+                continue  # named, but none of its tensors is the fused kernel's: an inner member, or another's
             pairs.append((d, -j, i, j))
     for _, _, i, j in sorted(pairs):
         if i in st.claim or not st.room(j, i):
             continue
         ops_b = base_ops[i]
-        labels = [lbl for lbl, ops in st.sources[j] if ops_b & ops]
+        labels = [lbl for lbl, ops in st.sources[j] if ops_b & ops] or ["kernel name"]
         st.take(i, j, f"ops {'+'.join(sorted(ops_b))} named by {', '.join(labels)}")
+
+
+def _covers(st: _Claims, i: int, j: int, ops_b: frozenset[str], ops_j: frozenset[str]) -> bool:
+    """Do candidate j's ops cover baseline kernel i's: all named, or the rest named by a decomposition its Inductor
+    name records (names.INDUCTOR_REWRITES: an embedding's gather, a neg folded into a sub)?"""
+    if ops_b <= ops_j:
+        return True
+    v = st.name_verdict(j, i)
+    return bool(v.allowed) and v.how.startswith("rewrite")
+
+
+def _touches(b_row, c_row) -> bool:
+    """Does baseline kernel b_row share a tensor size with candidate c_row's recorded arguments (an Inductor
+    kernel's buffers, a launching op's inputs)? Unknown on either side: no evidence against. A fused kernel reads
+    and writes the tensors entering and leaving its group, so the members an op name claims must touch them; the
+    members inside (an RMSNorm's eps add and rsqrt on [tokens, 1]) join through data flow (evidence 3)."""
+    c_sizes = {t.numel for t in c_row.io.linkable if t.numel > 1}
+    if c_row.io.output is not None and c_row.io.output.numel > 1:
+        c_sizes.add(c_row.io.output.numel)
+    b_ts = [t for t in (*b_row.io.inputs, b_row.io.output) if t is not None and t.numel > 1]
+    if not c_sizes or not b_ts:
+        return True
+    return any(t.numel in c_sizes for t in b_ts)
+
+
+def _claim_by_ops_in_segment(st: _Claims) -> None:
+    """Evidence 1 again, within a layer: a baseline kernel still unclaimed goes to the candidate Triton kernel of
+    the same segment (Claims.set_segments) whose descriptive name lists its ops, nearest by relative place in the
+    segment. For work Inductor moved across GEMM anchors, beyond the anchor window of evidence 1."""
+    if not st.seg_b:
+        return
+    b_rows, c_rows = st.b_rows, st.c_rows
+    by_seg: dict[int, list[int]] = {}
+    for j in st.left_c:
+        if st.caps[j] is None and st.all_ops[j] and is_inductor_name(c_rows[j].name):
+            by_seg.setdefault(st.segment_c(j), []).append(j)
+    n_b, n_c = len(b_rows), len(c_rows)
+    edges_b, edges_c = [-1, *st.seg_b, n_b], [-1, *st.seg_c, n_c]
+
+    def rel(pos: int, seg: int, edges: list[int]) -> float:
+        return (pos - edges[seg]) / max(edges[seg + 1] - edges[seg], 1)
+
+    for i in st.left_b:
+        if i in st.claim or b_rows[i].role in _SIDE_ROLES:
+            continue
+        ops_b = _base_ops(b_rows[i])
+        seg = st.segment_b(i)
+        if not ops_b or seg not in by_seg:
+            continue
+        if b_rows[i].is_gemm:
+            continue  # a GEMM goes to a kernel that names mm, by evidence 1 or the epilogue rule
+        ri = rel(i, seg, edges_b)
+        best = None
+        for j in by_seg[seg]:
+            if st.name_verdict(j, i).allowed is not True or not _covers(st, i, j, ops_b, st.all_ops[j]):
+                continue
+            if not _touches(b_rows[i], c_rows[j]):
+                continue
+            if not st.room(j, i):
+                continue
+            d = abs(rel(j, seg, edges_c) - ri)
+            if best is None or d < best[0]:
+                best = (d, j)
+        if best is not None:
+            ops = "+".join(sorted(ops_b))
+            st.take(i, best[1], f"ops {ops} named by kernel name, in the same layer (between the same attention kernels)")
 
 
 def _claim_by_position(st: _Claims) -> None:

@@ -106,6 +106,7 @@ OTHER_ALLOWLIST: tuple[tuple[str, str], ...] = (
 # ops decoders (names, words and epilogues come from analyzer.ops.names, the one decoder)
 # ---------------------------------------------------------------------------------------------------
 _GEMM_WORDS = ("mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "convolution")
+_NO_GEMM_WORDS = ("mm", "bmm", "_scaled_mm", "matmul", "linear")
 
 
 def _inductor(name: str) -> tuple[str, str]:
@@ -120,6 +121,9 @@ def _inductor(name: str) -> tuple[str, str]:
         if "flex_attention" in dec.words:
             return "attention", "+".join(ops)
         return "gemm", _template_gemm(dec)[0]
+    # a pointwise / reduction kernel lists the GEMM whose output it reads (an addmm's bias add, RoPE's gradient
+    # beside a bmm): it computes none of the product (names.inductor_ops)
+    ops = list(dict.fromkeys("add" if w in ("addmm", "baddbmm") else w for w in ops if w not in _NO_GEMM_WORDS))
     if not ops:
         ops = ["copy"] if dec.words else []
     category = {"poi": "pointwise", "red": "reduction", "per": "reduction", "spl": "reduction"}.get(dec.kind, "other")

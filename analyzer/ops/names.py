@@ -230,11 +230,16 @@ def inductor_ops(name: str | None) -> frozenset[str]:
         if dec.kind in ("poi", "red", "per") and w in ATTENTION_WORDS:
             continue
         ops |= canonical_ops(w)
+    if dec.kind in ("poi", "red", "per", "for", "spl"):
+        # a pointwise / reduction kernel names the GEMM whose output it reads or whose input it prepares (a compiled
+        # backward's 'triton_poi_fused__to_copy_add_bmm_cat_…' is RoPE's gradient): it computes no matrix product
+        ops.discard("mm")
     return frozenset(ops)
 
 
-# Inductor lists at most this many op names in a kernel name (torch._inductor.config.kernel_name_max_ops, default
-# 10), sorted: a name with that many words may have lost the ops that sort after its last word.
+# Inductor can cut a kernel name's sorted op list at torch._inductor.config.kernel_name_max_ops (default 10): a name
+# with exactly that many words may have lost the ops that sort after its last word. (torch 2.11's names list all of
+# them: a whole-model compile's RoPE + mask kernel names 25.)
 INDUCTOR_MAX_NAME_OPS = 10
 # Ops that combine many elements into one (a reduction, a scan, a normalisation): a pointwise (`poi`) kernel cannot
 # compute them. Scatter-adds (embedding and nll_loss backward) are pointwise with atomics in Inductor: not listed.
@@ -250,6 +255,8 @@ INDUCTOR_REWRITES: dict[str, frozenset[str]] = {
     "neg": frozenset(["sub"]),  # x·(-1) + y folded into y - x
     "div": frozenset(["mul", "reciprocal"]),  # division by a scalar as a multiplication
     "fill": frozenset(["full", "zeros", "new_zeros", "zeros_like", "full_like"]),
+    "gather": frozenset(["embedding", "index_select", "index"]),  # an eager embedding's lookup kernel
+    "index_select": frozenset(["embedding", "index"]),
 }
 
 
@@ -269,6 +276,8 @@ def inductor_name_verdict(cand_name: str | None, base_op: str | None, base_ops: 
     if dec is None or not any(not w.isdigit() for w in dec.words):  # 'triton_poi_fused_0': descriptive names off
         return NameVerdict(None, "")
     need = set(base_ops) - set(COPY_OPS) - {"copy"}
+    if dec.kind in ("poi", "red", "per", "for", "spl") and "mm" in need:
+        return NameVerdict(False, "a pointwise or reduction kernel computes no matrix product")
     if dec.kind == "poi" and need & REDUCTION_OPS:
         return NameVerdict(False, f"a pointwise kernel computes no {'/'.join(sorted(need & REDUCTION_OPS))}")
     listed = inductor_ops(cand_name) | frozenset(dec.words)
@@ -280,7 +289,7 @@ def inductor_name_verdict(cand_name: str | None, base_op: str | None, base_ops: 
     if len(rewrites) == len(missing):
         return NameVerdict(True, "rewrite: " + ", ".join(rewrites))
     base = op_base(base_op)
-    if len(dec.words) >= INDUCTOR_MAX_NAME_OPS and base and base > dec.words[-1]:
+    if len(dec.words) == INDUCTOR_MAX_NAME_OPS and base and base > dec.words[-1]:
         return NameVerdict(True, f"truncated name: {base} would sort after its last listed op {dec.words[-1]}")
     return NameVerdict(False, f"its name lists no {'/'.join(sorted(missing))}")
 
