@@ -273,3 +273,12 @@ def unique_labels(labels) -> list[str]:
         out.append(new)
         seen.add(new)
     return out
+
+
+def counted(items) -> list[str]:
+    """Each distinct item once, in first-seen order, with ' ×k' when it repeats: a whole-model group's list of
+    replaced kernels (an optimizer step's 300 multi_tensor_apply launches) read as its few distinct kernels."""
+    counts: dict = {}
+    for x in items:
+        counts[x] = counts.get(x, 0) + 1
+    return [f"{x} ×{n}" if n > 1 else str(x) for x, n in counts.items()]

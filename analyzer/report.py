@@ -25,6 +25,7 @@ from analyzer.cells import spreadsheet_safe
 from analyzer.diff import BYTES_RULE, ESTIMATES
 from analyzer.diff.facts import conditions_text, diff_context, workload_parts
 from analyzer.fmt import (
+    counted,
     finite,
     fmt_bytes,
     fmt_num,
@@ -84,7 +85,7 @@ def fusions_csv(diff) -> str:
                     _text_cell(cd.label),
                     _text_cell(f.kind),
                     _text_cell(f.fused_kernel),
-                    _text_cell(" + ".join(f.replaces)),
+                    _text_cell(" + ".join(counted(f.replaces))),
                     _text_cell("+".join(f.ops)),
                     f.count_per_step,
                     _text_cell("; ".join(_inter_text(i) for i in f.intermediates)),
@@ -120,8 +121,12 @@ class Name(str):
 
 
 def _names(names, ops=None) -> list:
+    """Kernel names with their ops, each distinct (name, op) once with ' ×k' when it repeats."""
     ops = ops or [""] * len(names)
-    return [Name(n, f" ({o})" if o else "") for n, o in zip(names, ops, strict=False)]
+    counts: dict = {}
+    for n, o in zip(names, ops, strict=False):
+        counts[(n, o)] = counts.get((n, o), 0) + 1
+    return [Name(n, (f" ({o})" if o else "") + (f" ×{k}" if k > 1 else "")) for (n, o), k in counts.items()]
 
 
 # --- content ------------------------------------------------------------------------------------------------------

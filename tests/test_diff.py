@@ -455,7 +455,9 @@ def test_unrelated_runs_are_flagged():
     assert acct.explained_time_share < 0.5 and not acct.reliable and acct.unexplained
     from analyzer.report import report_markdown
 
-    assert f"- warning: only {acct.explained_time_share:.0%} of bert's GPU time per step is matched" in report_markdown(d)
+    assert f"- warning: only {acct.explained_time_share:.0%} of bert's GPU time per step is matched" in report_markdown(
+        d
+    )
     hf = diff_runs(sample_summary("hf_geglu_bf16", "eager"), [sample_summary("hf_geglu_bf16", "compile")])
     assert not any("unreliable" in n for n in hf.candidates[0].notes)
 

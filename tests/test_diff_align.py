@@ -141,8 +141,9 @@ def test_public_same_model_diffs_pair_at_least_what_difflibs_alignment_gives(bas
     now = diff_runs(b, [c], labels=["b", "c"]).to_json()
     monkeypatch.setattr(diff_align, "EXACT_WORK", float("inf"))
     old = diff_runs(b, [c], labels=["b", "c"]).to_json()
-    assert now["candidates"][0]["accounting"]["base"]["matched"]["count"] >= (
-        old["candidates"][0]["accounting"]["base"]["matched"]["count"]
+    assert (
+        now["candidates"][0]["accounting"]["base"]["matched"]["count"]
+        >= (old["candidates"][0]["accounting"]["base"]["matched"]["count"])
     )
     assert now["candidates"][0]["hbm_bytes_avoided_per_step"] == old["candidates"][0]["hbm_bytes_avoided_per_step"]
 

@@ -78,9 +78,7 @@ class Accounting:
                 "explained_time_share": self.explained_time_share,
                 "reliable": self.reliable,
                 "base": {b: {"count": self.base_count[b], "time_us": self.base_time_us[b]} for b in BASE_BUCKETS},
-                "candidate": {
-                    b: {"count": self.cand_count[b], "time_us": self.cand_time_us[b]} for b in CAND_BUCKETS
-                },
+                "candidate": {b: {"count": self.cand_count[b], "time_us": self.cand_time_us[b]} for b in CAND_BUCKETS},
                 "unexplained": self.unexplained,
                 "removed": self.removed,
                 "new": self.new,

@@ -373,6 +373,11 @@ def _row_facts(name, op, dims, types, concrete, strides, role: str, ops, categor
     shapes = dims_text(dims)
     if g is not None:
         key = g.key
+    elif attn is not None:  # the same attention call whatever else its op records (a compiled graph's extra args)
+        # KV heads left out: the same GQA attention is called with 4 KV heads (SDPA's enable_gqa) or with K and V
+        # expanded to the 16 query heads (a compiled graph's repeat_kv view): the same kernel and FLOPs
+        key = ("a", name, op, attn.batch, attn.heads, attn.q_len, attn.kv_len, attn.head_dim, attn.v_head_dim,
+               attn.dtype, attn.backward)  # fmt: skip
     elif role == "memop":  # a workspace memset pairs with its twin whatever the op's out= argument
         key = ("m", name, op)
     else:

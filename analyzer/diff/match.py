@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analyzer.diff.align import Alignment, RunSeq, lis
-from analyzer.diff.attention import attention_chains, moves_scores
+from analyzer.diff.attention import attention_chains, backward_chains, moves_scores
 from analyzer.fmt import short_name
+from analyzer.ops import names
 from analyzer.ops.names import (
     POINTWISE_OPS,
     NameVerdict,
@@ -129,6 +130,7 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     for _ in range(MAX_RECLAIMS + 1):
         st = _Claims(b_rows, c_rows, al, taken_b, taken_c, banned)
         _claim_attention(st)
+        _claim_optimizer(st)
         st.set_segments()
         _claim_by_ops(st)
         _claim_by_ops_in_segment(st)
@@ -148,7 +150,7 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     return GroupResult(
         groups=sorted(groups + choices, key=lambda g: g.fused[0]),
         unmatched_b=[i for i in st.left_b if i not in st.claim],
-        unmatched_c=[j for j in st.left_c if j not in groups_by_c],
+        unmatched_c=[j for j in st.left_c if j not in groups_by_c and j not in st.claimed_c],
         pairs=pairs,
     )
 
@@ -180,8 +182,12 @@ class _Claims:
         # eager attention chains of the baseline (QKᵀ GEMM … PV GEMM): only an attention kernel, or a kernel that
         # itself moves a tensor of the chain's score size, may take their members (analyzer.diff.attention)
         self.chains = attention_chains(b_rows, self.left_b)
+        taken = {m for ch in self.chains for m in ch.members}
+        self.chains += backward_chains(b_rows, [i for i in self.left_b if i not in taken])
         self.chain_of = {m: ch for ch in self.chains for m in ch.members}
         self.chain_for: dict = {}  # cand pos -> the chain it took
+        self.claimed_c: set[int] = set()  # candidate positions that replace something (groups' fused kernels)
+        self.optimizer_fused: tuple[int, list[int]] | None = None  # (lead, the other optimizer kernels)
         # where each candidate may claim on the base axis: its gap between anchors widened by EXTRA_ANCHORS anchors
         # each side (so a group is one stretch of the baseline's program, never one spanning a layer's 7+ GEMMs)
         self.window = {j: al.base_window(j, EXTRA_ANCHORS) for j in self.left_c}
@@ -255,13 +261,19 @@ def _claim_attention(st: _Claims) -> None:
     shapes (B·H, S_q, S_k, D, D_v): the GEMMs, the scale/mask/softmax/cast kernels on the [B, H, S_q, S_k] scores
     between them, the K/V head-repeat copies feeding them and the layout copy of the PV output. Shapes are the
     evidence, never position; the chain is within MAX_CLAIM_DISTANCE of the candidate's place on the base axis."""
+    longest: dict[int, int] = {}  # op call -> its longest kernel (cuDNN's bprop, not its dO·O pre-pass)
+    for j in st.left_c:
+        call = st.c_rows[j].op_index
+        if st.c_rows[j].attn is not None and call >= 0:
+            if call not in longest or st.c_rows[j].dur_us > st.c_rows[longest[call]].dur_us:
+                longest[call] = j
     for j in st.left_c:
         att = st.c_rows[j].attn
-        if att is None or att.backward:
+        if att is None or st.c_rows[j].role in _SIDE_ROLES or longest.get(st.c_rows[j].op_index, j) != j:
             continue
         best = None
         for ch in st.chains:
-            if ch.taken or not ch.fits(att):
+            if ch.taken or not ch.matches(att):
                 continue
             d = min(abs(m - st.coord[j]) for m in ch.members)
             if d <= MAX_CLAIM_DISTANCE and (best is None or d < best[0]):
@@ -274,6 +286,56 @@ def _claim_attention(st: _Claims) -> None:
         for m in ch.members:
             if m not in st.claim:
                 st.take(m, j, ch.evidence[m])
+
+
+OPTIMIZER_RANGE = "Optimizer.step#"  # torch.optim wraps every step in this record_function range
+
+
+def _optimizer_kernel(row) -> bool:
+    """A kernel of an optimizer step: a multi-tensor (foreach) or fused optimizer op, a kernel launched inside
+    torch.optim's step range, or an Inductor foreach kernel (a compiled optimizer step: Dynamo drops the range)."""
+    op = names.op_base(row.op_name)
+    if op.startswith(("_foreach_", "_fused_adam", "_fused_sgd", "_fused_adagrad")):
+        return True
+    if any(str(r).startswith(OPTIMIZER_RANGE) for r in row.context):
+        return True
+    dec = names.inductor(row.name)
+    return dec is not None and dec.kind == "for"
+
+
+def _claim_optimizer(st: _Claims) -> None:
+    """The optimizer step, whole: the baseline's optimizer kernels (foreach multi_tensor_apply launches, one per
+    chunk of parameters and per op) go to the candidate's (a fused AdamW kernel, Inductor's foreach kernels).
+    Evidence: both are the optimizer step (op family or torch.optim's range); the longest candidate kernel leads
+    the group, the others join it, and Inductor kernels after the first foreach kernel belong to that compiled
+    graph (its step counters)."""
+    base = [
+        i
+        for i in st.left_b
+        if _optimizer_kernel(st.b_rows[i]) and st.b_rows[i].kind == "kernel" and not st.b_rows[i].is_gemm
+    ]
+    # a kernel the baseline also runs is no new implementation of the step (two ranks of one job: cap 0)
+    cand = [
+        j
+        for j in st.left_c
+        if _optimizer_kernel(st.c_rows[j])
+        and st.c_rows[j].kind == "kernel"
+        and st.caps[j] != 0
+        and not st.c_rows[j].is_gemm
+    ]
+    if not base or not cand:
+        return
+    tail = [
+        j
+        for j in st.left_c
+        if j > cand[0] and j not in cand and is_inductor_name(st.c_rows[j].name) and st.caps[j] != 0
+    ]
+    cand = sorted({*cand, *tail})
+    lead = max(cand, key=lambda j: (st.c_rows[j].dur_us, -j))
+    what = "+".join(sorted({names.op_base(st.b_rows[i].op_name).strip("_") for i in base}))[:120]
+    for i in base:
+        st.take(i, lead, f"optimizer step ({what}) replaced by the candidate's optimizer kernels")
+    st.optimizer_fused = (lead, [j for j in cand if j != lead])
 
 
 def _claim_by_ops(st: _Claims) -> None:
@@ -329,7 +391,8 @@ def _touches(b_row, c_row) -> bool:
     b_ts = [t for t in (*b_row.io.inputs, b_row.io.output) if t is not None and t.numel > 1]
     if not c_sizes or not b_ts:
         return True
-    return any(t.numel in c_sizes for t in b_ts)
+    # or half of one: RoPE's rotate_half works on the two halves of the last dimension of q / k
+    return any(t.numel in c_sizes or 2 * t.numel in c_sizes for t in b_ts)
 
 
 def _claim_by_ops_in_segment(st: _Claims) -> None:
@@ -359,20 +422,21 @@ def _claim_by_ops_in_segment(st: _Claims) -> None:
         if b_rows[i].is_gemm:
             continue  # a GEMM goes to a kernel that names mm, by evidence 1 or the epilogue rule
         ri = rel(i, seg, edges_b)
-        best = None
-        for j in by_seg[seg]:
-            if st.name_verdict(j, i).allowed is not True or not _covers(st, i, j, ops_b, st.all_ops[j]):
-                continue
-            if not _touches(b_rows[i], c_rows[j]):
-                continue
-            if not st.room(j, i):
-                continue
-            d = abs(rel(j, seg, edges_c) - ri)
-            if best is None or d < best[0]:
-                best = (d, j)
-        if best is not None:
-            ops = "+".join(sorted(ops_b))
-            st.take(i, best[1], f"ops {ops} named by kernel name, in the same layer (between the same attention kernels)")
+        named = [
+            j
+            for j in by_seg[seg]
+            if st.name_verdict(j, i).allowed is True and _covers(st, i, j, ops_b, st.all_ops[j]) and st.room(j, i)
+        ]
+        touching = [j for j in named if _touches(b_rows[i], c_rows[j])]
+        ops = "+".join(sorted(ops_b))
+        where = "in the same layer (between the same attention kernels)"
+        if touching:
+            j = min(touching, key=lambda x: (abs(rel(x, seg, edges_c) - ri), x))
+            st.take(i, j, f"ops {ops} named by kernel name, {where}")
+        elif len(named) == 1 and ops_b <= st.all_ops[named[0]]:
+            # an inner tensor of the fused work (RoPE backward's rotate_half halves): no size in common with the
+            # kernel's buffers, but the only kernel of its layer whose name lists the op
+            st.take(i, named[0], f"ops {ops}: the only kernel {where} whose name lists them")
 
 
 def _claim_by_position(st: _Claims) -> None:
@@ -383,7 +447,10 @@ def _claim_by_position(st: _Claims) -> None:
     opaque = [
         j
         for j in st.left_c
-        if not st.all_ops[j] and st.c_rows[j].kind == "kernel" and not is_vendor_kernel(st.c_rows[j]) and st.caps[j] != 0
+        if not st.all_ops[j]
+        and st.c_rows[j].kind == "kernel"
+        and not is_vendor_kernel(st.c_rows[j])
+        and st.caps[j] != 0
     ]
     by_gap: dict[int, tuple[list[float], list[int]]] = {}
     for j in opaque:  # increasing j: coordinates increase within a gap
@@ -449,7 +516,17 @@ def _groups_of_claims(st: _Claims) -> dict[int, Group]:
             g.members.remove(i)
             del g.evidence[i], st.claim[i]
         if j in st.chain_for:
-            g.edges = [e for e in st.chain_for[j].edges if e[0] in g.members and e[1] in g.members]
+            ch = st.chain_for[j]
+            g.edges = [e for e in ch.edges if e[0] in g.members and e[1] in g.members] if not ch.backward else None
+            # the other kernels of the same attention op call (cuDNN's memset, its dO·O and dQ-cast kernels) are
+            # part of the replacement, not new work
+            call = st.c_rows[j].op_index
+            if call >= 0:
+                g.fused += [x for x in st.left_c if x != j and st.c_rows[x].op_index == call and x not in st.claimed_c]
+                st.claimed_c.update(g.fused)
+        if st.optimizer_fused is not None and j == st.optimizer_fused[0]:
+            g.fused += [x for x in st.optimizer_fused[1] if x not in st.claimed_c and x not in groups_by_c]
+            st.claimed_c.update(g.fused)
     return groups_by_c
 
 
@@ -509,7 +586,8 @@ def _strays(groups_by_c: dict[int, Group], b_rows: list) -> set[tuple[int, int]]
             if io.output is None or not io.inputs:
                 sigs = None
                 break
-            sigs[m] = {(t.numel, t.dtype) for t in (*io.inputs, io.output)}
+            # a half of a member's tensor links too (RoPE's rotate_half: neg of one half, cat of both)
+            sigs[m] = {(n, t.dtype) for t in (*io.inputs, io.output) for n in (t.numel, 2 * t.numel)}
         if sigs is None:
             continue
         for m in g.members:
@@ -556,7 +634,9 @@ def _kernel_choices(b_rows: list, c_rows: list, al: Alignment) -> tuple[list[Gro
         for p in positions:
             r = rows[p]
             if r.op_index >= 0 and str(r.op_name).startswith("aten::") and r.io.inputs:
-                inst.setdefault((r.op_index, r.op_name, r.dims), []).append(p)
+                # an attention call by its problem (align's key), whatever K / V layout it was handed
+                what = r.key[3:] if r.attn is not None else r.dims
+                inst.setdefault((r.op_index, r.op_name, what), []).append(p)
         return [(k[1], k[2], v) for k, v in inst.items()]
 
     b_inst = instances(b_rows, al.unmatched_b)
