@@ -233,9 +233,8 @@ class _Claims:
             return False
         if i is not None and i in self.chain_of and not moves_scores(self.c_rows[j], self.chain_of[i]):
             return False  # position or an op name is no evidence that an attention chain went into this kernel
-        if i is not None:
-            if not self.in_stretch(j, i) or self.name_verdict(j, i).allowed is False:
-                return False  # the op lies outside the candidate's stretch, or its name rules the op out
+        if i is not None and (not self.in_stretch(j, i) or self.name_verdict(j, i).allowed is False):
+            return False  # the op lies outside the candidate's stretch, or its name rules the op out
         cap = self.caps[j]
         if cap is None:
             return True
@@ -264,9 +263,10 @@ def _claim_attention(st: _Claims) -> None:
     longest: dict[int, int] = {}  # op call -> its longest kernel (cuDNN's bprop, not its dO·O pre-pass)
     for j in st.left_c:
         call = st.c_rows[j].op_index
-        if st.c_rows[j].attn is not None and call >= 0:
-            if call not in longest or st.c_rows[j].dur_us > st.c_rows[longest[call]].dur_us:
-                longest[call] = j
+        if st.c_rows[j].attn is None or call < 0:
+            continue
+        if call not in longest or st.c_rows[j].dur_us > st.c_rows[longest[call]].dur_us:
+            longest[call] = j
     for j in st.left_c:
         att = st.c_rows[j].attn
         if att is None or st.c_rows[j].role in _SIDE_ROLES or longest.get(st.c_rows[j].op_index, j) != j:
