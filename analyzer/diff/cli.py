@@ -75,6 +75,10 @@ def run(args) -> int:
     return 0
 
 
+GROUPS_SHOWN = 12  # fusion groups listed in full; a whole model's others are summed in the 'by pattern' line
+UNEXPLAINED_SHOWN = 8
+
+
 def text_lines(diff) -> list[str]:
     """The terminal view: one block per candidate."""
     b = diff.base
@@ -113,7 +117,32 @@ def text_lines(diff) -> list[str]:
             f"  {cd.traffic_avoided()['text']}; logical: {cd.hbm_bytes_avoided_per_step:,.0f} B, estimate · "
             f"time saved by fusions {fmt_us(cd.time_saved_us_per_step)}/step"
         )
+        if cd.accounting is not None:
+            out.append(f"  accounting: {cd.accounting.text()}")
+            for k in cd.accounting.unexplained[:UNEXPLAINED_SHOWN]:
+                out.append(
+                    f"      unexplained: {short_name(k['name'])} ({k['op']}) ×{k['count_per_step']} "
+                    f"{fmt_us(k['time_us_per_step'])}/step"
+                )
+            if len(cd.accounting.unexplained) > UNEXPLAINED_SHOWN:
+                out.append(f"      (+{len(cd.accounting.unexplained) - UNEXPLAINED_SHOWN} more: see --json)")
+        if cd.phases:
+            out.append(f"  {cd.phases_text()}")
+        patterns = cd.pattern_summary()
+        if len(cd.fusions) > GROUPS_SHOWN:
+            out.append(
+                "  by pattern: "
+                + " · ".join(
+                    f"{p['pattern']} ×{p['groups_per_step']}"
+                    + (f" ({p['phase']})" if cd.phases else "")
+                    + f" saved {fmt_us(p['time_saved_us_per_step'])}, {fmt_bytes(p['bytes_avoided_per_step'])}"
+                    for p in patterns
+                )
+            )
+        shown = sorted(cd.fusions, key=lambda f: -f.time_saved_us_per_step)[:GROUPS_SHOWN]
         for f in cd.fusions:
+            if f not in shown:
+                continue
             inter = ", ".join(f"{i['matrix']} {i['dtype']} ×{1 + i['reads']}" for i in f.intermediates) or "none"
             out.append(
                 f"  fusion{' ×' + str(f.count_per_step) if f.count_per_step > 1 else ''}: {short_name(f.fused_kernel)} ← "
@@ -123,6 +152,8 @@ def text_lines(diff) -> list[str]:
             )
             if f.bytes_note:
                 out.append(f"      bytes: {f.bytes_note}")
+        if len(cd.fusions) > GROUPS_SHOWN:
+            out.append(f"  (+{len(cd.fusions) - GROUPS_SHOWN} more fusion groups, less time saved: --json or --report)")
         for f in cd.swaps:
             out.append(f"  swap: {short_name(f.fused_kernel)} ← {short_name(f.replaces[0])} ({'+'.join(f.ops) or '?'})")
         if cd.kernel_choices:

@@ -38,6 +38,7 @@ from analyzer.diff.align import Alignment, RunSeq, lis
 from analyzer.diff.attention import attention_chains, backward_chains, moves_scores
 from analyzer.fmt import short_name
 from analyzer.ops import names
+from analyzer.phases import is_optimizer_kernel
 from analyzer.ops.names import (
     POINTWISE_OPS,
     NameVerdict,
@@ -260,16 +261,21 @@ def _claim_attention(st: _Claims) -> None:
     shapes (B·H, S_q, S_k, D, D_v): the GEMMs, the scale/mask/softmax/cast kernels on the [B, H, S_q, S_k] scores
     between them, the K/V head-repeat copies feeding them and the layout copy of the PV output. Shapes are the
     evidence, never position; the chain is within MAX_CLAIM_DISTANCE of the candidate's place on the base axis."""
-    longest: dict[int, int] = {}  # op call -> its longest kernel (cuDNN's bprop, not its dO·O pre-pass)
+    # one lead per attention op call: its longest kernel (cuDNN's bprop, not its dO·O pre-pass), with the call's
+    # attention problem (recorded on the call's first and last kernels)
+    longest: dict[int, int] = {}
+    att_of: dict[int, object] = {}
     for j in st.left_c:
-        call = st.c_rows[j].op_index
-        if st.c_rows[j].attn is None or call < 0:
+        r = st.c_rows[j]
+        if r.op_index < 0 or r.kind != "kernel":
             continue
-        if call not in longest or st.c_rows[j].dur_us > st.c_rows[longest[call]].dur_us:
-            longest[call] = j
-    for j in st.left_c:
-        att = st.c_rows[j].attn
-        if att is None or st.c_rows[j].role in _SIDE_ROLES or longest.get(st.c_rows[j].op_index, j) != j:
+        if r.attn is not None:
+            att_of[r.op_index] = r.attn
+        if r.op_index not in longest or r.dur_us > st.c_rows[longest[r.op_index]].dur_us:
+            longest[r.op_index] = j
+    for call, j in sorted(longest.items(), key=lambda x: x[1]):
+        att = att_of.get(call)
+        if att is None:
             continue
         best = None
         for ch in st.chains:
@@ -288,19 +294,8 @@ def _claim_attention(st: _Claims) -> None:
                 st.take(m, j, ch.evidence[m])
 
 
-OPTIMIZER_RANGE = "Optimizer.step#"  # torch.optim wraps every step in this record_function range
-
-
 def _optimizer_kernel(row) -> bool:
-    """A kernel of an optimizer step: a multi-tensor (foreach) or fused optimizer op, a kernel launched inside
-    torch.optim's step range, or an Inductor foreach kernel (a compiled optimizer step: Dynamo drops the range)."""
-    op = names.op_base(row.op_name)
-    if op.startswith(("_foreach_", "_fused_adam", "_fused_sgd", "_fused_adagrad")):
-        return True
-    if any(str(r).startswith(OPTIMIZER_RANGE) for r in row.context):
-        return True
-    dec = names.inductor(row.name)
-    return dec is not None and dec.kind == "for"
+    return is_optimizer_kernel(row.name, row.op_name, row.context)
 
 
 def _claim_optimizer(st: _Claims) -> None:

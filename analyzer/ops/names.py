@@ -214,6 +214,12 @@ def inductor(name: str | None) -> InductorName | None:
     return InductorName(kind, tuple(words))
 
 
+def kernel_family(name: str) -> str:
+    """An Inductor kernel's name without its trailing serial number ('…_rsqrt_12' → '…_rsqrt'): Inductor writes one
+    kernel per call site, so the same fused code in every layer of a model carries 4 or 32 names. Others: as is."""
+    return re.sub(r"(?:_\d+)+$", "", name) if inductor(name) is not None else name
+
+
 def is_inductor_name(name: str | None) -> bool:
     return inductor(name) is not None
 
@@ -413,8 +419,22 @@ def function_name(name: str) -> str:
     return "".join(out)
 
 
-# What a fusion group computes, by the ops of the kernels it replaced (first match wins; the diff's labels).
+# What a fusion group computes, by the ops of the kernels it replaced (every match, in this order, joined by ' + ';
+# the diff's labels). Backward patterns first: their op sets are their own.
 FUSION_PATTERNS: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset(["_foreach_mul", "_foreach_add"]), "optimizer step"),
+    (frozenset(["_foreach_lerp"]), "optimizer step"),
+    (frozenset(["_fused_adamw"]), "optimizer step"),
+    (frozenset(["_fused_adam"]), "optimizer step"),
+    (frozenset(["log_softmax", "nll_loss_forward"]), "cross-entropy"),
+    (frozenset(["log_softmax_backward"]), "cross-entropy backward"),
+    (frozenset(["nll_loss_backward"]), "cross-entropy backward"),
+    (frozenset(["embedding_dense_backward"]), "embedding backward"),
+    (frozenset(["layer_norm_backward"]), "LayerNorm backward"),
+    (frozenset(["rms_norm_backward"]), "RMSNorm backward"),
+    (frozenset(["pow", "sum", "div", "mul"]), "RMSNorm backward"),  # eager: Pow/Mean/RsqrtBackward's kernels
+    (frozenset(["silu_backward"]), "SwiGLU gating backward"),
+    (frozenset(["gelu_backward"]), "GEGLU gating backward"),
     (frozenset(["pow", "mean", "rsqrt"]), "RMSNorm"),
     (frozenset(["layer_norm"]), "LayerNorm"),
     (frozenset(["rms_norm"]), "RMSNorm"),
@@ -424,10 +444,25 @@ FUSION_PATTERNS: tuple[tuple[frozenset[str], str], ...] = (
 )
 
 
-def fusion_pattern(ops, attention: bool = False) -> str:
-    """'attention', 'RMSNorm', 'RoPE', 'GEGLU gating', … for a group whose replaced kernels computed `ops` ('' when
-    no pattern fits)."""
+def fusion_pattern(ops, attention: bool = False, backward: bool = False) -> str:
+    """'attention', 'RMSNorm', 'RoPE', 'GEGLU gating', 'cross-entropy backward', 'optimizer step', … for a group
+    whose replaced kernels computed `ops` ('' when no pattern fits). backward: the group's kernels ran in a
+    training step's backward (RoPE's gradient is neg and mul of the gradient halves, no cat)."""
     if attention:
+        if backward or "softmax_backward" in set(ops):
+            return "attention backward (dQ, dK, dV through the scores)"
         return "attention (QKᵀ, scale, mask, softmax, PV)"
     s = frozenset(ops)
-    return next((label for need, label in FUSION_PATTERNS if need <= s), "")
+    if any(o.startswith("_foreach_") or o.startswith("_fused_adam") for o in s):
+        return "optimizer step"
+    found: list[str] = []
+    for need, label in FUSION_PATTERNS:
+        if need <= s and label not in found:
+            found.append(label)
+    if backward and not found and {"neg", "mul"} <= s:
+        found.append("RoPE backward")
+    # a backward label covers the forward one its ops also contain (RMSNorm backward's pow, sum, div, mul)
+    found = [f for f in found if not (f + " backward" in found)]
+    if backward and found and all(not f.endswith(("backward", "step")) for f in found):
+        found = [f + " backward" for f in found]
+    return " + ".join(found)
