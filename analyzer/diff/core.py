@@ -370,7 +370,8 @@ class CandidateDiff:
                 why = " (streamed in order, the baseline's intermediates left L2 before they were read back)"
             parts.append(f"≈{fmt_bytes(dram)} DRAM predicted{why}")
         else:
-            parts.append("DRAM not predicted (" + (self.base.dram_basis or "unknown") + ")")
+            why = [f"{r.label}: {r.dram_basis}" for r in (self.base, self.run) if not finite(r.dram_bytes_per_step)]
+            parts.append("DRAM not predicted (" + ("; ".join(why) or "unknown") + ")")
         if measured is not None:
             parts.append(f"{fmt_bytes(measured)} DRAM measured (Nsight Compute, in sequence)")
         return clean_json(
@@ -744,9 +745,26 @@ def _predict_dram(summary, seq: RunSeq) -> tuple[float, str]:
     pred = predict_step(seq.rows, summary.trace.gpu, device_of(summary.trace))
     seq.rows["dram_bytes"] = pred["dram_bytes"].to_numpy()
     d = pred["dram_bytes"]
-    total = float(d.sum()) if len(d) and d.notna().all() else float("nan")
-    basis = next((str(b).split("; ")[0] for b in pred["dram_basis"] if str(b).startswith("predicted")), "")
-    return total, basis or next(iter(pred["dram_basis"]), "unknown")
+    if len(d) and d.notna().all():
+        basis = next((str(b).split("; ")[0] for b in pred["dram_basis"] if str(b).startswith("predicted")), "")
+        return float(d.sum()), basis or next(iter(pred["dram_basis"]), "unknown")
+    if not len(d):
+        return float("nan"), "no GPU ops in the step"
+    # why not: which ops have no byte estimate, and how much of the step they are (a sum without them would
+    # compare two runs over different work)
+    miss = d.isna().to_numpy()
+    dur = seq.rows["dur_us"].to_numpy(dtype=float)
+    ops = seq.rows["op_name"].astype(str).to_numpy()[miss]
+    top = pd.Series(dur[miss]).groupby(ops).sum().sort_values(ascending=False)
+    share = dur[miss].sum() / max(dur.sum(), 1e-9)
+    gpu_why = next((str(b) for b in pred["dram_basis"] if str(b).startswith("unknown: GPU") or "cache size" in str(b)), "")
+    if gpu_why:
+        return float("nan"), gpu_why.removeprefix("unknown: ")
+    return float("nan"), (
+        f"{int(miss.sum())} of the step's {len(d)} GPU ops ({share:.1%} of its GPU time) have no byte estimate, e.g. "
+        + ", ".join(f"{op or 'no op'}" for op in top.index[:3])
+        + (" (multi-tensor ops record no shapes for their tensor lists)" if any("_foreach_" in o for o in top.index[:3]) else "")
+    )
 
 
 def _step_values(summary) -> dict[str, list[float]]:

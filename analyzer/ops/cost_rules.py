@@ -285,6 +285,55 @@ def embedding(c: Call) -> Estimate:
     )
 
 
+def gather(c: Call) -> Estimate:
+    """gather(self, dim, index) / index_select(self, dim, index): the index read, one source element per output
+    element read, the output (index-shaped for gather, the source with its dim resized for index_select) written.
+    An embedding lookup runs as one of these under aten::embedding in recent PyTorch."""
+    t = c.tensors
+    if len(t) < 2:
+        return unknown(f"{c.op}: expected a source tensor and an index")
+    src, idx = t[0], t[1]
+    if names.op_base(c.op) == "gather":
+        out_n = idx.numel
+    else:
+        dim = int(_concrete_int(c.concrete, 1) or 0)
+        rest = src.numel // max(src.shape[dim], 1) if src.shape else 1
+        out_n = idx.numel * rest
+    moved = src.bytes_of(out_n)
+    return Estimate(
+        float(idx.nbytes + 2 * moved),
+        0.0,
+        f"estimate: {names.op_base(c.op)} of {out_n:,} {src.short} elements (index + elements read + output) from {c.op}",
+    )
+
+
+def arange(c: Call) -> Estimate:
+    """arange(end) / arange(start, end[, step]): writes ceil((end - start) / step) int64 elements (its Concrete
+    Inputs; a float arange's dtype is not recorded: int64 assumed, 8 bytes, an estimate)."""
+    vals = [_concrete_float(c.concrete, i) for i in range(3)]
+    nums = [v for v in vals if v is not None]
+    if not nums:
+        return unknown("aten::arange recorded no end value (Concrete Inputs)")
+    start, end, step = (0.0, nums[0], 1.0) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) > 2 else 1.0)
+    n = max(0, math.ceil((end - start) / step)) if step else 0
+    return Estimate(float(8 * n), 0.0, f"estimate: arange writes {n:,} int64 elements (dtype not recorded)")
+
+
+def _concrete_float(concrete, i: int) -> float | None:
+    if not isinstance(concrete, (list, tuple)) or i >= len(concrete):
+        return None
+    try:
+        v = float(concrete[i])
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _concrete_int(concrete, i: int) -> int | None:
+    v = _concrete_float(concrete, i)
+    return int(v) if v is not None and v == int(v) else None
+
+
 def concat(c: Call) -> Estimate:
     """cat/stack: inputs read + the same bytes written. 'TensorList' has no per-tensor dtype, but ATen's
     CatArrayBatchedCopy<T or OpaqueType<N>> kernel names the element size."""
@@ -509,6 +558,8 @@ RULES: tuple[tuple[str, Callable[[Call], bool], Callable[[Call], Estimate]], ...
     ("normalization aten ops", lambda c: c.op in NORM_OPS or c.op in NORM_BWD_OPS, normalization),
     ("reduction and scan aten ops", lambda c: c.op in REDUCE_OPS or c.op in SCAN_OPS, reduction),
     ("embedding", lambda c: c.op == "aten::embedding", embedding),
+    ("gather / index_select", lambda c: c.op in ("aten::gather", "aten::index_select"), gather),
+    ("arange", lambda c: c.op == "aten::arange", arange),
     ("cat / stack", lambda c: c.op in ("aten::cat", "aten::_cat", "aten::stack"), concat),
     ("elementwise aten ops (pointwise kernel)", _aten_pointwise, elementwise),
     ("copy / fill / clone", lambda c: c.op in COPY_OPS or c.op in FILL_OPS or c.op in CLONE_OPS, elementwise),
