@@ -183,15 +183,23 @@ def _memop_estimates(m: pd.DataFrame) -> dict[str, np.ndarray]:
     recorded = _arr(m, "memop_bytes", np.nan, dtype=float)
     kind = _arr(m, "kind", "")
     ok = np.isfinite(recorded)
+    # a device-to-device (or peer) copy reads its bytes from HBM and writes them back: twice the recorded size
+    on_device = _per_unique(_arr(m, "name", ""), lambda u: "DtoD" in str(u) or "PtoP" in str(u))
     basis = np.array(
         [
-            f"recorded: {x} bytes from the trace's args" if good else f"unknown: {x} without a bytes arg"
-            for x, good in zip(kind, ok, strict=True)
+            (
+                f"recorded: {x} bytes from the trace's args, read and written on the device (x2)"
+                if dev
+                else f"recorded: {x} bytes from the trace's args"
+            )
+            if good
+            else f"unknown: {x} without a bytes arg"
+            for x, good, dev in zip(kind, ok, on_device, strict=True)
         ],
         dtype=object,
     )
     return {
-        "bytes": np.where(ok, recorded, np.nan),
+        "bytes": np.where(ok, np.where(on_device, 2.0 * recorded, recorded), np.nan),
         "flops": np.where(ok, 0.0, np.nan),
         "cost_basis": basis,
         "peak_key": np.full(len(m), None, dtype=object),

@@ -205,8 +205,8 @@ def _row_for(
     if kind in ("memset", "memcpy"):
         if kind == "memcpy" and "DtoH" in name:
             return _Row(True, reads=logical)
-        if kind == "memcpy" and ("DtoD" in name or "PtoP" in name):
-            return _Row(True, reads=logical, writes=logical)
+        if kind == "memcpy" and ("DtoD" in name or "PtoP" in name):  # its logical bytes count both directions
+            return _Row(True, reads=logical / 2, writes=logical / 2)
         return _Row(True, writes=logical)  # memset, HtoD: bytes written into device memory
     io = tensor_io(op, dims, types) if op else None
     if io is None or not io.inputs:
@@ -220,6 +220,12 @@ def _row_for(
         total_in = logical
     writes = max(logical - total_in, 0.0)
     why = ""
+    must = io.output.nbytes if io.output is not None else float("nan")
+    if must == must and writes < must:
+        # a kernel writes its whole output whatever the estimate's split says (a GEMM reading an expanded operand,
+        # a broadcast input scaled down above): never predicted below it
+        writes = must
+        why = "output written in full"
     if writes == 0 and op.startswith("triton_poi_") and len(ins) >= 2 and len({_key(t) for t in io.inputs}) == 1:
         # Inductor stored its result over one of its same-sized args (in_out_ptr): the cost model counts the args
         # once (a lower bound, docs/COST_MODEL.md); the cache sees that buffer written as well

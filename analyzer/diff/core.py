@@ -1039,6 +1039,8 @@ def _aggregate(rows: list[FusionRow]) -> list[FusionRow]:
         key = (
             r.kind,
             " + ".join(names.kernel_family(k) for k in r.fused_kernel.split(" + ")),
+            # the same fused code (one family) moving the same bytes: one row ×N, whatever Inductor's serial number
+            r.candidate_bytes_per_step if finite(r.candidate_bytes_per_step) else None,
             tuple(r.replaces),
             tuple((tuple(i["shape"]), i["dtype"]) for i in r.intermediates),
         )
