@@ -757,13 +757,19 @@ def _predict_dram(summary, seq: RunSeq) -> tuple[float, str]:
     ops = seq.rows["op_name"].astype(str).to_numpy()[miss]
     top = pd.Series(dur[miss]).groupby(ops).sum().sort_values(ascending=False)
     share = dur[miss].sum() / max(dur.sum(), 1e-9)
-    gpu_why = next((str(b) for b in pred["dram_basis"] if str(b).startswith("unknown: GPU") or "cache size" in str(b)), "")
+    gpu_why = next(
+        (str(b) for b in pred["dram_basis"] if str(b).startswith("unknown: GPU") or "cache size" in str(b)), ""
+    )
     if gpu_why:
         return float("nan"), gpu_why.removeprefix("unknown: ")
     return float("nan"), (
         f"{int(miss.sum())} of the step's {len(d)} GPU ops ({share:.1%} of its GPU time) have no byte estimate, e.g. "
         + ", ".join(f"{op or 'no op'}" for op in top.index[:3])
-        + (" (multi-tensor ops record no shapes for their tensor lists)" if any("_foreach_" in o for o in top.index[:3]) else "")
+        + (
+            " (multi-tensor ops record no shapes for their tensor lists)"
+            if any("_foreach_" in o for o in top.index[:3])
+            else ""
+        )
     )
 
 
