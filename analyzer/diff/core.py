@@ -39,7 +39,6 @@ from analyzer.diff.match import (
 )
 from analyzer.dram import device_of, predict_step
 from analyzer.errors import DiffError
-from analyzer.phases import PHASES, is_training, phase_of_rows, phase_times_us
 from analyzer.fmt import (
     clean_json,
     file_label,
@@ -54,6 +53,7 @@ from analyzer.fmt import (
 )
 from analyzer.ops import names
 from analyzer.ops.tensors import shape_text
+from analyzer.phases import PHASES, is_training, phase_of_rows, phase_times_us
 from analyzer.schema import CATEGORIES
 
 CHANGE_PCT_BASIS = (

@@ -38,7 +38,6 @@ from analyzer.diff.align import Alignment, RunSeq, lis
 from analyzer.diff.attention import attention_chains, backward_chains, moves_scores
 from analyzer.fmt import short_name
 from analyzer.ops import names
-from analyzer.phases import is_optimizer_kernel
 from analyzer.ops.names import (
     POINTWISE_OPS,
     NameVerdict,
@@ -48,6 +47,7 @@ from analyzer.ops.names import (
     text_ops,
 )
 from analyzer.ops.tensors import Tensor
+from analyzer.phases import is_optimizer_kernel
 
 _SIDE_ROLES = ("memop", "helper")
 # A replaced kernel sits within this many kernels of where its replacement lands on the base axis (HF GEGLU: 2;

@@ -462,7 +462,7 @@ def fusion_pattern(ops, attention: bool = False, backward: bool = False) -> str:
     if backward and not found and {"neg", "mul"} <= s:
         found.append("RoPE backward")
     # a backward label covers the forward one its ops also contain (RMSNorm backward's pow, sum, div, mul)
-    found = [f for f in found if not (f + " backward" in found)]
+    found = [f for f in found if f + " backward" not in found]
     if backward and found and all(not f.endswith(("backward", "step")) for f in found):
         found = [f + " backward" for f in found]
     return " + ".join(found)
