@@ -58,6 +58,9 @@ ui.copy_markdown(cv.headline_markdown(d, label), "fl_copy_headline", "headline")
 for n in d.notes + cd.notes:
     st.caption(f"Note: {ui.esc(n)}")
 
+st.subheader(f"Where {cd.base_label}'s GPU time went")
+cv.accounting(cd)
+
 st.subheader("Fusion groups: fused kernel ← the kernels it replaced")
 cv.fusion_groups(cd)
 with st.expander("How bytes avoided are counted"):

@@ -487,3 +487,93 @@ def remaining(cd) -> None:
     full = sorted({f"{r['kind']}: " + " ".join(str(r["would_avoid"]).split()) for r in cd.run.remaining})
     st.caption(ui.esc(" · ".join(full), 800))
     ui.copy_markdown(df, "fl_copy_remaining", "round trips left")
+
+
+def accounting(cd) -> None:
+    """Where every baseline kernel went (analyzer.diff.accounting), the step's phases when it trains, and the
+    fusion groups by pattern: what a reviewer reads first on a whole model, before the groups themselves."""
+    acct = cd.accounting
+    if acct is None:
+        return
+    total = sum(acct.base_time_us.values()) or 1.0
+    st.markdown(f"**{ui.esc(acct.text())}**")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "baseline kernels": b,
+                    "kernels/step": acct.base_count[b],
+                    "GPU µs/step": acct.base_time_us[b],
+                    "share": acct.base_time_us[b] / total,
+                }
+                for b in ("matched", "fused", "replaced", "removed", "unexplained")
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+        key="fl_accounting",
+        column_config={
+            "GPU µs/step": st.column_config.NumberColumn(format="%.1f"),
+            "share": st.column_config.NumberColumn(format="percent"),
+        },
+    )
+    st.caption(
+        "matched: the same work runs in the candidate · fused: replaced by a Triton kernel (Inductor, Liger, "
+        "FuseLens) · replaced: by a library kernel (cuDNN / flash attention, a cuBLAS epilogue) · removed: copies, "
+        "fills, mask and index building the candidate does not do · unexplained: none of these, listed below."
+    )
+    if acct.unexplained:
+        with st.expander(f"Unexplained baseline kernels ({len(acct.unexplained)})", expanded=not acct.reliable):
+            st.dataframe(
+                pd.DataFrame(acct.unexplained)[["name", "op", "shapes", "count_per_step", "time_us_per_step"]],
+                hide_index=True,
+                width="stretch",
+            )
+    if cd.phases:
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "phase": p,
+                        f"{cd.base_label} (µs)": v["base_us"],
+                        f"{cd.label} (µs)": v["candidate_us"],
+                        "saved (µs)": v["saved_us"],
+                        "saved by fusion groups (µs)": v["fusions_saved_us"],
+                    }
+                    for p, v in cd.phases.items()
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+            key="fl_phases",
+            column_config={
+                c: st.column_config.NumberColumn(format="%.1f")
+                for c in (f"{cd.base_label} (µs)", f"{cd.label} (µs)", "saved (µs)", "saved by fusion groups (µs)")
+            },
+        )
+    patterns = cd.pattern_summary()
+    if len(cd.fusions) > CARDS:
+        st.markdown("**Fusion groups by what they compute** (groups repeated per layer counted ×N)")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "what": p["pattern"],
+                        "phase": p["phase"],
+                        "groups/step": p["groups_per_step"],
+                        "bytes avoided (est.)": p["bytes_avoided_per_step"],
+                        "before (µs)": p["base_time_us_per_step"],
+                        "saved (µs)": p["time_saved_us_per_step"],
+                    }
+                    for p in patterns
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+            key="fl_patterns",
+            column_config={
+                "bytes avoided (est.)": st.column_config.NumberColumn(format="localized"),
+                "before (µs)": st.column_config.NumberColumn(format="%.1f"),
+                "saved (µs)": st.column_config.NumberColumn(format="%.1f"),
+            },
+        )

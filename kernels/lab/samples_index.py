@@ -25,6 +25,11 @@ CASES = [
     ("h200_hf_geglu_bf16", "HF GEGLU MLP, 64x128 tokens, d 768, h 3072, bf16, on an H200", "eager"),
     ("h200_plain_8192tok_bf16", "Plain MLP, 8192 tokens, bf16, on an H200", "eager"),
     ("h200_plain_8192tok_h8192_bf16", "Plain MLP, 8192 tokens, h 8192, bf16, on an H200", "eager"),
+    # whole Hugging Face models (device_job.sh record-model / record-model-big: kernels.models.whole_model)
+    ("h200_llama_model_bf16", "Llama, 4 layers (whole model), forward, 4x1024 tokens, bf16, on an H200", "eager"),
+    ("h200_llama_model_train_bf16", "Llama, 4 layers, training step (loss, backward, AdamW), bf16, H200", "eager"),
+    ("h200_gemma_model_bf16", "Gemma, 4 layers (whole model), forward, 4x1024 tokens, bf16, on an H200", "eager"),
+    ("h200_llama16_model_train_bf16", "Llama, 16 layers, training step, bf16, on an H200", "eager"),
 ]
 
 
