@@ -278,11 +278,15 @@ class CandidateDiff:
                  "bytes_complete": True, "base_time_us_per_step": 0.0, "time_saved_us_per_step": 0.0},
             )  # fmt: skip
             a["groups_per_step"] += f.count_per_step
+            a["known"] = a.get("known", False) or finite(f.bytes_avoided_per_step)
             if finite(f.bytes_avoided_per_step):
                 a["bytes_avoided_per_step"] += f.bytes_avoided_per_step
             a["bytes_complete"] = a["bytes_complete"] and f.bytes_complete and finite(f.bytes_avoided_per_step)
             a["base_time_us_per_step"] += f.base_time_us_per_step
             a["time_saved_us_per_step"] += f.time_saved_us_per_step
+        for a in agg.values():  # no group of the pattern has a byte figure (an optimizer step): unknown, not 0
+            if not a.pop("known"):
+                a["bytes_avoided_per_step"] = float("nan")
         return sorted(agg.values(), key=lambda a: -a["time_saved_us_per_step"])
 
     def phases_text(self) -> str:
@@ -859,15 +863,17 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
         "note": "kernel time of the representative steps; the six saved/removed/added terms sum to base − candidate",
     }
     notes = [f"{cseq.label}: {n}" for n in cseq.notes] + [f"{bseq.label}: {n}" for n in bseq.notes]
+    acct = account(bseq, cseq, res, _kernel_list)
     if unmatched_base or unmatched_cand:
+        n_removed, n_unexplained = acct.base_count["removed"], acct.base_count["unexplained"]
         notes.append(
-            f"{sum(k['count_per_step'] for k in unmatched_base)} baseline and "
-            f"{sum(k['count_per_step'] for k in unmatched_cand)} candidate kernels per step matched nothing "
-            "(listed under unmatched)"
+            f"{n_removed + n_unexplained} baseline kernels per step matched nothing ({n_removed} removed: copies,"
+            f" fills, masks and checks {cseq.label} does not do; {n_unexplained} unexplained) and "
+            f"{sum(k['count_per_step'] for k in unmatched_cand)} {cseq.label} kernels per step are new (listed under"
+            " unmatched)"
         )
     # every baseline op in one bucket; the share of the baseline's time the diff explains decides whether its
     # groups can be shown as facts (two different models: most of the baseline is unexplained)
-    acct = account(bseq, cseq, res, _kernel_list)
     if not acct.reliable and len(b_rows) >= 10:
         notes.append(
             f"only {acct.explained_time_share:.0%} of {bseq.label}'s GPU time per step is matched, fused, replaced or"

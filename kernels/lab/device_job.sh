@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command (the device tool starts a bare machine per call; see docs/KERNELS.md).
 #   bash kernels/lab/device_job.sh STEP...   STEP: facts | sweep | sweep-llm | sweep-floor | ncu-floor | configs | record | record-hf |
-#                                          record-fuselens | record-roofs | record-layer | record-layer-quick | record-model | record-model-big | record-llama-layer | record-templates |
+#                                          record-fuselens | record-roofs | record-layer | record-layer-quick | record-model | record-model-big | record-model-32 | record-model-h100 | record-llama-layer | record-templates |
 #                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | bench-rows | bench-llm-floor | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain | gemm-reread
@@ -302,6 +302,18 @@ record_model_big() {  # the Gemma forward and the 16-layer Llama training pair (
   model_report gemma_model_bf16 llama16_model_train_bf16
 }
 
+record_model_32() {  # a 32-layer Llama training pair (2 rounds x 1 step: the speed case of bench/bench_diff.py)
+  rec llama32_model_train_bf16 330 --workload llama-model --layers 32 --variants eager,compile --dtype bf16 --train \
+    --rounds 2 --steps-per-turn 1
+  model_report llama32_model_train_bf16
+}
+
+record_model_h100() {  # the 4-layer Llama forward and training sets without the teammate-style recordings
+  rec llama_model_bf16 150 --workload llama-model --variants eager,sdpa,compile,compile-fuselens --dtype bf16
+  rec llama_model_train_bf16 200 --workload llama-model --variants eager,sdpa,compile --dtype bf16 --train
+  model_report llama_model_bf16 llama_model_train_bf16
+}
+
 model_report() {
   for c in "$@"; do
     python3 -c "import json,sys; m=json.load(open(sys.argv[1])); [print(sys.argv[1].split('/')[-2], v['name'], v['status'], v.get('median_us'), v.get('attention_backend'), v.get('message','')[:100]) for v in m['variants']]" \
@@ -312,7 +324,8 @@ model_report() {
 for step in "$@"; do
   case $step in
     facts) facts ;; sweep) sweep ;; configs) configs ;; record) record ;; record-hf) record_hf ;; record-roofs) record_roofs ;; record-fuselens) record_fuselens ;; check) check ;;
-    record-model) record_model ;; record-model-big) record_model_big ;; record-layer) record_layer ;; record-layer-quick) record_layer_quick ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
+    record-model) record_model ;; record-model-big) record_model_big ;; record-model-32) record_model_32 ;;
+    record-model-h100) record_model_h100 ;; record-layer) record_layer ;; record-layer-quick) record_layer_quick ;; record-llama-layer) record_llama_layer ;; record-templates) record_templates ;;
     record-skew) record_skew ;; gemm-reread) gemm_reread ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; ncu-floor) ncu_floor ;; two-models) two_models ;;
