@@ -47,6 +47,7 @@ KINETO = ROOT / "tests" / "data" / "kineto"
 RESNET = KINETO / "resnet50_num_workers_0.worker0.1623143089861.pt.trace.json.gz"
 RESNET_W4 = KINETO / "resnet50_num_workers_4.worker0.1623212756351.pt.trace.json.gz"
 
+MODELS = ROOT / "sample_traces"
 # size -> [(case name, base, candidate, drop fraction of the candidate's non-GEMM kernels)]; a base/candidate is a
 # path or (source, copies) for make_big_trace
 CASES = {
@@ -58,6 +59,27 @@ CASES = {
     "20k": [
         ("V100 training x1 vs itself -10%", (DF, 1), (DF, 1), 0.1),
         ("control x2 vs test x2 (unrelated)", (CONTROL, 2), (TEST, 2), 0.0),
+    ],
+    # whole Hugging Face models as recorded (kernels.models.whole_model): diff time grows linearly with layers
+    "model": [
+        (
+            "Llama 4 layers, training step, eager vs compile (H100)",
+            MODELS / "llama_model_train_bf16" / "eager.json.gz",
+            MODELS / "llama_model_train_bf16" / "compile.json.gz",
+            0.0,
+        ),
+        (
+            "Llama 16 layers, training step, eager vs compile (H200)",
+            MODELS / "h200_llama16_model_train_bf16" / "eager.json.gz",
+            MODELS / "h200_llama16_model_train_bf16" / "compile.json.gz",
+            0.0,
+        ),
+        (
+            "Llama 32 layers, training step, eager vs compile (H100)",
+            MODELS / "llama32_model_train_bf16" / "eager.json.gz",
+            MODELS / "llama32_model_train_bf16" / "compile.json.gz",
+            0.0,
+        ),
     ],
     "100k": [
         ("V100 training x5 vs x6 (the dashboard's case)", (DF, 5), (DF, 6), 0.0),

@@ -1,6 +1,7 @@
-"""Whole Hugging Face models, forward and training (sample_traces/h200_*model*: 4-layer Llama and Gemma forward
-eager/sdpa/compile, 4-layer Llama training eager/sdpa/compile, a 16-layer Llama training pair; recorded by
-`bash kernels/lab/device_job.sh record-model record-model-big` on an H200), and the same training step recorded the
+"""Whole Hugging Face models, forward and training (sample_traces/*model*: 4-layer Llama and Gemma forward
+eager/sdpa/compile, 4-layer Llama training eager/sdpa/compile, 16- and 32-layer Llama training pairs; recorded by
+`bash kernels/lab/device_job.sh record-model record-model-big` on an H200 and `record-model-h100 record-model-32`
+on an H100), and the same training step recorded the
 way a teammate does, with plain torch.profiler and no runner (tests/data/teammate_h200).
 
 Every claim true: no Inductor kernel is credited with an op its own name does not list, N layers give N attention
@@ -24,6 +25,10 @@ PAIRS = [
     ("h200_gemma_model_bf16", "eager", ("sdpa", "compile"), 4, False),
     ("h200_llama_model_train_bf16", "eager", ("sdpa", "compile"), 4, True),
     ("h200_llama16_model_train_bf16", "eager", ("compile",), 16, True),
+    # the same Llama sets on an H100, and a 32-layer training pair (bench/bench_diff.py's whole-model case)
+    ("llama_model_bf16", "eager", ("sdpa", "compile", "compile-fuselens"), 4, False),
+    ("llama_model_train_bf16", "eager", ("sdpa", "compile"), 4, True),
+    ("llama32_model_train_bf16", "eager", ("compile",), 32, True),
 ]
 ATTENTION = "attention (QKᵀ, scale, mask, softmax, PV)"
 ATTENTION_BWD = "attention backward (dQ, dK, dV through the scores)"

@@ -30,6 +30,9 @@ CASES = [
     ("h200_llama_model_train_bf16", "Llama, 4 layers, training step (loss, backward, AdamW), bf16, H200", "eager"),
     ("h200_gemma_model_bf16", "Gemma, 4 layers (whole model), forward, 4x1024 tokens, bf16, on an H200", "eager"),
     ("h200_llama16_model_train_bf16", "Llama, 16 layers, training step, bf16, on an H200", "eager"),
+    ("llama_model_bf16", "Llama, 4 layers (whole model), forward, 4x1024 tokens, bf16 (H100)", "eager"),
+    ("llama_model_train_bf16", "Llama, 4 layers, training step (loss, backward, AdamW), bf16 (H100)", "eager"),
+    ("llama32_model_train_bf16", "Llama, 32 layers, training step, bf16 (H100)", "eager"),
 ]
 
 
