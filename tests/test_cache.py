@@ -388,7 +388,12 @@ def test_an_unchanged_path_is_not_hashed_again_but_a_rewrite_is(cache_dir, tmp_p
     key = cache.content_key(path)
     memo = cache._memo_path(path)
     assert orjson.loads(memo.read_bytes())["key"] == key
-    memo.write_bytes(memo.read_bytes().replace(key.encode(), b"f" * 32))
+    forged = memo.read_bytes().replace(key.encode(), b"f" * 32)
+    memo.write_bytes(forged)
+    assert cache.content_key(path) == key  # a memo without this cache's seal is ignored: the file is hashed again
+    doc = orjson.loads(forged)
+    doc.pop("seal")
+    memo.write_bytes(orjson.dumps(cache._sealed(doc)))  # sealed by the owner: trusted
     assert cache.content_key(path) == "f" * 32  # the memo was used: no hash
     path.write_bytes(TRACES["mi300_bert"].read_bytes())  # a rewrite changes mtime/ctime/size: hashed again
     assert cache.content_key(path) == cache.content_key(TRACES["mi300_bert"].read_bytes())

@@ -52,6 +52,7 @@ from analyzer.readers.decode import (
     split_document,
     split_events_unchecked,
 )
+from analyzer.readers.files import open_regular
 from analyzer.readers.limits import ENV_MAX_DECOMPRESSED, ENV_MAX_GZIP_RATIO, default_limits
 
 try:  # zlib-ng: the same inflate, ~3.5× faster on runs of whitespace (a bomb is refused sooner), CRC-32 ~5×
@@ -168,7 +169,7 @@ def _parse(
 # ---------------------------------------------------------------------------------------------------- bytes
 def read_path(path: Path, source: str, cap: int, guard: GzipGuard | None = None) -> tuple[bytearray | bytes, list[str]]:
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             head = f.read(2)
             f.seek(0)
             if head == _GZIP_MAGIC:
@@ -189,6 +190,8 @@ def read_path(path: Path, source: str, cap: int, guard: GzipGuard | None = None)
         raise TraceError(source, "is a directory, not a trace file") from None
     except PermissionError:
         raise TraceError(source, "permission denied") from None
+    except OSError as err:  # a FIFO, device or socket, a symlink loop, a name too long …: one line, never a hang
+        raise TraceError(source, err.strerror or str(err)) from None
 
 
 _BIG_READ_BYTES = 64 << 20
