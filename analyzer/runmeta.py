@@ -98,6 +98,9 @@ class Variant(msgspec.Struct):
     warm_dram_bytes_write: Figure = None
     conditions: Conditions | None = None
     control_probe: ProbeRecord | None = None
+    fuselens_path: Text | None = None
+    fuselens_fused: bool | None = None
+    fuselens_probe_us: dict[Text, Figure] | None = None
 
 
 class Manifest(msgspec.Struct):

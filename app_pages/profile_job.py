@@ -319,11 +319,13 @@ FUSELENS_VARIANTS = ("fuselens", "fuselens-graph")
 def fuselens_path_notes(out_dir) -> list[str]:
     """One line per fuselens variant of a finished run: which path its measurement chose (the runner's manifest,
     kernels.models.dispatch), and a warning where it fell back from the fused kernel."""
+    from analyzer import runmeta
+
     try:
-        manifest = json.loads((out_dir / "manifest.json").read_text())
-        variants = [v for v in manifest.get("variants", []) if isinstance(v, dict)]
-    except (OSError, ValueError, AttributeError):
+        manifest = runmeta.read_manifest(Path(out_dir) / "manifest.json") or {}
+    except runmeta.SideFileError:
         return []
+    variants = [v for v in manifest.get("variants", []) if isinstance(v, dict)]
     notes = []
     for v in variants:
         if v.get("name") not in FUSELENS_VARIANTS or "fuselens_path" not in v:

@@ -14,7 +14,6 @@ Why this shape:
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import time
@@ -240,18 +239,36 @@ def is_ncu(doc: object) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("kernels"), list) and "metrics" in doc
 
 
-def read_side_file(name: str, data: bytes) -> dict | None:
-    """A runner manifest.json or <variant>.ncu.json uploaded beside traces, else None (then it is a trace)."""
-    if len(data) > MAX_SIDE_FILE_BYTES or not name.lower().endswith(".json"):
+def read_side_file(name: str, data: bytes) -> dict | str | None:
+    """A runner manifest.json or <variant>.ncu.json uploaded beside traces (the document, checked by
+    analyzer.runmeta); a str: one line saying why a side file was left out (off-schema, too deep, a field of the
+    wrong type); None: not a side file (then it is a trace)."""
+    from analyzer import runmeta
+
+    lower = Path(name).name.lower()
+    named = lower == "manifest.json" or lower.endswith(".ncu.json")  # the runner's names: said, never parsed as a trace
+    if not lower.endswith(".json") or (len(data) > MAX_SIDE_FILE_BYTES and not named):
         return None
-    head = data[:4096].lstrip()
-    if not head.startswith(b"{") or b"traceEvents" in head:
+    head = bytes(data[:4096]).lstrip()
+    if not named and (not head.startswith(b"{") or b"traceEvents" in head):
         return None
+    where = safe_text(name, 80)
     try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return doc if (is_manifest(doc) or is_ncu(doc)) else None
+        doc = runmeta.decode_json(data, where, MAX_SIDE_FILE_BYTES)
+    except runmeta.SideFileError as err:
+        return f"{err}; left out" if named else None
+    if not isinstance(doc, dict):
+        return f"{where}: not a JSON object; left out" if named else None
+    try:
+        if doc.get("schema") == MANIFEST_SCHEMA or lower == "manifest.json" and "variants" in doc:
+            runmeta.check_manifest(doc, where)
+            return doc if is_manifest(doc) else f"{where}: variants: missing; left out"
+        if is_ncu(doc) or lower.endswith(".ncu.json"):
+            runmeta.check_ncu(doc, where)
+            return doc
+    except runmeta.SideFileError as err:
+        return f"{err}; left out"
+    return f"{where}: not a runner manifest or Nsight Compute file; left out" if named else None
 
 
 def manifest_facts(manifest: dict, entry: dict) -> dict:
