@@ -175,7 +175,7 @@ def _from_uploads(files: list, set_label: str) -> list[RankInput]:
                 set_label=set_label,
                 name=_safe_member_name(name, set_label),
                 size_bytes=len(data),
-                est_json_bytes=_est_bytes_json(data),
+                est_json_bytes=est_bytes_json(data),
                 name_rank=rank_from_name(name),
                 data=bytes(data),
             )
@@ -317,7 +317,7 @@ def _est_file_json_bytes(path: Path, size: int) -> int:
     return isize if isize >= size else size * GZIP_RATIO_GUESS  # wrapped past 4 GiB, or multi-member
 
 
-def _est_bytes_json(data: bytes) -> int:
+def est_bytes_json(data: bytes) -> int:
     if data[:2] == b"\x1f\x8b" and len(data) >= 18:
         isize = struct.unpack("<I", data[-4:])[0]
         return isize if isize >= len(data) else len(data) * GZIP_RATIO_GUESS
