@@ -37,15 +37,16 @@ class Gpu(msgspec.Struct):
 
 
 class Shapes(msgspec.Struct):
-    batch: Dim | None = None
-    seq: Dim | None = None
-    tokens: Dim | None = None
-    d_model: Dim | None = None
-    hidden: Dim | None = None
-    heads: Dim | None = None
-    kv_heads: Dim | None = None
-    head_dim: Dim | None = None
-    intermediate: Dim | None = None
+    # no null: the dashboard multiplies batch by seq where tokens is missing (the runner writes every one as a number)
+    batch: Dim = 0
+    seq: Dim = 0
+    tokens: Dim = 0
+    d_model: Dim = 0
+    hidden: Dim = 0
+    heads: Dim = 0
+    kv_heads: Dim = 0
+    head_dim: Dim = 0
+    intermediate: Dim = 0
 
 
 class Ceilings(msgspec.Struct):
