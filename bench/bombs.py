@@ -10,6 +10,7 @@ exit code, the first line of stderr, the peak in MB and the wall time. The targe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import os
 import subprocess
@@ -45,10 +46,12 @@ def _json_stream(size: int, varied: bool = False):
 
 
 def zip_one_member(path: Path, member_bytes: int) -> None:
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-        with zf.open("rank-0.json", "w", force_zip64=True) as m:
-            for piece in _json_stream(member_bytes):
-                m.write(piece)
+    with (
+        zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf,
+        zf.open("rank-0.json", "w", force_zip64=True) as m,
+    ):
+        for piece in _json_stream(member_bytes):
+            m.write(piece)
 
 
 def zip_two_members(path: Path, member_bytes: int) -> None:
@@ -77,10 +80,8 @@ def peak_tree_mb(argv: list[str], env: dict | None = None, timeout: float = 600)
         except psutil.Error:
             procs = [root]
         for q in procs:
-            try:
+            with contextlib.suppress(psutil.Error):
                 total += q.memory_info().rss
-            except psutil.Error:
-                pass
         peak = max(peak, total)
         if time.perf_counter() - t0 > timeout:
             p.kill()
@@ -122,7 +123,9 @@ def main() -> int:
         if not path.exists():
             make(path)
         rc, line, peak, wall = peak_tree_mb(cmd(path), env)
-        print(f"{name}: {path.stat().st_size / 1e6:,.1f} MB file · rc {rc} · peak {peak:,.0f} MB (tree) · {wall:,.1f} s")
+        print(
+            f"{name}: {path.stat().st_size / 1e6:,.1f} MB file · rc {rc} · peak {peak:,.0f} MB (tree) · {wall:,.1f} s"
+        )
         print(f"    {line[:200]}")
     return 0
 

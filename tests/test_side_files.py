@@ -50,7 +50,11 @@ def hostile_manifests() -> dict[str, tuple[bytes, str]]:
     put("variants_is_true", "variants", lambda d: d.update(variants=True))
     put("shapes_negative", "shapes.seq", lambda d: d["shapes"].update(seq=-4))
     put("shapes_batch_null", "shapes.batch", lambda d: d["shapes"].update(batch=None, tokens=None))
-    put("probe_us_row_object", "variants[0].control_probe.us[0]", lambda d: d["variants"][0]["control_probe"].update(us=[{"a": 1}]))
+    put(
+        "probe_us_row_object",
+        "variants[0].control_probe.us[0]",
+        lambda d: d["variants"][0]["control_probe"].update(us=[{"a": 1}]),
+    )
     put("huge_integer", "variants[0].n_iter", lambda d: d["variants"][0].update(n_iter=10**30))
     put("top_level_list", "the top level", lambda d: d.clear())
     out["top_level_list"] = (b"[1, 2, 3]", "the top level")
