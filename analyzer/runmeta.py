@@ -21,9 +21,9 @@ from typing import Annotated
 import msgspec
 
 MANIFEST_MAX_BYTES = 1 << 20  # a runner manifest is a few kB (the largest sample set's: 14 kB)
-NCU_MAX_BYTES = 16 << 20  # one row per kernel of a step: a decoder layer's training step is ~2,000 rows, ~1 MB
+NCU_MAX_BYTES = 4 << 20  # one row per kernel of a step: the recorded ones are 16-18 kB; ~2,000 rows would be ~1 MB
 MAX_DEPTH = 16  # ours nest 5 deep (variants[i].conditions.profiled.power_w.median)
-MAX_NODES = 1_000_000  # values in one document; 16 MB of `[]` would be 8 M, each a Python object
+MAX_NODES = 1_000_000  # values in one document; 4 MB of `[],` holds 1.4 M, each a Python object
 INT_LIMIT = 1 << 63  # orjson (the CLI's --json) refuses integers outside 64 bits: such a figure is refused here
 TEXT_MAX = 1 << 16  # one string; kernel names run to ~2 kB
 

@@ -40,7 +40,7 @@ log = logging.getLogger("fuselens.app")
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = ROOT / "sample_traces"
 MANIFEST_SCHEMA = "fuselens.profile/1"
-MAX_SIDE_FILE_BYTES = 16 << 20  # manifest.json / <variant>.ncu.json are small; anything bigger is not one
+MAX_SIDE_FILE_BYTES = 4 << 20  # manifest.json / <variant>.ncu.json are kBs; 4 MB of `{},` decodes to ~100 MB of objects
 
 K_RUNS = "fl_runs"  # dict[key, Run], insertion-ordered
 K_BASELINE = "fl_baseline"  # key of the baseline run
