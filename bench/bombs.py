@@ -54,6 +54,19 @@ def zip_one_member(path: Path, member_bytes: int) -> None:
             m.write(piece)
 
 
+def zip_spaces_member(path: Path, member_bytes: int) -> None:
+    """A member of valid JSON that is nearly all whitespace: deflates ~1,000:1 (3 GiB in a ~3 MB zip)."""
+    with (
+        zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf,
+        zf.open("rank-0.json", "w", force_zip64=True) as m,
+    ):
+        m.write(b'{"traceEvents":[' + EVENT)
+        blank = b" " * (4 << 20)
+        for _ in range(member_bytes // len(blank)):
+            m.write(blank)
+        m.write(EVENT[:-1] + b"]}")
+
+
 def zip_two_members(path: Path, member_bytes: int) -> None:
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
         for r in (0, 1):
@@ -103,6 +116,11 @@ def main() -> int:
         "zip_3gib_member": (
             lambda p: zip_one_member(p, 3 << 30),
             "one.zip",
+            lambda p: [*py, "ranks", str(p), "--workers", "1"],
+        ),
+        "zip_3gib_whitespace_member": (
+            lambda p: zip_spaces_member(p, 3 << 30),
+            "spaces.zip",
             lambda p: [*py, "ranks", str(p), "--workers", "1"],
         ),
         "zip_two_1gib_members_2_workers": (
