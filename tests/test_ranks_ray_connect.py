@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import re
 import socket
 import subprocess
 import sys
@@ -174,7 +175,7 @@ def test_a_real_ray_head_passes_the_check():
         deadline = time.monotonic() + 90
         while True:
             try:
-                reachable(f"127.0.0.1:{port}", timeout_s=3)
+                reachable(f"127.0.0.1:{port}", timeout_s=3)  # also: the address Ray rewrites it to is the same GCS
                 break
             except Exception:
                 if time.monotonic() > deadline or head.poll() is not None:
@@ -185,3 +186,39 @@ def test_a_real_ray_head_passes_the_check():
             os.killpg(head.pid, signal.SIGKILL)  # SIGTERM makes Ray drain for 30 s first
         head.wait(30)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_a_loopback_only_listener_that_ray_would_leave_is_refused():
+    """Issue 28 item 3: ray.init rewrites 127.0.0.1 to this node's interface address and connects there. A GCS-like
+    gRPC service bound to loopback only (nothing of it on the interface address) is refused with one line."""
+    from concurrent import futures
+
+    import grpc
+
+    from analyzer.errors import TraceError
+    from analyzer.ranks.ray_engine import reachable
+
+    try:
+        from ray._private.services import resolve_ip_for_localhost
+
+        there = resolve_ip_for_localhost("127.0.0.1")
+    except Exception:
+        pytest.skip("this Ray does not rewrite loopback addresses")
+    if there in ("127.0.0.1", "localhost"):
+        pytest.skip("no interface address on this machine")
+
+    def cluster_id(request, context):
+        return b"\n\x10" + b"x" * 16
+
+    handler = grpc.method_handlers_generic_handler(
+        "ray.rpc.NodeInfoGcsService", {"GetClusterId": grpc.unary_unary_rpc_method_handler(cluster_id)}
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with pytest.raises(TraceError, match=f"Ray would connect to {re.escape(there)}:{port} instead"):
+            reachable(f"127.0.0.1:{port}", timeout_s=3)
+    finally:
+        server.stop(0)

@@ -171,6 +171,7 @@ def reachable(address: str, timeout_s: float | None = None) -> None:
     else:
         not_ray = _not_ray(host, port, scheme, limit)
         if not_ray is None:
+            _same_cluster_where_ray_goes(address, host, port, scheme, limit)
             return
         raise TraceError(f"ray {address}", f"{host}:{port} is not a Ray {_SERVICE[scheme][1]} ({not_ray})")
     raise TraceError(f"ray {address}", f"cannot connect to {host}:{port} ({why}); is a Ray head running there?")
@@ -183,6 +184,49 @@ _SERVICE = {
     "": ("/ray.rpc.NodeInfoGcsService/GetClusterId", "GCS (the head's --port, 6379 by default)"),
     "ray://": ("/ray.rpc.RayletDriver/ClusterInfo", "Client server (ray://head:10001)"),
 }
+
+
+def _same_cluster_where_ray_goes(address: str, host: str, port: int, scheme: str, timeout_s: float) -> None:
+    """ray.init rewrites a loopback GCS address (127.0.0.1, localhost, ::1) to this node's interface address
+    (ray._private.services.resolve_ip_for_localhost) and connects there. Where that is another port's owner (a GCS
+    bound to loopback only, another cluster, another program), the job would run elsewhere than the address given:
+    refused with one line unless both answer alike (the same cluster id; or, on a cluster with token
+    authentication, the same refusal: then it is one GCS listening on every interface, as `ray start` binds it)."""
+    if scheme:
+        return  # ray:// is the Ray Client's channel: Ray connects to it as given
+    try:
+        from ray._private.services import resolve_ip_for_localhost
+
+        there = resolve_ip_for_localhost(host)
+    except Exception:  # a Ray without that helper, or no interface address: nothing is rewritten
+        return
+    if not there or there == host:
+        return
+    here_id, there_id = _gcs_answer(host, port, timeout_s), _gcs_answer(there, port, timeout_s)
+    if here_id is None or here_id != there_id:
+        raise TraceError(
+            f"ray {address}",
+            f"Ray would connect to {there}:{port} instead (it rewrites a loopback address to this node's), and the "
+            f"Ray GCS at {host}:{port} does not answer there; give --address {there}:{port} if that is the cluster",
+        )
+
+
+def _gcs_answer(host: str, port: int, timeout_s: float) -> bytes | str | None:
+    """The GCS's GetClusterId reply (its serialized cluster id), the status it refused the call with (e.g.
+    'UNAUTHENTICATED'), or None when no GCS answers."""
+    try:
+        import grpc
+    except ImportError:
+        return None
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    with grpc.insecure_channel(target, options=[("grpc.enable_http_proxy", 0)]) as channel:
+        call = channel.unary_unary(_SERVICE[""][0], request_serializer=None, response_deserializer=None)
+        try:
+            return bytes(call(b"", timeout=timeout_s))
+        except grpc.RpcError as err:
+            code = err.code() if hasattr(err, "code") else None
+            gone = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.DEADLINE_EXCEEDED)
+            return None if code is None or code in gone else code.name
 
 
 def _not_ray(host: str, port: int, scheme: str, timeout_s: float) -> str | None:
