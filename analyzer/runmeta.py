@@ -6,8 +6,8 @@ nesting in C) → a depth, node-count and integer-range check → msgspec.conver
 every field a page, the CLI or the diff reads. What comes out is the document as a plain dict (the rest of the
 code and the Diff's JSON keep the shape they always had), now known to hold the right types where it is read.
 
-Anything off-schema is one line naming the file and the field (`manifest.json: variants[0].name: expected
-\\`str\\`, got \\`object\\``), and the caller goes on without that side file. Figures stay loosely typed
+Anything off-schema is one line naming the file and the field ("manifest.json: variants[0].name: expected
+`str`, got `object`"), and the caller goes on without that side file. Figures stay loosely typed
 (`int | float | str | bool | None`): a figure that is not a finite non-negative number is the figure's problem
 (analyzer.diff.facts.side_number, entry_problems), not the file's, so the other figures still count.
 """
@@ -20,7 +20,7 @@ from typing import Annotated
 
 import msgspec
 
-MANIFEST_MAX_BYTES = 1 << 20  # a runner manifest is a few kB (the largest sample set's: 14 kB)
+MANIFEST_MAX_BYTES = 1 << 20  # a runner manifest is a few kB (the largest sample set's: 18 kB)
 NCU_MAX_BYTES = 4 << 20  # one row per kernel of a step: the recorded ones are 16-18 kB; ~2,000 rows would be ~1 MB
 MAX_DEPTH = 16  # ours nest 5 deep (variants[i].conditions.profiled.power_w.median)
 MAX_NODES = 1_000_000  # values in one document; 4 MB of `[],` holds 1.4 M, each a Python object
