@@ -68,7 +68,6 @@ def test_a_device_as_the_trace_is_refused(cache_env):
 def test_a_fifo_where_a_cache_entry_should_be_is_not_read(tmp_path, cache_env):
     """The FIFO sits under the entry's name (summary entry and trace entry): the load goes on and replaces it."""
     env, d = cache_env
-    sys.path.insert(0, str(ROOT))
     from analyzer.readers import cache
 
     trace = tmp_path / "t.json.gz"

@@ -154,20 +154,27 @@ _EPHEMERAL = os.urandom(SECRET_BYTES)  # this process only: what it writes is re
 
 
 def _make_secret(p: Path) -> bytes | None:
-    """Create the secret (O_EXCL, 0600), or None when it exists already (made by a concurrent process)."""
+    """Create the secret (0600), or None when it exists already (made by a concurrent process). Written to a
+    temporary file first and linked into place, so a reader never sees it half-written."""
     data = os.urandom(SECRET_BYTES)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-secret-")  # 0600
+    except OSError as err:
+        log.warning("cache secret %s not written (%s): entries of this process are its own", p, err)
+        return _EPHEMERAL
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.link(tmp, p)  # atomic, and refuses to replace what is there (a planted link included)
     except FileExistsError:
         return None
     except OSError as err:
         log.warning("cache secret %s not written (%s): entries of this process are its own", p, err)
         return _EPHEMERAL
-    try:
-        os.write(fd, data)
     finally:
-        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
     return data
 
 
