@@ -6,6 +6,7 @@ Exit codes: 0 success, 2 a trace/diff error (one line on stderr, never a traceba
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -60,7 +61,10 @@ def _cache_command(args) -> int:
         )
         return 0
     files = cache.entries()
-    total = sum(p.stat().st_size for p in files)
+    total = 0
+    for p in files:  # an entry evicted by another process meanwhile counts as nothing
+        with contextlib.suppress(OSError):
+            total += p.lstat().st_size
     derived = sum(cache.is_derived(p) for p in files)
     state = "on" if cache.enabled() else f"off ({cache.ENV_OFF})"
     print(

@@ -6,13 +6,16 @@ server process, so the lock and the running job here are shared by every session
 
 Safety (issue 6): the argument list is built only from validated choices and bounded integers, never a shell
 string; the child gets its own session (process group), so Cancel and the timeout kill it and everything it
-started (ncu, compile workers); output goes to a fresh folder under runs/ (git-ignored), removed when nothing
+started (ncu, compile workers). A descendant that leaves the group (`setsid`, a daemonising double fork) still
+carries the run's marker in its environment (MARKER_ENV, a random token per run): at every end of a run (done,
+Cancel, timeout) the processes of this user holding that marker are killed too. Output goes to a fresh folder under runs/ (git-ignored), removed when nothing
 usable was recorded. The server itself never imports torch or touches CUDA: the GPU check is `nvidia-smi -L`.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import secrets
@@ -47,6 +50,7 @@ if os.environ.get("FUSELENS_GPU_PROBE"):
     GPU_PROBE_ARGV = [str(a) for a in json.loads(os.environ["FUSELENS_GPU_PROBE"])]
 TIMEOUT_S = float(os.environ.get("FUSELENS_PROFILE_TIMEOUT_S", 1800))
 EXIT_MEANING = {0: "done", 2: "bad arguments", 3: "no CUDA GPU", 4: "some variants failed"}
+MARKER_ENV = "FUSELENS_PROFILE_RUN"  # every process a run starts inherits it (unless it clears its environment)
 
 
 class Busy(Exception):
@@ -133,6 +137,7 @@ class Job:
     _proc: subprocess.Popen | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _cancel_requested: bool = False
+    marker: str = field(default_factory=lambda: secrets.token_hex(12))  # MARKER_ENV's value for this run
 
     @property
     def running(self) -> bool:
@@ -166,6 +171,7 @@ class Job:
                 return
             self._cancel_requested = True
         _kill_tree(self._proc)
+        kill_marked(self.marker)
 
     # -- threads
     def _read_stdout(self) -> None:
@@ -208,6 +214,7 @@ class Job:
         # The runner exited, but what it started (an ncu, a compile worker, a stray `sleep`) may live on in its
         # process group: reap the group, so a finished run leaves no process behind either.
         _kill_group(self._proc.pid)
+        kill_marked(self.marker)  # and what left the group (setsid) but still carries the run's marker
         for t in readers:
             t.join(timeout=5)
         recorded = _recorded_traces(self.out_dir)
@@ -267,6 +274,45 @@ def _kill_group(pgid: int, grace_s: float = 2.0) -> None:
             time.sleep(0.05)
 
 
+def marked_pids(marker: str) -> list[int]:
+    """PIDs of this user's processes whose environment holds MARKER_ENV=marker (Linux /proc; [] elsewhere).
+    Another user's processes cannot be read, and are never ours to kill."""
+    needle = f"{MARKER_ENV}={marker}".encode()
+    me = os.getpid()
+    out = []
+    try:
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return []
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read(1 << 20)
+        except OSError:  # gone, or not ours
+            continue
+        if needle in env.split(b"\0"):
+            out.append(pid)
+    return out
+
+
+def kill_marked(marker: str, grace_s: float = 2.0) -> int:
+    """SIGTERM every process holding this run's marker, SIGKILL those left after `grace_s`; how many there were."""
+    pids = marked_pids(marker)
+    for sig, grace in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.time() + grace
+        while time.time() < deadline and marked_pids(marker):
+            time.sleep(0.05)
+        pids = marked_pids(marker)
+        if not pids:
+            break
+    return len(pids)
+
+
 def owner_gone(job: Job) -> bool:
     """True when the session that started `job` no longer exists (its tab was closed or reloaded): then any session
     may cancel the run or open its results, instead of everyone seeing "busy" until the time limit."""
@@ -319,11 +365,13 @@ FUSELENS_VARIANTS = ("fuselens", "fuselens-graph")
 def fuselens_path_notes(out_dir) -> list[str]:
     """One line per fuselens variant of a finished run: which path its measurement chose (the runner's manifest,
     kernels.models.dispatch), and a warning where it fell back from the fused kernel."""
+    from analyzer import runmeta
+
     try:
-        manifest = json.loads((out_dir / "manifest.json").read_text())
-        variants = [v for v in manifest.get("variants", []) if isinstance(v, dict)]
-    except (OSError, ValueError, AttributeError):
+        manifest = runmeta.read_manifest(Path(out_dir) / "manifest.json") or {}
+    except runmeta.SideFileError:
         return []
+    variants = [v for v in manifest.get("variants", []) if isinstance(v, dict)]
     notes = []
     for v in variants:
         if v.get("name") not in FUSELENS_VARIANTS or "fuselens_path" not in v:
@@ -413,7 +461,7 @@ def start(params: Params, owner: str, *, timeout_s: float | None = None, owner_s
             timeout_s=timeout_s or TIMEOUT_S,
         )
         job.total = len(params.variants)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **{MARKER_ENV: job.marker})
         try:
             job._proc = subprocess.Popen(  # noqa: S603 - argv list from validated Params, no shell
                 argv,

@@ -68,10 +68,12 @@ def case_title(m: dict) -> str:
 
 
 def read_set(folder: Path) -> SampleSet | None:
-    mf = folder / "manifest.json"
+    from analyzer import runmeta
+
     try:
-        manifest = json.loads(mf.read_text())
-    except (OSError, ValueError):
+        manifest = runmeta.read_manifest(folder / "manifest.json")  # typed at the boundary, like an upload's
+    except runmeta.SideFileError as err:
+        state.log.warning("sample set %s left out: %s", folder.name, err)
         return None
     if not state.is_manifest(manifest):
         return None
@@ -128,6 +130,8 @@ def discover() -> list[SampleSet]:
 
 def load_set(sample: SampleSet, origin: str = "sample", variants: tuple[str, ...] | None = None) -> list[state.Run]:
     """Load the recorded variants of a set (all, or those named), parsed once per server, with manifest and ncu."""
+    from analyzer import runmeta
+
     loaded = []
     context = state.context_from_manifest(sample.manifest)
     if origin == "sample":
@@ -145,9 +149,9 @@ def load_set(sample: SampleSet, origin: str = "sample", variants: tuple[str, ...
         if variant.get("ncu"):
             ncu_name = Path(str(variant["ncu"])).name
             try:
-                measured = json.loads((folder / ncu_name).read_text())
-            except (OSError, ValueError, UnicodeDecodeError) as err:
-                state._state()[state.K_ERRORS].append(f"{ncu_name}: not readable ({type(err).__name__}); not attached")
+                measured = runmeta.read_ncu(folder / ncu_name)
+            except runmeta.SideFileError as err:
+                state._state()[state.K_ERRORS].append(f"{err}; not attached")
                 measured = None
             problem = state.ncu_problem(ncu_name, measured) if measured is not None else None
             if problem:

@@ -24,6 +24,9 @@ def _ingest(files) -> None:
     for f in files:
         data = f.getvalue()
         doc = state.read_side_file(f.name, data)
+        if isinstance(doc, str):  # a side file off the runner's schema: one line, the traces load without it
+            state._state()[state.K_ERRORS].append(doc)
+            continue
         (side if doc is not None else traces).append((f.name, doc if doc is not None else data))
     if traces and all(r.origin == "sample" for r in state.runs()) and state.runs():
         # The bundled samples were a demo: a user's own traces replace them in the comparison (reload from the sidebar).
@@ -63,6 +66,17 @@ def _ingest(files) -> None:
         )
 
 
+def _cache_use() -> str:
+    """'The server's trace cache holds 1.2 GB of its 4.3 GB bound.' (the disk the checkbox spends; not its path)."""
+    from analyzer.readers import cache
+
+    try:
+        used = sum(p.lstat().st_size for p in cache.entries())
+    except OSError:
+        used = 0
+    return f"The server's trace cache holds {ui.fmt_bytes(used)} of its {ui.fmt_bytes(cache.max_bytes())} bound."
+
+
 def _relabel(key: str) -> None:
     state.relabel(key, st.session_state.get(f"fl_label_{key}", ""))
 
@@ -87,7 +101,15 @@ def render() -> None:
             key=f"fl_upload_{ss[K_GEN]}",
             help="Kineto Chrome-trace JSON (.json / .json.gz), up to 1 GB each. Several at once: e.g. eager and "
             "torch.compile. A runner manifest.json or <variant>.ncu.json dropped with them attaches its context "
-            "and measured bytes. Files stay in this server's memory; nothing is written to disk.",
+            "and measured bytes. Files stay in this server's memory; nothing is written to disk unless you tick "
+            "“Keep analysed uploads on this server's disk” below.",
+        )
+        st.checkbox(
+            "Keep analysed uploads on this server's disk",
+            key=state.K_KEEP_UPLOADS,
+            help="Off: uploads live in this session's memory only and are parsed again when added again. On: their "
+            "analysed tables (kernel and op names included, up to ~30× a gzip upload's size) go to the server's "
+            "trace cache, so the same file opens in a second next time, for anyone on this server. " + _cache_use(),
         )
         if files:
             _ingest(files)

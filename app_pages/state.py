@@ -9,14 +9,21 @@ Why this shape:
   its memory returns when the session closes or the run is removed (`_release` hands freed heap back to the OS).
 * Nothing here takes a server-side path from user input: uploads arrive as bytes and stay in memory; the only paths
   read are the project's own sample_traces/ and the runs/ folders the Profile page creates.
+* Uploads are not written to disk: their analysed tables (kernel names included; a dense trace's entry is ~28× its
+  gzip size) go to the on-disk cache only when the user ticks "Keep analysed uploads on this server's disk" in the
+  sidebar (K_KEEP_UPLOADS). Samples and Profile runs are files on this server already and are cached as usual.
+* Parses share a memory budget (ParseBudget): each reserves its estimated peak (1.6× the JSON bytes, from the gzip
+  trailer or a 15:1 guess), and one that would pass the budget while others run waits for them, then is refused
+  with one line: a few large uploads at once queue instead of exhausting the machine.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
+import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
@@ -33,7 +40,7 @@ log = logging.getLogger("fuselens.app")
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = ROOT / "sample_traces"
 MANIFEST_SCHEMA = "fuselens.profile/1"
-MAX_SIDE_FILE_BYTES = 16 << 20  # manifest.json / <variant>.ncu.json are small; anything bigger is not one
+MAX_SIDE_FILE_BYTES = 4 << 20  # manifest.json / <variant>.ncu.json are kBs; 4 MB of `{},` decodes to ~100 MB of objects
 
 K_RUNS = "fl_runs"  # dict[key, Run], insertion-ordered
 K_BASELINE = "fl_baseline"  # key of the baseline run
@@ -41,6 +48,7 @@ K_ERRORS = "fl_errors"  # list[str]: one-line load errors, shown until dismissed
 K_NOTES = "fl_notes"  # list[str]: one-line notices (duplicates, side files attached)
 K_DIFFS = "fl_diffs"  # memo: (baseline key, candidate keys, labels) -> Diff | str (error line)
 K_SUBTITLE = "fl_subtitle"  # chart subtitle override for design-review exports
+K_KEEP_UPLOADS = "fl_keep_uploads"  # bool: the user allowed uploads' analysed tables on the on-disk cache
 
 
 @dataclass
@@ -79,13 +87,106 @@ def digest(data: bytes) -> str:
     return content_key(data)
 
 
-def _parse(key: str, name: str, _data: bytes):
-    """load_trace + summarize, both through the on-disk cache, keyed by the same content digest (not hashed again)."""
+def _parse(key: str, name: str, _data: bytes, cache: bool | None = None):
+    """load_trace + summarize, through the on-disk cache unless `cache` is False, keyed by the same content digest
+    (not hashed again), inside the server's parse memory budget."""
     from analyzer.readers.cache import load_summary
 
-    t0 = time.perf_counter()
-    summary = load_summary(_data, name=name, key=key)
-    return summary, time.perf_counter() - t0
+    with PARSE_BUDGET.reserve(name, estimated_peak_bytes(_data)):
+        t0 = time.perf_counter()
+        summary = load_summary(_data, name=name, key=key, cache=cache)
+        return summary, time.perf_counter() - t0
+
+
+def keep_uploads() -> bool:
+    """True when the user allowed uploads' analysed tables on the on-disk cache (the sidebar's checkbox)."""
+    return bool(st.session_state.get(K_KEEP_UPLOADS, False))
+
+
+# ---------------------------------------------------------------------------------------------------- memory budget
+ENV_PARSE_BUDGET = "FUSELENS_PARSE_BUDGET_BYTES"
+ENV_PARSE_WAIT = "FUSELENS_PARSE_WAIT_S"
+PEAK_PER_JSON_BYTE = 1.6  # a trace's parse peaks at ~1.6× its JSON bytes (docs/ARCHITECTURE.md)
+
+
+def estimated_peak_bytes(data: bytes) -> int:
+    """What parsing `data` may cost at its peak: 1.6× its JSON bytes (gzip: the trailer's size, or 15× when that
+    is implausible), never more than the loader lets through (the decompression cap; 50:1 for gzip)."""
+    from analyzer.ranks.inputs import est_bytes_json
+    from analyzer.readers.load import decompression_cap, gzip_ratio_limit
+
+    json_bytes = est_bytes_json(data)
+    with contextlib.suppress(FuseLensError, ValueError):
+        if data[:2] == b"\x1f\x8b" and 0 < gzip_ratio_limit() < math.inf:
+            json_bytes = min(json_bytes, int(len(data) * gzip_ratio_limit()))
+        json_bytes = min(json_bytes, decompression_cap())
+    return int(json_bytes * PEAK_PER_JSON_BYTE)
+
+
+class BudgetRefused(FuseLensError):
+    """A parse that would pass the server's memory budget while others run, and waited too long for them."""
+
+
+class ParseBudget:
+    """Bytes of estimated peak memory that parses in this server process may hold at once.
+
+    A parse reserves its estimate; while others hold the budget and it would not fit, it waits (they finish in
+    seconds to minutes), and after `wait_s` is refused with one line. A parse alone always runs, whatever its
+    estimate: the loader's cap and bomb guard bound it. Total: $FUSELENS_PARSE_BUDGET_BYTES, else half the
+    machine's memory."""
+
+    def __init__(self, total: int | None = None, wait_s: float | None = None):
+        self._total, self._wait_s = total, wait_s
+        self.used = 0
+        self.running = 0
+        self._cond = threading.Condition()
+
+    @property
+    def total(self) -> int:
+        if self._total is not None:
+            return self._total
+        env = os.environ.get(ENV_PARSE_BUDGET, "").strip()
+        with contextlib.suppress(ValueError):
+            if env and float(env) > 0:
+                return int(float(env))
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+        except (ValueError, OSError, AttributeError):
+            return 8 << 30
+
+    @property
+    def wait_s(self) -> float:
+        if self._wait_s is not None:
+            return self._wait_s
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(os.environ.get(ENV_PARSE_WAIT, "") or 600))
+        return 600.0
+
+    @contextlib.contextmanager
+    def reserve(self, name: str, nbytes: int):
+        deadline = time.monotonic() + self.wait_s
+        with self._cond:
+            while self.running and self.used + nbytes > self.total:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BudgetRefused(
+                        f"{name}: not parsed: the server is parsing {self.running} other trace(s) holding "
+                        f"~{self.used / 1e9:,.1f} GB of its {self.total / 1e9:,.1f} GB parse budget, and this one "
+                        f"needs ~{nbytes / 1e9:,.1f} GB; add it again in a minute ({ENV_PARSE_BUDGET})"
+                    )
+                self._cond.wait(min(left, 1.0))
+            self.used += nbytes
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.used -= nbytes
+                self.running -= 1
+                self._cond.notify_all()
+
+
+PARSE_BUDGET = ParseBudget()  # one per server process: every session's parses share it
 
 
 def _release() -> None:
@@ -157,7 +258,7 @@ def add_trace(
         ss[K_NOTES].append(f"{name}: same content as the loaded run “{existing.label}”; kept once.")
         return existing
     try:
-        summary, parse_s = _parse(key, name, data)
+        summary, parse_s = _parse(key, name, data, cache=None if origin != "upload" or keep_uploads() else False)
     except FuseLensError as err:
         ss[K_ERRORS].append(str(err) if str(err).startswith(name) else f"{name}: {err}")
         return None
@@ -240,18 +341,36 @@ def is_ncu(doc: object) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("kernels"), list) and "metrics" in doc
 
 
-def read_side_file(name: str, data: bytes) -> dict | None:
-    """A runner manifest.json or <variant>.ncu.json uploaded beside traces, else None (then it is a trace)."""
-    if len(data) > MAX_SIDE_FILE_BYTES or not name.lower().endswith(".json"):
+def read_side_file(name: str, data: bytes) -> dict | str | None:
+    """A runner manifest.json or <variant>.ncu.json uploaded beside traces (the document, checked by
+    analyzer.runmeta); a str: one line saying why a side file was left out (off-schema, too deep, a field of the
+    wrong type); None: not a side file (then it is a trace)."""
+    from analyzer import runmeta
+
+    lower = Path(name).name.lower()
+    named = lower == "manifest.json" or lower.endswith(".ncu.json")  # the runner's names: said, never parsed as a trace
+    if not lower.endswith(".json") or (len(data) > MAX_SIDE_FILE_BYTES and not named):
         return None
-    head = data[:4096].lstrip()
-    if not head.startswith(b"{") or b"traceEvents" in head:
+    head = bytes(data[:4096]).lstrip()
+    if not named and (not head.startswith(b"{") or b"traceEvents" in head):
         return None
+    where = safe_text(name, 80)
     try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return doc if (is_manifest(doc) or is_ncu(doc)) else None
+        doc = runmeta.decode_json(data, where, MAX_SIDE_FILE_BYTES)
+    except runmeta.SideFileError as err:
+        return f"{err}; left out" if named else None
+    if not isinstance(doc, dict):
+        return f"{where}: not a JSON object; left out" if named else None
+    try:
+        if doc.get("schema") == MANIFEST_SCHEMA or lower == "manifest.json" and "variants" in doc:
+            runmeta.check_manifest(doc, where)
+            return doc if is_manifest(doc) else f"{where}: variants: missing; left out"
+        if is_ncu(doc) or lower.endswith(".ncu.json"):
+            runmeta.check_ncu(doc, where)
+            return doc
+    except runmeta.SideFileError as err:
+        return f"{err}; left out"
+    return f"{where}: not a runner manifest or Nsight Compute file; left out" if named else None
 
 
 def manifest_facts(manifest: dict, entry: dict) -> dict:

@@ -121,3 +121,10 @@ def broken_set(folder: Path) -> dict[str, Path]:
     out["ncu"] = folder / "eager.ncu.json"
     out["ncu"].write_text(json.dumps(ncu))
     return out
+
+
+def digest_of(path) -> str:
+    """The content key the dashboard gives an upload of this file (its run id and cache entry name)."""
+    from analyzer.readers.cache import content_key
+
+    return content_key(Path(path).read_bytes())

@@ -10,6 +10,8 @@ Environment knobs (tests only):
   STANDIN_DELAY_S       seconds to sleep per variant (default 0.2)
   STANDIN_EXIT          exit with this code after the variants (e.g. 3: no GPU, 4: a variant failed)
   STANDIN_CHILD_PIDFILE start a grandchild `sleep` and write its pid here (Cancel must kill it too)
+  STANDIN_SETSID_PIDFILE start a grandchild `sleep` in a session of its own (setsid: outside the runner's
+                        process group) and write its pid here (Cancel, the timeout and a normal end must kill it too)
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ def main() -> int:
     if pidfile:
         child = subprocess.Popen(["sleep", "300"])  # a grandchild, like ncu or an Inductor compile worker
         Path(pidfile).write_text(str(child.pid))
+    setsid_pidfile = os.environ.get("STANDIN_SETSID_PIDFILE")
+    if setsid_pidfile:
+        child = subprocess.Popen(["sleep", "300"], start_new_session=True)  # leaves the process group
+        Path(setsid_pidfile).write_text(str(child.pid))
     emit("start", None, 0, total, f"{ns.workload} {ns.batch}x{ns.seq} d={ns.d_model} h={ns.hidden} {ns.dtype}")
     exit_code = int(os.environ.get("STANDIN_EXIT", "0"))
     if exit_code == 3:

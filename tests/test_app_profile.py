@@ -225,3 +225,27 @@ def test_owner_session_unknown_outside_a_server():
     """Without a Streamlit runtime nobody can tell whether a session is gone: no run is taken over."""
     job = pj.Job(params=pj.Params(), owner="t", out_dir=Path("/nonexistent"), argv=[], timeout_s=1, owner_session="x")
     assert pj.owner_gone(job) is False
+
+
+@pytest.mark.parametrize("end", ["cancel", "timeout", "done"])
+def test_a_setsid_grandchild_is_gone_at_every_end_of_a_run(standin, monkeypatch, end):
+    """Issue 28 item 4: a grandchild that called setsid (its own session, outside the runner's process group)
+    survived Cancel and the timeout after the run was reported finished."""
+    pidfile = standin / "setsid.pid"
+    monkeypatch.setenv("STANDIN_SETSID_PIDFILE", str(pidfile))
+    monkeypatch.setenv("STANDIN_DELAY_S", "0.2" if end == "done" else "30")
+    job = pj.start(pj.Params(variants=("eager",)), "owner", timeout_s=3 if end == "timeout" else None)
+    deadline = time.time() + 30
+    while not pidfile.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    grandchild = int(pidfile.read_text())
+    assert os.getpgid(grandchild) != os.getpgid(job.pid)  # really outside the runner's group
+    if end == "cancel":
+        job.cancel()
+    _wait(job, 40)
+    assert job.state == {"cancel": "cancelled", "timeout": "timeout", "done": "done"}[end]
+    deadline = time.time() + 5
+    while _alive(grandchild) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+    assert pj.marked_pids(job.marker) == []

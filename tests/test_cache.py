@@ -388,7 +388,12 @@ def test_an_unchanged_path_is_not_hashed_again_but_a_rewrite_is(cache_dir, tmp_p
     key = cache.content_key(path)
     memo = cache._memo_path(path)
     assert orjson.loads(memo.read_bytes())["key"] == key
-    memo.write_bytes(memo.read_bytes().replace(key.encode(), b"f" * 32))
+    forged = memo.read_bytes().replace(key.encode(), b"f" * 32)
+    memo.write_bytes(forged)
+    assert cache.content_key(path) == key  # a memo without this cache's seal is ignored: the file is hashed again
+    doc = orjson.loads(forged)
+    doc.pop("seal")
+    memo.write_bytes(orjson.dumps(cache._sealed(doc)))  # sealed by the owner: trusted
     assert cache.content_key(path) == "f" * 32  # the memo was used: no hash
     path.write_bytes(TRACES["mi300_bert"].read_bytes())  # a rewrite changes mtime/ctime/size: hashed again
     assert cache.content_key(path) == cache.content_key(TRACES["mi300_bert"].read_bytes())
@@ -462,3 +467,36 @@ def test_hashing_a_big_file_keeps_its_pages_out_of_the_process(tmp_path):
     out = out.stdout.split()
     assert out[0] == cache._hash(path.read_bytes())
     assert int(out[1]) < 64 << 20, f"hashing raised the peak RSS by {int(out[1]) >> 20} MiB"
+
+
+def test_an_entry_forged_by_someone_who_can_write_the_folder_is_rebuilt(cache_dir, tmp_path, monkeypatch):
+    """Issue 28 item 11: the entries' checksums were recomputable by anyone, so a writer of a shared cache folder could
+    make one trace show another's numbers. Now the attacker's entry (trace B's tables under trace A's key, sealed
+    with the attacker's own secret) fails the seal: A is parsed again and shows its own numbers."""
+    a, b = TRACES["h100_bert"], TRACES["mi300_bert"]
+    key_a = cache.content_key(a.read_bytes())
+    attacker = tmp_path / "attacker"
+    monkeypatch.setenv(cache.ENV_DIR, str(attacker))
+    forged = cache.store(key_a, load_trace(b, cache=False))
+    assert forged is not None
+    monkeypatch.setenv(cache.ENV_DIR, str(cache_dir))
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(forged, cache.entry_path(key_a))
+    assert cache.lookup(key_a, "a") is None  # the seal is not this cache's: never read …
+    assert not cache.entry_path(key_a).exists()  # … and deleted
+    t = load_trace(a)
+    assert t.meta.gpu_name == load_trace(a, cache=False).meta.gpu_name != load_trace(b, cache=False).meta.gpu_name
+    assert cache.lookup(key_a, "a") is not None  # the owner's own entry is trusted
+
+
+def test_a_secret_that_is_not_the_owners_is_never_used(cache_dir):
+    load_trace(TRACES["h100_bert"])
+    (secret,) = cache_dir.glob(".secret-*")
+    assert secret.stat().st_mode & 0o777 == 0o600 and secret.stat().st_size == cache.SECRET_BYTES
+    secret.chmod(0o644)  # readable by others: someone may know it
+    cache._secret_for.cache_clear()
+    try:
+        key = cache.content_key(TRACES["h100_bert"].read_bytes())
+        assert cache.lookup(key, "t") is None  # sealed under the old secret, which is no longer trusted
+    finally:
+        cache._secret_for.cache_clear()

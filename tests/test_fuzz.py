@@ -270,3 +270,80 @@ def test_drawn_file_names_give_one_line_messages(name):
     msg = str(ei.value)
     assert len(msg.splitlines()) == 1, repr(msg)
     assert all(word in msg for word in name.split()), f"the file name is not in {msg!r}"
+
+
+# --- runner side files (analyzer.runmeta) ----------------------------------------------------------------------------
+N_SIDE = max(1, int(400 * SCALE))  # ~5 ms each: no trace is loaded
+_JSON_LEAF = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+)
+_JSON = st.recursive(
+    _JSON_LEAF,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
+
+
+def _manifest_paths(doc, path=()):
+    yield path
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from _manifest_paths(v, (*path, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _manifest_paths(v, (*path, i))
+
+
+@functools.cache
+def _probe_manifest() -> dict:
+    return json.loads((ROOT / "sample_traces" / "plain_8192tok_h8192_bf16" / "manifest.json").read_text())
+
+
+@pytest.mark.timeout(int(120 * max(1.0, SCALE)))
+@settings(BASE, max_examples=N_SIDE)
+@given(data=st.data())
+def test_side_files_are_typed_or_one_line_and_their_readers_never_raise(data):
+    """Any subtree of a real runner manifest replaced by any JSON value: runmeta either refuses it with one line
+    naming the file, or every reader downstream (facts, the Diff's JSON, the dashboard's titles) takes it."""
+    import copy
+
+    from analyzer import runmeta
+    from analyzer.diff.facts import conditions_text, manifest_doc_facts, workload_text
+    from analyzer.fmt import clean_json, json_text
+
+    doc = copy.deepcopy(_probe_manifest())
+    paths = list(_manifest_paths(doc))
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(paths))
+        value = data.draw(_JSON)
+        if not path:
+            doc = value
+            break
+        parent = doc
+        try:
+            for k in path[:-1]:
+                parent = parent[k]
+            parent[path[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue
+    raw = json.dumps(doc).encode()
+    try:
+        checked = runmeta.load_manifest(raw, "fuzz<case>/manifest.json")
+    except runmeta.SideFileError as err:
+        line = str(err)
+        assert "\n" not in line and line.startswith("fuzz<case>/manifest.json: "), line
+        return
+    from app_pages.samples import case_title
+    from app_pages.state import clean_entry, context_from_manifest
+
+    for v in checked.get("variants", []):
+        facts = manifest_doc_facts(checked, str(v.get("trace") or "x.json.gz")) or {}
+        json.loads(json_text(clean_json(facts)))  # strict JSON, 64-bit integers: what `diff --json` prints
+        workload_text(facts)
+        conditions_text(facts.get("conditions"))
+        clean_entry(v)
+    case_title(context_from_manifest(checked))

@@ -52,7 +52,7 @@ def test_bomb_is_refused_early_with_its_ratio(bomb_300m, tmp_path):
         tracemalloc.start()
         try:
             with pytest.raises(
-                TraceError, match=r"refused as a decompression bomb: .* \(\d[\d,]*:1, over the 100:1"
+                TraceError, match=r"refused as a decompression bomb: .* \(\d[\d,]*:1, over the 50:1"
             ) as err:
                 load_trace(src, name=name if isinstance(src, bytes) else None)
             _, peak = tracemalloc.get_traced_memory()
@@ -84,7 +84,7 @@ def test_guard_off_loads_the_padded_trace_like_the_original(bomb_300m, monkeypat
     with pytest.raises(TraceError, match="FUSELENS_MAX_GZIP_RATIO: not a ratio"):
         load_trace(bomb_300m)
     monkeypatch.delenv(ENV_MAX_GZIP_RATIO)
-    assert gzip_ratio_limit() == DEFAULT_MAX_GZIP_RATIO == 100
+    assert gzip_ratio_limit() == DEFAULT_MAX_GZIP_RATIO == 50
 
 
 @pytest.mark.slow  # inflates 256+ MiB

@@ -9,6 +9,7 @@ exits 2.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from analyzer.errors import DiffError
@@ -28,7 +29,7 @@ REPORT_SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "m
 
 def run(args) -> int:
     from analyzer.diff import diff_runs
-    from analyzer.diff.facts import attach_manifest, manifest_problem
+    from analyzer.diff.facts import attach_manifest, manifest_note, manifest_problem
     from analyzer.readers.load import load_trace
     from analyzer.summary import summarize
 
@@ -48,11 +49,16 @@ def run(args) -> int:
             raise DiffError(f"{report}: --report must end in .html or .md")
 
     summaries = []
+    said = set()
     for p in paths:
         trace = load_trace(p)
         problem = manifest_problem(p)
         if problem:
             raise DiffError(problem)
+        note = manifest_note(p)  # a side file off the runner's schema: one line, and the diff goes on without it
+        if note and note not in said:
+            said.add(note)
+            print(f"warning: {safe_text(note)}", file=sys.stderr)
         attach_manifest(trace, p)
         summaries.append(summarize(trace))
     diff = diff_runs(summaries[0], summaries[1:], labels=labels)

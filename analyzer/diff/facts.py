@@ -12,22 +12,34 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-MANIFEST_MAX_BYTES = 1 << 20  # a runner manifest is a few kB; anything bigger is not one of ours
+from analyzer import runmeta
+
+MANIFEST_MAX_BYTES = runmeta.MANIFEST_MAX_BYTES  # a runner manifest is a few kB; anything bigger is not one of ours
+SIDE_NUMBER_MAX = 1e18  # µs or bytes: above any real figure (1e18 µs is 31,000 years), and int() of it fits 64 bits
 MANIFEST_KEY = "fuselens_manifest"  # where attach_manifest() stores the facts in TraceMeta.extra
 
 
 def manifest_facts(trace_path: str | os.PathLike) -> dict | None:
     """Facts for one trace from the manifest.json in its folder, or None (no manifest, unreadable, or the trace
     is not listed in it). Never raises: a broken manifest only means fewer facts."""
-    p = Path(trace_path)
-    m = p.parent / "manifest.json"
+    doc, _ = manifest_beside(trace_path)
+    return None if doc is None else manifest_doc_facts(doc, Path(trace_path).name)
+
+
+def manifest_beside(trace_path: str | os.PathLike) -> tuple[dict | None, str | None]:
+    """(the manifest.json beside `trace_path`, checked by analyzer.runmeta, or None; one line saying why a
+    manifest that is there was left out, or None). Never raises and never blocks (a FIFO there is refused)."""
+    m = Path(trace_path).parent / "manifest.json"
     try:
-        if not m.is_file() or m.stat().st_size > MANIFEST_MAX_BYTES:
-            return None
-        doc = json.loads(m.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    return manifest_doc_facts(doc, p.name)
+        return runmeta.read_manifest(m), None
+    except runmeta.SideFileError as err:
+        return None, f"{err}; run context left out"
+
+
+def manifest_note(trace_path: str | os.PathLike) -> str | None:
+    """One line when the manifest.json beside `trace_path` is not of the runner's schema (the command goes on
+    without it), else None."""
+    return manifest_beside(trace_path)[1]
 
 
 def manifest_doc_facts(doc: Mapping, trace_name: str | os.PathLike) -> dict | None:
@@ -37,7 +49,8 @@ def manifest_doc_facts(doc: Mapping, trace_name: str | os.PathLike) -> dict | No
     if not isinstance(doc, Mapping):
         return None
     name = Path(trace_name).name
-    for v in doc.get("variants") or []:
+    variants = doc.get("variants")
+    for v in variants if isinstance(variants, list) else []:
         if isinstance(v, Mapping) and v.get("trace") == name:
             return manifest_entry_facts(doc, v)
     return None
@@ -119,6 +132,8 @@ def recorded_probe(doc: Mapping, entry: Mapping) -> dict | None:
     roles, controls, kernels, us = spec.get("roles"), spec.get("controls"), got.get("kernels"), got.get("us")
     if not (isinstance(roles, list) and isinstance(controls, list) and isinstance(kernels, list)):
         return None
+    if not all(isinstance(x, str) for x in (*roles, *controls)):
+        return None  # a role that is a list or object: no factor (set() of it would raise)
     if not (set(controls) <= set(roles) and len(kernels) == len(roles) and all(isinstance(k, str) for k in kernels)):
         return None
     if not isinstance(us, list) or not 0 < len(us) <= PROBE_MAX_TURNS:
@@ -173,22 +188,15 @@ def entry_problems(entry: Mapping) -> list[str]:
 
 def manifest_problem(trace_path: str | os.PathLike) -> str | None:
     """One line naming the manifest.json beside `trace_path` and what is malformed in this trace's entry, or None
-    (no manifest, or a well-formed one). The CLI refuses such a folder (exit 2) rather than reporting around it."""
+    (no manifest, a well-formed one, or one not of the runner's schema: see manifest_note). The CLI refuses such a
+    folder (exit 2) rather than reporting around a figure it would state."""
     p = Path(trace_path)
     m = p.parent / "manifest.json"
-    try:
-        if not m.is_file():
-            return None
-        if m.stat().st_size > MANIFEST_MAX_BYTES:
-            return f"{m}: {m.stat().st_size:,} bytes is too big for a runner manifest (limit {MANIFEST_MAX_BYTES:,})"
-        doc = json.loads(m.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        return f"{m}: not a readable runner manifest ({type(err).__name__}: {' '.join(str(err).split())[:120]})"
-    except OSError as err:
-        return f"{m}: cannot read it ({err.strerror or err})"
+    doc, _ = manifest_beside(p)  # an off-schema manifest is left out with one line (manifest_note), not refused
     if not isinstance(doc, Mapping):
-        return None  # not a runner manifest at all: nothing of ours to trust or refuse
-    for v in doc.get("variants") or []:
+        return None
+    variants = doc.get("variants")
+    for v in variants if isinstance(variants, list) else []:
         if isinstance(v, Mapping) and v.get("trace") == p.name:
             bad = entry_problems(v)
             if bad:
@@ -215,11 +223,11 @@ def side_number(value) -> float | None:
     """A runner side-file figure (µs, bytes) as a float, or None when it is not a finite non-negative number.
 
     Side files are hand-editable JSON: `"median_us": "abc"`, `true`, `-1` or `1e400` must mean "not recorded",
-    never a crash or an impossible figure further down."""
+    never a crash or an impossible figure further down; so must `1e308` (`int()` of it overflows 64-bit JSON)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     v = float(value)
-    return v if math.isfinite(v) and v >= 0 else None
+    return v if math.isfinite(v) and 0 <= v <= SIDE_NUMBER_MAX else None
 
 
 def attach_manifest(trace, trace_path: str | os.PathLike) -> None:

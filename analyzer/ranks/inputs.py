@@ -21,14 +21,43 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from analyzer.errors import TraceError
+from analyzer.readers.files import open_regular
 
 TRACE_SUFFIXES = (".json", ".json.gz")
-# One member is read whole into a worker's memory before the loader's own gzip cap applies. 4 GiB leaves room for
-# the decoded tables of a 2 GB trace on a 24 GiB machine; FUSELENS_RANKS_MAX_MEMBER_BYTES overrides it.
-MAX_MEMBER_BYTES = int(os.environ.get("FUSELENS_RANKS_MAX_MEMBER_BYTES", 4 << 30))
+ENV_MAX_MEMBER_BYTES = "FUSELENS_RANKS_MAX_MEMBER_BYTES"
+ENV_MAX_MEMBERS = "FUSELENS_RANKS_MAX_MEMBERS"
+
+
+def _env_count(name: str, default: int) -> tuple[int, str | None]:
+    """(a positive whole number from the environment, else `default`; why the setting is not one, else None)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default, None
+    try:
+        value = int(float(raw))
+        if value > 0 and float(raw) == value:
+            return value, None
+    except (ValueError, OverflowError):
+        pass
+    return default, f"{raw[:40]!r} is not a positive whole number"
+
+
+# One member is inflated into a worker's memory before the loader reads it, streamed through the loader's bomb
+# guard (GzipGuard: ratio and padding, refused past 256 MiB of output) and this cap. 4 GiB leaves room for the
+# decoded tables of a 2 GB trace on a 24 GiB machine; FUSELENS_RANKS_MAX_MEMBER_BYTES overrides it.
+MAX_MEMBER_BYTES, _MEMBER_BYTES_PROBLEM = _env_count(ENV_MAX_MEMBER_BYTES, 4 << 30)
 # Thousands of ranks are real (issue 7); 65,536 members is above any job we know of and bounds the zip directory
 # walk (a crafted central directory can list millions of entries).
-MAX_MEMBERS = int(os.environ.get("FUSELENS_RANKS_MAX_MEMBERS", 65_536))
+MAX_MEMBERS, _MEMBERS_PROBLEM = _env_count(ENV_MAX_MEMBERS, 65_536)
+
+
+def check_settings() -> None:
+    """TraceError (one line naming the variable) when a ranks setting in the environment is not a number."""
+    for name, problem in ((ENV_MAX_MEMBER_BYTES, _MEMBER_BYTES_PROBLEM), (ENV_MAX_MEMBERS, _MEMBERS_PROBLEM)):
+        if problem:
+            raise TraceError(name, problem)
+
+
 # gzip'd Kineto JSON inflates 10-20x (hta trace_filter: 14x); used only to size the worker pool when the gzip
 # trailer cannot be read (zip members, >4 GiB files whose ISIZE wrapped).
 GZIP_RATIO_GUESS = 15
@@ -70,8 +99,9 @@ def discover(source, label: str | None = None) -> list[RankInput]:
 
     source: a folder (its trace files, not sub-folders — as HTA reads a rank folder), a .zip path (trace members at
     any depth: zips usually wrap a folder), the bytes of a .zip, or a list of (name, bytes) uploads.
-    Raises TraceError when the set is missing, unreadable or holds no trace.
+    Raises TraceError when the set is missing, unreadable or holds no trace, or a setting is not a number.
     """
+    check_settings()
     if isinstance(source, (bytes, bytearray, memoryview)):
         name = label or "upload.zip"
         return _from_zip(io.BytesIO(bytes(source)), name, label or PurePosixPath(name).stem, path="")
@@ -82,13 +112,22 @@ def discover(source, label: str | None = None) -> list[RankInput]:
     try:
         st = path.stat()
     except OSError as err:
-        raise TraceError(str(path), f"cannot read the rank set ({err.strerror or err})") from None
+        raise TraceError(str(path), f"cannot read the rank set ({_why(err)})") from None
     if stat.S_ISDIR(st.st_mode):
         return _from_folder(path, set_label)
-    if zipfile.is_zipfile(path):
-        with open(path, "rb") as fh:
-            return _from_zip(fh, str(path), set_label, path=str(path))
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
+        raise TraceError(str(path), "not a folder or a .zip of per-rank traces (not a regular file)")
+    try:
+        with open_regular(path, what="zip") as fh:
+            if zipfile.is_zipfile(fh):
+                return _from_zip(fh, str(path), set_label, path=str(path))
+    except OSError as err:
+        raise TraceError(str(path), f"cannot read the rank set ({_why(err)})") from None
     raise TraceError(str(path), "not a folder or a .zip of per-rank traces")
+
+
+def _why(err: OSError) -> str:
+    return err.strerror or str(err)
 
 
 def _label_for(path: Path) -> str:
@@ -103,9 +142,12 @@ def _from_folder(folder: Path, set_label: str) -> list[RankInput]:
     except OSError as err:
         raise TraceError(str(folder), f"cannot list the rank set ({err.strerror or err})") from None
     for entry in entries:
-        if not is_trace_name(entry.name) or not entry.is_file():  # is_file follows symlinks (cluster storage uses them)
+        try:  # is_file follows symlinks (cluster storage uses them); a loop or a dangling one is skipped
+            if not is_trace_name(entry.name) or not entry.is_file():
+                continue
+            size = entry.stat().st_size
+        except OSError:
             continue
-        size = entry.stat().st_size
         inputs.append(
             RankInput(
                 set_label=set_label,
@@ -133,7 +175,7 @@ def _from_uploads(files: list, set_label: str) -> list[RankInput]:
                 set_label=set_label,
                 name=_safe_member_name(name, set_label),
                 size_bytes=len(data),
-                est_json_bytes=_est_bytes_json(data),
+                est_json_bytes=est_bytes_json(data),
                 name_rank=rank_from_name(name),
                 data=bytes(data),
             )
@@ -199,27 +241,48 @@ def _safe_member_name(raw: str, container: str) -> str:
     return "/".join(p for p in parts if p not in ("", "."))
 
 
+_MEMBER_CHUNK = 1 << 20
+
+
 def read_member(zf: zipfile.ZipFile, member: str, zip_name: str) -> bytes:
-    """A zip member's bytes, refusing more than MAX_MEMBER_BYTES whatever its header claims (zip bombs lie)."""
+    """A zip member's bytes, inflated 1 MiB at a time through the loader's bomb guard (the same ratio and padding
+    rules as a gzip trace: analyzer.readers.load.GzipGuard) and under MAX_MEMBER_BYTES whatever its header claims
+    (zip bombs lie): a 3 MB zip holding a 3 GiB member is refused after ~256 MiB, not read whole."""
+    from analyzer.readers.load import GzipGuard
+
+    source = f"{zip_name}/{member}"
+    guard = GzipGuard(" ".join(source.split()))
+    out = bytearray()
     try:
-        with zf.open(member) as m:
-            data = m.read(MAX_MEMBER_BYTES + 1)
+        info = zf.getinfo(member)
+        with zf.open(info) as m:
+            while True:
+                chunk = m.read(_MEMBER_CHUNK)
+                if not chunk:
+                    break
+                out += chunk
+                if len(out) > MAX_MEMBER_BYTES:
+                    raise TraceError(zip_name, f"member {member} inflates past the {MAX_MEMBER_BYTES:,}-byte cap")
+                # compressed bytes consumed so far: what is left of the member's stored size, where zipfile says
+                left = getattr(m, "_compress_left", None)
+                used = info.compress_size - left if isinstance(left, int) else info.compress_size
+                if info.compress_type != zipfile.ZIP_STORED:
+                    guard.add(chunk, len(out), max(used, 1))
     except RuntimeError as err:  # encrypted member
         raise TraceError(zip_name, f"member {member}: {err}") from None
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as err:
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, KeyError) as err:
         raise TraceError(zip_name, f"member {member} cannot be read ({err})") from None
-    if len(data) > MAX_MEMBER_BYTES:
-        raise TraceError(zip_name, f"member {member} inflates past the {MAX_MEMBER_BYTES:,}-byte cap")
-    return data
+    return bytes(out) if len(out) < (64 << 20) else out  # a big one stays the bytearray (no copy)
 
 
 def read_input(inp: RankInput) -> tuple[bytes | str, str]:
     """What to hand load_trace for this input: (path or bytes, name). Runs in the worker."""
     if inp.data is not None:
         return inp.data, inp.display
+    check_settings()
     if inp.member:
         try:
-            with zipfile.ZipFile(inp.path) as zf:
+            with open_regular(inp.path, what="zip") as fh, zipfile.ZipFile(fh) as zf:
                 return read_member(zf, inp.member, inp.path), inp.display
         except FileNotFoundError:
             raise TraceError(inp.path, "zip not found on this worker (put the set on shared storage)") from None
@@ -234,7 +297,7 @@ def read_input(inp: RankInput) -> tuple[bytes | str, str]:
 def with_data(inp: RankInput) -> RankInput:
     """The same input carrying its bytes (Ray `ship="bytes"`: workers that cannot see the driver's files)."""
     data, _ = read_input(inp)
-    if not isinstance(data, bytes):
+    if not isinstance(data, (bytes, bytearray)):
         try:
             data = Path(data).read_bytes()
         except OSError as err:
@@ -254,7 +317,7 @@ def _est_file_json_bytes(path: Path, size: int) -> int:
     return isize if isize >= size else size * GZIP_RATIO_GUESS  # wrapped past 4 GiB, or multi-member
 
 
-def _est_bytes_json(data: bytes) -> int:
+def est_bytes_json(data: bytes) -> int:
     if data[:2] == b"\x1f\x8b" and len(data) >= 18:
         isize = struct.unpack("<I", data[-4:])[0]
         return isize if isize >= len(data) else len(data) * GZIP_RATIO_GUESS

@@ -118,7 +118,24 @@ class RayEngine:
 
 # ray.init(address=…) retries a dead GCS address for 10+ minutes and a dead ray:// one for ~31 s; a plain TCP
 # connect to the address first answers in milliseconds (refused) or this many seconds (a black-holed host).
-CONNECT_TIMEOUT_S = float(os.environ.get("FUSELENS_RAY_CONNECT_TIMEOUT_S", 5))
+ENV_CONNECT_TIMEOUT = "FUSELENS_RAY_CONNECT_TIMEOUT_S"
+CONNECT_TIMEOUT_S = 5.0
+
+
+def connect_timeout_s() -> float:
+    """$FUSELENS_RAY_CONNECT_TIMEOUT_S (> 0), else 5 s; TraceError (one line naming it) when it is not a number."""
+    raw = os.environ.get(ENV_CONNECT_TIMEOUT, "").strip()
+    if not raw:
+        return CONNECT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 3600:
+        raise TraceError(ENV_CONNECT_TIMEOUT, f"{raw[:40]!r} is not a number of seconds between 0 and 3,600")
+    return value
+
+
 _DEFAULT_PORTS = {"ray://": 10001, "": 6379}
 
 
@@ -143,15 +160,99 @@ def reachable(address: str, timeout_s: float | None = None) -> None:
         port = int(port_text) if port_text else _DEFAULT_PORTS[scheme]
     except ValueError:
         raise TraceError(f"ray {address}", f"the port {port_text!r} is not a number") from None
-    limit = CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
+    limit = connect_timeout_s() if timeout_s is None else timeout_s
     try:
         with socket.create_connection((host, port), timeout=limit):
-            return
+            pass
     except TimeoutError:
         why = f"no answer within {limit:g} s"
     except OSError as err:
         why = err.strerror or type(err).__name__
+    else:
+        not_ray = _not_ray(host, port, scheme, limit)
+        if not_ray is None:
+            _same_cluster_where_ray_goes(address, host, port, scheme, limit)
+            return
+        raise TraceError(f"ray {address}", f"{host}:{port} is not a Ray {_SERVICE[scheme][1]} ({not_ray})")
     raise TraceError(f"ray {address}", f"cannot connect to {host}:{port} ({why}); is a Ray head running there?")
+
+
+# The one call each Ray endpoint answers: the GCS (head:6379) its cluster id; the Ray Client server (ray://…:10001)
+# its cluster info. A server that is not Ray (the dashboard's HTTP port 8265 given by mistake, any web server)
+# answers neither: ray.init would retry it for minutes; this answers in milliseconds, or after the timeout.
+_SERVICE = {
+    "": ("/ray.rpc.NodeInfoGcsService/GetClusterId", "GCS (the head's --port, 6379 by default)"),
+    "ray://": ("/ray.rpc.RayletDriver/ClusterInfo", "Client server (ray://head:10001)"),
+}
+
+
+def _same_cluster_where_ray_goes(address: str, host: str, port: int, scheme: str, timeout_s: float) -> None:
+    """ray.init rewrites a loopback GCS address (127.0.0.1, localhost, ::1) to this node's interface address
+    (ray._private.services.resolve_ip_for_localhost) and connects there. Where that is another port's owner (a GCS
+    bound to loopback only, another cluster, another program), the job would run elsewhere than the address given:
+    refused with one line unless both answer alike (the same cluster id; or, on a cluster with token
+    authentication, the same refusal: then it is one GCS listening on every interface, as `ray start` binds it)."""
+    if scheme:
+        return  # ray:// is the Ray Client's channel: Ray connects to it as given
+    try:
+        from ray._private.services import resolve_ip_for_localhost
+
+        there = resolve_ip_for_localhost(host)
+    except Exception:  # a Ray without that helper, or no interface address: nothing is rewritten
+        return
+    if not there or there == host:
+        return
+    here_id, there_id = _gcs_answer(host, port, timeout_s), _gcs_answer(there, port, timeout_s)
+    if here_id is None or here_id != there_id:
+        raise TraceError(
+            f"ray {address}",
+            f"Ray would connect to {there}:{port} instead (it rewrites a loopback address to this node's), and the "
+            f"Ray GCS at {host}:{port} does not answer there; give --address {there}:{port} if that is the cluster",
+        )
+
+
+def _gcs_answer(host: str, port: int, timeout_s: float) -> bytes | str | None:
+    """The GCS's GetClusterId reply (its serialized cluster id), the status it refused the call with (e.g.
+    'UNAUTHENTICATED'), or None when no GCS answers."""
+    try:
+        import grpc
+    except ImportError:
+        return None
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    with grpc.insecure_channel(target, options=[("grpc.enable_http_proxy", 0)]) as channel:
+        call = channel.unary_unary(_SERVICE[""][0], request_serializer=None, response_deserializer=None)
+        try:
+            return bytes(call(b"", timeout=timeout_s))
+        except grpc.RpcError as err:
+            code = err.code() if hasattr(err, "code") else None
+            gone = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.DEADLINE_EXCEEDED)
+            return None if code is None or code in gone else code.name
+
+
+def _not_ray(host: str, port: int, scheme: str, timeout_s: float) -> str | None:
+    """None when a Ray GCS (or, for ray://, a Ray Client server) answers at host:port, else why not (one phrase).
+    A gRPC call with an empty request and a deadline: an answer, or any error but 'unimplemented' or 'unavailable',
+    means the service is there."""
+    try:
+        import grpc
+    except ImportError:  # ray always brings grpcio; without it, leave the check to ray.init
+        return None
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    method = _SERVICE[scheme][0]
+    with grpc.insecure_channel(target, options=[("grpc.enable_http_proxy", 0)]) as channel:
+        call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
+        try:
+            call(b"", timeout=timeout_s)
+            return None
+        except grpc.RpcError as err:
+            code = err.code() if hasattr(err, "code") else None
+            if code == grpc.StatusCode.UNIMPLEMENTED:
+                return "a gRPC server without Ray's service"
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return f"no gRPC answer within {timeout_s:g} s; the Ray dashboard's port (8265) is not the GCS"
+            if code == grpc.StatusCode.UNAVAILABLE:
+                return "it does not speak gRPC; the Ray dashboard's port (8265) is not the GCS"
+            return None
 
 
 def _first_line(err: BaseException) -> str:

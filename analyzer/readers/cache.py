@@ -36,15 +36,19 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import hmac
 import logging
 import math
 import mmap
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
 
 import orjson
+
+from analyzer.readers.files import open_regular
 
 # numpy and pandas are imported where tables are built: a CLI `summary` answered from the cache (summary_json)
 # and a refused gzip bomb never need them (pandas alone is 0.25 s of a fresh process on an idle box, 2–3 s busy).
@@ -55,7 +59,7 @@ ENV_DIR = "FUSELENS_CACHE_DIR"
 ENV_OFF = "FUSELENS_NO_CACHE"
 ENV_MAX_BYTES = "FUSELENS_CACHE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 4 << 30
-FORMAT = 2
+FORMAT = 3  # 3: header sealed with the cache's secret (keyed blake2b), data hash seeded from it
 SUFFIX = ".fltc"
 
 
@@ -101,6 +105,101 @@ def version() -> str:
     return h.hexdigest()
 
 
+# ---------------------------------------------------------------------------------------------------- secret
+# Entries are bound to the cache's owner (docs/LOADING.md, "The cache's threat model"): every header and stat memo
+# is sealed with a keyed blake2b under a 32-byte secret kept in the cache folder as .secret-<uid>, mode 0600, owned
+# by that user and never followed through a symlink. Anyone else who can write the folder can delete or replace
+# entries (the trace is then parsed again), but cannot make one that is read back: a forged entry or memo fails
+# the seal and is rebuilt. A secret that is missing is made; one that is not ours (another owner, group- or
+# world-readable, a symlink, the wrong size) is never used: this process then seals with a secret of its own that
+# nothing on disk carries, so nothing there is trusted.
+SECRET_BYTES = 32
+
+
+def _secret_path() -> Path:
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return cache_dir() / f".secret-{uid}"
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_for(path: str) -> bytes:
+    p = Path(path)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(2):
+        try:
+            fd = os.open(p, flags)
+        except FileNotFoundError:
+            made = _make_secret(p)
+            if made is not None:
+                return made
+            continue  # another process made it first: read theirs
+        except OSError as err:
+            log.warning("cache secret %s not usable (%s): nothing cached on disk is trusted", p, err)
+            break
+        try:
+            st = os.fstat(fd)
+            mine = not hasattr(os, "getuid") or st.st_uid == os.getuid()
+            if stat.S_ISREG(st.st_mode) and mine and not st.st_mode & 0o077 and st.st_size == SECRET_BYTES:
+                data = os.read(fd, SECRET_BYTES + 1)
+                if len(data) == SECRET_BYTES:
+                    return data
+            log.warning("cache secret %s is not this user's 0600 file: nothing cached on disk is trusted", p)
+        finally:
+            os.close(fd)
+        break
+    return _EPHEMERAL
+
+
+_EPHEMERAL = os.urandom(SECRET_BYTES)  # this process only: what it writes is read back by nobody else
+
+
+def _make_secret(p: Path) -> bytes | None:
+    """Create the secret (0600), or None when it exists already (made by a concurrent process). Written to a
+    temporary file first and linked into place, so a reader never sees it half-written."""
+    data = os.urandom(SECRET_BYTES)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-secret-")  # 0600
+    except OSError as err:
+        log.warning("cache secret %s not written (%s): entries of this process are its own", p, err)
+        return _EPHEMERAL
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.link(tmp, p)  # atomic, and refuses to replace what is there (a planted link included)
+    except FileExistsError:
+        return None
+    except OSError as err:
+        log.warning("cache secret %s not written (%s): entries of this process are its own", p, err)
+        return _EPHEMERAL
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return data
+
+
+def _secret() -> bytes:
+    return _secret_for(str(_secret_path()))
+
+
+def _mac(data: bytes) -> bytes:
+    """16-byte seal of a header or memo under the cache's secret."""
+    return hashlib.blake2b(data, digest_size=16, key=_secret(), person=b"fl-header").digest()
+
+
+def _sealed(doc: dict) -> dict:
+    return {**doc, "seal": _mac(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hex()}
+
+
+def _unsealed(doc) -> bool:
+    """True when a sealed document (stat memo) carries this cache's seal; the seal is popped."""
+    if not isinstance(doc, dict):
+        return False
+    seal = doc.pop("seal", None)
+    want = _mac(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hex()
+    return isinstance(seal, str) and hmac.compare_digest(seal, want)
+
+
 # ---------------------------------------------------------------------------------------------------- key
 def content_key(src) -> str:
     """xxh3-128 of a path's bytes (``_hash_file``: a read-only map, no copy, ~16 MiB of it resident at a time) or
@@ -119,15 +218,15 @@ def content_key(src) -> str:
     key = _memo_key(memo, sig)
     if key is not None:
         return key
-    with open(path, "rb") as f:
+    with open_regular(path) as f:  # a FIFO or device is refused at once, never hashed (it would block or not end)
         key = _hash_file(f)
     if _stat_sig(os.stat(path)) == sig and (time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > 2_000_000_000):
-        with contextlib.suppress(OSError):
-            memo.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=memo.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
-                f.write(orjson.dumps({"path": str(path), "sig": sig, "key": key}))
-            os.replace(tmp, memo)
+        with contextlib.suppress(OSError, ValueError):
+            if _own_subdir(memo.parent, create=True):
+                fd, tmp = tempfile.mkstemp(dir=memo.parent, prefix=".tmp-")
+                with os.fdopen(fd, "wb") as f:
+                    f.write(orjson.dumps(_sealed({"path": str(path), "sig": sig, "key": key})))
+                os.replace(tmp, memo)
     return key
 
 
@@ -147,11 +246,31 @@ def _stat_sig(st: os.stat_result) -> list[int]:
 
 
 def _memo_key(memo: Path, sig: list) -> str | None:
+    """The key a stat memo holds for this signature, or None. The memo is read without following a symlink (at
+    `stat/` or the file), must be a small regular file and carry this cache's seal: a forged memo pointing a path
+    at another trace's key is ignored, and the path is hashed again."""
     with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-        m = orjson.loads(memo.read_bytes())
-        if m["sig"] == sig and isinstance(m["key"], str):
+        if not _own_subdir(memo.parent):
+            return None
+        with open_regular(memo, limit=1 << 16, what="stat memo", follow=False) as f:
+            m = orjson.loads(f.read())
+        if _unsealed(m) and m["sig"] == sig and isinstance(m["key"], str):
             return m["key"]
     return None
+
+
+def _own_subdir(d: Path, create: bool = False) -> bool:
+    """True when `d` (a folder inside the cache folder, e.g. stat/) is a real folder, not a symlink: the cache
+    never reads, writes or deletes through a link out of its folder (a team-shared cache is writable by others)."""
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
+        if not create:
+            return False
+        with contextlib.suppress(FileExistsError):
+            d.mkdir(parents=True, mode=0o700)
+        st = os.lstat(d)
+    return stat.S_ISDIR(st.st_mode)
 
 
 def _memo_path(path: Path) -> Path:
@@ -204,10 +323,10 @@ def lookup(key: str, source: str):
     deleted (so the caller parses the file again and stores a fresh one)."""
     ver = version()
     path = entry_path(key, ver)
-    for stale in cache_dir().glob(f"{key}-*{SUFFIX}"):
+    for stale in _glob(f"{key}-*{SUFFIX}"):
         if not stale.name.startswith(f"{key}-{ver}"):  # the trace's and its derived entries of this version stay
             _remove(stale, "stale version")
-    if not path.is_file():
+    if not _is_entry(path):
         return None
     try:
         trace = _read(path, key, ver, source)
@@ -466,7 +585,9 @@ def lookup_json(key: str, kind: str) -> dict | None:
     ver = version()
     entry = derived_path(key, kind, ver)
     try:
-        with open(entry, "rb") as f:
+        if not _is_entry(entry):
+            return None
+        with _open_entry(entry) as f:
             manifest, _ = _read_header(f)
         _check_manifest(manifest, key, ver, kind)
         out = manifest["json"]
@@ -561,7 +682,7 @@ def lookup_summary(key: str, trace):
 
     ver = version()
     path = summary_path(key, ver)
-    if not path.is_file():
+    if not _is_entry(path):
         return None
     try:
         manifest, arrays = _read_container(path)
@@ -583,7 +704,7 @@ def lookup_summary(key: str, trace):
 # the tables like any other), after both hashes match: a flipped byte
 # anywhere makes the entry unreadable, never a wrong number. Why not .npz: numpy reads zip members in chunks and
 # copies them (1.2 s of a 1.8 s cached open of the 1 GiB benchmark trace).
-MAGIC = b"FLCACHE2"
+MAGIC = b"FLCACHE3"
 _PREFIX = len(MAGIC) + 8 + 8 + 16
 _ALIGN = 64
 
@@ -597,13 +718,13 @@ def _write_container(f, arrays: dict, manifest: dict) -> None:
         arrays[name] = arr
         layout[name] = [arr.dtype.str, int(arr.shape[0]) if arr.ndim else 0, offset]
         offset += -(-arr.nbytes // _ALIGN) * _ALIGN
-    h = _Hasher()
+    h = _Hasher(keyed="data")
     for arr in arrays.values():
         h.update(memoryview(arr).cast("B"))
         h.update(bytes(-arr.nbytes % _ALIGN))
     header = orjson.dumps({**manifest, "arrays": layout, "data_hash": h.hexdigest()})
     head = MAGIC + len(header).to_bytes(8, "little") + offset.to_bytes(8, "little")
-    head += bytes.fromhex(_Hasher(header).hexdigest())[:16].ljust(16, b"\0")
+    head += _mac(header)
     f.write(head + header + bytes(-(len(head) + len(header)) % _ALIGN))
     for arr in arrays.values():
         f.write(memoryview(arr).cast("B"))
@@ -623,15 +744,15 @@ def _read_header(f) -> tuple[dict, int]:
     if start + n_data != size:
         raise ValueError(f"file is {size:,} bytes, its header says {start + n_data:,}")
     header = f.read(n_header)
-    if bytes.fromhex(_Hasher(header).hexdigest())[:16].ljust(16, b"\0") != prefix[24:40]:
-        raise ValueError("header checksum mismatch")
+    if not hmac.compare_digest(_mac(header), prefix[24:40]):
+        raise ValueError("header seal mismatch (corrupt, or not written by this cache's owner)")
     return orjson.loads(header), start
 
 
 def _read_container(path: Path) -> tuple[dict, dict]:
     import numpy as np
 
-    with open(path, "rb") as f:
+    with _open_entry(path) as f:
         manifest, start = _read_header(f)
         # A private (copy-on-write) map: the arrays are views of the page cache, writable without touching the
         # file, and nothing is zero-filled or copied up front (a bytearray + readinto took 0.6 of a 1 s open of
@@ -640,7 +761,7 @@ def _read_container(path: Path) -> tuple[dict, dict]:
         size = os.fstat(f.fileno()).st_size
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if size else bytearray()
     view = memoryview(data)[start:]
-    if _Hasher(view).hexdigest() != manifest.pop("data_hash"):
+    if _Hasher(view, keyed="data").hexdigest() != manifest.pop("data_hash"):
         raise ValueError("data checksum mismatch")
     arrays = {}
     for name, (dtype, n, offset) in manifest.pop("arrays").items():
@@ -649,15 +770,17 @@ def _read_container(path: Path) -> tuple[dict, dict]:
 
 
 class _Hasher:
-    """xxh3-128 (blake2b where xxhash is missing), incremental."""
+    """The data region's hash, incremental: xxh3-128 seeded from this cache's secret (keyed blake2b where xxhash
+    is missing). Its value sits in the sealed header, so changing the data means matching it without the seed."""
 
-    def __init__(self, data=b""):
+    def __init__(self, data=b"", keyed: str = "data"):
+        secret = _secret()
         try:
             import xxhash
 
-            self.h = xxhash.xxh3_128()
+            self.h = xxhash.xxh3_128(seed=int.from_bytes(hashlib.blake2b(secret, person=b"fl-data").digest()[:8]))
         except ImportError:
-            self.h = hashlib.blake2b(digest_size=16)
+            self.h = hashlib.blake2b(digest_size=16, key=secret, person=b"fl-" + keyed.encode()[:13])
         if len(data):
             self.h.update(data)
 
@@ -670,8 +793,35 @@ class _Hasher:
 
 # ---------------------------------------------------------------------------------------------------- housekeeping
 def entries() -> list[Path]:
+    """The cache's entries: regular files named *.fltc directly in its folder. A symlink, FIFO or folder of that
+    name is not an entry (never listed, read or sized; `clear` removes the link itself)."""
+    return [p for p in _glob(f"*{SUFFIX}") if not p.name.startswith(".tmp-") and _is_entry(p)]
+
+
+def _glob(pattern: str) -> list[Path]:
+    """Names in the cache folder matching `pattern`, sorted, without following anything (no sub-folders)."""
+    import fnmatch
+
     d = cache_dir()
-    return sorted(d.glob(f"*{SUFFIX}")) if d.is_dir() else []
+    try:
+        with os.scandir(d) as it:
+            names = [e.name for e in it if fnmatch.fnmatchcase(e.name, pattern)]
+    except OSError:
+        return []
+    return [d / n for n in sorted(names)]
+
+
+def _is_entry(path: Path) -> bool:
+    """A regular file, not a symlink (lstat): the cache never reads through a link out of its folder."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _open_entry(path: Path):
+    """An entry opened for reading: regular, not a symlink, never blocking (a FIFO planted there is refused)."""
+    return open_regular(path, what="cache entry", follow=False)
 
 
 def evict(limit: int | None = None) -> int:
@@ -680,7 +830,7 @@ def evict(limit: int | None = None) -> int:
     files = []
     for p in entries():
         try:
-            st = p.stat()
+            st = os.lstat(p)
         except OSError:
             continue
         files.append((st.st_mtime, st.st_size, p))
@@ -701,22 +851,28 @@ def clear() -> tuple[int, int]:
     d = cache_dir()
     if not d.is_dir():
         return 0, 0
-    for p in d.glob("stat/*.json"):
-        _remove(p, "cleared")
-    for p in [*d.glob(f"*{SUFFIX}"), *d.glob(f".tmp-*{SUFFIX}")]:
+    memo_dir = d / "stat"
+    if _own_subdir(memo_dir):
+        with contextlib.suppress(OSError), os.scandir(memo_dir) as it:
+            for e in list(it):
+                if e.name.endswith(".json") and not e.is_dir(follow_symlinks=False):
+                    _remove(Path(e.path), "cleared")
+    elif os.path.islink(memo_dir):  # a link planted as stat/: remove the link, never what it points to
+        _remove(memo_dir, "a symlink, not the cache's own folder")
+    for p in _glob(f"*{SUFFIX}"):
         try:
-            size = p.stat().st_size
+            st = os.lstat(p)
         except OSError:
             continue
         if _remove(p, "cleared"):
-            n, freed = n + 1, freed + size
+            n, freed = n + 1, freed + (st.st_size if stat.S_ISREG(st.st_mode) else 0)
     return n, freed
 
 
 def _mark_used(path: Path) -> None:
     """Touch an entry that was just read: the size bound evicts the least recently USED first."""
     with contextlib.suppress(OSError):
-        os.utime(path)
+        os.utime(path, follow_symlinks=False)
 
 
 def _remove_unreadable(path: Path, err: Exception) -> None:
