@@ -10,8 +10,12 @@ the call each range gives, the CUDA-event times from the runner's manifest, the 
 The basis, best-supported first (docs/DIFF.md, "The headline"):
 1. ``cuda_events``: the runner's CUDA-event time per step, when both manifests have it (100 timed steps each, taken
    in turns, outside the profiler);
-2. ``span``: the step's GPU span (first op start to last op end), when idle time per step changed by more than
-   HOST_SHARE of the baseline's span: the GPU waited on the host, and the sum of kernel times leaves that out;
+2. ``span``: the step's GPU span (first op start to last op end), when idle time per step ROSE by more than
+   HOST_SHARE of the baseline's span: the candidate's GPU waited on the host, and the sum of kernel times leaves
+   that out (it would oversell). When idle FELL by as much, the reason says so and the GPU time stays the basis:
+   under the profiler the host launches slower than without it, and the same program's idle moves by that much
+   from one recording to the next (eager HF GEGLU: 80.0 µs of a 335.9 µs step in one recording, 9.7 µs in
+   another), so a span that fell with the idle would credit the change with the profiler's own overhead;
 3. ``normalised_gpu_time``: the GPU time per step with the candidate's kernel times divided by the condition factor,
    when the comparability check found a control group that normalises (same-context kernels, the probe, or
    kernels in another context beyond their widened tolerance);
@@ -130,7 +134,7 @@ def decide(
         trace_name, trace_fig = "GPU time", raw
     if events is not None and events.known:
         basis, fig = "cuda_events", events
-    elif host and span.known:
+    elif host and ic > ib and span.known:
         basis, fig = "span", span
     elif normalised is not None and normalised.known:
         basis, fig = "normalised_gpu_time", normalised
