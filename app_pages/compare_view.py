@@ -112,7 +112,9 @@ def summary_table(d) -> pd.DataFrame:
             "saved by fusion": ui.fmt_us(cd.time_saved_us_per_step),
             "fusion groups": str(h.get("n_fusions", 0)),
             "round trips left (est.)": ui.fmt_bytes(cd.run.remaining_bytes_per_step),
-            "GPU conditions": f"{verdict or ui.NONE}" + (f" · {factor}" if factor != ui.NONE else ""),
+            "GPU conditions": f"{verdict or ui.NONE}"
+            + (f" · {factor}" if factor != ui.NONE else "")
+            + (" (other context)" if cd.comparability is not None and cd.comparability.source == "context" else ""),
             "data": "⚠ in doubt" if runs.get(cd.label) and runs[cd.label].summary.doubts else "ok",
         }
     df = pd.DataFrame(cols)
@@ -304,7 +306,8 @@ def conditions_badge(cd) -> None:
     color, icon = _VERDICT_LOOK.get(verdict, _VERDICT_LOOK["not checkable"])
     text = f"GPU conditions: {verdict}"
     if comp is not None and comp.factor is not None:
-        text += f" · factor {comp.factor:.3f}" + (" (control probe)" if comp.source == "probe" else "")
+        where = {"probe": " (control probe)", "context": " (identical kernels in another context)"}
+        text += f" · factor {comp.factor:.3f}" + where.get(comp.source, "")
     st.badge(text, color=color, icon=icon)
     lines = cd.lead_lines()
     st.caption(ui.esc(lines[0].split(" — ", 1)[-1], limit=600))  # the verdict is on the badge
