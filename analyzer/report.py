@@ -24,6 +24,7 @@ import time
 from analyzer.cells import spreadsheet_safe
 from analyzer.diff import BYTES_RULE, ESTIMATES
 from analyzer.diff.facts import conditions_text, diff_context, workload_parts
+from analyzer.diff.headline import headline_text
 from analyzer.fmt import (
     counted,
     finite,
@@ -39,7 +40,7 @@ from analyzer.fmt import (
     short_name,
 )
 
-# A report is a list of blocks rendered twice: ("h1"|"h2"|"h3"|"p"|"note", text), ("cards", [(title, [lines])]),
+# A report is a list of blocks rendered twice: ("h1"|"h2"|"h3"|"p"|"note"|"lead", text), ("cards", [(title, [lines])]),
 # ("table", headers, rows), ("figure", fig) — HTML only, ("bars", rows) — Markdown only, ("list", [items]).
 
 
@@ -144,6 +145,8 @@ def _context_line(diff) -> str:
 
 def _blocks(diff, html_figures: bool) -> list[tuple]:
     b: list[tuple] = [("h1", _title(diff))]
+    for cd in diff.candidates:  # the one change to quote leads (analyzer.diff.headline), the rest supports it
+        b.append(("lead", f"Headline: {headline_text(cd.quote(), cd.label, cd.base_label)}"))
     ctx = _context_line(diff)
     if ctx:
         b.append(("p", ctx))
@@ -190,16 +193,17 @@ def _blocks(diff, html_figures: bool) -> list[tuple]:
 def _card(diff, cd) -> tuple[str, list[str]]:
     b, r = cd.base, cd.run
     h = cd.headline()
-    pct = h.get("gpu_time_change_pct")
+    pct = h.get("raw_gpu_time_change_pct")
     sp = h.get("spread") or {}
     calls = sp.get("calls") or {}
     rb, rc = sp.get("gpu_time_us_per_step") or [None, None]
     norm = h.get("normalised_gpu_time_change_pct")
     lines = [
+        f"headline: {headline_text(h['headline'], cd.label, cd.base_label)} — {h['headline']['reason']}",
         *cd.lead_lines()[1:],
         f"kernels per step: {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]}",
         f"{cd.traffic_avoided()['text']}; logical: {cd.hbm_bytes_avoided_per_step:,.0f} B, estimate",
-        f"GPU time per step: {fmt_us(b.gpu_time_us_per_step)}{fmt_range(rb)} → {fmt_us(r.gpu_time_us_per_step)}{fmt_range(rc)}"
+        f"GPU time per step as recorded: {fmt_us(b.gpu_time_us_per_step)}{fmt_range(rb)} → {fmt_us(r.gpu_time_us_per_step)}{fmt_range(rc)}"
         + (f": {fmt_pct(pct)} {calls.get('gpu_time') or ''}".rstrip() if pct is not None else "")
         + (
             f"; normalised {fmt_pct(norm)} {calls.get('gpu_time_normalised') or ''}".rstrip()
@@ -648,6 +652,7 @@ th,td{border:1px solid #E4E7EB;padding:.35rem .5rem;text-align:left;vertical-ali
 th{background:#F5F7FA}td{word-break:break-word;max-width:520px}
 .note{background:#FFF8E1;border-left:4px solid #E69F00;padding:.4rem .8rem;margin:.5rem 0}
 .fig{margin:.5rem 0 1rem 0}
+.lead{font-size:1.15rem;margin:.3rem 0}
 .badge{padding:.45rem .9rem;margin:.4rem 0;border-radius:6px;font-weight:600;border:1px solid}
 .badge.ok{background:#E3F9E5;border-color:#2F8132;color:#0E5814}
 .badge.bad{background:#FFE3E3;border-color:#CF1124;color:#8A041A}
@@ -677,6 +682,8 @@ def _render_html(blocks: list[tuple], title: str) -> str:
         kind = blk[0]
         if kind in ("h1", "h2", "h3"):
             out.append(f"<{kind}>{html_text(blk[1], quote=True)}</{kind}>")
+        elif kind == "lead":
+            out.append(f'<p class="lead"><strong>{html_text(blk[1], quote=True)}</strong></p>')
         elif kind == "p":
             cls = ' class="ctx"' if first_p else ""
             first_p = False
@@ -754,6 +761,8 @@ def _render_md(blocks: list[tuple]) -> str:
             out += [f"## {md_escape(blk[1])}", ""]
         elif kind == "h3":
             out += [f"### {md_escape(blk[1])}", ""]
+        elif kind == "lead":
+            out += [f"**{md_escape(blk[1])}**", ""]
         elif kind == "p":
             out += [md_escape(blk[1]), ""]
         elif kind == "note":

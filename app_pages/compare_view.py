@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from analyzer.diff.facts import side_number
+from analyzer.diff.headline import BASIS_TEXT, headline_text
 from analyzer.fmt import finite, safe_text, short_name
 from app_pages import state, ui
 
@@ -67,8 +68,11 @@ def _runs_by_label() -> dict[str, state.Run]:
 # (row label, tooltip) of the side-by-side table: one column per candidate, so 3-4 candidates fit a slide at 1280 px
 # (one row per candidate with 13 columns ran 600 px past the page's right edge).
 SIDE_BY_SIDE_HELP = {
+    "headline": "the one change per step to quote and its call, on the best-supported figure (CUDA events, else the "
+    "step span when the GPU waited on the host, else the GPU time normalised for the GPU's conditions, else as recorded)",
     "kernels/step": "GPU kernels in the representative steady-state step, baseline → candidate",
-    "GPU time/step": "sum of GPU kernel durations per step (median over steady-state steps) and its change",
+    "GPU time/step": "sum of GPU kernel durations per step (median over steady-state steps) and its raw change, as "
+    "recorded: not corrected for the GPU's conditions",
     "CUDA-event time": "the runner's median over 100 timed steps (manifest); — = not recorded (plain Kineto traces "
     "carry no runner timing)",
     "speed-up (CUDA events)": "baseline CUDA-event time / the candidate's; — = one of the two was not recorded",
@@ -93,10 +97,12 @@ def summary_table(d) -> pd.DataFrame:
         h = cd.headline()
         base_ev = side_number(runs[cd.base_label].variant.get("median_us")) if cd.base_label in runs else None
         cand_ev = side_number(runs[cd.label].variant.get("median_us")) if cd.label in runs else None
-        pct = h.get("gpu_time_change_pct")
+        pct = h.get("raw_gpu_time_change_pct")
         verdict = h.get("comparability")
         factor = ui.cell(h.get("condition_factor"), "{:.3f}")
+        q = h["headline"]
         cols[cd.label] = {
+            "headline": f"{ui.fmt_pct(q.get('change_pct'))} {q.get('verdict')} ({BASIS_TEXT.get(q.get('basis'), '')})",
             "kernels/step": f"{cd.base.kernels_per_step} → {cd.run.kernels_per_step}",
             "GPU time/step": ui.fmt_us(cd.run.gpu_time_us_per_step) + (f" ({ui.fmt_pct(pct)})" if finite(pct) else ""),
             "CUDA-event time": ui.cell(cand_ev, "{:,.1f} µs"),
@@ -106,7 +112,9 @@ def summary_table(d) -> pd.DataFrame:
             "saved by fusion": ui.fmt_us(cd.time_saved_us_per_step),
             "fusion groups": str(h.get("n_fusions", 0)),
             "round trips left (est.)": ui.fmt_bytes(cd.run.remaining_bytes_per_step),
-            "GPU conditions": f"{verdict or ui.NONE}" + (f" · {factor}" if factor != ui.NONE else ""),
+            "GPU conditions": f"{verdict or ui.NONE}"
+            + (f" · {factor}" if factor != ui.NONE else "")
+            + (" (other context)" if cd.comparability is not None and cd.comparability.source == "context" else ""),
             "data": "⚠ in doubt" if runs.get(cd.label) and runs[cd.label].summary.doubts else "ok",
         }
     df = pd.DataFrame(cols)
@@ -122,6 +130,7 @@ def headline(d, label: str | None = None) -> None:
     avoided = cd.hbm_bytes_avoided_per_step
     st.markdown(f"#### {ui.esc(cd.label)} vs {ui.esc(cd.base_label)}")
     doubts(cd.base_label, cd.label)
+    headline_card(cd, h["headline"])
     conditions_badge(cd)
     m = st.columns(4)
     m[0].metric(
@@ -144,10 +153,10 @@ def headline(d, label: str | None = None) -> None:
     # runs recorded under other GPU conditions: the metric shows the candidate normalised (analyzer.diff.comparability)
     norm = h.get("comparability") == "skewed" and finite(h.get("normalised_gpu_time_change_pct"))
     calls = (h.get("spread") or {}).get("calls") or {}
-    pct = h.get("normalised_gpu_time_change_pct" if norm else "gpu_time_change_pct")
+    pct = h.get("normalised_gpu_time_change_pct" if norm else "raw_gpu_time_change_pct")
     call = calls.get("gpu_time_normalised" if norm else "gpu_time")
     m[2].metric(
-        "GPU time per step" + (" (normalised)" if norm else ""),
+        "GPU time per step" + (" (normalised)" if norm else " (as recorded)"),
         ui.fmt_us(cd.normalised_gpu_time_us_per_step if norm else gpu_c),
         delta=f"{ui.fmt_pct(pct)} vs {ui.fmt_us(gpu_b)}" + (" · a tie" if call == "tie" else "")
         if finite(pct)
@@ -165,6 +174,7 @@ def headline(d, label: str | None = None) -> None:
         delta_arrow="off",
         help="Replaced baseline kernels' time minus the fused kernels' time (fusion groups and swaps only).",
     )
+    step_times(cd, calls)
     traffic = cd.traffic_avoided()  # logical vs predicted DRAM vs measured DRAM: one sentence for every surface
     st.markdown(f"**{ui.esc(traffic['text'])}**")
     st.caption(
@@ -182,20 +192,82 @@ def headline(d, label: str | None = None) -> None:
         candidates_table(d)
 
 
+_HEADLINE_LOOK = {
+    "faster": ("green", ":material/trending_down:"),
+    "slower": ("red", ":material/trending_up:"),
+    "tie": ("gray", ":material/drag_handle:"),
+    "uncertain": ("orange", ":material/help:"),
+}
+
+
+def headline_card(cd, q: dict) -> None:
+    """The one change to quote (analyzer.diff.headline): its figure and call first, the reason under it."""
+    color, icon = _HEADLINE_LOOK.get(q.get("verdict"), _HEADLINE_LOOK["uncertain"])
+    cols = st.columns([1, 3], vertical_alignment="center")
+    cols[0].metric(
+        f"Headline · {BASIS_TEXT.get(q.get('basis'), '')}",
+        ui.fmt_pct(q.get("change_pct")) + " per step",
+        delta=q.get("verdict"),
+        delta_color="off",
+        delta_arrow="off",
+        help="The one figure to quote for this comparison: the runner's CUDA events when recorded, else the step span "
+        "when the GPU waited on the host, else the GPU time normalised for the GPU's conditions, else as recorded. "
+        "'uncertain' when another figure of the GPU's work calls the opposite beyond its spread.",
+    )
+    with cols[1]:
+        st.badge(headline_text(q, cd.label, cd.base_label), color=color, icon=icon)
+        st.caption(ui.esc(q.get("reason") or "", limit=900))
+
+
+def step_times(cd, calls: dict) -> None:
+    """GPU busy, idle and the step span side by side: where the GPU time and the step's length part ways (a GPU
+    waiting on the host), the span is the time a step took."""
+    b, c = cd.base, cd.run
+    m = st.columns(3)
+    for col, (name, key, call, hint) in zip(
+        m,
+        (
+            ("GPU busy per step", "gpu_busy_us_per_step", "gpu_busy", "union of GPU op intervals"),
+            ("GPU idle per step", "idle_us_per_step", None, "gaps inside the step: the GPU waiting on the host"),
+            ("Step span", "span_us_per_step", "span", "first GPU op start to last op end: busy + idle"),
+        ),
+        strict=True,
+    ):
+        vb, vc = getattr(b, key), getattr(c, key)
+        delta = f"{ui.signed(vc - vb, ',.1f')} µs vs {ui.fmt_us(vb)}" if finite(vb) and finite(vc) else None
+        if call and calls.get(call) == "tie":
+            delta = (delta or "") + " · a tie"
+        col.metric(
+            name,
+            ui.fmt_us(vc),
+            delta=delta,
+            delta_color="off" if call is None or calls.get(call) == "tie" else "inverse",
+            help=f"Median over steady-state steps ({hint}), {cd.base_label} → {cd.label}.",
+        )
+
+
 def headline_markdown(d, label: str | None = None) -> str:
     """The headline of one candidate as Markdown for a design doc (the same figures as the metrics above)."""
     cd = d.candidate(label) if label else d.candidates[0]
     b, c = cd.base, cd.run
     h = cd.headline()
-    pct = h.get("gpu_time_change_pct")
+    q = h["headline"]
+    pct = h.get("raw_gpu_time_change_pct")
     change = f" ({ui.fmt_pct(pct)} vs {ui.fmt_us(b.gpu_time_us_per_step)})" if finite(pct) else ""
     lines = [
+        f"**Headline: {headline_text(q, cd.label, cd.base_label)}**",
+        "",
+        f"{q.get('reason') or ''}",
+        "",
         f"**{cd.label} vs {cd.base_label}** (per step, median over steady-state steps)",
         "",
         f"- Kernels per step: {b.kernels_per_step} → {c.kernels_per_step}",
         f"- HBM bytes avoided per step: {ui.fmt_bytes(cd.hbm_bytes_avoided_per_step)} "
         f"({cd.hbm_bytes_avoided_per_step:,.0f} B, estimate from recorded shapes and dtypes)",
-        f"- GPU time per step: {ui.fmt_us(c.gpu_time_us_per_step)}{change}",
+        f"- GPU time per step, as recorded: {ui.fmt_us(c.gpu_time_us_per_step)}{change}",
+        f"- GPU busy / idle / step span per step: {ui.fmt_us(b.gpu_busy_us_per_step)} / {ui.fmt_us(b.idle_us_per_step)}"
+        f" / {ui.fmt_us(b.span_us_per_step)} → {ui.fmt_us(c.gpu_busy_us_per_step)} / {ui.fmt_us(c.idle_us_per_step)} / "
+        f"{ui.fmt_us(c.span_us_per_step)}",
         f"- Time saved by fusion per step: {ui.fmt_us(cd.time_saved_us_per_step)} "
         f"({h.get('n_fusions', 0)} fusion group(s))",
     ]
@@ -234,7 +306,8 @@ def conditions_badge(cd) -> None:
     color, icon = _VERDICT_LOOK.get(verdict, _VERDICT_LOOK["not checkable"])
     text = f"GPU conditions: {verdict}"
     if comp is not None and comp.factor is not None:
-        text += f" · factor {comp.factor:.3f}" + (" (control probe)" if comp.source == "probe" else "")
+        where = {"probe": " (control probe)", "context": " (identical kernels in another context)"}
+        text += f" · factor {comp.factor:.3f}" + where.get(comp.source, "")
     st.badge(text, color=color, icon=icon)
     lines = cd.lead_lines()
     st.caption(ui.esc(lines[0].split(" — ", 1)[-1], limit=600))  # the verdict is on the badge

@@ -128,7 +128,7 @@ def test_conditions_badge_agrees_with_the_diff(at):
     assert any(x.startswith(c.reason) for x in captions)  # the why, under the badge (then the runner's clocks)
     assert any(x.startswith("changed kernels ") for x in captions)
     m = s.metric_values(at)
-    label = "GPU time per step (normalised)" if c.verdict == "skewed" else "GPU time per step"
+    label = "GPU time per step (normalised)" if c.verdict == "skewed" else "GPU time per step (as recorded)"
     assert label in m  # a skewed pair shows the candidate at the baseline's conditions
 
 

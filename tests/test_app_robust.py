@@ -73,7 +73,7 @@ def test_truncated_baseline_and_wrong_types_candidate(broken):
     s.goto(at, "compare")
     at.selectbox(key="fl_compare_candidate").set_value("wrong_types").run()
     m = s.metric_values(at)
-    assert m["GPU time per step"][0] == "—"  # unknown, not "1.6 µs, -99.3%"
+    assert m["GPU time per step (as recorded)"][0] == "—"  # unknown, not "1.6 µs, -99.3%"
 
 
 def test_only_an_empty_run_beside_one_good_run_says_why(broken):

@@ -114,7 +114,7 @@ def test_skewed_pair_names_the_factor_and_its_normalised_sign_agrees_with_cuda_e
     h = cd.headline()
     assert h["comparability"] == "skewed" and h["condition_factor"] == pytest.approx(c.factor)
     sp = h["spread"]
-    assert sp["calls"]["gpu_time"] == "tie" and abs(h["gpu_time_change_pct"]) < 0.5
+    assert sp["calls"]["gpu_time"] == "tie" and abs(h["raw_gpu_time_change_pct"]) < 0.5
     assert sp["calls"]["gpu_time_normalised"] == "faster"
     ev_b, ev_c = h["cuda_event_time_us_per_step"]
     assert h["normalised_gpu_time_change_pct"] == pytest.approx(100 * (ev_c - ev_b) / ev_b, abs=1.0)
@@ -145,7 +145,7 @@ def test_same_variant_under_a_concurrent_load_is_skewed_and_normalises_to_a_tie(
     assert c.context_excluded["n_calls"] == 0  # the same program: every identical call in the same context
     assert c.control_share > 0.99  # the same program: all but the memsets are identical
     h = cd.headline()
-    assert h["gpu_time_change_pct"] > 8 and h["spread"]["calls"]["gpu_time"] == "slower"
+    assert h["raw_gpu_time_change_pct"] > 8 and h["spread"]["calls"]["gpu_time"] == "slower"
     assert abs(h["normalised_gpu_time_change_pct"]) < 1 and h["spread"]["calls"]["gpu_time_normalised"] == "tie"
     assert h["spread"]["calls"]["changed_kernels_normalised"] == "tie"
     assert cd.lead_lines()[0].startswith(
@@ -161,7 +161,7 @@ def test_round0_load_shows_the_same(skew):
     assert c.verdict == "skewed" and c.factor == pytest.approx(1.1298, abs=5e-4)
     assert c.class_factors["memory"] == pytest.approx(0.9896, abs=5e-4)
     h = cd.headline()
-    assert h["gpu_time_change_pct"] > 14 and abs(h["normalised_gpu_time_change_pct"]) < 2
+    assert h["raw_gpu_time_change_pct"] > 14 and abs(h["normalised_gpu_time_change_pct"]) < 2
     assert h["spread"]["calls"]["gpu_time_normalised"] == "tie"
 
 
@@ -239,12 +239,15 @@ def test_cli_json_carries_the_comparability_object():
 
 
 def test_cli_text_leads_with_conditions_and_changed_kernels():
+    """After the headline (analyzer.diff.headline), the conditions' verdict and what the changed kernels saved."""
     out = _cli(SKEW / "normal" / "eager.json.gz", SKEW / "loaded" / "compile.json.gz").splitlines()
+    assert out[0] == "headline: compile vs eager: -8.0% per step (CUDA events), faster"
     i = next(n for n, line in enumerate(out) if line.startswith("compile vs eager"))
-    assert out[i + 1].startswith(
+    assert out[i + 1].startswith("  headline: the runner's CUDA events") and "SKEWED, factor 1.126" in out[i + 1]
+    assert out[i + 2].startswith(
         "  conditions: SKEWED — 1 kernel (1 call) identical in both runs and in the same context"
     )
-    assert out[i + 2].startswith("  changed kernels saved") and "at equal conditions" in out[i + 2]
+    assert out[i + 3].startswith("  changed kernels saved") and "at equal conditions" in out[i + 3]
 
 
 def test_report_shows_the_badge(skew):
@@ -373,7 +376,8 @@ def test_skewed_pair_recorded_with_the_probe():
 
 def test_a_damaged_probe_record_is_ignored_and_the_traces_decide(tmp_path):
     """A hand-edited manifest (a probe time that is text, negative, or a turn missing a role) never yields a probe
-    factor: the pair falls back to its traces, which for fuselens vs eager have no same-context call: not checkable."""
+    factor: the pair falls back to its traces, which for fuselens vs eager have no same-context call: only the
+    identical down projection in another context, within its widened tolerance."""
     import shutil
 
     from analyzer.diff.facts import recorded_probe
@@ -397,5 +401,7 @@ def test_a_damaged_probe_record_is_ignored_and_the_traces_decide(tmp_path):
     entry["control_probe"]["us"][0][1] = "abc"
     (tmp_path / "manifest.json").write_text(json.dumps(doc))
     cd = diff_runs(_summary(tmp_path / "eager.json.gz"), [_summary(tmp_path / "fuselens.json.gz")]).candidates[0]
-    assert cd.comparability.source == "none" and cd.comparability.verdict == "not checkable"  # the traces alone
-    assert cd.comparability.probe is None
+    # the traces alone: only the down projection is identical, behind the fused kernel (third tier, not normalised)
+    c = cd.comparability
+    assert c.source == "context" and c.tier == "other context" and c.verdict == "comparable" and not c.normalises
+    assert c.probe is None and cd.normalised_gpu_time_us_per_step is None

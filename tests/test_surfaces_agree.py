@@ -254,3 +254,50 @@ def test_dashboard_pages_agree_with_summary():
     for name, r in refs[base.label].items():
         if r["bytes"] is not None:
             assert f"bytes {fmt_bytes(r['bytes'])} (estimate)" in spec, name
+
+
+@pytest.mark.skipif(not (SAMPLE_TRACES / "hf_geglu_bf16" / "manifest.json").is_file(), reason="no bundled traces")
+def test_headline_reads_the_same_on_every_surface():
+    """The one change to quote (analyzer.diff.headline) of every candidate of the bundled HF set as the dashboard
+    opens it: Compare's headline card and its Markdown copy, the report's first lines (HTML and Markdown), the CLI's
+    first lines and `diff --json` show the same figure, basis and verdict."""
+    import subprocess
+    import sys
+
+    from analyzer.diff.headline import BASIS_TEXT, headline_text
+    from analyzer.fmt import fmt_pct
+    from tests import app_support as s
+
+    at = s.app("compare")
+    d = next(iter(at.session_state["fl_diffs"].values()))
+    files = {r.label: s.HF / r.file_name for r in s.runs(at)}
+    labels = [d.base.label, *(cd.label for cd in d.candidates)]
+    args = [sys.executable, "-m", "analyzer", "diff", *(str(files[x]) for x in labels), "--labels", ",".join(labels)]
+    cli = subprocess.run(args, capture_output=True, text=True, check=True, cwd=s.ROOT).stdout.splitlines()
+    doc = json.loads(subprocess.run([*args, "--json"], capture_output=True, text=True, check=True, cwd=s.ROOT).stdout)
+    md = report_markdown(d).splitlines()
+    page = report_html(d)
+    n = len(d.candidates)
+    assert n >= 3
+    for i, cd in enumerate(d.candidates):
+        q = cd.quote()
+        want = headline_text(q, cd.label, cd.base_label)
+        # diff --json: the same object (the app's Diff and the CLI's come from the same files)
+        jq = next(c for c in doc["candidates"] if c["label"] == cd.label)["headline"]
+        assert (jq["basis"], jq["verdict"]) == (q["basis"], q["verdict"]) and jq["reason"] == q["reason"]
+        assert jq["change_pct"] == pytest.approx(q["change_pct"], rel=1e-12)
+        assert headline_text(jq, cd.label, cd.base_label) == want
+        # the CLI's first lines, one per candidate, before anything else
+        assert cli[i] == f"headline: {want}"
+        # the report leads with it: the lines right under the title
+        assert md[2 + 2 * i] == f"**{md_escape('Headline: ' + want)}**"
+        assert f'<p class="lead"><strong>{html_lib.escape("Headline: " + want)}</strong></p>' in page
+        assert page.index(html_lib.escape("Headline: " + want)) < page.index('class="badge')
+        # Compare: the headline card of the candidate shown, and its Markdown copy's first line
+        at.selectbox(key="fl_compare_candidate").set_value(cd.label).run()
+        m = s.metric_values(at)
+        assert m[f"Headline · {BASIS_TEXT[q['basis']]}"] == (f"{fmt_pct(q['change_pct'])} per step", q["verdict"])
+        assert any(want in s.plain(x) for x in s.texts(at, "markdown")), want
+        codes = [c.value for c in at.code if c.value.startswith("**Headline: ")]
+        assert codes and codes[0].splitlines()[0] == f"**Headline: {want}**"
+    assert not cli[n].startswith("headline: ") and cli[n].startswith("baseline ")

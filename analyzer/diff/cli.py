@@ -86,23 +86,28 @@ UNEXPLAINED_SHOWN = 8
 
 
 def text_lines(diff) -> list[str]:
-    """The terminal view: one block per candidate."""
+    """The terminal view: the headline of every candidate first (analyzer.diff.headline), then one block per
+    candidate with the figures it rests on."""
+    from analyzer.diff.headline import headline_text
+
     b = diff.base
-    out = [f"baseline {b.label}: {b.source}" + (f" · {b.gpu}" if b.gpu else "")]
-    for cd in diff.candidates:
+    heads = [(cd, cd.headline()) for cd in diff.candidates]
+    out = [f"headline: {headline_text(h['headline'], cd.label, cd.base_label)}" for cd, h in heads]
+    out.append(f"baseline {b.label}: {b.source}" + (f" · {b.gpu}" if b.gpu else ""))
+    for cd, h in heads:
         r = cd.run
-        h = cd.headline()
-        pct = h.get("gpu_time_change_pct")
+        pct = h.get("raw_gpu_time_change_pct")
         change = f": {fmt_pct(pct)}" if pct is not None else ""
         out.append("")
         out.append(f"{cd.label} vs {cd.base_label}: {r.source}")
+        out.append(f"  headline: {h['headline']['reason']}")
         out += [f"  {line}" for line in cd.lead_lines()]
         sp = h.get("spread") or {}
         calls = sp.get("calls") or {}
         rb, rc = sp.get("gpu_time_us_per_step") or [None, None]
         norm = h.get("normalised_gpu_time_change_pct")
         out.append(
-            f"  kernels/step {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]} · GPU time/step "
+            f"  kernels/step {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]} · GPU time/step as recorded "
             f"{fmt_us(b.gpu_time_us_per_step)}{fmt_range(rb)} → {fmt_us(r.gpu_time_us_per_step)}{fmt_range(rc)}{change}"
             + (f" {calls['gpu_time']}" if calls.get("gpu_time") else "")
             + (

@@ -29,6 +29,8 @@ from analyzer.diff.accounting import Accounting, account
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.comparability import Comparability, spread_range
 from analyzer.diff.facts import conditions_text, measured_dram_bytes, run_facts, workload_text
+from analyzer.diff.headline import Figure
+from analyzer.diff.headline import decide as decide_headline
 from analyzer.diff.match import (
     ROUND_TRIP_FIXES,
     Group,
@@ -57,7 +59,9 @@ from analyzer.phases import PHASES, is_training, phase_of_rows, phase_times_us
 from analyzer.schema import CATEGORIES
 
 CHANGE_PCT_BASIS = (
-    "gpu_time_change_pct compares gpu_time_us_per_step: the sum of GPU op durations per step (median over steady "
+    "quote headline.change_pct (its figure in headline.basis, its call in headline.verdict). "
+    "raw_gpu_time_change_pct compares gpu_time_us_per_step AS RECORDED, not corrected for the GPU's conditions (a "
+    "skewed pair can read it with the wrong sign): the sum of GPU op durations per step (median over steady "
     "steps), which leaves out GPU idle time inside the step and counts work on overlapping streams twice; "
     "gpu_busy_change_pct compares GPU busy time (union of GPU op intervals) and span_change_pct the step's GPU span "
     "(first op start to last op end = busy + idle): a run can be busy for less time yet take longer per step"
@@ -499,16 +503,50 @@ class CandidateDiff:
         else:
             saved = (
                 f"changed kernels {_saved_text(raw)}/step as recorded ({_range_text(rng)} over {n} steps: "
-                f"{_call_text(calls.get('changed_kernels'))}; not normalised: no control group)"
+                f"{_call_text(calls.get('changed_kernels'))}; not normalised: "
+                + (
+                    "only kernels in another context to check"
+                    if comp is not None and comp.factor
+                    else "no control group"
+                )
+                + ")"
             )
         return [cond, saved]
+
+    def quote(self, sp: dict | None = None) -> dict:
+        """The one change to quote (analyzer.diff.headline): {change_pct, basis, verdict, reason, …}; every surface
+        leads with it. sp: self.spreads(), when the caller has it."""
+        b, c = self.base, self.run
+        sp = self.spreads() if sp is None else sp
+        calls = sp.get("calls") or {}
+
+        def fig(us, key, call):
+            return Figure(tuple(us), tuple(sp.get(key) or (None, None)), calls.get(call))
+
+        return decide_headline(
+            events=fig(
+                [b.facts.get("median_us"), c.facts.get("median_us")], "cuda_event_time_us_per_step", "cuda_events"
+            ),
+            normalised=fig(
+                [b.gpu_time_us_per_step, self.normalised_gpu_time_us_per_step],
+                "normalised_gpu_time_us_per_step",
+                "gpu_time_normalised",
+            ),
+            raw=fig(self.gpu_time_us_per_step, "gpu_time_us_per_step", "gpu_time"),
+            idle=fig([b.idle_us_per_step, c.idle_us_per_step], "idle_us_per_step", ""),
+            span=fig([b.span_us_per_step, c.span_us_per_step], "span_us_per_step", "span"),
+            comparability=self.comparability,
+            labels=(self.base_label, self.label),
+        ).to_json()
 
     def headline(self) -> dict:
         b, c = self.base, self.run
         f = self.factor
         comp = self.comparability
+        sp = self.spreads()
         return clean_json(
             {
+                "headline": self.quote(sp),
                 # what the changed kernels saved leads: drift of the GPU's conditions cannot flip it once normalised
                 "changed_kernels_saved_us_per_step": self.changed_kernels_saved_us_per_step,
                 "changed_kernels_saved_normalised_us_per_step": self.changed_kernels_saved_normalised_us_per_step,
@@ -521,7 +559,7 @@ class CandidateDiff:
                 "kernels_per_step": self.kernels_per_step,
                 "launches_per_step": [b.launches_per_step, c.launches_per_step],
                 "gpu_time_us_per_step": self.gpu_time_us_per_step,
-                "gpu_time_change_pct": _pct(c.gpu_time_us_per_step, b.gpu_time_us_per_step),
+                "raw_gpu_time_change_pct": _pct(c.gpu_time_us_per_step, b.gpu_time_us_per_step),
                 "normalised_gpu_time_us_per_step": [b.gpu_time_us_per_step, self.normalised_gpu_time_us_per_step],
                 "normalised_gpu_time_change_pct": _pct(self.normalised_gpu_time_us_per_step, b.gpu_time_us_per_step),
                 "idle_us_per_step": [b.idle_us_per_step, c.idle_us_per_step],
@@ -544,7 +582,7 @@ class CandidateDiff:
                 "measured_dram_bytes_saved_per_step": _sub(b.measured_dram_bytes, c.measured_dram_bytes),
                 "traffic_avoided": self.traffic_avoided(),
                 "cuda_event_time_us_per_step": [b.facts.get("median_us"), c.facts.get("median_us")],
-                "spread": self.spreads(),
+                "spread": sp,
             }
         )
 

@@ -160,10 +160,11 @@ def render_text(doc: dict) -> str:
             )
             for c in d["result"].get("candidates") or []:
                 kps = c.get("kernels_per_step") or [None, None]
-                pct = c.get("gpu_time_change_pct")
+                q = c.get("headline") or {}
                 out.append(
-                    f"  {safe_text(c.get('label'))}: kernels/step {kps[0]} -> {kps[1]}, GPU time "
-                    + fmt_pct(pct)
+                    f"  {safe_text(c.get('label'))}: kernels/step {kps[0]} -> {kps[1]}, headline "
+                    + fmt_pct(q.get("change_pct"))
+                    + f" ({q.get('basis')}, {q.get('verdict')})"
                     + f", {c.get('n_fusions', 0)} fusion groups, "
                     + f"HBM bytes avoided/step {fmt_bytes(c.get('hbm_bytes_avoided_per_step'))}"
                 )
