@@ -169,7 +169,7 @@ def find_groups(seq: RunSeq) -> list[Group]:
     for ch in attention_chains(rows, kernels):
         groups.append(
             Group(
-                "attention (QKᵀ, scale, mask, softmax, PV)",
+                "explicit attention (QKᵀ, mask, softmax, PV)",
                 "attention",
                 list(ch.members),
                 list(ch.edges),
@@ -266,7 +266,7 @@ def _dual_gemms(rows: list, groups: list[Group], edges) -> list[Group]:
                     gm = rows[gate].gemm
                     out.append(
                         Group(
-                            "dual GEMM (gate and up GEMMs + gated product)",
+                            "dual GEMM (gate + up GEMMs, gating)",
                             "dual_gemm",
                             members,
                             [e for e in edges if e[0] in members and e[1] in members],

@@ -61,6 +61,7 @@ class Opportunity:
     takers: list[str]
     taker_notes: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
+    shape: str = ""  # the largest tensor a member writes ('[1, 8, 2048, 256] bf16'): tells two RoPEs apart
     alternative_to: int | None = None  # an overlapping opportunity that saves more (the plan takes that one)
     backward: bool = False
 
@@ -69,6 +70,7 @@ class Opportunity:
             "id": self.id,
             "pattern": self.pattern,
             "kind": self.kind,
+            "shape": self.shape,
             "kernels_removed": self.kernels,
             "n_kernels": len(self.kernels),
             "time_us_per_step": self.time_us,
@@ -320,6 +322,8 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
                                        _act(rows, g.members))  # fmt: skip
                 if line:
                     t_notes.append(f"{t}: {line}")
+        outs = [rows[m].io.output for m in g.members if rows[m].io.output is not None]
+        big = max(outs, key=lambda t: t.numel, default=None)
         opps.append(
             Opportunity(
                 0,
