@@ -341,6 +341,7 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
                 who,
                 t_notes,
                 g.evidence,
+                _tensor_text(big) if big else "",
                 backward=g.backward,
             )  # fmt: skip
         )
