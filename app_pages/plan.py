@@ -70,10 +70,12 @@ for o in j["opportunities"]:
             "in plan": "yes"
             if o["id"] in j["plan"]
             else (f"or #{o['alternative_to']}" if o["alternative_to"] else "no"),
-            "what": o["pattern"] + (f" · {o['shape']}" if o["shape"] else ""),
+            "what": o["pattern"]
+            + (f" ×{o['count_per_step']}" if o["count_per_step"] > 1 else "")
+            + (f" · {o['shape']}" if o["shape"] else ""),
             "saves/step (µs)": o["predicted_saved_us_per_step"],
             "% of step": 100 * o["predicted_saved_us_per_step"] / now if now else None,
-            "kernels": o["n_kernels"],
+            "kernels": o["n_kernels"] * o["count_per_step"],
             "bytes avoided": ui.fmt_bytes(o["bytes_avoided_per_step"]),
             "who can take it": ", ".join(who) if who else "nobody today",
         }

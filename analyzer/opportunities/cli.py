@@ -70,8 +70,8 @@ def render_text(j: dict) -> str:
             [
                 str(o["id"]),
                 fmt_us(o["predicted_saved_us_per_step"]),
-                safe_text(o["pattern"], 44),
-                str(o["n_kernels"]),
+                safe_text(o["pattern"], 44) + (f" ×{o['count_per_step']}" if o["count_per_step"] > 1 else ""),
+                str(o["n_kernels"] * o["count_per_step"]),
                 fmt_us(o["time_us_per_step"]),
                 fmt_us(o["predicted_fused_us_per_step"]),
                 fmt_bytes(o["bytes_avoided_per_step"]),

@@ -64,6 +64,7 @@ class Opportunity:
     shape: str = ""  # the largest tensor a member writes ('[1, 8, 2048, 256] bf16'): tells two RoPEs apart
     alternative_to: int | None = None  # an overlapping opportunity that saves more (the plan takes that one)
     backward: bool = False
+    count: int = 1  # identical occurrences per step (one per layer of a model), summed into this row
 
     def to_json(self) -> dict:
         return {
@@ -73,6 +74,7 @@ class Opportunity:
             "shape": self.shape,
             "kernels_removed": self.kernels,
             "n_kernels": len(self.kernels),
+            "count_per_step": self.count,
             "time_us_per_step": self.time_us,
             "bytes_per_step": self.bytes,
             "bytes_avoided_per_step": self.bytes_avoided,
@@ -95,16 +97,18 @@ class Plan:
     gpu_busy_us: float
     step: int
     roofs: Roofs
-    opportunities: list[Opportunity]  # ranked by predicted µs saved
+    opportunities: list[Opportunity]  # ranked by predicted µs saved; identical occurrences summed into one row
     training: bool
     notes: list[str]
     seq: RunSeq = field(repr=False)
+    instances: list[Opportunity] = field(default_factory=list, repr=False)  # every occurrence, for overlap checks
+    row_of: dict[int, int] = field(default_factory=dict, repr=False)  # instance id -> row id
 
     def choose(self, takers: set[str] | None = None) -> list[Opportunity]:
         """Non-overlapping opportunities some taker in `takers` can run (None: any), most µs saved first."""
         chosen: list[Opportunity] = []
         used: set[int] = set()
-        for o in self.opportunities:
+        for o in self.instances or self.opportunities:
             if not o.takers or (takers is not None and not set(o.takers) & takers):
                 continue
             if not math.isfinite(o.saved_us) or o.saved_us <= 0 or used & set(o.members):
@@ -123,7 +127,7 @@ class Plan:
         return out
 
     def to_json(self) -> dict:
-        chosen = {o.id for o in self.choose()}
+        chosen = {self.row_of.get(o.id, o.id) for o in self.choose()}
         return {
             "source": self.source,
             "gpu": self.gpu,
@@ -154,9 +158,12 @@ def roofs(summary, seq: RunSeq) -> Roofs:
     gpu = summary.trace.gpu
     peak = gpu.hbm_gbps if gpu is not None else None
     k = rows[rows["kind"].eq("kernel")]
-    dur = k["dur_us"].to_numpy(dtype=float)
-    floor = float(np.nanmin(dur)) if len(dur) else 0.0
-    floor_src = f"the step's shortest kernel ({floor:.2f} µs): a fused kernel takes at least one launch's time"
+    # the floor: the shortest GPU op of the whole trace (a memset, a tiny kernel): a fused kernel takes at least
+    # that long, however few bytes it moves (H100 sample traces: 0.70-1.1 µs)
+    dur = summary.trace.gpu_ops["dur_us"].to_numpy(dtype=float)
+    dur = dur[np.isfinite(dur) & (dur > 0)]
+    floor = float(dur.min()) if len(dur) else 0.0
+    floor_src = f"the trace's shortest GPU op ({floor:.2f} µs): a fused kernel takes at least that long"
     ceil = (run_facts(summary.trace.meta).get("ceilings") or {}).get("copy_gbps")
     if isinstance(ceil, (int, float)) and math.isfinite(ceil) and ceil > 0:
         return Roofs(float(ceil), f"the runner's measured copy bandwidth on this GPU (manifest ceilings): "
@@ -323,7 +330,7 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
                 if line:
                     t_notes.append(f"{t}: {line}")
         outs = [rows[m].io.output for m in g.members if rows[m].io.output is not None]
-        big = max(outs, key=lambda t: t.numel, default=None)
+        big = max(outs, key=lambda t: t.nbytes if t.nbytes == t.nbytes else 0, default=None)
         opps.append(
             Opportunity(
                 0,
@@ -348,12 +355,55 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
     opps.sort(key=lambda o: (-(o.saved_us if math.isfinite(o.saved_us) else -1e18), o.members[0]))
     for i, o in enumerate(opps, start=1):
         o.id = i
+    rows_, row_of = _aggregate(opps)
+    busy = float(summary.per_step.get("gpu_busy_us", float("nan")))
+    return Plan(summary.trace.meta.source, gpu_name, busy, seq.step_shown, r, rows_, training, notes, seq, opps, row_of)
+
+
+def _aggregate(opps: list[Opportunity]) -> tuple[list[Opportunity], dict[int, int]]:
+    """Identical occurrences (same pattern, kernels' ops, largest tensor and takers: one per layer) summed into one
+    row, ranked by the total; each smaller overlapping occurrence points at the row the plan takes instead."""
     chosen: list[Opportunity] = []
-    for o in opps:  # an overlapping, smaller opportunity points at the one the plan takes
+    alt: dict[int, int] = {}
+    for o in opps:  # instances, most saved first: what the all-tools plan takes, and what each smaller one overlaps
         hit = next((c for c in chosen if set(c.members) & set(o.members)), None)
         if hit is not None:
-            o.alternative_to = hit.id
+            alt[o.id] = hit.id
         else:
             chosen.append(o)
-    busy = float(summary.per_step.get("gpu_busy_us", float("nan")))
-    return Plan(summary.trace.meta.source, gpu_name, busy, seq.step_shown, r, opps, training, notes, seq)
+    groups: dict[tuple, list[Opportunity]] = {}
+    for o in opps:
+        key = (o.pattern, o.shape, tuple(k["op"] for k in o.kernels), tuple(o.takers), o.id in alt)
+        groups.setdefault(key, []).append(o)
+    rows = []
+    for inst in groups.values():
+        first = inst[0]
+        n = len(inst)
+        row = Opportunity(
+            0, first.pattern, first.kind, sorted(m for o in inst for m in o.members),
+            [dict(k) for o in inst for k in o.kernels] if n == 1 else first.kernels,
+            sum(o.time_us for o in inst), sum(o.bytes for o in inst), sum(o.bytes_avoided for o in inst),
+            sum(o.fused_bytes for o in inst), sum(o.fused_us for o in inst), sum(o.saved_us for o in inst),
+            list(first.arithmetic), first.takers, first.taker_notes, first.evidence, first.shape,
+            backward=first.backward, count=n,
+        )  # fmt: skip
+        if n > 1:
+            row.arithmetic = [f"per occurrence ({n} per step, e.g. one per layer; the first one's figures):"] + [
+                "  " + line for line in first.arithmetic
+            ]
+            row.arithmetic.append(
+                f"× {n}: {_us(row.time_us)} now − {_us(row.fused_us)} fused = {_us(row.saved_us)} per step"
+            )
+        row._inst = inst  # noqa: SLF001  (row -> its instances, for the ids below)
+        rows.append(row)
+    rows.sort(key=lambda o: (-(o.saved_us if math.isfinite(o.saved_us) else -1e18), o.members[0]))
+    row_of: dict[int, int] = {}
+    for i, row in enumerate(rows, start=1):
+        row.id = i
+        for o in row._inst:  # noqa: SLF001
+            row_of[o.id] = i
+    for row in rows:
+        alts = [alt[o.id] for o in row._inst if o.id in alt]  # noqa: SLF001
+        row.alternative_to = row_of[alts[0]] if alts else None
+        del row._inst  # noqa: SLF001
+    return rows, row_of
