@@ -61,7 +61,13 @@ def _is_anchor(row) -> bool:
 
 
 def _fusible(row) -> bool:
-    return row.kind == "kernel" and row.category in FUSIBLE_CATEGORIES and not row.is_gemm and row.role != "helper"
+    return (
+        row.kind == "kernel"
+        and row.category in FUSIBLE_CATEGORIES
+        and not row.is_gemm
+        and row.role != "helper"
+        and names.is_fusible(_ops(row))
+    )
 
 
 def _optimizer(row) -> bool:
