@@ -25,7 +25,9 @@ def main() -> int:
     a = ap.parse_args()
     cases = [c.strip() for c in a.cases.split(",")] if a.cases else None
     rows = pairs(a.root, cases)
-    print(f"| case | fused run | plan taken by | eager µs | predicted µs | measured µs | error | within ±{TOLERANCE_PCT:g}% |")
+    print(
+        f"| case | fused run | plan taken by | eager µs | predicted µs | measured µs | error | within ±{TOLERANCE_PCT:g}% |"
+    )
     print("|---|---|---|---:|---:|---:|---:|---|")
     for p in rows:
         print(
