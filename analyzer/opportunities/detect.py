@@ -138,10 +138,16 @@ def _siblings(rows: list, nodes: list[int]) -> list[tuple[int, int]]:
 
 def _label(rows: list, members: list[int]) -> tuple[str, bool]:
     ops: set[str] = set()
-    backward = False
+    n_bwd = 0
     for m in members:
         ops |= _ops(rows[m])
-        backward |= names.is_backward_text(rows[m].op_name) or any("backward" in o for o in _ops(rows[m]))
+        node = rows[m].node
+        n_bwd += bool(
+            (node is not None and node >= 0)
+            or names.is_backward_text(rows[m].op_name)
+            or any("backward" in o for o in _ops(rows[m]))
+        )
+    backward = n_bwd > 0
     if any(_optimizer(rows[m]) for m in members):
         return "optimizer step", backward
     if ops & CROSS_ENTROPY_OPS:
@@ -161,7 +167,9 @@ def _label(rows: list, members: list[int]) -> tuple[str, bool]:
         return base, backward
     if "softmax" in ops or "_softmax" in ops:
         return "softmax", backward
-    return ("pointwise chain (backward)" if backward else "pointwise chain"), backward
+    if not backward:
+        return "pointwise chain", False
+    return ("pointwise chain (backward)" if n_bwd == len(members) else "pointwise chain (forward + backward)"), True
 
 
 def find_groups(seq: RunSeq) -> list[Group]:
@@ -184,6 +192,14 @@ def find_groups(seq: RunSeq) -> list[Group]:
             )
         )
         taken.update(ch.members)
+
+    for g in _attention_backward(rows, kernels, taken):
+        groups.append(g)
+        taken.update(g.members)
+    opt = _optimizer_step(rows, kernels, taken)
+    if opt is not None:
+        groups.append(opt)
+        taken.update(opt.members)
 
     edges = flow_edges(rows, kernels, lookback=FLOW_LOOKBACK)
     nodes = [i for i in kernels if i not in taken and _fusible(rows[i]) and rows[i].io.inputs]
@@ -213,6 +229,73 @@ def find_groups(seq: RunSeq) -> list[Group]:
 
     groups.extend(_dual_gemms(rows, groups, edges))
     return groups
+
+
+BWD_SPAN = 10  # kernels either side of a softmax backward that an eager attention backward spans (HF Llama: 5)
+
+
+def _attention_backward(rows: list, kernels: list[int], taken: set[int]) -> list[Group]:
+    """Eager attention backward: around a softmax backward over [B, H, S_q, S_k] scores, the batched GEMMs that read or
+    write a tensor of the score size (dP = dO·Vᵀ, dV = Pᵀ·dO before it; dQ = dS·K, dK = dSᵀ·Q after it) and the
+    kernels between them that move scores (casts, the scale's gradient). A flash / cuDNN backward computes them in one
+    kernel and writes no score tensor."""
+    out = []
+    pos = {k: i for i, k in enumerate(kernels)}
+    for s in kernels:
+        r = rows[s]
+        if s in taken or "softmax_backward" not in _ops(r) or not r.io.inputs:
+            continue
+        score = r.io.inputs[0].numel
+        lo, hi = pos[s] - BWD_SPAN, pos[s] + BWD_SPAN
+        window = [k for k in kernels[max(lo, 0) : hi + 1] if k not in taken]
+
+        def moves_scores(k, score=score) -> bool:
+            io = rows[k].io
+            return any(t.numel == score for t in (*io.inputs, *([io.output] if io.output is not None else ())))
+
+        gemms = [k for k in window if rows[k].is_gemm and rows[k].gemm is not None and rows[k].gemm.batch > 1]
+        gemms = [k for k in gemms if moves_scores(k)]
+        before, after = [k for k in gemms if k < s], [k for k in gemms if k > s]
+        if len(before) < 1 or len(after) < 2:
+            continue
+        first, last = before[-2] if len(before) >= 2 else before[-1], after[1]
+        members = sorted(
+            {k for k in window if first <= k <= last and (k in gemms or (_fusible(rows[k]) and moves_scores(k)))}
+        )
+        g = [k for k in members if k in gemms]
+        out.append(
+            Group(
+                "explicit attention backward (dP, softmax, dQ, dK, dV)",
+                "attention_backward",
+                members,
+                [],
+                g,
+                [
+                    f"softmax backward over [{_shape(r.io.inputs[0])}] scores with {len(g)} batched GEMMs of that size "
+                    "around it: an eager attention's backward"
+                ],  # fmt: skip
+                backward=True,
+            )
+        )
+        taken.update(members)
+    return out
+
+
+def _optimizer_step(rows: list, kernels: list[int], taken: set[int]) -> Group | None:
+    """The multi-tensor (`_foreach_`) kernels of an optimizer step: one fused optimizer kernel replaces them."""
+    members = [
+        k
+        for k in kernels
+        if k not in taken and _optimizer(rows[k]) and any(o.startswith("_foreach_") for o in _ops(rows[k]))
+    ]
+    if len(members) < 2:
+        return None
+    return Group(
+        "optimizer step (foreach)",
+        "optimizer",
+        members,
+        evidence=[f"{len(members)} multi-tensor (_foreach_) kernels under the optimizer's step"],
+    )
 
 
 def _epilogue(rows: list, k: int, edges) -> Group | None:

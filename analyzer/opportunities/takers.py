@@ -44,8 +44,10 @@ HOW = {
 def takers_for(kind: str, pattern: str) -> list[str]:
     """The tools that fuse a group of this kind / pattern (analyzer.opportunities.detect names them)."""
     p = pattern.lower()
-    if kind == "attention":
+    if kind in ("attention", "attention_backward"):
         return [SDPA]
+    if kind == "optimizer":
+        return [FUSED_OPT, COMPILE]
     if kind == "dual_gemm":
         return [FL_DUAL]
     if kind == "epilogue":
