@@ -167,7 +167,8 @@ def test_training_rows_by_hand():
     assert bwd.takers == [tk.COMPILE, tk.LIGER]
     dual = row(p, "dual GEMM (gate + up GEMMs, gating)")
     assert dual.takers == [] and any("inference only" in n for n in dual.taker_notes)  # fuselens::* has no backward
-    loss = row(p, "pointwise chain (forward + backward)")  # the MSE loss and its gradient: fp32 copies of the [8192, 768] output
+    # the MSE loss and its gradient: fp32 copies of the [8192, 768] output
+    loss = row(p, "pointwise chain (forward + backward)")
     assert [k["op"] for k in loss.kernels] == [
         "aten::copy_", "aten::pow", "aten::mean", "aten::div", "aten::mul", "aten::mul", "aten::copy_",
     ]  # fmt: skip
