@@ -21,6 +21,7 @@ HF = SAMPLE_TRACES / "hf_geglu_bf16"
 LAYER = SAMPLE_TRACES / "gemma_layer_bf16"
 TRAIN = SAMPLE_TRACES / "geglu_train_bf16"
 PLAIN = SAMPLE_TRACES / "plain_8192tok_bf16"
+LLAMA_TRAIN = SAMPLE_TRACES / "h200_llama_model_train_bf16"  # 4-layer Llama, HF loss, AdamW foreach (H200)
 
 pytestmark = pytest.mark.skipif(not (HF / "manifest.json").is_file(), reason="sample_traces missing")
 
@@ -181,6 +182,39 @@ def test_training_rows_by_hand():
     )
 
 
+@pytest.mark.skipif(not (LLAMA_TRAIN / "eager.json.gz").is_file(), reason="whole-model sample set missing")
+def test_whole_model_training_rows_by_hand():
+    p = plan(LLAMA_TRAIN / "eager.json.gz")
+    assert [o.pattern for o in p.opportunities[:4]] == [
+        "explicit attention (QKᵀ, mask, softmax, PV)",
+        "explicit attention backward (dP, softmax, dQ, dK, dV)",
+        "optimizer step (foreach)",
+        "cross-entropy",
+    ]
+    # attention backward, one per layer: dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K, dK = dSᵀ·Q, each 2·64·1024·1024·128 FLOP
+    bwd = row(p, "explicit attention backward (dP, softmax, dQ, dK, dV)")
+    assert bwd.count == 4 and bwd.takers == [tk.SDPA]
+    ops = [k["op"] for k in bwd.kernels]
+    assert ops.count("aten::bmm") == 4 and "aten::_softmax_backward_data" in ops
+    t_gemms = sum(k["dur_us"] for k in bwd.kernels if k["op"] == "aten::bmm")
+    assert any(f"{4 * 2 * 64 * 1024 * 1024 * 128 / 1e9:,.2f} GFLOP × 5/4" in line for line in bwd.arithmetic)
+    first = next(line for line in bwd.arithmetic if "flash backward" in line)
+    assert f"= {t_gemms * 5 / 4:,.1f} µs" in first  # the flash backward recomputes QKᵀ: 5 GEMMs' work at their rate
+    # AdamW foreach: wd mul 2, lerp 3, mul 2, addcmul 3, sqrt 2, div 2, add 2, addcdiv 4 = 20 passes; fused: 7
+    opt = row(p, "optimizer step (foreach)")
+    assert opt.takers == [tk.FUSED_OPT, tk.COMPILE] and opt.count == 1
+    assert opt.fused_us == pytest.approx(opt.time_us * 7 / 20)
+    assert any("20 passes" in line for line in opt.arithmetic)
+    # cross-entropy over the vocabulary: logits [4096, 32000] bf16 → fp32 → log_softmax → nll; backward and the bf16
+    # gradient. What must still move: the bf16 logits in, the bf16 gradient out, the int64 labels
+    ce = row(p, "cross-entropy")
+    logits = 4096 * 32000
+    assert ce.kernels[0]["bytes"] == logits * (2 + 4)  # the .float() copy
+    assert ce.fused_bytes == logits * 2 * 2 + 4096 * 8 == 524_320_768
+    assert ce.fused_us == pytest.approx(524_320_768 / p.roofs.gbps / 1e3)
+    assert ce.takers == [tk.COMPILE, tk.LIGER]
+
+
 def test_predictions_hold_on_the_hf_and_layer_pairs():
     from analyzer.opportunities.validate import pairs
 
@@ -200,7 +234,8 @@ def test_every_recorded_pair_and_the_known_miss():
     from analyzer.opportunities.validate import pairs
 
     rows = pairs(SAMPLE_TRACES)
-    assert len(rows) >= 26
+    assert len(rows) >= 34
+    assert {p.case for p in rows} >= {"h200_llama_model_bf16", "h200_llama_model_train_bf16", "h200_gemma_model_bf16"}
     for p in rows:
         if p.variant == "fuselens" and "plain_8192" in p.case:
             assert -16.0 < p.error_pct < -13.0, (p.case, p.error_pct)
