@@ -41,3 +41,22 @@ def test_predicted_vs_achieved_against_a_fused_run(at):
     table = at.dataframe[2].value
     assert list(table["status"]) == ["taken", "taken"]
     assert table.iloc[0]["achieved (µs)"] > 0.9 * table.iloc[0]["predicted saves (µs)"]
+
+
+def test_plan_page_with_broken_runs_never_fails(tmp_path):
+    """Every damaged file of the robustness set (a trace cut before its first kernel, kernel durations as strings,
+    broken side files) as the planned run: a plan or a one-line reason, never an exception, "None" or "nan"."""
+    broken = s.broken_set(tmp_path)
+    at = s.app()
+    s.upload(at, *broken.values())
+    s.goto(at, "plan")
+    for label in [r.label for r in s.runs(at)]:
+        at.selectbox(key="fl_plan_run").set_value(label).run()
+        assert not at.exception, (label, [e.value for e in at.exception])
+        for df in at.dataframe:
+            cells = df.value.astype(str).to_numpy().ravel().tolist()
+            assert "None" not in cells and "nan" not in cells, (label, df.value)
+        for kind in ("markdown", "caption", "error", "info", "metric"):
+            for e in getattr(at, kind):
+                text = s.plain(getattr(e, "value", "")) + " " + s.plain(getattr(e, "label", "") or "")
+                assert "None" not in text.split() and " nan " not in f" {text} ", (label, text)
