@@ -47,6 +47,7 @@ def predicted_vs_achieved(base_label: str, cand_label: str) -> None:
     if not res["rows"]:
         st.caption(f"{ui.esc(base_label)}'s plan lists no opportunity.")
         return
+    st.markdown(f"**{ui.esc(base_label)}'s fusion plan: predicted vs achieved by {ui.esc(cand_label)}**")
     st.caption(
         f"{ui.esc(base_label)}'s fusion plan predicts {ui.fmt_us(res['predicted_busy_us'])} per step with every step "
         f"taken; {ui.esc(cand_label)} measured {ui.fmt_us(res['achieved_busy_us'])}. Achieved = the baseline time of "
