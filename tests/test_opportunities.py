@@ -236,6 +236,9 @@ def test_every_recorded_pair_and_the_known_miss():
     rows = pairs(SAMPLE_TRACES)
     assert len(rows) >= 34
     assert {p.case for p in rows} >= {"h200_llama_model_bf16", "h200_llama_model_train_bf16", "h200_gemma_model_bf16"}
+    held_out = ROOT / "tests" / "data" / "opportunities_h100_llama"  # H100 whole-model pairs (SOURCE.md there)
+    rows += pairs(held_out)
+    assert {p.case for p in rows} >= {"h100_llama_model_bf16", "h100_llama_model_train_bf16"}
     for p in rows:
         if p.variant == "fuselens" and "plain_8192" in p.case:
             assert -16.0 < p.error_pct < -13.0, (p.case, p.error_pct)
