@@ -213,9 +213,16 @@ def find_groups(seq: RunSeq) -> list[Group]:
     pieces = []
     for comp in _components(nodes, inner):
         pieces.extend(_stages(comp, edges_in, comp[-1]))
-    for piece in pieces:
-        ps = set(piece)
-        sub = [(p, c, t) for p, c, t in inner if p in ps and c in ps]
+    # each edge to the piece holding both its ends (one pass: a 100k-kernel step has tens of thousands of pieces)
+    piece_of = {m: i for i, piece in enumerate(pieces) for m in piece}
+    by_piece: dict[int, list] = {}
+    for e in inner:
+        i = piece_of.get(e[0])
+        if i is not None and i == piece_of.get(e[1]):
+            by_piece.setdefault(i, []).append(e)
+    tensor_of = {(p, c): t for p, c, t in edges}
+    for i, piece in enumerate(pieces):
+        sub = by_piece.get(i, [])
         for comp in _components(piece, sub):
             cs = set(comp)
             g_edges = [(p, c, t) for p, c, t in sub if p in cs and c in cs and t is not None]
@@ -223,7 +230,7 @@ def find_groups(seq: RunSeq) -> list[Group]:
                 label, backward = _label(rows, comp)
                 groups.append(Group(label, "memory", comp, g_edges, backward=backward))
             else:
-                epi = _epilogue(rows, comp[0], edges)
+                epi = _epilogue(rows, comp[0], edges_in, tensor_of)
                 if epi is not None:
                     groups.append(epi)
 
@@ -298,13 +305,13 @@ def _optimizer_step(rows: list, kernels: list[int], taken: set[int]) -> Group | 
     )
 
 
-def _epilogue(rows: list, k: int, edges) -> Group | None:
+def _epilogue(rows: list, k: int, edges_in: dict[int, list[int]], tensor_of: dict) -> Group | None:
     """A lone activation / bias / residual-add kernel whose large input is a GEMM's output written just before."""
     r = rows[k]
     ops = _ops(r)
     if not ops or not ops <= EPILOGUE_OPS or names.is_backward_text(r.op_name):
         return None
-    src = [p for p, c, _ in edges if c == k and rows[p].is_gemm and rows[p].kind == "kernel"]
+    src = [p for p in edges_in.get(k, ()) if rows[p].is_gemm and rows[p].kind == "kernel"]
     if not src:
         return None
     g = src[-1]
@@ -313,7 +320,7 @@ def _epilogue(rows: list, k: int, edges) -> Group | None:
         f"GEMM epilogue ({'+'.join(sorted(ops))})",
         "epilogue",
         [g, k],
-        [e for e in edges if e[0] == g and e[1] == k],
+        [(g, k, tensor_of[(g, k)])],
         [g],
         [f"{what} reads the GEMM's [{_shape(rows[g].io.output)}] output straight back"],
     )

@@ -438,14 +438,14 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
 def _aggregate(opps: list[Opportunity]) -> tuple[list[Opportunity], dict[int, int]]:
     """Identical occurrences (same pattern, kernels' ops, largest tensor and takers: one per layer) summed into one
     row, ranked by the total; each smaller overlapping occurrence points at the row the plan takes instead."""
-    chosen: list[Opportunity] = []
+    owner: dict[int, int] = {}  # kernel position -> the chosen instance holding it
     alt: dict[int, int] = {}
     for o in opps:  # instances, most saved first: what the all-tools plan takes, and what each smaller one overlaps
-        hit = next((c for c in chosen if set(c.members) & set(o.members)), None)
+        hit = next((owner[m] for m in o.members if m in owner), None)
         if hit is not None:
-            alt[o.id] = hit.id
-        else:
-            chosen.append(o)
+            alt[o.id] = hit
+        elif o.takers and math.isfinite(o.saved_us) and o.saved_us > 0:  # what Plan.choose() takes
+            owner.update(dict.fromkeys(o.members, o.id))
     groups: dict[tuple, list[Opportunity]] = {}
     for o in opps:
         key = (o.pattern, o.shape, tuple(k["op"] for k in o.kernels), tuple(o.takers), o.id in alt)
