@@ -27,7 +27,7 @@ import numpy as np
 from analyzer.diff.align import RunSeq, sequence
 from analyzer.diff.facts import run_facts
 from analyzer.diff.match import Intermediate
-from analyzer.fmt import fmt_bytes, short_name
+from analyzer.fmt import clean_json, fmt_bytes, short_name
 from analyzer.opportunities import takers as tk
 from analyzer.opportunities.detect import ACTIVATIONS, Group, find_groups
 
@@ -128,28 +128,30 @@ class Plan:
 
     def to_json(self) -> dict:
         chosen = {self.row_of.get(o.id, o.id) for o in self.choose()}
-        return {
-            "source": self.source,
-            "gpu": self.gpu,
-            "training": self.training,
-            "step": self.step,
-            "gpu_busy_us_per_step": self.gpu_busy_us,
-            "predicted_gpu_busy_us_per_step": self.predicted_busy_us(),
-            "predicted_saved_us_per_step": self.gpu_busy_us - self.predicted_busy_us(),
-            "predicted_gpu_busy_us_per_step_by_taker": self.by_taker(),
-            "roofs": {
-                "gbps": self.roofs.gbps,
-                "gbps_source": self.roofs.gbps_source,
-                "floor_us": self.roofs.floor_us,
-                "floor_source": self.roofs.floor_source,
-                "hbm_peak_gbps": self.roofs.hbm_peak_gbps,
-            },
-            "plan": [o.id for o in self.opportunities if o.id in chosen],
-            "opportunities": [o.to_json() for o in self.opportunities],
-            "estimates": "predictions: bytes are the cost model's estimates, times are measured kernel medians "
-            "scaled by the roofs above; every opportunity's arithmetic says what it rests on",
-            "notes": self.notes,
-        }
+        return clean_json(
+            {
+                "source": self.source,
+                "gpu": self.gpu,
+                "training": self.training,
+                "step": self.step,
+                "gpu_busy_us_per_step": self.gpu_busy_us,
+                "predicted_gpu_busy_us_per_step": self.predicted_busy_us(),
+                "predicted_saved_us_per_step": self.gpu_busy_us - self.predicted_busy_us(),
+                "predicted_gpu_busy_us_per_step_by_taker": self.by_taker(),
+                "roofs": {
+                    "gbps": self.roofs.gbps,
+                    "gbps_source": self.roofs.gbps_source,
+                    "floor_us": self.roofs.floor_us,
+                    "floor_source": self.roofs.floor_source,
+                    "hbm_peak_gbps": self.roofs.hbm_peak_gbps,
+                },
+                "plan": [o.id for o in self.opportunities if o.id in chosen],
+                "opportunities": [o.to_json() for o in self.opportunities],
+                "estimates": "predictions: bytes are the cost model's estimates, times are measured kernel medians "
+                "scaled by the roofs above; every opportunity's arithmetic says what it rests on",
+                "notes": self.notes,
+            }
+        )
 
 
 def roofs(summary, seq: RunSeq) -> Roofs:
