@@ -64,15 +64,14 @@ st.subheader("What to do, in order")
 rows = []
 for o in j["opportunities"]:
     who = [t["who"] for t in o["takers"]]
+    what = o["pattern"] + (f" ×{o['count_per_step']}" if o["count_per_step"] > 1 else "")
+    what += f" · {o['shape']}" if o["shape"] else ""
+    if o["alternative_to"]:
+        what += f" (or #{o['alternative_to']})"
     rows.append(
         {
             "#": o["id"],
-            "in plan": "yes"
-            if o["id"] in j["plan"]
-            else (f"or #{o['alternative_to']}" if o["alternative_to"] else "no"),
-            "what": o["pattern"]
-            + (f" ×{o['count_per_step']}" if o["count_per_step"] > 1 else "")
-            + (f" · {o['shape']}" if o["shape"] else ""),
+            "what": what,
             "saves/step (µs)": o["predicted_saved_us_per_step"],
             "% of step": 100 * o["predicted_saved_us_per_step"] / now if now else None,
             "kernels": o["n_kernels"] * o["count_per_step"],
@@ -81,27 +80,31 @@ for o in j["opportunities"]:
         }
     )
 df = pd.DataFrame(rows)
+# pixel widths that fit the main column of a 1280 px window beside the sidebar (~910 px): a cut table hides the
+# tools column, the one a team acts on
 st.dataframe(
     df,
     hide_index=True,
     width="stretch",
     height=ui.table_height(len(df)),
     column_config={
-        "#": st.column_config.NumberColumn(width="small", pinned=True),
-        "in plan": st.column_config.TextColumn(
-            width="small",
-            help="'yes': taken in the predicted step; 'or #n': overlaps the larger opportunity n, take one of the two",
+        "#": st.column_config.NumberColumn(width=40, pinned=True),
+        "what": st.column_config.TextColumn(
+            width=290,
+            help="what the kernels compute · their largest tensor; '(or #n)': overlaps the larger "
+            "opportunity n, the plan takes that one",
         ),  # fmt: skip
-        "what": st.column_config.TextColumn(width="large", help="what the kernels compute · their largest tensor"),
         "saves/step (µs)": st.column_config.ProgressColumn(
             format="%.1f",
             min_value=0.0,
             max_value=float(max(df["saves/step (µs)"].max(), 1e-9)),
+            width=120,
             help="predicted: the kernels' time now minus the fused kernel's predicted time (arithmetic below)",
         ),  # fmt: skip
-        "% of step": st.column_config.NumberColumn(format="%.1f%%", width="small"),
-        "kernels": st.column_config.NumberColumn(width="small", help="kernels the fused kernel replaces"),
-        "who can take it": st.column_config.TextColumn(width="medium", help="first: the one to try first"),
+        "% of step": st.column_config.NumberColumn(format="%.1f%%", width=70),
+        "kernels": st.column_config.NumberColumn(width=60, help="kernels the fused kernel replaces"),
+        "bytes avoided": st.column_config.TextColumn(width=90),
+        "who can take it": st.column_config.TextColumn(width=210, help="first: the one to try first"),
     },
 )
 

@@ -59,9 +59,13 @@ def predicted_vs_achieved(base_label: str, cand_label: str) -> None:
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(df)),
-        column_config={
-            "predicted saves (µs)": st.column_config.NumberColumn(format="%.1f"),
-            "achieved (µs)": st.column_config.NumberColumn(format="%.1f"),
-            "by": st.column_config.TextColumn(width="medium"),
+        column_config={  # pixel widths that fit a 1280 px window beside the sidebar (~910 px)
+            "#": st.column_config.NumberColumn(width=40),
+            "what": st.column_config.TextColumn(width=230),
+            "predicted saves (µs)": st.column_config.NumberColumn(format="%.1f", width=90),
+            "achieved (µs)": st.column_config.NumberColumn(format="%.1f", width=90),
+            "status": st.column_config.TextColumn(width=110),
+            "by": st.column_config.TextColumn(width=170, help="the candidate's kernel(s) that replaced them"),
+            "who could": st.column_config.TextColumn(width=160),
         },
     )
