@@ -271,3 +271,11 @@ def test_cli_bad_file_is_one_line(tmp_path):
     bad.write_text("not a trace")
     r = _cli(str(bad))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "x.json" in r.stderr
+
+
+def test_amd_gpu_gets_no_fuselens_taker():
+    """TraceLens's MI300X Qwen trace: the dual GEMM is found, but FuseLens's kernels do not build on ROCm."""
+    p = plan(ROOT / "tests" / "data" / "tracelens" / "mi300_qwen1.5-0.5b_eager.json.gz")
+    dual = row(p, "dual GEMM (gate + up GEMMs, gating)")
+    assert dual.takers == [] and any("NVIDIA only" in n for n in dual.taker_notes)
+    assert not any(set(o.takers) & set(tk.FUSELENS) for o in p.opportunities)

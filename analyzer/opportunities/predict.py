@@ -365,6 +365,9 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
     flops_col = seq.rows["flops"].to_numpy(dtype=float)
     training = any((x.node is not None and x.node >= 0) for x in rows)
     gpu_name = summary.trace.meta.gpu_name
+    spec = summary.trace.gpu
+    amd = any("amd" in str(x or "").lower() or "instinct" in str(x or "").lower()
+              for x in (gpu_name, spec.name if spec else None, spec.source if spec else None))  # fmt: skip
     opps: list[Opportunity] = []
     notes: list[str] = list(seq.notes)
     for g in find_groups(seq):
@@ -392,7 +395,7 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
         now = float(sum(rows[m].dur_us for m in g.members))
         saved = now - fused_us
         lines.append(f"saved {_us(now)} − {_us(fused_us)} = {_us(saved)} per step")
-        who, t_notes = tk.available(tk.takers_for(g.kind, g.pattern), training)
+        who, t_notes = tk.available(tk.takers_for(g.kind, g.pattern), training, amd)
         for t in who:
             gm = rows[g.gemms[0]].gemm if g.gemms else None
             if t in tk.FUSELENS:

@@ -61,14 +61,21 @@ def takers_for(kind: str, pattern: str) -> list[str]:
     return [COMPILE]
 
 
-def available(takers: list[str], training: bool) -> tuple[list[str], list[str]]:
-    """(takers usable in this run, notes on those left out): FuseLens ops are inference-only."""
-    if not training:
-        return list(takers), []
-    kept = [t for t in takers if t not in INFERENCE_ONLY]
-    dropped = [t for t in takers if t in INFERENCE_ONLY]
-    notes = [f"{t}: inference only (fuselens::* ops have no backward yet)" for t in dropped]
+def available(takers: list[str], training: bool, amd: bool = False) -> tuple[list[str], list[str]]:
+    """(takers usable in this run, notes on those left out): FuseLens ops are inference-only, and NVIDIA-only (their
+    inline PTX does not compile on a ROCm build of torch: docs/KERNELS.md)."""
+    kept, notes = list(takers), []
+    for t in takers:
+        if t in tk_fuselens and amd:
+            kept.remove(t)
+            notes.append(f"{t}: NVIDIA only (its inline PTX does not compile on ROCm)")
+        elif t in INFERENCE_ONLY and training:
+            kept.remove(t)
+            notes.append(f"{t}: inference only (fuselens::* ops have no backward yet)")
     return kept, notes
+
+
+tk_fuselens = frozenset(FUSELENS)
 
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench" / "results"
