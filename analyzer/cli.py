@@ -31,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--labels", help="comma-separated labels, base first (default: file names)")
     add_cache_argument(d)
 
+    o = sub.add_parser("opportunities", help="what fusion would buy in one trace: ranked, with predicted µs saved")
+    o.add_argument("trace", help="baseline trace (e.g. eager), .json or .json.gz")
+    o.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    add_cache_argument(o)
+
     r = sub.add_parser("ranks", help="per-rank summaries and cross-rank spread of a multi-rank trace set")
     from analyzer.ranks.cli import add_arguments as add_ranks_arguments  # one definition of the ranks flags
 
@@ -88,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             from analyzer.summary_cli import run
         elif args.command == "diff":
             from analyzer.diff.cli import run
+        elif args.command == "opportunities":
+            from analyzer.opportunities.cli import run
         elif args.command == "ranks":
             from analyzer.ranks.cli import run
         else:

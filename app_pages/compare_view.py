@@ -12,7 +12,7 @@ import streamlit as st
 from analyzer.diff.facts import side_number
 from analyzer.diff.headline import BASIS_TEXT, headline_text
 from analyzer.fmt import finite, safe_text, short_name
-from app_pages import state, ui
+from app_pages import plan_view, state, ui
 
 
 def _force_diff() -> None:
@@ -536,6 +536,7 @@ def remaining_table(cd) -> pd.DataFrame:
 def remaining(cd) -> None:
     """Where the rest is: HBM round trips the candidate still makes that a fusion could remove, ranked by their
     time at the bandwidth roof (the first row is the fusion to do next). Kernel names shortened; the JSON has them."""
+    plan_view.predicted_vs_achieved(cd.base_label, cd.label)  # the baseline's fusion plan: taken or left, per step
     if cd.run.remaining_unknown:
         st.caption(f"Unknown for {ui.esc(cd.label)}: {ui.esc(cd.run.remaining_unknown)}.")
         return

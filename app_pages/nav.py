@@ -13,6 +13,7 @@ PAGES = (
     ("overview.py", "Overview", ":material/dashboard:", "overview"),
     ("timeline.py", "Timeline", ":material/view_timeline:", "timeline"),
     ("compare.py", "Compare", ":material/compare_arrows:", "compare"),
+    ("plan.py", "Fusion plan", ":material/checklist:", "plan"),
     ("kernels.py", "Kernels", ":material/table_rows:", "kernels"),
     ("roofline.py", "Roofline", ":material/show_chart:", "roofline"),
     ("profile.py", "Profile", ":material/play_circle:", "profile"),

@@ -86,8 +86,18 @@ def manifest_entry_facts(doc: Mapping, entry: Mapping) -> dict:
         "warm_dram_bytes_write": side_number(entry.get("warm_dram_bytes_write")),
         "conditions": recorded_conditions(entry),
         "control_probe": recorded_probe(doc, entry),
+        "ceilings": recorded_ceilings(doc),
     }
     return {k: v for k, v in facts.items() if v is not None}
+
+
+def recorded_ceilings(doc: Mapping) -> dict | None:
+    """{'copy_gbps', 'matmul_tflops'} the runner measured on the run's GPU (manifest "ceilings"), malformed figures
+    left out; None when none were recorded."""
+    c = doc.get("ceilings") if isinstance(doc.get("ceilings"), Mapping) else {}
+    out = {k: side_number(c.get(k)) for k in ("copy_gbps", "matmul_tflops")}
+    out = {k: v for k, v in out.items() if v}
+    return out or None
 
 
 CONDITION_METRICS = (("sm_clock_mhz", "MHz"), ("power_w", "W"), ("temperature_c", "°C"))

@@ -113,6 +113,14 @@ SAME_AS_FIRST_OPS = frozenset(
 COMPARISON_OPS = frozenset(
     _words("eq ne lt le gt ge logical_and logical_or logical_not logical_xor isnan isinf isfinite isin")
 )
+# Ops one fused memory-bound kernel can absorb (analyzer.opportunities): elementwise, norms, softmax, reductions,
+# losses, copies and layout. Anything else (indexing, sorting, a library's custom op) stays a kernel of its own.
+FUSIBLE_OPS = frozenset(
+    _words("""mean sum amax amin max min prod norm linalg_vector_norm var std var_mean nll_loss nll_loss_forward
+    nll_loss_backward nll_loss2d_forward cross_entropy mse_loss mse_loss_backward l1_loss smooth_l1_loss
+    binary_cross_entropy binary_cross_entropy_with_logits cat stack clone contiguous to _to_copy nan_to_num
+    embedding_renorm softmax_backward log_softmax_backward""")
+)
 NORM_OPS = frozenset(
     _words("""native_layer_norm native_group_norm native_batch_norm rms_norm _fused_rms_norm _softmax _log_softmax
     var_mean layer_norm group_norm batch_norm""")
@@ -298,6 +306,11 @@ def inductor_name_verdict(cand_name: str | None, base_op: str | None, base_ops: 
     if len(dec.words) == INDUCTOR_MAX_NAME_OPS and base and base > dec.words[-1]:
         return NameVerdict(True, f"truncated name: {base} would sort after its last listed op {dec.words[-1]}")
     return NameVerdict(False, f"its name lists no {'/'.join(sorted(missing))}")
+def is_fusible(ops) -> bool:
+    """Can one fused memory-bound kernel absorb a kernel computing `ops`? Known data-parallel ops only (pointwise,
+    norms, softmax, reductions, losses, copies, views, and the multi-tensor `_foreach_` ops of optimizers)."""
+    known = FUSIBLE_OPS | POINTWISE_OPS | SAME_AS_FIRST_OPS | NORM_OPS | VIEW_OPS
+    return bool(ops) and all(o in known or o.startswith("_foreach_") for o in ops)
 
 
 def is_norm(ops) -> bool:
