@@ -126,14 +126,16 @@ with st.form("fl_profile_form"):
     c1, c2 = st.columns([2, 1])
     workload = c1.selectbox(
         "Workload",
-        profile_job.WORKLOADS,
+        profile_job.WORKLOADS + profile_job.MODEL_WORKLOADS,
         format_func=lambda w: samples.WORKLOAD_NAMES.get(w, w),
-        help="geglu: the Hugging Face post's MLP (gate/up/down, no bias, gelu_tanh). plain: Linear-GELU-Linear.",
+        help="geglu: the Hugging Face post's MLP (gate/up/down, no bias, gelu_tanh). plain: Linear-GELU-Linear. "
+        "llama-model / gemma-model: a whole Hugging Face causal LM (transformers, random weights) with its own "
+        "widths and the layers below; its variants are eager, sdpa, compile, compile-fuselens.",
     )
     dtype = c2.selectbox("dtype", profile_job.DTYPES)
     variants = st.multiselect(
         "Variants",
-        profile_job.VARIANTS,
+        list(dict.fromkeys(profile_job.VARIANTS + profile_job.LAYER_VARIANTS)),
         default=list(profile_job.DEFAULT_VARIANTS),
         help="eager: cuBLAS + ATen kernels; compile: torch.compile (Inductor); liger: Liger-Kernel gating (skipped if "
         "not installed); fuselens-gating / fuselens: this repo's Triton kernels (forward only; fuselens runs the "
@@ -144,9 +146,22 @@ with st.form("fl_profile_form"):
     seq = c2.number_input("seq", 1, profile_job.MAX_SEQ, 128, step=1)
     d_model = c3.number_input("d_model", 1, profile_job.MAX_DIM, 768, step=1)
     hidden = c4.number_input("hidden", 1, profile_job.MAX_DIM, 3072, step=1)
-    c1, c2 = st.columns(2)
+    c1, c2, c3 = st.columns([2, 2, 1])
     measure = c1.checkbox("Measure bytes with Nsight Compute (slower)", help="ncu DRAM read + write bytes per kernel")
-    train = c2.checkbox("Training step (forward + backward)", help="FuseLens kernels are forward-only: skipped")
+    train = c2.checkbox(
+        "Training step",
+        help="MLPs: forward + backward. Whole models: loss, backward and an AdamW step. FuseLens kernels are "
+        "forward-only: skipped",
+    )
+    layers = c3.number_input(
+        "layers",
+        1,
+        profile_job.MAX_LAYERS,
+        4,
+        step=1,
+        help="Whole models only: decoder layers (d_model and hidden "
+        "are the model's own: Llama 2048 / 5632, Gemma 2048 / 16384)",
+    )
     why_disabled = None if has_gpu else gpu_text
     submitted = st.form_submit_button(
         "Run profile",
@@ -166,6 +181,7 @@ params = profile_job.Params(
     variants=tuple(variants),
     measure_bytes=bool(measure),
     train=bool(train),
+    layers=int(layers),
 )
 problems = params.problems()
 if problems:

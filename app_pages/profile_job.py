@@ -28,8 +28,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernels.lab.profile import DTYPE_BYTES, MAX_BATCH, MAX_DIM, MAX_SEQ, MAX_TOKENS, WORKLOADS
-from kernels.models.variants import DEFAULT_VARIANTS, VARIANTS
+from kernels.lab.profile import (
+    DTYPE_BYTES,
+    MAX_BATCH,
+    MAX_DIM,
+    MAX_LAYERS,
+    MAX_SEQ,
+    MAX_TOKENS,
+    MODEL_WORKLOADS,
+    WORKLOADS,
+)
+from kernels.models.variants import DEFAULT_VARIANTS, LAYER_VARIANTS, VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS_DIR = ROOT / "runs"
@@ -68,19 +77,28 @@ class Params:
     variants: tuple[str, ...] = DEFAULT_VARIANTS
     measure_bytes: bool = False
     train: bool = False
+    layers: int = 4  # whole models only (llama-model, gemma-model): decoder layers
+
+    @property
+    def whole_model(self) -> bool:
+        return self.workload in MODEL_WORKLOADS
 
     def problems(self) -> list[str]:
         """Why these parameters are refused (empty when fine)."""
         out = []
-        if self.workload not in WORKLOADS:
+        if self.workload not in WORKLOADS + MODEL_WORKLOADS:
             out.append(f"unknown workload {self.workload!r}")
         if self.dtype not in DTYPES:
             out.append(f"unknown dtype {self.dtype!r}")
         if not self.variants:
             out.append("pick at least one variant")
-        bad = [v for v in self.variants if v not in VARIANTS]
+        allowed = LAYER_VARIANTS if self.whole_model else VARIANTS
+        bad = [v for v in self.variants if v not in allowed]
         if bad:
-            out.append(f"unknown variant(s): {', '.join(bad)}")
+            which = "whole models" if self.whole_model else "MLP workloads"
+            out.append(f"variant(s) {', '.join(bad)} not for {which}: choose from {', '.join(allowed)}")
+        if self.whole_model and (not isinstance(self.layers, int) or not 1 <= self.layers <= MAX_LAYERS):
+            out.append(f"layers must be an integer from 1 to {MAX_LAYERS}")
         for name, v, hi in (
             ("batch", self.batch, MAX_BATCH),
             ("seq", self.seq, MAX_SEQ),
@@ -102,11 +120,12 @@ class Params:
             "--variants", ",".join(self.variants),
             "--batch", str(int(self.batch)),
             "--seq", str(int(self.seq)),
-            "--d-model", str(int(self.d_model)),
-            "--hidden", str(int(self.hidden)),
-            "--dtype", self.dtype,
-            "--out", str(out_dir),
         ]  # fmt: skip
+        if self.whole_model:  # the model's own widths (kernels.models.whole_model), its depth from the form
+            argv += ["--layers", str(int(self.layers))]
+        else:
+            argv += ["--d-model", str(int(self.d_model)), "--hidden", str(int(self.hidden))]
+        argv += ["--dtype", self.dtype, "--out", str(out_dir)]
         if self.measure_bytes:
             argv.append("--measure-bytes")
         if self.train:

@@ -25,6 +25,8 @@ WORKLOAD_NAMES = {
     "plain": "MLP (Linear-GELU-Linear)",
     "gemma-layer": "Gemma-style decoder layer",
     "llama-layer": "Llama-style decoder layer",
+    "llama-model": "Llama (whole model, Hugging Face)",
+    "gemma-model": "Gemma (whole model, Hugging Face)",
 }
 
 

@@ -100,3 +100,16 @@ def test_model_flops():
     proj = 2 * tokens * s.hidden * (2 * 16 * 128 + 2 * 4 * 128)
     attn = 4 * 4 * 16 * 1024 * 1024 * 128 // 2
     assert whole_model.model_flops(s, 4, 1024) == 4 * (mlp + proj + attn) + 2 * tokens * s.hidden * s.vocab
+
+
+def test_the_profile_page_runs_a_whole_model():
+    """The dashboard's Profile form: a whole model takes --layers and its own widths, and refuses MLP variants."""
+    from app_pages.profile_job import Params
+
+    p = Params(workload="llama-model", batch=4, seq=1024, variants=("eager", "compile"), train=True, layers=8)
+    argv = p.argv(profile.Path("/tmp/out"))
+    assert argv[argv.index("--layers") + 1] == "8" and "--d-model" not in argv and "--train" in argv
+    assert profile.validate(profile.build_parser().parse_args(argv[argv.index("--workload") :])) == ["eager", "compile"]
+    bad = Params(workload="gemma-model", variants=("liger",), layers=0).problems()
+    assert any("liger not for whole models" in b for b in bad) and any("layers must be" in b for b in bad)
+    assert any("sdpa not for MLP" in b for b in Params(workload="geglu", variants=("sdpa",)).problems())

@@ -306,6 +306,8 @@ def inductor_name_verdict(cand_name: str | None, base_op: str | None, base_ops: 
     if len(dec.words) == INDUCTOR_MAX_NAME_OPS and base and base > dec.words[-1]:
         return NameVerdict(True, f"truncated name: {base} would sort after its last listed op {dec.words[-1]}")
     return NameVerdict(False, f"its name lists no {'/'.join(sorted(missing))}")
+
+
 def is_fusible(ops) -> bool:
     """Can one fused memory-bound kernel absorb a kernel computing `ops`? Known data-parallel ops only (pointwise,
     norms, softmax, reductions, losses, copies, views, and the multi-tensor `_foreach_` ops of optimizers)."""
