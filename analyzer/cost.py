@@ -144,18 +144,22 @@ def _one_estimate_per_call(k: pd.DataFrame, est: dict[str, np.ndarray]) -> dict[
     texts = []
     for i in first:
         kernel = short_name(names[m[i]], 48)
-        why = (
-            f"the call's estimate is on {kernel}"
-            if has_est[m[i]]
-            else f"its main kernel {kernel} has no estimate, so neither has the call"
-        )
-        texts.append(f"unknown: one of {cnt[i]} kernels of a single {op_names[p[i]]} call; {why}")
+        if has_est[m[i]]:
+            texts.append(
+                f"counted: one of {cnt[i]} kernels of a single {op_names[p[i]]} call, in its estimate on {kernel}"
+            )
+        else:
+            why = f"its main kernel {kernel} has no estimate, so neither has the call"
+            texts.append(f"unknown: one of {cnt[i]} kernels of a single {op_names[p[i]]} call; {why}")
     basis[p] = _texts(texts)[codes]
     rows = pos[drop]
     out = {c: v.copy() for c, v in est.items()}
     out["cost_basis"] = basis
-    out["bytes"][rows] = np.nan
-    out["flops"][rows] = np.nan
+    # a split-K reduce or a workspace memset beside a GEMM whose call estimate is on the GEMM kernel: 0 here, so a
+    # step's sums stay known (NaN made every step with a split-K GEMM 'unknown'); NaN when the call has none
+    counted = has_est[main[drop]]
+    out["bytes"][rows] = np.where(counted, 0.0, np.nan)
+    out["flops"][rows] = np.where(counted, 0.0, np.nan)
     out["peak_key"][rows] = None
     out["is_estimate"][rows] = False
     return out

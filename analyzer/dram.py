@@ -202,6 +202,8 @@ def _row_for(
 ) -> _Row:
     if not (logical >= 0):  # NaN: no estimate
         return _Row(False, why="unknown: no byte estimate for this kernel (see cost_basis)")
+    if logical == 0 and kind == "kernel":  # a split-K reduce counted in its GEMM call's estimate (cost_basis 'counted')
+        return _Row(True, why="its traffic is counted with its op call's main kernel")
     if kind in ("memset", "memcpy"):
         if kind == "memcpy" and "DtoH" in name:
             return _Row(True, reads=logical)

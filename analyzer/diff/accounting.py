@@ -125,7 +125,10 @@ def account(bseq: RunSeq, cseq: RunSeq, res: GroupResult, kernel_list) -> Accoun
             bb[i] = "removed"
         else:
             bb[i] = "unexplained"
-    for j in range(len(c_rows)):
+    c_matched_calls = {c_rows[j].op_index for _, j, _ in res.pairs if c_rows[j].op_index >= 0}
+    for j, r in enumerate(c_rows):
+        if not cb[j] and r.role in ("helper", "memop") and r.op_index >= 0 and r.op_index in c_matched_calls:
+            cb[j] = "matched"  # the candidate's split-K reduce or workspace memset of a GEMM call that pairs
         cb[j] = cb[j] or "new"
 
     def tally(rows, buckets, names):
