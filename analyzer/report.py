@@ -415,9 +415,72 @@ def _inter_text(i: dict) -> str:
     return f"[{shape}] {i['dtype']} = {i['bytes']:,.0f} B, written once, read {i['reads']}×"
 
 
+def _accounting_blocks(cd) -> list[tuple]:
+    """Where the baseline's time went (every kernel in one bucket), a training step's phases, and the fusion groups
+    by pattern when there are many (a whole model): the same figures as the CLI and Compare."""
+    acct = cd.accounting
+    if acct is None:
+        return []
+    b: list[tuple] = [("h3", f"Where {cd.base_label}'s GPU time went"), ("p", acct.text())]
+    total = sum(acct.base_time_us.values()) or 1.0
+    b.append(
+        (
+            "table",
+            ["baseline kernels", "per step", "GPU time / step", "share"],
+            [
+                [k, str(acct.base_count[k]), fmt_us(acct.base_time_us[k]), f"{acct.base_time_us[k] / total:.1%}"]
+                for k in ("matched", "fused", "replaced", "removed", "unexplained")
+            ],
+        )
+    )
+    if acct.unexplained:
+        b.append(
+            (
+                "table",
+                ["unexplained kernel", "op", "shapes", "per step", "time / step"],
+                [
+                    [[Name(k["name"])], k["op"], k["shapes"], str(k["count_per_step"]), fmt_us(k["time_us_per_step"])]
+                    for k in acct.unexplained
+                ],
+            )
+        )
+    if cd.phases:
+        b.append(
+            (
+                "table",
+                ["phase", cd.base_label, cd.label, "saved", "saved by fusion groups"],
+                [
+                    [
+                        p,
+                        fmt_us(v["base_us"]),
+                        fmt_us(v["candidate_us"]),
+                        fmt_us(v["saved_us"]),
+                        fmt_us(v["fusions_saved_us"]),
+                    ]
+                    for p, v in cd.phases.items()
+                ],
+            )
+        )
+    patterns = cd.pattern_summary()
+    if len(cd.fusions) > 4:
+        b.append(
+            (
+                "table",
+                ["fusion groups by what they compute", "phase", "groups / step", "HBM bytes avoided / step", "saved / step"],
+                [
+                    [p["pattern"], p["phase"], str(p["groups_per_step"]), fmt_bytes(p["bytes_avoided_per_step"]),
+                     fmt_us(p["time_saved_us_per_step"])]
+                    for p in patterns
+                ],
+            )
+        )  # fmt: skip
+    return b
+
+
 def _candidate_blocks(diff, cd, html_figures: bool) -> list[tuple]:
     b: list[tuple] = [("h2", f"{cd.label} vs {cd.base_label}")]
     b += _comparability_blocks(cd)
+    b += _accounting_blocks(cd)
     b.append(("h3", "Fusion groups"))
     if cd.fusions:
         rows = []
