@@ -27,11 +27,12 @@ import streamlit as st
 
 from analyzer.errors import FuseLensError
 from analyzer.fmt import file_label, safe_text, unique_label
+from fuselens.paths import samples_dir
 
 log = logging.getLogger("fuselens.app")
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES_DIR = ROOT / "sample_traces"
+SAMPLES_DIR = samples_dir()  # the clone's sample_traces/, else the copy an installed wheel carries
 MANIFEST_SCHEMA = "fuselens.profile/1"
 MAX_SIDE_FILE_BYTES = 16 << 20  # manifest.json / <variant>.ncu.json are small; anything bigger is not one
 
