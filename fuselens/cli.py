@@ -44,8 +44,6 @@ def _usage() -> str:
 def _streamlit_flags(config_toml: str) -> list[str]:
     """`--section.key value` flags from the dashboard's .streamlit/config.toml, so `fuselens app` gets the same safe
     defaults (local address, upload size, no file watcher, …) from any working directory."""
-    import json
-
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: Streamlit depends on `toml`
@@ -54,13 +52,12 @@ def _streamlit_flags(config_toml: str) -> list[str]:
     flags = []
     for section, values in cfg.items():
         for key, value in values.items():
-            if isinstance(value, bool):
-                text = "true" if value else "false"
-            elif isinstance(value, (list, dict)):
-                text = json.dumps(value)
+            if isinstance(value, list):  # Streamlit takes a list option as the flag repeated, one value each
+                flags += [f"--{section}.{key}={v}" for v in value]
+            elif isinstance(value, bool):
+                flags.append(f"--{section}.{key}={'true' if value else 'false'}")
             else:
-                text = str(value)
-            flags.append(f"--{section}.{key}={text}")
+                flags.append(f"--{section}.{key}={value}")
     return flags
 
 
@@ -78,7 +75,7 @@ def _app(argv: list[str]) -> int:
 
     cfg = streamlit_config()
     flags = _streamlit_flags(cfg.read_text()) if cfg.is_file() else []
-    given = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    given = {a.split("=", 1)[0] for a in argv if a.startswith("--")}  # `--server.port 8502` or `--server.port=8502`
     flags = [f for f in flags if f.split("=", 1)[0] not in given]  # the user's flags win
     sys.argv = ["streamlit", "run", str(dashboard_script()), *flags, *argv]
     try:
@@ -103,6 +100,14 @@ def _profile(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `fuselens diff … | head`: the reader left; not an error worth a traceback
+        sys.stderr.close()
+        return 0
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
