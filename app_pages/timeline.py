@@ -107,6 +107,13 @@ else:
     build_ms = (time.perf_counter() - t0) * 1000
     st.session_state["fl_timeline_memo"] = (memo_key, fig, build_ms)
 meta = fig.layout.meta or {}
+if meta.get("empty_runs"):
+    st.info(
+        "No GPU op in the chosen step of "
+        + ", ".join(f"**{ui.esc(x, 40)}**" for x in meta["empty_runs"])
+        + ": not drawn (its Overview row says what the trace holds).",
+        icon=":material/info:",
+    )
 how = (
     f"{meta.get('kernels', 0):,} GPU ops drawn as {meta.get('bars', 0):,} bars: kernels shorter than "
     f"{meta.get('bin_us', 0):,.2f} µs merged per lane (hover says how many); zoom the window for detail"
