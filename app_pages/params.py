@@ -35,6 +35,7 @@ class View:
     baseline: str | None = None
     candidate: str | None = None
     step: int | None = None
+    bad_set: bool = False  # a `set` was named but refused: the runs are a sample set's, not uploads to wait for
 
     def is_empty(self) -> bool:
         return not (self.set or self.runs or self.baseline or self.candidate or self.step is not None)
@@ -60,6 +61,7 @@ def parse(query: dict) -> tuple[View, list[str]]:
         if _NAME.fullmatch(raw_set):
             view.set = raw_set
         else:
+            view.bad_set = True
             problems.append(f"link: set {_shown(raw_set)} is not a sample set name; opened the default")
     raw_runs = [x.strip() for x in _clip(query.get("runs", "")).split(",") if x.strip()]
     for r in raw_runs:

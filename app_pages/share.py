@@ -38,7 +38,7 @@ def apply_on_first_run(open_default) -> None:
             state._state()[state.K_ERRORS].append(f"link: no bundled sample set named {view.set!r}; opened the default")
             view = params.View()
             open_default()
-    elif view.runs:
+    elif view.runs and not view.bad_set:
         st.session_state[K_PENDING] = view  # runs from the sharer's uploads: say so, and wait for the same files
     else:
         open_default()
