@@ -110,11 +110,15 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
             y=0.5,
             font=dict(size=16),
         )
+    # Each row says what the group computes first (RoPE, RMSNorm, …), then the fused kernel: Inductor names two RoPE
+    # kernels after the attention op that follows them, so the kernel name alone read the same on both rows.
     names = []
     for f in rows:
+        kind = html_text(getattr(f, "pattern", "") or "", 40)
         n = f"{label(f.fused_kernel, 44)}"
         if f.count_per_step > 1:
-            n += f" ×{f.count_per_step}"
+            n += f" ({f.count_per_step} per step)"
+        n = f"<b>{kind}</b><br>{n}" if kind else n
         while n in names:
             n += " "
         names.append(n)
