@@ -328,7 +328,10 @@ class CandidateDiff:
                 why = " (the candidate also finds more of its inputs still in L2)"
             elif finite(logical) and logical > 0:
                 why = " (streamed in order, the baseline's intermediates left L2 before they were read back)"
-            parts.append(f"≈{fmt_bytes(dram)} DRAM predicted{why}")
+            if dram < 0:  # a candidate that moves more than its baseline (e.g. the diff taken the other way round)
+                parts.append(f"none predicted: ≈{fmt_bytes(-dram)} MORE DRAM traffic than {self.base.label}")
+            else:
+                parts.append(f"≈{fmt_bytes(dram)} DRAM predicted{why}")
         else:
             parts.append("DRAM not predicted (" + (self.base.dram_basis or "unknown") + ")")
         if measured is not None:
@@ -412,7 +415,10 @@ class CandidateDiff:
         calls = (h.get("spread") or {}).get("calls") or {}
 
         def change(pct_key: str, call_key: str) -> str:
-            return " ".join(x for x in (fmt_pct(h.get(pct_key)), calls.get(call_key)) if x)
+            word, pct = str(calls.get(call_key) or ""), h.get(pct_key)
+            if finite(pct) and word.split(" ")[0] in ("faster", "slower"):  # the word carries the sign
+                return f"{abs(float(pct)):,.1f}% {word}"
+            return " ".join(x for x in (fmt_pct(pct), word) if x)
 
         def side(run, value: float, key: str) -> str:
             return fmt_us_spread(value, run.step_range(key))
@@ -700,6 +706,10 @@ def _predict_dram(summary, seq: RunSeq) -> tuple[float, str]:
     seq.rows["dram_bytes"] = pred["dram_bytes"].to_numpy()
     d = pred["dram_bytes"]
     total = float(d.sum()) if len(d) and d.notna().all() else float("nan")
+    if len(d) and not finite(total):  # say why there is no prediction, not how the model would have made one
+        missing = d.isna().to_numpy()
+        why = next((str(b) for b in pred["dram_basis"].to_numpy()[missing]), "unknown")
+        return total, f"{int(missing.sum())} of {len(d)} GPU ops in the step have none: {why}"
     basis = next((str(b).split("; ")[0] for b in pred["dram_basis"] if str(b).startswith("predicted")), "")
     return total, basis or next(iter(pred["dram_basis"]), "unknown")
 
