@@ -334,7 +334,9 @@ class CandidateDiff:
                 parts.append(f"≈{fmt_bytes(dram)} DRAM predicted{why}")
         else:
             parts.append("DRAM not predicted (" + (self.base.dram_basis or "unknown") + ")")
-        if measured is not None:
+        if measured is not None and measured < 0:
+            parts.append(f"{fmt_bytes(-measured)} MORE DRAM traffic measured (Nsight Compute, in sequence)")
+        elif measured is not None:
             parts.append(f"{fmt_bytes(measured)} DRAM measured (Nsight Compute, in sequence)")
         return clean_json(
             {
