@@ -60,7 +60,7 @@ shown["kernel"] = shown["kernel"].map(lambda n: short_name(n, 48))  # template a
 extra = st.multiselect(
     "More columns",
     [c for c in shown.columns if c not in DEFAULT_COLUMNS],
-    placeholder="% peak FLOP/s, calls/step, ops, shapes, dtypes, bytes, FLOPs, estimate basis, full name …",
+    placeholder="% peak FLOP/s, calls/step, op, shapes, dtypes, bytes, FLOPs, estimate basis, full name …",
     key="fl_kernels_columns",
 )
 order = [c for c in DEFAULT_COLUMNS if c in shown.columns] + [c for c in shown.columns if c in extra]
@@ -83,7 +83,7 @@ st.dataframe(
             width="small", help="what the kernel computes, decoded from its name and op"
         ),
         "kernel": st.column_config.TextColumn(
-            width="large", pinned=True, help="kernel name, C++ template arguments collapsed (full name: More columns)"
+            width=260,  # with run, ops and the five figures this fits 1280 px beside the sidebar ("large": 400) pinned=True, help="kernel name, C++ template arguments collapsed (full name: More columns)"
         ),
         "full name": st.column_config.TextColumn(width="large", help="kernel name as recorded by the profiler"),
         "calls/step": num("calls per steady-state step (median)"),

@@ -33,9 +33,11 @@ sys.path.insert(0, str(ROOT))
 
 from tests.e2e import harness as h  # noqa: E402
 
-DRAWN = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].some(c =>
-    (c.textContent.includes("since the step") || c.textContent.includes("launch order")) &&
+# The timeline chart showing `marker` (its x-axis title or a lane name) has drawn its bars or its WebGL canvas.
+DRAWN = """marker => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].some(c =>
+    c.textContent.includes(marker) &&
     (c.querySelectorAll('g.barlayer path').length > 0 || !!c.querySelector('.gl-container canvas')))"""
+MARKERS = {None: "since the step", "Kernel order": "launch order", "Show CPU ops": "CPU ops"}
 BUILT = re.compile(r"built in ([\d,]+) ms")
 
 
@@ -58,8 +60,7 @@ def _timeline_view(page, toggle: str | None) -> dict:
         page.locator('[data-testid="stCheckbox"]', has_text=toggle).first.locator("label").click()
     else:
         page.locator('[data-testid="stSidebarNavLink"]', has_text="Timeline").first.click()
-    page.wait_for_timeout(300)
-    page.wait_for_function(DRAWN, timeout=120_000, polling=20)
+    page.wait_for_function(DRAWN, arg=MARKERS[toggle], timeout=120_000, polling=20)
     drawn = time.perf_counter() - t0
     h.wait_idle(page)
     idle = time.perf_counter() - t0
