@@ -82,8 +82,9 @@ st.dataframe(
         "ops": st.column_config.TextColumn(
             width="small", help="what the kernel computes, decoded from its name and op"
         ),
+        # 240 px: with run, ops and the five figures the table fits 1280 px beside the sidebar ("large" is 400)
         "kernel": st.column_config.TextColumn(
-            width=260,  # with run, ops and the five figures this fits 1280 px beside the sidebar ("large": 400) pinned=True, help="kernel name, C++ template arguments collapsed (full name: More columns)"
+            width=240, pinned=True, help="kernel name, C++ template arguments collapsed (full name: More columns)"
         ),
         "full name": st.column_config.TextColumn(width="large", help="kernel name as recorded by the profiler"),
         "calls/step": num("calls per steady-state step (median)"),
