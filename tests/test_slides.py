@@ -49,3 +49,17 @@ def test_fusion_group_rows_name_what_the_group_computes():
     patterns = [f.pattern for f in d.candidate("compile").fusions if f.pattern]
     assert patterns and all(any(r.startswith(f"<b>{p.split(' (')[0]}") for r in rows) for p in patterns), rows
     assert sum(r.startswith("<b>RoPE</b>") for r in rows) == 2, rows
+
+
+def test_unknown_bytes_read_unknown_not_zero():
+    """A group whose byte estimate is unknown (NaN: a kernel with no recorded shapes) gets the word, not an empty
+    bar that reads as 0 B."""
+    import dataclasses
+
+    _, d = _layer()
+    cd = d.candidate("compile")
+    cd.fusions[0] = dataclasses.replace(cd.fusions[0], candidate_bytes_per_step=float("nan"))
+    fig = cf.fusion_groups_figure(d, "compile")
+    words = [t for t in fig.data if t.type == "scatter" and t.mode == "text"]
+    assert len(words) == 1 and list(words[0].text) == ["unknown"]
+    assert words[0].y[0] == fig.data[0].y[0]  # on that group's row
