@@ -56,6 +56,8 @@ def shoot(
             load_set(page, sample)
         if upload:
             h.upload(page, upload)
+            # the "samples set aside" toast would sit on the first page's shot
+            page.locator('[data-testid="stToast"]').first.wait_for(state="detached", timeout=15_000)
         for name in pages:
             h.open_page(page, name)
             if page.locator('[data-testid="stException"]').count():

@@ -115,7 +115,7 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
     names = []
     for f in rows:
         kind = html_text(getattr(f, "pattern", "") or "", 40)
-        n = f"{label(f.fused_kernel, 44)}"
+        n = f"{label(f.fused_kernel, 32 if kind else 44)}"  # the kind says what it is: the name can be shorter
         if f.count_per_step > 1:
             n += f" ({f.count_per_step} per step)"
         n = f"<b>{kind}</b><br>{n}" if kind else n
