@@ -63,3 +63,18 @@ def test_unknown_bytes_read_unknown_not_zero():
     words = [t for t in fig.data if t.type == "scatter" and t.mode == "text"]
     assert len(words) == 1 and list(words[0].text) == ["unknown"]
     assert words[0].y[0] == fig.data[0].y[0]  # on that group's row
+
+
+def test_kernel_order_labels_only_where_slots_fit():
+    """Slot labels while the widest run has at most SEQUENCE_LABEL_SLOTS ops (the axis is shared): a one-layer
+    step is labelled; the same runs with a 4× longer step get none, in every row."""
+    runs, _ = _layer()
+    views = [tl.step_view(k, r.trace.gpu_ops, 3) for k, r in runs.items()]
+    fig = tl.timeline_figure(views, sequence=True)
+    assert fig.layout.meta["labels"] == sum(len(v.gpu) for v in views)  # 52 + 45 + 17: every slot fits
+    long = views[0].gpu
+    import pandas as pd
+
+    many = tl.StepView("long", 3, pd.concat([long] * 4, ignore_index=True), None, views[0].origin_us)
+    fig = tl.timeline_figure([many, views[2]], sequence=True)  # 208 slots beside 17
+    assert fig.layout.meta["labels"] == 0

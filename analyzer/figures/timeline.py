@@ -457,8 +457,10 @@ def timeline_figure(
     for ann in fig.layout.annotations:  # subplot titles: left-aligned, like lane groups in Perfetto
         ann.update(x=0.0, xanchor="left", font=dict(size=13))
     if sequence:  # a vertical label in each slot (bar text cannot turn inside a horizontal bar), where slots fit one
-        per_row = bars.groupby("row").size()
-        fits = bars[bars["row"].map(per_row).to_numpy() <= SEQUENCE_LABEL_SLOTS]
+        # The runs share one x-axis, so a slot is as narrow as the longest run makes it: a 76-op compile step under
+        # a 246-op eager one has 246 slots' widths too, and its labels overprinted.
+        widest = int(bars.groupby("row").size().max()) if len(bars) else 0
+        fits = bars if widest <= SEQUENCE_LABEL_SLOTS else bars.iloc[0:0]
         # Plain dicts with explicit axis refs, set once: add_annotation(row=, col=) per label cost ~70 ms each
         # (a grid lookup and a full validation per call), 22 s for a 322-op step.
         extra = [
