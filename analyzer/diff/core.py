@@ -333,7 +333,7 @@ class CandidateDiff:
             else:
                 parts.append(f"≈{fmt_bytes(dram)} DRAM predicted{why}")
         else:
-            parts.append("DRAM not predicted (" + (self.base.dram_basis or "unknown") + ")")
+            parts.append("DRAM not predicted: " + (self.base.dram_basis or "unknown"))
         if measured is not None and measured < 0:
             parts.append(f"{fmt_bytes(-measured)} MORE DRAM traffic measured (Nsight Compute, in sequence)")
         elif measured is not None:
@@ -711,7 +711,10 @@ def _predict_dram(summary, seq: RunSeq) -> tuple[float, str]:
     if len(d) and not finite(total):  # say why there is no prediction, not how the model would have made one
         missing = d.isna().to_numpy()
         why = next((str(b) for b in pred["dram_basis"].to_numpy()[missing]), "unknown")
-        return total, f"{int(missing.sum())} of {len(d)} GPU ops in the step have none: {why}"
+        return (
+            total,
+            f"{int(missing.sum())} of {len(d)} GPU ops in the step have none — {why.removeprefix('unknown: ')}",
+        )
     basis = next((str(b).split("; ")[0] for b in pred["dram_basis"] if str(b).startswith("predicted")), "")
     return total, basis or next(iter(pred["dram_basis"]), "unknown")
 
