@@ -76,8 +76,8 @@ _PREWARM: threading.Thread | None = None
 
 
 def prewarm() -> None:
-    """Start kaleido's Chromium and load its plotly.js in the background, once per server, when a page first shows a
-    chart: a cold export costs ~2.5 s (Chromium start + the first render), a warm one ~0.3 s, and a user clicking
+    """Start kaleido's Chromium and load its plotly.js in the background, once per server (called on every script
+    run; the first one starts it): a cold export costs ~2.5 s (Chromium start + the first render), a warm one ~0.3 s, and a user clicking
     PNG should get the warm one. The cost: one headless Chromium per server (~150 MB) whether or not anyone exports."""
     global _PREWARM
     if _PREWARM is not None:

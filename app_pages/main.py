@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import nav, samples, share, sidebar
+from app_pages import export, nav, samples, share, sidebar
 from fuselens.paths import assets_dir
 
 
@@ -24,6 +24,7 @@ def run() -> None:
     # A local favicon: a :material/…: or emoji icon makes every browser fetch it from a font/CDN host (the app must
     # work fully offline and fetch nothing).
     st.set_page_config(page_title="FuseLens", page_icon=str(assets_dir() / "favicon.png"), layout="wide")
+    export.prewarm()  # from the server's first session on, so the first PNG click finds kaleido's Chromium up
     if "fl_started" not in st.session_state:
         # First run of a session: what a shared link names (app_pages.share), else the default case.
         st.session_state["fl_started"] = True

@@ -172,7 +172,6 @@ def chart(fig: go.Figure, name: str, title: str, *, key: str, caption: str | Non
         config={"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": name}},
     )
     sub = subtitle()
-    export.prewarm()  # the first PNG click then finds kaleido's browser started
 
     def render(fmt: str):
         return lambda: export.to_image(export.for_slide(fig, title, sub), fmt)

@@ -119,6 +119,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=48, help="decoder layers per step in the whole-model traces")
     ap.add_argument("--tabs", type=int, default=5, help="new tabs timed after the warm-up tab")
+    ap.add_argument("--files", type=Path, nargs="*", default=[], help="time the timeline on these traces instead")
     ns = ap.parse_args()
     out: dict = {"machine": {"cpus": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 2)}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,12 +136,12 @@ def main() -> None:
             check=True,
             capture_output=True,
         )
-        files = sorted(tmp.glob("model_*.json.gz"))
+        files = ns.files or sorted(tmp.glob("model_*.json.gz"))
         with h.streamlit_server(env={"FUSELENS_NO_CACHE": "0"}) as url:
             out["first_png"] = _first_png(url, tmp)  # first: kaleido is cold in this server
             out["new_tab"] = _new_tabs(url, ns.tabs)
             out["timeline"] = _timeline(url, files)
-            out["timeline"]["layers"] = ns.layers
+            out["timeline"]["traces"] = [f.name for f in ns.files] if ns.files else f"{ns.layers}-layer model"
     out["machine"]["load_1min_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(out, indent=1, ensure_ascii=False))
 
