@@ -33,6 +33,10 @@ def apply_on_first_run(open_default) -> None:
         for s in samples.discover():
             if s.name == view.set:
                 samples.load_set(s, variants=tuple(view.runs) or None)
+                loaded = {r.label for r in state.runs()}
+                for lab in [x for x in view.runs if x not in loaded]:
+                    state._state()[state.K_ERRORS].append(f"link: set {view.set!r} has no run {lab!r}; left out")
+                    view.runs.remove(lab)
                 break
         else:
             state._state()[state.K_ERRORS].append(f"link: no bundled sample set named {view.set!r}; opened the default")

@@ -104,6 +104,7 @@ BAD_LINKS = [  # (link, the one line it must cost)
     ("/compare?candidate=%1B%5B31m", "link: candidate '\\x1b[31m' is not a label this app writes"),
     ("/compare?set=hf_geglu_bf16&runs=eager,compile&baseline=eager&candidate=liger", "not one of the link's runs"),
     ("/overview?colour=red", "link: unknown parameter 'colour' ignored"),
+    ("/compare?set=hf_geglu_bf16&runs=eager,nope&baseline=eager", "link: set 'hf_geglu_bf16' has no run 'nope'"),
 ]
 
 
