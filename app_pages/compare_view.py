@@ -412,12 +412,14 @@ def gemms(cd) -> None:
 
 
 def unmatched(cd) -> None:
-    c1, c2 = st.columns(2)
+    # One above the other: side by side, a whole model's tables (name, category, op, shapes, figures) ran ~150 px
+    # past a half page at 1280 px.
+    c1, c2 = st.container(), st.container()
     for col, rows, who in ((c1, cd.unmatched_base, cd.base_label), (c2, cd.unmatched_candidate, cd.label)):
         col.markdown(f"**Only in {ui.esc(who)}**")
         if rows:
             df = pd.DataFrame(rows)
-            if "name" in df:  # half a page wide: short names, shapes in a narrow column (full ones in the JSON)
+            if "name" in df:  # short names, shapes in a narrow column (full ones in the JSON)
                 df["name"] = df["name"].map(lambda n: short_name(n, 40))
             col.dataframe(
                 df,
@@ -427,6 +429,8 @@ def unmatched(cd) -> None:
                     "time_us_per_step": st.column_config.NumberColumn("µs/step", format="%.1f"),
                     "shapes": st.column_config.TextColumn("shapes", width="small"),
                     "op": st.column_config.TextColumn("op", width="small"),
+                    "name": st.column_config.TextColumn("name", width="medium"),  # half a page: 40 chars cut
+                    "category": st.column_config.TextColumn("category", width="small"),
                 },
             )
         else:
@@ -482,6 +486,9 @@ def remaining(cd) -> None:
                 help="the round trip's bytes at the GPU's peak HBM bandwidth: the least it costs per step"
             ),
             "what would avoid it": st.column_config.TextColumn(width="medium"),
+            # a whole model's producers and readers are long; sized so the table fits 1280 px beside the sidebar
+            "tensor": st.column_config.TextColumn(width="medium"),
+            "written by → read by": st.column_config.TextColumn(width="medium"),
         },
     )
     full = sorted({f"{r['kind']}: " + " ".join(str(r["would_avoid"]).split()) for r in cd.run.remaining})
