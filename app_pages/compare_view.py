@@ -269,7 +269,7 @@ def fusion_card(f) -> None:
             f"**{what}{ui.esc(short_name(f.fused_kernel, 100))}** ← {len(f.replaces)} kernels ({ui.esc('+'.join(f.ops))})"
         )
         c = st.columns(4)
-        c[0].metric("time saved", f"{f.time_saved_us_per_step:,.1f} µs", help=f"×{f.count_per_step} per step")
+        c[0].metric("time saved", f"{f.time_saved_us_per_step:,.1f} µs", help=f"{f.count_per_step} per step")
         c[1].metric(
             "HBM bytes avoided (est.)",
             ui.fmt_bytes(f.bytes_avoided_per_step),
@@ -453,7 +453,7 @@ def remaining_table(cd) -> pd.DataFrame:
         rows.append(
             {
                 "tensor": f"{r.get('matrix') or r['shape']} {r['dtype']}"
-                + (f" ×{r['count_per_step']}" if int(r.get("count_per_step") or 1) > 1 else ""),
+                + (f" ({r['count_per_step']} per step)" if int(r.get("count_per_step") or 1) > 1 else ""),
                 "round trip/step (est.)": ui.fmt_bytes(r["round_trip_bytes"]),
                 "at the HBM roof": ui.fmt_us(r.get("time_at_roof_us")),
                 "what would avoid it": _fix_short(r["would_avoid"]),
