@@ -14,8 +14,8 @@ from analyzer.errors import FuseLensError
 from analyzer.fmt import safe_text
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m analyzer", description="FuseLens trace analyzer")
+def build_parser(prog: str = "python -m analyzer") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="FuseLens trace analyzer")
     sub = parser.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("summary", help="per-step kernel summary of one trace")
@@ -80,8 +80,8 @@ def _cache_command(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m analyzer") -> int:
+    args = build_parser(prog).parse_args(argv)
     if getattr(args, "no_cache", False):
         from analyzer.readers.cache import ENV_OFF
 

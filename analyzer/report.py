@@ -490,7 +490,7 @@ def _candidate_blocks(diff, cd, html_figures: bool) -> list[tuple]:
             what = [f.pattern] if f.pattern else []
             rows.append(
                 [
-                    what + [Name(f.fused_kernel, f" (×{f.count_per_step} per step)" if f.count_per_step > 1 else "")],
+                    what + [Name(f.fused_kernel, f" ({f.count_per_step} per step)" if f.count_per_step > 1 else "")],
                     _names(f.replaces, f.replaced_ops)
                     + (
                         [f"(also gone: {', '.join(short_name(x, 40) for x in f.also_removed)})"]
@@ -610,7 +610,7 @@ def _candidate_blocks(diff, cd, html_figures: bool) -> list[tuple]:
                 _names(x["readers"]),
                 f"[{'×'.join(str(s) for s in x['shape'])}] {x['dtype']}",
                 f"{fmt_bytes(x['round_trip_bytes'])}"
-                + (f" (×{x['count_per_step']})" if x.get("count_per_step", 1) > 1 else ""),
+                + (f" ({x['count_per_step']} per step)" if x.get("count_per_step", 1) > 1 else ""),
                 x["would_avoid"],
             ]
             for x in cd.run.remaining[:40]

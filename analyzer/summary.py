@@ -25,7 +25,10 @@ from analyzer.fmt import clean_json
 from analyzer.steps import spread_range, spread_rule
 from analyzer.trace import Trace
 
-STEP_POLICY = "first step dropped as warm-up when a trace has 3 or more steps; steps with no GPU op are skipped"
+STEP_POLICY = (
+    "first step dropped as warm-up when a trace has 3 or more steps; steps with no GPU op are skipped; in a truncated"
+    " file the last step too"
+)
 ESTIMATES_NOTE = (
     "bytes and FLOPs are ESTIMATES from each kernel's launching op (recorded Input Dims/types/strides), not "
     "hardware counters; every kernel's cost_basis says what its figure rests on; null = unknown"
@@ -132,8 +135,10 @@ class Summary:
         return clean_json(out)
 
 
-def steady_steps(steps: pd.DataFrame) -> tuple[list[int], list[str]]:
-    """(steps to take medians over, remarks). See the module doc for the rule."""
+def steady_steps(steps: pd.DataFrame, truncated: bool = False) -> tuple[list[int], list[str]]:
+    """(steps to take medians over, remarks). See the module doc for the rule. `truncated`: the file was cut
+    mid-event, so its last step with GPU work may hold only the kernels recorded before the cut (a compile step
+    of 4 kernels read 2.5 per step from a file cut at 15%): that step is dropped too while another one remains."""
     if len(steps) == 0:
         return [], ["no profiler step holds a GPU op"]
     ordered = steps.sort_values("start_us", kind="stable")
@@ -148,6 +153,9 @@ def steady_steps(steps: pd.DataFrame) -> tuple[list[int], list[str]]:
     if len(ordered) >= 3 and len(used) >= 2 and used[0] == int(ordered["step"].iloc[0]):
         remarks.append(f"step {used[0]} (the first) dropped as warm-up")
         used = used[1:]
+    if truncated and len(used) >= 2:
+        remarks.append(f"step {used[-1]} (the last before the file's cut) dropped: it may be partial")
+        used = used[:-1]
     return used, remarks
 
 
@@ -326,7 +334,8 @@ def _kernel_table(trace: Trace, g: pd.DataFrame, used: list[int], dram: pd.DataF
 
 
 def summarize(trace: Trace) -> Summary:
-    used, remarks = steady_steps(trace.steps)
+    truncated = any(str(w).startswith("file is truncated") for w in trace.meta.warnings or [])
+    used, remarks = steady_steps(trace.steps, truncated=truncated)
     gpu_ops = trace.gpu_ops
     g = gpu_ops[gpu_ops["step"].isin(used).to_numpy()] if used else gpu_ops.iloc[0:0]
     table = step_table(trace, used)

@@ -62,19 +62,34 @@ def render_text(j: dict) -> str:
         out.append(f"GPU: {gpu}  (peaks of {pk['matched']}: {peak}; {pk['source']})")
     else:
         out.append(f"GPU: {gpu}  (no peak table entry: % of peak not shown)")
-    out.append(f"Steps: {j['steps']} in trace; medians over steps {j['steps_used']} ({j['step_policy']})")
-    out.append("")
     sp = p.get("spread") or {}
-    out.append(f"Per step (median over steady steps, spread {p.get('spread_rule', 'min–max')}):")
+    if not j["steps_used"]:  # nothing to take medians over: say so once instead of "None kernels … steps []"
+        out.append(f"Steps: {j['steps']} in trace; none holds a GPU op: no per-step figures (see the warnings below)")
+        out.append("")
+    else:
+        out.append(f"Steps: {j['steps']} in trace; medians over steps {j['steps_used']} ({j['step_policy']})")
+        out.append("")
+        out += _per_step_lines(p, sp)
+    return "\n".join(out + _tables(j, p))
+
+
+def _per_step_lines(p: dict, sp: dict) -> list[str]:
+    out = [f"Per step (median over steady steps, spread {p.get('spread_rule', 'min–max')}):"]
     out.append(
         f"  GPU busy {fmt_us_spread(p['gpu_busy_us'], sp.get('gpu_busy_us'))} · step span "
         f"{fmt_us_spread(p['span_us'], sp.get('span_us'))} · idle {fmt_us_spread(p['idle_us'], sp.get('idle_us'))} · "
         f"GPU time (sum of op durations) {fmt_us_spread(p['gpu_time_us'], sp.get('gpu_time_us'))}"
     )
     out.append(
-        f"  {p['kernels']} kernels, {p['memops']} memcpy/memset, {p['launches']} launches · launch→start "
+        f"  {fmt_num(p['kernels'], 'g')} kernels, {fmt_num(p['memops'], 'g')} memcpy/memset, "
+        f"{fmt_num(p['launches'], 'g')} launches · launch→start "
         f"{fmt_us(p['launch_latency_us'])} · HBM bytes (est.) {fmt_bytes(p['bytes'], MISSING)}"
     )
+    return out
+
+
+def _tables(j: dict, p: dict) -> list[str]:
+    out = []
     rows = [
         [
             str(r["step"]) + ("" if r["steady"] else " (warm-up)" if i == 0 else " (not used)"),
@@ -143,4 +158,4 @@ def render_text(j: dict) -> str:
     out.append(f"Note: {j['estimates']} ('—' in this table); --json prints each kernel's cost_basis.")
     for w in j["warnings"]:
         out.append(f"warning: {safe_text(w)}")
-    return "\n".join(out)
+    return out

@@ -12,7 +12,7 @@ from analyzer.dram import device_of
 from analyzer.figures import compare as cf
 from analyzer.figures import kernels_table as kt
 from app_pages import compare_view as cv
-from app_pages import state, ui
+from app_pages import params, state, ui
 
 st.title("Compare")
 ui.show_messages()
@@ -22,8 +22,8 @@ if d is None:
     st.stop()
 
 labels = [c.label for c in d.candidates]
-if st.session_state.get("fl_compare_candidate") not in labels:  # a shared link's candidate that is not loaded here
-    st.session_state.pop("fl_compare_candidate", None)
+# Always a loaded candidate: one left over from the demo or a link is replaced (and the widget shows the new one).
+params.keep_choice(st.session_state, "fl_compare_candidate", labels)
 top = st.columns([3, 2, 2], vertical_alignment="bottom")
 label = top[0].selectbox(
     "Candidate", labels, key="fl_compare_candidate", help="Every candidate is diffed against the baseline."

@@ -342,7 +342,7 @@ def fusion_card(f) -> None:
             f"**{what}{ui.esc(short_name(f.fused_kernel, 100))}** ← {len(f.replaces)} kernels ({ui.esc('+'.join(f.ops))})"
         )
         c = st.columns(4)
-        c[0].metric("time saved", f"{f.time_saved_us_per_step:,.1f} µs", help=f"×{f.count_per_step} per step")
+        c[0].metric("time saved", f"{f.time_saved_us_per_step:,.1f} µs", help=f"{f.count_per_step} per step")
         c[1].metric(
             "HBM bytes avoided (est.)",
             ui.fmt_bytes(f.bytes_avoided_per_step),
@@ -485,12 +485,14 @@ def gemms(cd) -> None:
 
 
 def unmatched(cd) -> None:
-    c1, c2 = st.columns(2)
+    # One above the other: side by side, a whole model's tables (name, category, op, shapes, figures) ran ~150 px
+    # past a half page at 1280 px.
+    c1, c2 = st.container(), st.container()
     for col, rows, who in ((c1, cd.unmatched_base, cd.base_label), (c2, cd.unmatched_candidate, cd.label)):
         col.markdown(f"**Only in {ui.esc(who)}**")
         if rows:
             df = pd.DataFrame(rows)
-            if "name" in df:  # half a page wide: short names, shapes in a narrow column (full ones in the JSON)
+            if "name" in df:  # short names, shapes in a narrow column (full ones in the JSON)
                 df["name"] = df["name"].map(lambda n: short_name(n, 40))
             col.dataframe(
                 df,
@@ -500,6 +502,8 @@ def unmatched(cd) -> None:
                     "time_us_per_step": st.column_config.NumberColumn("µs/step", format="%.1f"),
                     "shapes": st.column_config.TextColumn("shapes", width="small"),
                     "op": st.column_config.TextColumn("op", width="small"),
+                    "name": st.column_config.TextColumn("name", width="medium"),  # half a page: 40 chars cut
+                    "category": st.column_config.TextColumn("category", width="small"),
                 },
             )
         else:
@@ -522,7 +526,7 @@ def remaining_table(cd) -> pd.DataFrame:
         rows.append(
             {
                 "tensor": f"{r.get('matrix') or r['shape']} {r['dtype']}"
-                + (f" ×{r['count_per_step']}" if int(r.get("count_per_step") or 1) > 1 else ""),
+                + (f" ({r['count_per_step']} per step)" if int(r.get("count_per_step") or 1) > 1 else ""),
                 "round trip/step (est.)": ui.fmt_bytes(r["round_trip_bytes"]),
                 "at the HBM roof": ui.fmt_us(r.get("time_at_roof_us")),
                 "what would avoid it": _fix_short(r["would_avoid"]),
@@ -556,6 +560,9 @@ def remaining(cd) -> None:
                 help="the round trip's bytes at the GPU's peak HBM bandwidth: the least it costs per step"
             ),
             "what would avoid it": st.column_config.TextColumn(width="medium"),
+            # a whole model's producers and readers are long; sized so the table fits 1280 px beside the sidebar
+            "tensor": st.column_config.TextColumn(width="medium"),
+            "written by → read by": st.column_config.TextColumn(width="medium"),
         },
     )
     full = sorted({f"{r['kind']}: " + " ".join(str(r["would_avoid"]).split()) for r in cd.run.remaining})

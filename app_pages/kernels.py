@@ -30,7 +30,8 @@ view = kt.filter_view(df, runs=sel_runs, categories=cats, libraries=libs, text=t
 
 # What fits a 1280 px page beside the sidebar (every column of the table ran 2,000 px past the right edge); the
 # others are one click away, and all of them go into the CSV.
-DEFAULT_COLUMNS = ("run", "kernel", "time/step (µs)", "% of run", "GB/s (est.)", "% peak BW", "TFLOP/s (est.)")
+# "ops" by default: four eager rows all read `vectorized_elementwise_kernel<…>` until their ops (mul, add, …) show.
+DEFAULT_COLUMNS = ("run", "kernel", "ops", "time/step (µs)", "% of run", "GB/s (est.)", "% peak BW", "TFLOP/s (est.)")
 # Short headers on the page (the CSV keeps kt.COLUMNS' full names): a header wider than its numbers was cut.
 PAGE_NAMES = {
     "% of run's GPU time": "% of run",
@@ -59,10 +60,13 @@ shown["kernel"] = shown["kernel"].map(lambda n: short_name(n, 48))  # template a
 extra = st.multiselect(
     "More columns",
     [c for c in shown.columns if c not in DEFAULT_COLUMNS],
-    placeholder="% peak FLOP/s, calls/step, ops, shapes, dtypes, bytes, FLOPs, estimate basis, full name …",
+    placeholder="% peak FLOP/s, calls/step, op, shapes, dtypes, bytes, FLOPs, estimate basis, full name …",
     key="fl_kernels_columns",
 )
-order = [c for c in shown.columns if c in DEFAULT_COLUMNS or c in extra]
+order = [c for c in DEFAULT_COLUMNS if c in shown.columns] + [c for c in shown.columns if c in extra]
+# The run column as wide as its longest label (~7.5 px a character at the table's 14 px font): "small" cut
+# "layer_compile_bf16" to "layer_comp".
+run_px = int(min(220, max(70, 7.5 * max((len(r.label) for r in runs), default=4) + 30)))
 pct = lambda h: st.column_config.ProgressColumn(  # noqa: E731
     format="%.0f%%", min_value=0, max_value=100, help=h, width="small"
 )
@@ -74,9 +78,13 @@ st.dataframe(
     height=ui.table_height(max(len(view), 3)),
     column_order=order,
     column_config={
-        "run": st.column_config.TextColumn(pinned=True, width="small"),
+        "run": st.column_config.TextColumn(pinned=True, width=run_px),
+        "ops": st.column_config.TextColumn(
+            width="small", help="what the kernel computes, decoded from its name and op"
+        ),
+        # 240 px: with run, ops and the five figures the table fits 1280 px beside the sidebar ("large" is 400)
         "kernel": st.column_config.TextColumn(
-            width="large", pinned=True, help="kernel name, C++ template arguments collapsed (full name: More columns)"
+            width=240, pinned=True, help="kernel name, C++ template arguments collapsed (full name: More columns)"
         ),
         "full name": st.column_config.TextColumn(width="large", help="kernel name as recorded by the profiler"),
         "calls/step": num("calls per steady-state step (median)"),

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fuselens.paths import runs_dir
 from kernels.lab.profile import (
     DTYPE_BYTES,
     MAX_BATCH,
@@ -41,7 +42,7 @@ from kernels.lab.profile import (
 from kernels.models.variants import DEFAULT_VARIANTS, LAYER_VARIANTS, VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS_DIR = ROOT / "runs"
+RUNS_DIR = runs_dir()  # the clone's runs/; installed, a per-user folder (never inside site-packages)
 KEEP_RUNS = 20  # finished run folders kept in runs/; older ones are pruned when a new run starts
 
 # The runner's own choices and limits (the runner validates again; this is the first line). Both modules import no

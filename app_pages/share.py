@@ -14,52 +14,91 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import samples, state
+from app_pages import params, samples, state
 
 K_APPLIED = "fl_share_applied"
-MAX_PARAM = 400  # characters read from one parameter: a URL is user input
-
-
-def _param(name: str) -> str:
-    return str(st.query_params.get(name, ""))[:MAX_PARAM]
-
-
-def _runs_param() -> list[str]:
-    return [x.strip() for x in _param("runs").split(",") if x.strip()][:32]
+K_PENDING = "fl_share_pending"  # a View whose runs are not loaded yet (uploads): applied once they are
 
 
 def apply_on_first_run(open_default) -> None:
     """On a session's first run: load what the URL names (a bundled set, its runs), else `open_default()`; then the
-    baseline, and preselect the candidate and step."""
+    baseline, and preselect the candidate and step. A link to uploaded runs opens nothing: it lists the runs it
+    needs and waits for them (`apply_pending`)."""
     if st.session_state.get(K_APPLIED):
         return
     st.session_state[K_APPLIED] = True
-    name = _param("set")
-    loaded = False
-    if name:
-        wanted = tuple(_runs_param()) or None
+    view, problems = params.parse(dict(st.query_params))
+    state._state()[state.K_ERRORS].extend(problems)
+    if view.set:
         for s in samples.discover():
-            if s.name == name:
-                samples.load_set(s, variants=wanted)
-                loaded = True
+            if s.name == view.set:
+                samples.load_set(s, variants=tuple(view.runs) or None)
+                loaded = {r.label for r in state.runs()}
+                for lab in [x for x in view.runs if x not in loaded]:
+                    state._state()[state.K_ERRORS].append(f"link: set {view.set!r} has no run {lab!r}; left out")
+                    view.runs.remove(lab)
                 break
         else:
-            state._state()[state.K_ERRORS].append(f"link: no bundled sample set named {name!r}; opened the default")
-    if not loaded:
+            state._state()[state.K_ERRORS].append(f"link: no bundled sample set named {view.set!r}; opened the default")
+            view = params.View()
+            open_default()
+    elif view.runs and not view.bad_set:
+        st.session_state[K_PENDING] = view  # runs from the sharer's uploads: say so, and wait for the same files
+    else:
         open_default()
-    base = _param("baseline")
-    for r in state.runs():
-        if base and r.label == base:
-            state.set_baseline(r.key)
-    if _param("candidate"):
-        st.session_state["fl_compare_candidate"] = _param("candidate")
-    step = _param("step")
-    if step.isdigit():
-        st.session_state["fl_timeline_step"] = int(step)
+    _apply(view)
+
+
+def _apply(view: params.View) -> bool:
+    """Baseline, candidate and step of `view` when all its runs are loaded; False (nothing changed) otherwise."""
+    by_label = {r.label: r for r in state.runs()}
+    if any(lab not in by_label for lab in view.runs):
+        return False
+    for name in ("baseline", "candidate"):
+        value = getattr(view, name)
+        if value and value not in by_label:
+            state._state()[state.K_ERRORS].append(f"link: {name} {value!r} is not a loaded run; ignored")
+            setattr(view, name, None)
+    if view.baseline in by_label:
+        state.set_baseline(by_label[view.baseline].key)
+    if view.candidate:
+        st.session_state["fl_compare_candidate"] = view.candidate
+    if view.step is not None:
+        st.session_state["fl_timeline_step"] = view.step
+    return True
+
+
+def missing_runs() -> list[str]:
+    """The runs a pending shared link names that are not loaded (in the link's order); [] when none is pending."""
+    view = st.session_state.get(K_PENDING)
+    if view is None:
+        return []
+    loaded = {r.label for r in state.runs()}
+    return [lab for lab in view.runs if lab not in loaded]
+
+
+def apply_pending() -> None:
+    """Once the runs a shared link named are loaded (the same files uploaded), apply its view and forget it."""
+    view = st.session_state.get(K_PENDING)
+    if view is not None and _apply(view):
+        del st.session_state[K_PENDING]
+        state._state()[state.K_NOTES].append(
+            "The shared link's view is applied: "
+            + ", ".join(view.runs)
+            + (f"; baseline {view.baseline}" if view.baseline else "")
+        )
+
+
+def dismiss_pending() -> None:
+    st.session_state.pop(K_PENDING, None)
 
 
 def sync() -> None:
-    """Write the current view into the URL (called on every run, after the page is known)."""
+    """Write the current view into the URL (called on every run, after the page is known). While a shared link's
+    runs are not loaded, the URL keeps saying what it asked for, so the link can be passed on as it came."""
+    apply_pending()
+    if st.session_state.get(K_PENDING) is not None:
+        return
     runs = state.runs()
     params: dict[str, str] = {}
     origins = {r.origin for r in runs}

@@ -34,11 +34,12 @@ import streamlit as st
 
 from analyzer.errors import FuseLensError
 from analyzer.fmt import file_label, safe_text, unique_label
+from fuselens.paths import samples_dir
 
 log = logging.getLogger("fuselens.app")
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES_DIR = ROOT / "sample_traces"
+SAMPLES_DIR = samples_dir()  # the clone's sample_traces/, else the copy an installed wheel carries
 MANIFEST_SCHEMA = "fuselens.profile/1"
 MAX_SIDE_FILE_BYTES = 4 << 20  # manifest.json / <variant>.ncu.json are kBs; 4 MB of `{},` decodes to ~100 MB of objects
 
@@ -554,6 +555,20 @@ def comparison() -> tuple[Run | None, list[Run], list[str]]:
     return base, cands, lines
 
 
+# Diffs of bundled samples only (public files, keyed by their content digests and labels), shared by the sessions
+# of this server: a new tab opens on the default case and would otherwise diff it again (~0.5 s of its first run).
+# Uploads' diffs stay in their own session.
+_SAMPLE_DIFFS: dict = {}
+
+
+def _shared_key(memo_key: tuple, base: Run, cands: list[Run]) -> tuple:
+    """The session memo's key plus the runs' manifest facts (a manifest dropped on a sample changes its diff)."""
+    import json
+
+    facts = json.dumps([[r.variant, r.context] for r in (base, *cands)], sort_keys=True, default=str)
+    return (memo_key, facts)
+
+
 def _compute(base: Run, cands: list[Run]):
     try:
         from analyzer import diff_runs
@@ -584,9 +599,18 @@ def diff(*, compute: bool = True, force: bool = False):
             return DiffPending(started, size)
         result = fut.result()
         ss[K_DIFFS] = {memo_key: result}
+        if all(r.origin == "sample" for r in (base, *cands)) and not isinstance(result, str):
+            _SAMPLE_DIFFS[_shared_key(memo_key, base, cands)] = result
+            while len(_SAMPLE_DIFFS) > 4:  # a few sample sets' diffs; each holds its runs' summaries
+                _SAMPLE_DIFFS.pop(next(iter(_SAMPLE_DIFFS)))
         return result
     if held is not None:
         return held
+    samples_only = all(r.origin == "sample" for r in (base, *cands))
+    shared = _SAMPLE_DIFFS.get(_shared_key(memo_key, base, cands)) if samples_only else None
+    if shared is not None:  # the bundled samples' diff, computed once per server (every new tab opens on it)
+        ss[K_DIFFS] = {memo_key: shared}
+        return shared
     if not compute:
         return None
     size = diff_size()

@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 from analyzer.figures import timeline as tl
-from app_pages import state, ui
+from app_pages import params, state, ui
 
 st.title("Timeline")
 ui.show_messages()
@@ -44,16 +44,18 @@ def ordinal(k: int) -> str:
 
 
 # Runs as pills on their own row: multiselect chips cut labels ("fu…") once four runs share a third of the page.
+params.keep_choices(st.session_state, "fl_timeline_runs", [r.key for r in runs])
 chosen = st.pills(
     "Runs",
     [r.key for r in runs],
     selection_mode="multi",
-    default=[r.key for r in runs],
     format_func=lambda k: state._state()[state.K_RUNS][k].label,
     key="fl_timeline_runs",
 )
-if st.session_state.get("fl_timeline_step", REPRESENTATIVE) not in (REPRESENTATIVE, *range(max_steps)):
-    st.session_state.pop("fl_timeline_step", None)  # a shared link's step these runs do not have
+_step = st.session_state.get("fl_timeline_step")
+if _step is not None and _step not in (REPRESENTATIVE, *range(max_steps)):  # a shared link's step these runs lack
+    st.warning(f"link: step {_step} is beyond these runs' {max_steps} recorded steps; showing the representative step")
+params.keep_choice(st.session_state, "fl_timeline_step", [REPRESENTATIVE, *range(max_steps)], REPRESENTATIVE)
 c2, c3, c4 = st.columns([3, 2, 2], vertical_alignment="bottom")
 position = c2.selectbox(
     "Step",
@@ -105,6 +107,13 @@ else:
     build_ms = (time.perf_counter() - t0) * 1000
     st.session_state["fl_timeline_memo"] = (memo_key, fig, build_ms)
 meta = fig.layout.meta or {}
+if meta.get("empty_runs"):
+    st.info(
+        "No GPU op in the chosen step of "
+        + ", ".join(f"**{ui.esc(x, 40)}**" for x in meta["empty_runs"])
+        + ": not drawn (its Overview row says what the trace holds).",
+        icon=":material/info:",
+    )
 how = (
     f"{meta.get('kernels', 0):,} GPU ops drawn as {meta.get('bars', 0):,} bars: kernels shorter than "
     f"{meta.get('bin_us', 0):,.2f} µs merged per lane (hover says how many); zoom the window for detail"

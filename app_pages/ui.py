@@ -95,6 +95,19 @@ def show_messages() -> None:
         st.info(esc(n), icon=":material/info:")
     if errs or notes:
         st.button("Dismiss messages", key="fl_dismiss", on_click=state.clear_messages, type="tertiary")
+    from app_pages import share
+
+    missing = share.missing_runs()
+    if missing:
+        with st.container(key="fl_link_pending"):
+            st.warning(
+                f"This shared link shows {len(missing)} run(s) that are not loaded here: "
+                + ", ".join(f"**{esc(m, 40)}**" for m in missing)
+                + ". Uploaded traces stay in the sharer's session: upload the same files in the sidebar and the "
+                "link's view (baseline, candidate, step) is applied.",
+                icon=":material/link_off:",
+            )
+            st.button("Forget the link", key="fl_link_forget", on_click=share.dismiss_pending, type="tertiary")
 
 
 def require_runs(n: int = 1, what: str = "this view") -> list[state.Run]:

@@ -7,7 +7,8 @@ screenshot of every page at each window size (the first size as `<page>.png`, th
 `<page>-<W>x<H>.png`), plus charts exported through the app's own PNG buttons (the slide theme). It says, per
 page and size, which tables are cut (wider than their visible area) and exits 1 when any is. `--set
 gemma_layer_bf16 --prefix layer-` loads another bundled sample set first (its sidebar button, as a user would)
-and writes `layer-<page>.png` (no chart exports).
+and writes `layer-<page>.png` (no chart exports). `--upload A.json.gz B.json.gz --pages compare,timeline,kernels`
+uploads traces through the sidebar instead (e.g. bench/make_model_trace.py's whole-model pair) and shoots those pages.
 """
 
 from __future__ import annotations
@@ -36,7 +37,16 @@ def load_set(page, name: str) -> None:
 
 
 def shoot(
-    url: str, out: Path, width: int, height: int, suffix: str, exports: bool, sample: str = "", prefix: str = ""
+    url: str,
+    out: Path,
+    width: int,
+    height: int,
+    suffix: str,
+    exports: bool,
+    sample: str = "",
+    prefix: str = "",
+    upload: list[Path] | None = None,
+    pages: tuple[str, ...] = h.PAGES,
 ) -> list[str]:
     problems = []
     with h.chromium(width=width, height=height, downloads=True) as page:
@@ -44,7 +54,11 @@ def shoot(
         h.wait_idle(page)
         if sample:
             load_set(page, sample)
-        for name in h.PAGES:
+        if upload:
+            h.upload(page, upload)
+            # the "samples set aside" toast would sit on the first page's shot
+            page.locator('[data-testid="stToast"]').first.wait_for(state="detached", timeout=15_000)
+        for name in pages:
             h.open_page(page, name)
             if page.locator('[data-testid="stException"]').count():
                 raise SystemExit(f"{name}: the page shows an exception; not writing screenshots")
@@ -65,6 +79,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="1600x1000,1280x800", help="window sizes, WxH, comma-separated")
     ap.add_argument("--set", default="", help="a sample_traces/ folder to open instead of the default case")
     ap.add_argument("--prefix", default="", help="file name prefix for that set's screenshots, e.g. layer-")
+    ap.add_argument("--upload", type=Path, nargs="*", default=[], help="traces to upload instead of a sample set")
+    ap.add_argument("--pages", default=",".join(h.PAGES), help="pages to shoot, comma-separated")
     ns = ap.parse_args()
     ns.out.mkdir(parents=True, exist_ok=True)
     sizes = [tuple(int(x) for x in s.lower().split("x")) for s in ns.sizes.split(",") if s]
@@ -73,7 +89,16 @@ def main() -> None:
         for i, (w, hgt) in enumerate(sizes):
             suffix = "" if i == 0 else f"-{w}x{hgt}"
             problems += shoot(
-                url, ns.out, w, hgt, suffix, exports=i == 0 and not ns.set, sample=ns.set, prefix=ns.prefix
+                url,
+                ns.out,
+                w,
+                hgt,
+                suffix,
+                exports=i == 0 and not ns.set and not ns.upload,
+                sample=ns.set,
+                prefix=ns.prefix,
+                upload=ns.upload,
+                pages=tuple(p for p in ns.pages.split(",") if p),
             )
     for p in problems:
         print("CUT:", p)

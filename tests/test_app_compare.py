@@ -102,6 +102,7 @@ def test_big_steps_ask_first_and_diff_on_a_worker_thread(monkeypatch):
 
     monkeypatch.setattr(state, "DIFF_AUTO_MAX_OPS", 3)  # the HF steps (5 ops) count as "big" here
     monkeypatch.setattr(state, "DIFF_WAIT_S", 0.0)  # always show the pending state first
+    monkeypatch.setattr(state, "_SAMPLE_DIFFS", {})  # as on a fresh server: no other session diffed the samples yet
     at = s.app("compare")
     assert any("GPU ops" in t and "takes a while" in t for t in s.texts(at, "info"))
     assert not at.metric  # nothing computed behind the user's back

@@ -43,7 +43,10 @@ def test_the_default_opening_is_in_the_url_too():
 
 def test_a_hostile_or_stale_link_costs_one_line():
     at = _open({"set": "../../etc", "runs": "eager", "baseline": "nope", "candidate": "<script>", "step": "999"})
-    assert any(e.startswith("link: no bundled sample set named '../../etc'") for e in s.texts(at, "error"))
+    errors = s.texts(at, "error")
+    assert any(e.startswith("link: set '../../etc' is not a sample set name") for e in errors), errors
+    assert any(e.startswith("link: baseline 'nope' is not one of the link's runs") for e in errors), errors
+    assert any(e.startswith("link: candidate '<script>' is not one of the link's runs") for e in errors), errors
     assert s.labels(at) == ["eager", "compile", "liger", "fuselens"]  # the default case instead
     for page in ("compare", "timeline"):
         s.goto(at, page)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from analyzer.errors import DiffError
 from analyzer.fmt import (
+    finite,
     fmt_bytes,
     fmt_pct,
     fmt_range,
@@ -85,6 +86,14 @@ GROUPS_SHOWN = 12  # fusion groups listed in full; a whole model's others are su
 UNEXPLAINED_SHOWN = 8
 
 
+def _pct_call(pct, call: str | None) -> str:
+    """'13.0% faster' (the word carries the sign: never '-13.0% faster'), '+0.3% (tie)' without a clear call."""
+    word = str(call or "").strip()
+    if finite(pct) and word.split(" ")[0] in ("faster", "slower"):
+        return f"{abs(float(pct)):,.1f}% {word}"
+    return f"{fmt_pct(pct)} {word}".rstrip()
+
+
 def text_lines(diff) -> list[str]:
     """The terminal view: the headline of every candidate first (analyzer.diff.headline), then one block per
     candidate with the figures it rests on."""
@@ -97,7 +106,9 @@ def text_lines(diff) -> list[str]:
     for cd, h in heads:
         r = cd.run
         pct = h.get("raw_gpu_time_change_pct")
-        change = f": {fmt_pct(pct)}" if pct is not None else ""
+        change = (
+            f": {_pct_call(pct, (h.get('spread') or {}).get('calls', {}).get('gpu_time'))}" if pct is not None else ""
+        )
         out.append("")
         out.append(f"{cd.label} vs {cd.base_label}: {r.source}")
         out.append(f"  headline: {h['headline']['reason']}")
@@ -109,12 +120,7 @@ def text_lines(diff) -> list[str]:
         out.append(
             f"  kernels/step {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]} · GPU time/step as recorded "
             f"{fmt_us(b.gpu_time_us_per_step)}{fmt_range(rb)} → {fmt_us(r.gpu_time_us_per_step)}{fmt_range(rc)}{change}"
-            + (f" {calls['gpu_time']}" if calls.get("gpu_time") else "")
-            + (
-                f", normalised {fmt_pct(norm)} {calls.get('gpu_time_normalised') or ''}".rstrip()
-                if norm is not None
-                else ""
-            )
+            + (f", normalised {_pct_call(norm, calls.get('gpu_time_normalised'))}" if norm is not None else "")
         )
         out.append("  " + cd.step_times_text())
         ev = h.get("cuda_event_time_us_per_step") or [None, None]
@@ -154,9 +160,10 @@ def text_lines(diff) -> list[str]:
         for f in cd.fusions:
             if f not in shown:
                 continue
-            inter = ", ".join(f"{i['matrix']} {i['dtype']} ×{1 + i['reads']}" for i in f.intermediates) or "none"
+            inter = ", ".join(f"{i['matrix']} {i['dtype']} (written once, read {i['reads']}×)" for i in f.intermediates)
+            inter = inter or "none"
             out.append(
-                f"  fusion{' ×' + str(f.count_per_step) if f.count_per_step > 1 else ''}: {short_name(f.fused_kernel)} ← "
+                f"  fusion{f' ({f.count_per_step} per step)' if f.count_per_step > 1 else ''}: {short_name(f.fused_kernel)} ← "
                 f"{' + '.join(f.ops) or '?'} ({len(f.replaces)} kernels) · intermediates {inter} · "
                 f"{fmt_bytes(f.bytes_avoided_per_step)} avoided · {fmt_us(f.base_time_us_per_step)} → "
                 f"{fmt_us(f.candidate_time_us_per_step)}" + (f" · {f.pattern}" if f.pattern else "")

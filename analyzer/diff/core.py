@@ -376,11 +376,16 @@ class CandidateDiff:
                 why = " (the candidate also finds more of its inputs still in L2)"
             elif finite(logical) and logical > 0:
                 why = " (streamed in order, the baseline's intermediates left L2 before they were read back)"
-            parts.append(f"≈{fmt_bytes(dram)} DRAM predicted{why}")
+            if dram < 0:  # a candidate that moves more than its baseline (e.g. the diff taken the other way round)
+                parts.append(f"none predicted: ≈{fmt_bytes(-dram)} MORE DRAM traffic than {self.base.label}")
+            else:
+                parts.append(f"≈{fmt_bytes(dram)} DRAM predicted{why}")
         else:
             why = [f"{r.label}: {r.dram_basis}" for r in (self.base, self.run) if not finite(r.dram_bytes_per_step)]
             parts.append("DRAM not predicted (" + ("; ".join(why) or "unknown") + ")")
-        if measured is not None:
+        if measured is not None and measured < 0:
+            parts.append(f"{fmt_bytes(-measured)} MORE DRAM traffic measured (Nsight Compute, in sequence)")
+        elif measured is not None:
             parts.append(f"{fmt_bytes(measured)} DRAM measured (Nsight Compute, in sequence)")
         return clean_json(
             {
@@ -461,7 +466,10 @@ class CandidateDiff:
         calls = (h.get("spread") or {}).get("calls") or {}
 
         def change(pct_key: str, call_key: str) -> str:
-            return " ".join(x for x in (fmt_pct(h.get(pct_key)), calls.get(call_key)) if x)
+            word, pct = str(calls.get(call_key) or ""), h.get(pct_key)
+            if finite(pct) and word.split(" ")[0] in ("faster", "slower"):  # the word carries the sign
+                return f"{abs(float(pct)):,.1f}% {word}"
+            return " ".join(x for x in (fmt_pct(pct), word) if x)
 
         def side(run, value: float, key: str) -> str:
             return fmt_us_spread(value, run.step_range(key))

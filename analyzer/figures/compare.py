@@ -110,11 +110,15 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
             y=0.5,
             font=dict(size=16),
         )
+    # Each row says what the group computes first (RoPE, RMSNorm, …), then the fused kernel: Inductor names two RoPE
+    # kernels after the attention op that follows them, so the kernel name alone read the same on both rows.
     names = []
     for f in rows:
-        n = f"{label(f.fused_kernel, 44)}"
+        kind = html_text(getattr(f, "pattern", "") or "", 40)
+        n = f"{label(f.fused_kernel, 32 if kind else 44)}"  # the kind says what it is: the name can be shorter
         if f.count_per_step > 1:
-            n += f" ×{f.count_per_step}"
+            n += f" ({f.count_per_step} per step)"
+        n = f"<b>{kind}</b><br>{n}" if kind else n
         while n in names:
             n += " "
         names.append(n)
@@ -166,6 +170,17 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
         col=2,
         **common,
     )
+    # An unknown byte estimate has no bar, which reads as 0: write "unknown" where that bar would be.
+    unknown = [
+        (n, side) for n, b, c in zip(names, base_b, cand_b, strict=True) for side, v in ((0, b), (1, c))
+        if not math.isfinite(v)
+    ]  # fmt: skip
+    if unknown:
+        fig.add_scatter(
+            x=[0] * len(unknown), y=[n for n, _ in unknown], mode="text", text=["unknown"] * len(unknown),
+            textposition="middle right", textfont=dict(color="#7B8794", size=12), showlegend=False,
+            hovertemplate="%{y}<br>no byte estimate (see the estimate basis)<extra></extra>", row=1, col=2,
+        )  # fmt: skip
     fig.update_layout(
         template=TEMPLATE,
         barmode="group",

@@ -6,7 +6,10 @@ fusion removed and the shorter step are visible at a glance.
 Why the server aggregates: a browser draws a few thousand SVG rectangles smoothly, not the 100k+ kernels of a real
 training step. Above `max_bars` the kernels narrower than one horizontal "pixel bin" are merged per lane into one
 bar that says how many kernels it holds; kernels wider than a bin always stay individual. Above `svg_limit` bars the
-figure switches to WebGL line segments (go.Scattergl), which stay fluid at tens of thousands of bars.
+figure switches to WebGL line segments (go.Scattergl), which stay fluid at tens of thousands of bars. The default
+`svg_limit` equals `max_bars`, so the page draws SVG: inside Streamlit's stretched chart the WebGL segments of a
+stacked figure were drawn squashed at the foot of each lane (a 48-layer step, 2,496 ops), and SVG draws the same
+5,472 bars in ~0.5 s in a software-rendered Chromium (0.7 s for WebGL).
 """
 
 from __future__ import annotations
@@ -30,7 +33,12 @@ LANE_PX = 34  # height of one lane: tall enough for a readable bar, short enough
 # bars leave the short ones (a layer's 1-14 µs norm/RoPE kernels beside 180 µs GEMMs) as slivers. Lanes are taller so
 # a label fits across each slot, written vertically.
 SEQUENCE_LANE_PX = 84
-SEQUENCE_MAX_OPS = 400  # beyond this a slot is under 3 px on a slide: the time layout (with merging) reads better
+SEQUENCE_MAX_OPS = (
+    400  # the page's default layout: beyond this a slot is under 3 px on a slide, the time layout reads better
+)
+# A vertical 10 px label needs ~12 px of slot; a slide's plot area is ~1,100-1,450 px wide, so slots get labels only
+# while a run has at most this many (more would overprint into one unreadable band; the hover still names each op).
+SEQUENCE_LABEL_SLOTS = 90
 NAME_CHARS = 110  # kernel names can be 1 kB of C++ template; the hover shows the head
 
 
@@ -115,17 +123,26 @@ def _kernel_hover(df: pd.DataFrame) -> list[str]:
             "stream",
         ]
     ].itertuples(index=False, name=None)
+    # A model's step repeats each layer's kernels tens of times: the name/op/shape lines and the category line are
+    # built once per distinct kernel (a 48-layer step of 2,496 ops has ~60), only duration, start and bytes per op.
+    # Shape lists are keyed by identity: the decoder shares one list object per distinct shape, alive during the loop.
+    heads: dict[tuple, tuple[str, str]] = {}
     for name, op, dims, types, dur, s, nbytes, gbps, cat, lib, stream in cols:
-        lines = [f"<b>{html_text(name)}</b>"]
-        if op:
-            shp = _shapes(dims, types)
-            lines.append(f"op: {html_text(op, 60)}" + (f"  {html_text(shp, 140)}" if shp else ""))
-        lines.append(f"duration {dur:,.1f} µs · start +{s:,.1f} µs")
-        bw = f" · {gbps:,.0f} GB/s achieved" if np.isfinite(gbps) else ""
+        key = (name, op, id(dims), id(types), cat, lib, stream)
+        hit = heads.get(key)
+        if hit is None:
+            head = f"<b>{html_text(name, NAME_CHARS)}</b>"
+            if op:
+                shp = _shapes(dims, types)
+                head += f"<br>op: {html_text(op, 60)}" + (f"  {html_text(shp, 140)}" if shp else "")
+            tail = f"{html_text(cat, 30)}" + (f" · {html_text(lib, 30)}" if lib else "") + f" · stream {stream}"
+            hit = heads[key] = (head, tail)
+        head, tail = hit
+        mid = f"duration {dur:,.1f} µs · start +{s:,.1f} µs"
         if np.isfinite(nbytes):
-            lines.append(f"bytes {fmt_bytes(nbytes)} (estimate){bw}")
-        lines.append(f"{html_text(cat, 30)}" + (f" · {html_text(lib, 30)}" if lib else "") + f" · stream {stream}")
-        out.append("<br>".join(lines))
+            bw = f" · {gbps:,.0f} GB/s achieved" if np.isfinite(gbps) else ""
+            mid += f"<br>bytes {fmt_bytes(nbytes)} (estimate){bw}"
+        out.append(f"{head}<br>{mid}<br>{tail}")
     return out
 
 
@@ -269,10 +286,17 @@ def bars_frame(
     df["lane_y"] = df["lane_y"].astype(float)
     names = df["name"].fillna("") if "name" in df else pd.Series("", index=df.index)
     ops = df["ops"].fillna("") if "ops" in df else pd.Series("", index=df.index)
-    df["text"] = [
-        f"{int(n)}×" if n > 1 else html_text(short_label(nm, "" if k == "cpu op" else op), 40)
-        for n, nm, op, k in zip(df["n"], names, ops, df["category"], strict=True)
-    ]
+    labels: dict[tuple, str] = {}  # one label per distinct (name, ops, category): names repeat layer after layer
+
+    def label(n, nm, op, k) -> str:
+        if n > 1:
+            return f"{int(n)}×"
+        key = (nm, op, k)
+        if key not in labels:
+            labels[key] = html_text(short_label(nm, "" if k == "cpu op" else op), 40)
+        return labels[key]
+
+    df["text"] = [label(n, nm, op, k) for n, nm, op, k in zip(df["n"], names, ops, df["category"], strict=True)]
     if sequence:  # slots in launch order within each run (hover computed above from real times)
         df = df.sort_values(["row", "s", "lane_y"], kind="stable")
         slot = df.groupby("row").cumcount().to_numpy(dtype=float)
@@ -287,7 +311,7 @@ def timeline_figure(
     *,
     title: str = "",
     max_bars: int = 6000,
-    svg_limit: int = 2500,
+    svg_limit: int = 6000,
     label_limit: int = 400,
     webgl: bool | None = None,
     window: tuple[float, float] | None = None,
@@ -298,11 +322,14 @@ def timeline_figure(
     sequence: one equal slot per GPU op in launch order (bars_frame), labels written vertically; hovers keep times.
 
     The figure's layout.meta carries what was drawn ({'kernels', 'bars', 'merged', 'bin_us', 'webgl'}), so the page can
-    say "37,112 kernels shown as 5,812 bars" instead of silently aggregating.
+    say "37,112 kernels shown as 5,812 bars" instead of silently aggregating. A run whose step has no GPU op (and no
+    CPU op shown) gets no lane: an empty subplot would hold no axis and, at the bottom, take the shared x-axis with it;
+    meta['empty_runs'] names those runs for the page to say so.
     """
-    sequence = sequence and sum(len(v.gpu) for v in views) <= SEQUENCE_MAX_OPS * max(1, len(views))
+    empty = [v.label for v in views if v.gpu.empty and (v.cpu is None or v.cpu.empty)]
+    views = [v for v in views if not (v.gpu.empty and (v.cpu is None or v.cpu.empty))]
     bars, info = bars_frame(views, max_bars=max_bars, window=window, sequence=sequence)
-    use_gl = (info["bars"] > svg_limit) if webgl is None and not sequence else bool(webgl)
+    use_gl = (info["bars"] > svg_limit) if webgl is None else bool(webgl)
     # Axis unit: µs for one forward, ms or s for a training step (hovers always say µs).
     x_max = float(bars["e"].max()) if len(bars) else 0.0
     unit, div = ("s", 1e6) if x_max >= 2e7 else ("ms", 1e3) if x_max >= 2e4 else ("µs", 1.0)
@@ -342,7 +369,7 @@ def timeline_figure(
             ys[2::3] = np.nan
             fig.add_trace(
                 go.Scattergl(
-                    x=xs, y=ys, mode="lines", line=dict(color=color, width=LANE_PX * 0.55), hoverinfo="skip", **common
+                    x=xs, y=ys, mode="lines", line=dict(color=color, width=lane_px * 0.55), hoverinfo="skip", **common
                 ),
                 row=row + 1,
                 col=1,
@@ -425,14 +452,26 @@ def timeline_figure(
         uniformtext=dict(minsize=9, mode="hide"),  # a label that does not fit its bar is hidden, never overflows
         template=template,
         meta={k: info[k] for k in ("kernels", "bars", "merged", "bin_us")}
-        | {"webgl": use_gl, "unit": unit, "sequence": sequence},
+        | {"webgl": use_gl, "unit": unit, "sequence": sequence, "empty_runs": empty},
     )
     for ann in fig.layout.annotations:  # subplot titles: left-aligned, like lane groups in Perfetto
         ann.update(x=0.0, xanchor="left", font=dict(size=13))
-    if sequence and label_bars:  # a vertical label in every slot (bar text cannot turn inside a horizontal bar)
-        for b in bars.itertuples(index=False):
-            fig.add_annotation(
-                x=(b.s + b.e) / 2, y=b.lane_y, text=b.text if len(b.text) <= 18 else b.text[:17] + "…", textangle=-90, showarrow=False,
-                font=dict(size=10, color="#1f1f1f"), row=int(b.row) + 1, col=1,
-            )  # fmt: skip
+    if sequence:  # a vertical label in each slot (bar text cannot turn inside a horizontal bar), where slots fit one
+        # The runs share one x-axis, so a slot is as narrow as the longest run makes it: a 76-op compile step under
+        # a 246-op eager one has 246 slots' widths too, and its labels overprinted.
+        widest = int(bars.groupby("row").size().max()) if len(bars) else 0
+        fits = bars if widest <= SEQUENCE_LABEL_SLOTS else bars.iloc[0:0]
+        # Plain dicts with explicit axis refs, set once: add_annotation(row=, col=) per label cost ~70 ms each
+        # (a grid lookup and a full validation per call), 22 s for a 322-op step.
+        extra = [
+            dict(
+                x=(b.s + b.e) / 2, y=b.lane_y, text=b.text if len(b.text) <= 18 else b.text[:17] + "…",
+                textangle=-90, showarrow=False, font=dict(size=10, color="#1f1f1f"),
+                xref="x" if b.row == 0 else f"x{int(b.row) + 1}", yref="y" if b.row == 0 else f"y{int(b.row) + 1}",
+            )
+            for b in fits.itertuples(index=False)
+        ]  # fmt: skip
+        if extra:
+            fig.update_layout(annotations=[*fig.layout.annotations, *extra])
+        fig.layout.meta = {**fig.layout.meta, "labels": len(extra)}
     return fig

@@ -581,7 +581,9 @@ def _recover_truncated(buf, source: str, warnings: list[str]):
             dropped = n - (pos + 1)
             warnings.append(
                 f"file is truncated: dropped its last {dropped:,} bytes (an incomplete event"
-                f"{' and the keys after traceEvents' if form == 'object' else ''}); every complete event was kept"
+                f"{' and the keys after traceEvents' if form == 'object' else ''}); every complete event was kept, but"
+                " whatever was recorded after the cut is missing: the last steps may be partial and the figures"
+                " cover only the steps before it"
             )
             return form, header, events, warnings
     raise TraceError(source, f"truncated JSON with no complete event to recover ({n:,} bytes)")
