@@ -144,7 +144,11 @@ def _check_pair(base_path: Path, cand_path: Path) -> int:
                 if kind == "fusions":
                     shown = fmt_num(r["gbps"], ",.0f", missing="unknown")
                     want = md_escape(short_name(fused, 70))
-                    cells = [c for name, c in md_rows if want in (x.split(" (×")[0] for x in name.split("<br>"))]
+                    cells = [
+                        c
+                        for name, c in md_rows
+                        if want in (re.split(r" \(\d+ per step\)", x)[0] for x in name.split("<br>"))
+                    ]
                     # long names can shorten alike: the row is one of the cells that name shows
                     assert any(c.endswith("→ " + shown) for c in cells), (fused, cells, shown)
                     assert f"→ {shown}" in html
