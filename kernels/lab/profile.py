@@ -304,7 +304,7 @@ def _warm(name, model, x, ns) -> _Live:
         step()
     torch.cuda.synchronize()
     warm_s = time.perf_counter() - t0
-    return _Live(name, step, warm_s, path=_fuselens_path(name, model, x))
+    return _Live(name, step, warm_s, path=_fuselens_path(name, model, x, ns.train))
 
 
 def _fail(lv: _Live, exc: BaseException) -> None:
@@ -427,7 +427,7 @@ def _pooled(times: list) -> dict:
     return {"median_us": statistics.median(t), "p10_us": q[0], "p90_us": q[-1], "n_iter": len(t)}
 
 
-def _fuselens_path(name: str, model, x) -> dict:
+def _fuselens_path(name: str, model, x, train: bool = False) -> dict:
     """Which FuseLens path ran (kernels.models.dispatch): {} for the other variants. fuselens_fused is False when
     the measurement chose cuBLAS + gating or ATen: at this size fusion did not pay."""
     if name == "fuselens-gating":
@@ -436,7 +436,7 @@ def _fuselens_path(name: str, model, x) -> dict:
         return {}  # a decoder layer's fuselens variant calls the dual-GEMM op directly (kernels.models.layer)
     from kernels.models.dispatch import decision_for
 
-    d = decision_for(model, x)
+    d = decision_for(model, x, train)
     if d is None:  # no decision recorded (it cannot happen after the warm-up); say so rather than guess
         return {"fuselens_path": "unknown", "fuselens_fused": None}
     return {"fuselens_path": d["path"], "fuselens_fused": d["fused"], "fuselens_probe_us": d["probe_us"]}

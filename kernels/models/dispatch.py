@@ -235,6 +235,8 @@ def fuselens_forward(model, x: torch.Tensor) -> torch.Tensor:
     device, activation): decision_key reads the weights' shapes through nn.Module attribute lookups, ~4 us of host
     time per forward on the dev box. clear() empties these too (a generation number)."""
     x2d = x.reshape(-1, x.shape[-1])
+    if _is_grad_enabled() and (x.requires_grad or _trains(model)):
+        return _train_forward(model, x, x2d)
     mine = model.__dict__.get("_fuselens_paths")
     if mine is None or mine[0] != _GENERATION[0]:
         mine = model.__dict__["_fuselens_paths"] = (_GENERATION[0], {})
@@ -252,6 +254,85 @@ def fuselens_forward(model, x: torch.Tensor) -> torch.Tensor:
     return y.view(*x.shape[:-1], y.shape[-1])
 
 
+# Training (grad mode on and the weights or x need gradients): the paths are the FuseLens training op
+# (kernels.models.train_ops: cuBLAS gate/up into one [M, 2h] buffer + our gating kernel + cuBLAS down; backward with
+# the activation's backward in the epilogue of dH = dY W_down) and the module's ATen forward, chosen the same way, by
+# timing each one's forward + backward (torch.autograd.grad: the probe leaves every .grad untouched).
+TRAIN_PATHS = ("train_fused", "aten")
+for _kind in ("gated", "plain"):
+    PATHS[f"{_kind}-train"] = TRAIN_PATHS
+    FUSED_PATHS[f"{_kind}-train"] = ("train_fused",)
+_is_grad_enabled = torch.is_grad_enabled
+
+
+def _trains(model) -> bool:
+    return any(p.requires_grad for p in model._parameters.values()) or any(
+        p.requires_grad for m in model._modules.values() for p in m._parameters.values() if p is not None
+    )
+
+
+def train_key(model, x2d: torch.Tensor) -> tuple:
+    key = decision_key(model, x2d)
+    return (key[0], f"{key[1]}-train", *key[2:])
+
+
+def run_train_path(path: str, model, x2d: torch.Tensor) -> torch.Tensor:
+    """The differentiable forward of `model` on 2-D x through one training path."""
+    if path == "train_fused":
+        from kernels.models import train_ops
+
+        if isinstance(model, GatedMLP):
+            wg, wu, wd = _param(model, "gate_proj"), _param(model, "up_proj"), _param(model, "down_proj")
+            return train_ops.glu_mlp(x2d, wg, wu, wd, model.activation)
+        if isinstance(model, PlainMLP):
+            return train_ops.gelu_mlp(
+                x2d, _param(model, "fc1"), _param(model, "fc1", "bias"), _param(model, "fc2"), _param(model, "fc2", "bias")
+            )
+    if path == "aten":
+        return model(x2d)
+    raise ValueError(f"fuselens: training path {path!r} does not apply to {type(model).__name__}")
+
+
+def choose_train(model, x2d: torch.Tensor) -> str:
+    key = train_key(model, x2d)
+    path = _DECISIONS.get(key)
+    if path is not None:
+        return path
+    if FORCED_PATH in TRAIN_PATHS:
+        return FORCED_PATH
+    if not x2d.is_cuda or torch.cuda.is_current_stream_capturing():
+        return TRAIN_PATHS[0]
+    wrt = [p for p in model.parameters() if p.requires_grad] + ([x2d] if x2d.requires_grad else [])
+    gy = torch.randn((x2d.shape[0], model.parameters().__next__().shape[1]), device=x2d.device, dtype=x2d.dtype)
+
+    def step(p):
+        torch.autograd.grad(run_train_path(p, model, x2d), wrt, gy)
+
+    times: dict[str, list[float]] = {p: [] for p in TRAIN_PATHS}
+    for p in TRAIN_PATHS:
+        for _ in range(2):  # the first call tunes the backward kernel
+            step(p)
+    torch.cuda.synchronize()
+    for _ in range(PROBE_PASSES):
+        for p in TRAIN_PATHS:
+            times[p].append(_time_us(lambda p=p: step(p)))
+    means = {p: sum(t) / len(t) for p, t in times.items()}
+    path = min(TRAIN_PATHS, key=lambda p: means[p])
+    _DECISIONS[key] = path
+    _PROBES.setdefault(key, {}).update({p: round(us, 2) for p, us in means.items()})
+    return path
+
+
+def _train_forward(model, x: torch.Tensor, x2d: torch.Tensor) -> torch.Tensor:
+    path = choose_train(model, x2d)
+    if torch.autograd._profiler_enabled():
+        with torch.profiler.record_function(f"fuselens::path={path}"):
+            y = run_train_path(path, model, x2d)
+    else:
+        y = run_train_path(path, model, x2d)
+    return y.view(*x.shape[:-1], y.shape[-1])
+
+
 def decisions() -> list[dict]:
     """Every decision made in this process, with the probe's mean µs per path (bench and runner manifests)."""
     names = ("device", "kind", "activation", "dtype", "tokens_bucket", "d_model", "hidden")
@@ -262,9 +343,10 @@ def decisions() -> list[dict]:
     ]
 
 
-def decision_for(model, x: torch.Tensor) -> dict | None:
-    """The decision a `fuselens` call on x would use, or None before the first such call."""
-    key = decision_key(model, x.reshape(-1, x.shape[-1]))
+def decision_for(model, x: torch.Tensor, train: bool = False) -> dict | None:
+    """The decision a `fuselens` call on x would use (a training step's with train), or None before the first such
+    call."""
+    key = (train_key if train else decision_key)(model, x.reshape(-1, x.shape[-1]))
     if key not in _DECISIONS:
         return None
     return {"path": _DECISIONS[key], "probe_us": _PROBES.get(key, {}), "fused": _DECISIONS[key] in FUSED_PATHS[key[1]]}
