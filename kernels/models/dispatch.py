@@ -286,7 +286,11 @@ def run_train_path(path: str, model, x2d: torch.Tensor) -> torch.Tensor:
             return train_ops.glu_mlp(x2d, wg, wu, wd, model.activation)
         if isinstance(model, PlainMLP):
             return train_ops.gelu_mlp(
-                x2d, _param(model, "fc1"), _param(model, "fc1", "bias"), _param(model, "fc2"), _param(model, "fc2", "bias")
+                x2d,
+                _param(model, "fc1"),
+                _param(model, "fc1", "bias"),
+                _param(model, "fc2"),
+                _param(model, "fc2", "bias"),
             )
     if path == "aten":
         return model(x2d)

@@ -132,7 +132,12 @@ def _(x, w_gate, w_up, w_down, activation):
 
 @torch.library.register_fake("fuselens::glu_mlp_backward", lib=_LIB)
 def _(dy, x, gu, h, w_gate, w_up, w_down, activation, need_dx):
-    return torch.empty_like(x) if need_dx else x.new_empty((0, x.shape[1])), torch.empty_like(w_gate), torch.empty_like(w_up), torch.empty_like(w_down)
+    return (
+        torch.empty_like(x) if need_dx else x.new_empty((0, x.shape[1])),
+        torch.empty_like(w_gate),
+        torch.empty_like(w_up),
+        torch.empty_like(w_down),
+    )
 
 
 @torch.library.register_fake("fuselens::gelu_mlp_train", lib=_LIB)
@@ -163,7 +168,9 @@ def _setup(ctx, inputs, output):
 def _once(ctx) -> None:
     # the backward overwrites the saved gu / pre with their gradients (see the module docstring)
     if ctx.used:
-        raise RuntimeError("fuselens training ops overwrite their saved activations: a second backward is not supported")
+        raise RuntimeError(
+            "fuselens training ops overwrite their saved activations: a second backward is not supported"
+        )
     ctx.used = True
 
 
@@ -171,9 +178,7 @@ def _glu_backward(ctx, dy, _dgu, _dh):
     _once(ctx)
     x, gu, h, w_gate, w_up, w_down = ctx.saved_tensors
     need_dx = ctx.needs_input_grad[0]
-    dx, dwg, dwu, dwd = torch.ops.fuselens.glu_mlp_backward(
-        dy, x, gu, h, w_gate, w_up, w_down, ctx.activation, need_dx
-    )
+    dx, dwg, dwu, dwd = torch.ops.fuselens.glu_mlp_backward(dy, x, gu, h, w_gate, w_up, w_down, ctx.activation, need_dx)
     return dx if need_dx else None, dwg, dwu, dwd, None
 
 
