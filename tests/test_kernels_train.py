@@ -26,11 +26,11 @@ def _model(workload: str, d: int, h: int, seed: int):
     return GatedMLP(d, h, "gelu_tanh" if workload == "geglu" else "silu")
 
 
-def _fused(model, x):
+def _fused(model, x, forward="cublas"):
     if isinstance(model, PlainMLP):
         return train_ops.gelu_mlp(x, model.fc1.weight, model.fc1.bias, model.fc2.weight, model.fc2.bias)
     w = model.gate_proj.weight, model.up_proj.weight, model.down_proj.weight
-    return train_ops.glu_mlp(x, *w, model.activation)
+    return train_ops.glu_mlp(x, *w, model.activation, forward)
 
 
 def _grads(model, fn, x, dy):
@@ -42,12 +42,28 @@ def _grads(model, fn, x, dy):
     return [y.detach(), x.grad, *(p.grad for p in model.parameters())]
 
 
-@pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("dname", ["fp32", "fp16", "bf16"])
-@pytest.mark.parametrize("workload", ["geglu", "swiglu", "plain"])
-def test_gradients_match_float64(workload, dname, shape):
+def _dual_applies(dname, shape) -> bool:
+    m, d, h = shape
+    two_byte = dname != "fp32"
+    return (
+        two_byte and m > 64 and d % 8 == 0 and h % 8 == 0 and (not ON_GPU or torch.cuda.get_device_capability()[0] >= 9)
+    )
+
+
+CASES = [
+    (w, dn, s, f)
+    for w in ("geglu", "swiglu", "plain")
+    for dn in ("fp32", "fp16", "bf16")
+    for s in SHAPES
+    for f in (("cublas", "dual") if w != "plain" and _dual_applies(dn, s) else ("cublas",))
+]
+
+
+@pytest.mark.parametrize(("workload", "dname", "shape", "forward"), CASES)
+def test_gradients_match_float64(workload, dname, shape, forward):
     """y, dX and every weight (and bias) gradient of the training op against the module in float64 (same rounded
-    weights, input and dY): within the dtype's tolerance and no worse than eager's own gradients in that dtype."""
+    weights, input and dY): within the dtype's tolerance and no worse than eager's own gradients in that dtype; with
+    either forward of the gated op (cuBLAS + gating kernel, or the dual GEMM that keeps g and u)."""
     m, d, h = shape
     dt = DTYPES[dname]
     seed = seed_of(workload, dname, shape)
@@ -58,7 +74,7 @@ def test_gradients_match_float64(workload, dname, shape):
     ref_model.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
     ref = _grads(ref_model, lambda mod, t: mod(t), x.double(), dy.double())
     eager = _grads(model, lambda mod, t: mod(t), x, dy)
-    ours = _grads(model, _fused, x, dy)
+    ours = _grads(model, lambda mod, t: _fused(mod, t, forward), x, dy)
     names = ["y", "dx", *(n for n, _ in model.named_parameters())]
     for name, o, e, r in zip(names, ours, eager, ref, strict=True):
         err, eager_err = rel_err(o, r), rel_err(e, r)
@@ -149,7 +165,8 @@ def test_fuselens_variant_trains_and_names_its_path(workload):
 def test_forward_only_variants_still_say_so():
     with pytest.raises(VariantUnavailable, match="forward-only"):
         build("fuselens-gating", build_model("geglu", 16, 32, torch.float32, DEVICE), train=True)
+    z = torch.zeros(2, 8), torch.zeros(4, 8), torch.zeros(4, 8), torch.zeros(8, 4)
     with pytest.raises(ValueError, match="activation must be"):
-        torch.ops.fuselens.glu_mlp_train(
-            torch.zeros(2, 8), torch.zeros(4, 8), torch.zeros(4, 8), torch.zeros(8, 4), "gelu"
-        )
+        torch.ops.fuselens.glu_mlp_train(*z, "gelu", "cublas")
+    with pytest.raises(ValueError, match="needs the TMA dual GEMM"):
+        torch.ops.fuselens.glu_mlp_train(*z, "silu", "dual")

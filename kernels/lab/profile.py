@@ -42,7 +42,7 @@ warm-ups (variant_start) and the results (variant_done, all at the end). variant
 below (its message is the error); human-readable diagnostics go to stderr.
 
 Exit codes: 0 all requested variants recorded or skipped (skipped = unavailable here, e.g. liger not installed,
-or fuselens with --train); 2 bad arguments (unknown workload/variant/dtype, sizes out of bounds, estimated memory
+or fuselens-gating / fuselens-graph with --train); 2 bad arguments (unknown workload/variant/dtype, sizes out of bounds, estimated memory
 too large for the GPU); 3 no CUDA GPU (or no torch); 4 some variants failed (e.g. CUDA out of memory: the others
 are still recorded). Argument values never reach a shell: subprocesses (ncu, nvidia-smi, git) get argument lists.
 """

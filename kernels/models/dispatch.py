@@ -258,10 +258,9 @@ def fuselens_forward(model, x: torch.Tensor) -> torch.Tensor:
 # (kernels.models.train_ops: cuBLAS gate/up into one [M, 2h] buffer + our gating kernel + cuBLAS down; backward with
 # the activation's backward in the epilogue of dH = dY W_down) and the module's ATen forward, chosen the same way, by
 # timing each one's forward + backward (torch.autograd.grad: the probe leaves every .grad untouched).
-TRAIN_PATHS = ("train_fused", "aten")
-for _kind in ("gated", "plain"):
-    PATHS[f"{_kind}-train"] = TRAIN_PATHS
-    FUSED_PATHS[f"{_kind}-train"] = ("train_fused",)
+TRAIN_PATHS = {"gated-train": ("train_fused", "train_dual", "aten"), "plain-train": ("train_fused", "aten")}
+PATHS.update(TRAIN_PATHS)
+FUSED_PATHS.update({"gated-train": ("train_fused", "train_dual"), "plain-train": ("train_fused",)})
 _is_grad_enabled = torch.is_grad_enabled
 
 
@@ -278,12 +277,15 @@ def train_key(model, x2d: torch.Tensor) -> tuple:
 
 def run_train_path(path: str, model, x2d: torch.Tensor) -> torch.Tensor:
     """The differentiable forward of `model` on 2-D x through one training path."""
-    if path == "train_fused":
+    if path in ("train_fused", "train_dual"):
         from kernels.models import train_ops
 
         if isinstance(model, GatedMLP):
             wg, wu, wd = _param(model, "gate_proj"), _param(model, "up_proj"), _param(model, "down_proj")
-            return train_ops.glu_mlp(x2d, wg, wu, wd, model.activation)
+            forward = "dual" if path == "train_dual" else "cublas"
+            return train_ops.glu_mlp(x2d, wg, wu, wd, model.activation, forward)
+        if path == "train_dual":
+            raise ValueError("fuselens: train_dual applies to gated MLPs only")
         if isinstance(model, PlainMLP):
             return train_ops.gelu_mlp(
                 x2d,
@@ -302,26 +304,38 @@ def choose_train(model, x2d: torch.Tensor) -> str:
     path = _DECISIONS.get(key)
     if path is not None:
         return path
-    if FORCED_PATH in TRAIN_PATHS:
+    paths = TRAIN_PATHS[key[1]]
+    if "train_dual" in paths:
+        from kernels.ops.mlp_backward import save_applies
+
+        if not save_applies(x2d, _param(model, "gate_proj"), _param(model, "up_proj")):
+            paths = tuple(p for p in paths if p != "train_dual")
+    if FORCED_PATH in paths:
         return FORCED_PATH
     if not x2d.is_cuda or torch.cuda.is_current_stream_capturing():
-        return TRAIN_PATHS[0]
+        return paths[0]
     wrt = [p for p in model.parameters() if p.requires_grad] + ([x2d] if x2d.requires_grad else [])
     gy = torch.randn((x2d.shape[0], model.parameters().__next__().shape[1]), device=x2d.device, dtype=x2d.dtype)
 
     def step(p):
         torch.autograd.grad(run_train_path(p, model, x2d), wrt, gy)
 
-    times: dict[str, list[float]] = {p: [] for p in TRAIN_PATHS}
-    for p in TRAIN_PATHS:
-        for _ in range(2):  # the first call tunes the backward kernel
-            step(p)
-    torch.cuda.synchronize()
+    times: dict[str, list[float]] = {p: [] for p in paths}
+    usable = []
+    for p in paths:
+        try:
+            for _ in range(2):  # the first call tunes the path's kernels
+                step(p)
+            torch.cuda.synchronize()
+            usable.append(p)
+        except (RuntimeError, ValueError) as exc:  # e.g. out of resources: the path is not a candidate
+            times[p] = [float("inf")]
+            _PROBES.setdefault(key, {})[f"{p} error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
     for _ in range(PROBE_PASSES):
-        for p in TRAIN_PATHS:
+        for p in usable:
             times[p].append(_time_us(lambda p=p: step(p)))
     means = {p: sum(t) / len(t) for p, t in times.items()}
-    path = min(TRAIN_PATHS, key=lambda p: means[p])
+    path = min(paths, key=lambda p: means[p])
     _DECISIONS[key] = path
     _PROBES.setdefault(key, {}).update({p: round(us, 2) for p, us in means.items()})
     return path

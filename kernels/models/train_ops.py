@@ -2,7 +2,7 @@
 whose gradient is registered with torch.library.register_autograd, so eager autograd and torch.compile (AOTAutograd
 traces the forward op, the formula and the backward op as graph nodes) both see it.
 
-  fuselens::glu_mlp_train(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, str activation)
+  fuselens::glu_mlp_train(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, str activation, str forward)
       -> (Tensor y, Tensor gu, Tensor h)
       y = h W_down^T, h = act(g) * u, gu = [g | u] = [x Wg^T | x Wu^T] ([M, 2h], saved for the backward)
   fuselens::glu_mlp_backward(Tensor dy, Tensor x, Tensor(a!) gu, Tensor h, Tensor w_gate, Tensor w_up, Tensor w_down,
@@ -20,9 +20,12 @@ epilogue of its GEMM (kernels.ops.mlp_backward) turns it into [dg | du] straight
 saved a and b), so the backward allocates no [M, h] gradient of h (eager and Liger do). Because gu is overwritten,
 a second backward through the same graph (retain_graph=True) is refused.
 
-The forward: gate and up as two cuBLAS GEMMs writing the two halves of gu in place (mm's out= takes a row-strided
-view without a copy), the FuseLens gating kernel reading them by row stride (fuselens::glu_gating's kernel), cuBLAS
-down_proj. The inference path's dual GEMM keeps g and u in registers, which a backward needs.
+The forward, two ways (`forward`; the fuselens variant measures both, kernels.models.dispatch.choose_train):
+  "cublas"  gate and up as two cuBLAS GEMMs writing the two halves of gu in place (mm's out= takes a row-strided
+            view without a copy), the FuseLens gating kernel reading them by row stride, cuBLAS down_proj;
+  "dual"    the dual GEMM over the interleaved weight (kernels.ops.mlp_backward.dual_gemm_save: the inference
+            kernel's main loop, an epilogue that stores g, u and act(g) * u), cuBLAS down_proj. The interleaved copy
+            is rebuilt every step (the optimizer changes the weights): 2 x 2 h d bytes read and written.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from kernels.ops.gating import fused_gating
 from kernels.ops.triton_util import interpreting
 
 _LIB.define(
-    "glu_mlp_train(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, str activation) -> (Tensor, Tensor, Tensor)"
+    "glu_mlp_train(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, str activation, str forward)"
+    " -> (Tensor, Tensor, Tensor)"
 )
 _LIB.define(
     "glu_mlp_backward(Tensor dy, Tensor x, Tensor(a!) gu, Tensor h, Tensor w_gate, Tensor w_up, Tensor w_down,"
@@ -64,11 +68,21 @@ def _check(name: str, x: torch.Tensor, *ws: torch.Tensor) -> None:
             raise ValueError(f"fuselens::{name}: weights must match x's dtype and device ({x.dtype}, {x.device})")
 
 
-def glu_mlp_train_impl(x, w_gate, w_up, w_down, activation):
+def glu_mlp_train_impl(x, w_gate, w_up, w_down, activation, forward):
     _check("glu_mlp_train", x, w_gate, w_up, w_down)
     if activation not in mlp_backward.GATED_GRADS:
         raise ValueError(f"fuselens::glu_mlp_train: activation must be gelu_tanh or silu, got {activation!r}")
     x = x.contiguous()
+    if forward == "dual":
+        if not mlp_backward.save_applies(x, w_gate, w_up):
+            raise ValueError(
+                "fuselens::glu_mlp_train: forward 'dual' needs the TMA dual GEMM (fp16/bf16, > 64 rows,"
+                " 16-byte rows, hidden a multiple of 8, sm_90+)"
+            )
+        h, gu = mlp_backward.dual_gemm_save(x, w_gate, w_up, activation)
+        return torch.mm(h, w_down.t()), gu, h
+    if forward != "cublas":
+        raise ValueError(f"fuselens::glu_mlp_train: forward must be 'cublas' or 'dual', got {forward!r}")
     n = w_gate.shape[0]
     gu = x.new_empty((x.shape[0], 2 * n))
     torch.mm(x, w_gate.t(), out=gu[:, :n])
@@ -125,7 +139,7 @@ for _key in ("CUDA", "CPU"):
 
 
 @torch.library.register_fake("fuselens::glu_mlp_train", lib=_LIB)
-def _(x, w_gate, w_up, w_down, activation):
+def _(x, w_gate, w_up, w_down, activation, forward):
     m, n = x.shape[0], w_gate.shape[0]
     return x.new_empty((m, w_down.shape[0])), x.new_empty((m, 2 * n)), x.new_empty((m, n))
 
@@ -165,6 +179,10 @@ def _setup(ctx, inputs, output):
     ctx.save_for_backward(x, saved, h, *weights)
 
 
+def _setup_glu(ctx, inputs, output):
+    _setup(ctx, inputs[:-1], output)  # inputs end with (activation, forward)
+
+
 def _once(ctx) -> None:
     # the backward overwrites the saved gu / pre with their gradients (see the module docstring)
     if ctx.used:
@@ -179,7 +197,7 @@ def _glu_backward(ctx, dy, _dgu, _dh):
     x, gu, h, w_gate, w_up, w_down = ctx.saved_tensors
     need_dx = ctx.needs_input_grad[0]
     dx, dwg, dwu, dwd = torch.ops.fuselens.glu_mlp_backward(dy, x, gu, h, w_gate, w_up, w_down, ctx.activation, need_dx)
-    return dx if need_dx else None, dwg, dwu, dwd, None
+    return dx if need_dx else None, dwg, dwu, dwd, None, None
 
 
 def _gelu_backward(ctx, dy, _dpre, _dh):
@@ -190,13 +208,13 @@ def _gelu_backward(ctx, dy, _dpre, _dh):
     return dx if need_dx else None, dw1, db1, dw2, db2, None
 
 
-torch.library.register_autograd("fuselens::glu_mlp_train", _glu_backward, setup_context=_setup, lib=_LIB)
+torch.library.register_autograd("fuselens::glu_mlp_train", _glu_backward, setup_context=_setup_glu, lib=_LIB)
 torch.library.register_autograd("fuselens::gelu_mlp_train", _gelu_backward, setup_context=_setup, lib=_LIB)
 
 
-def glu_mlp(x2d, w_gate, w_up, w_down, activation: str) -> torch.Tensor:
-    """The gated MLP's output through the training op (differentiable)."""
-    return torch.ops.fuselens.glu_mlp_train(x2d, w_gate, w_up, w_down, activation)[0]
+def glu_mlp(x2d, w_gate, w_up, w_down, activation: str, forward: str = "cublas") -> torch.Tensor:
+    """The gated MLP's output through the training op (differentiable); forward "cublas" or "dual" (module doc)."""
+    return torch.ops.fuselens.glu_mlp_train(x2d, w_gate, w_up, w_down, activation, forward)[0]
 
 
 def gelu_mlp(x2d, w1, b1, w2, b2) -> torch.Tensor:

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from kernels.ops import hopper_gemm
-from kernels.ops.activations import gelu_erf_f32, rcp
+from kernels.ops.activations import act_f32, gelu_erf_f32, rcp
 from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
 from kernels.ops.launch import Tuned
 from kernels.ops.triton_util import INTERPRETING, interpreting, num_sms
@@ -200,4 +200,84 @@ def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activat
     return "torch"
 
 
-__all__ = ["act_and_grad_f32", "act_and_grad_torch", "applies", "dh_grad", "fused_dh_grad", "torch_grad_epilogue"]
+# ---- the training forward's gate/up GEMM: the dual GEMM that also keeps g and u ----
+
+
+@triton.jit
+def fuselens_dual_gemm_glu_save_kernel(
+    x_desc, wgu_desc, out_desc, g_desc, u_desc,
+    M, N, K,
+    ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+    ROWS: tl.constexpr,
+):  # fmt: skip
+    """hopper_gemm.fuselens_dual_gemm_glu_kernel (one [BM, 2 BN] accumulator over the interleaved weight) whose
+    epilogue also stores g and u, the two halves a backward needs, beside act(g) * u."""
+    num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = grouped_tile(tile_id, M, N, BM, BN, GROUP_M)
+        acc = hopper_gemm._gated_tile_acc(x_desc, wgu_desc, pid_m * BM, pid_n, 0, k_tiles, UPCAST, BM, BN, BK)
+        acc = tl.permute(tl.reshape(acc, (BM, BN // ROWS, 2, ROWS)), (0, 1, 3, 2))
+        g, u = tl.split(tl.reshape(acc, (BM, BN, 2)))
+        g_desc.store([pid_m * BM, pid_n * BN], g.to(OUT_DTYPE))
+        u_desc.store([pid_m * BM, pid_n * BN], u.to(OUT_DTYPE))
+        out_desc.store([pid_m * BM, pid_n * BN], (act_f32(g, ACT) * u).to(OUT_DTYPE))
+
+
+# Shared memory (Triton 3.9, sm_90, bf16): three output tiles go out through TMA stores, so the pipeline is shallower
+# than the inference kernel's: 128 x 128 outputs (256-row weight tiles) 131 KB with 2 stages, 179 KB with 3, 227 KB
+# with 4 (at the limit: left out); 128 x 64 outputs 147 KB with 4 stages, 180 KB with 5.
+SAVE_CONFIGS = [
+    hopper_gemm.gated_config(128, 128, 64, 3, 8),
+    hopper_gemm.gated_config(128, 128, 64, 3, 8, group_m=16),
+    hopper_gemm.gated_config(128, 64, 64, 4, 8),
+    hopper_gemm.gated_config(128, 64, 64, 5, 8),
+]
+_save_tuned = Tuned(fuselens_dual_gemm_glu_save_kernel, SAVE_CONFIGS, "dual_gemm_glu_save_tma")
+
+
+def save_applies(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> bool:
+    """The dual GEMM with saved halves runs: hopper_gemm's TMA conditions and hidden a multiple of the interleave's
+    8-row blocks (so the u half of gu starts 16-byte aligned too)."""
+    return hopper_gemm.usable(x, w_gate, w_up) and w_gate.shape[0] % hopper_gemm.GATE_UP_ROWS == 0
+
+
+def dual_gemm_save(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str):
+    """(h, gu): h = act(x Wg^T) * (x Wu^T) [M, N], gu = [x Wg^T | x Wu^T] [M, 2N], one kernel (callers check
+    save_applies). The interleaved weight is built at every call: in training the weights change every step."""
+    from kernels.ops.activations import epilogue_act_id
+
+    M, K = x.shape
+    N = w_gate.shape[0]
+    rows = hopper_gemm.GATE_UP_ROWS
+    wgu = hopper_gemm.interleave_gate_up(w_gate, w_up, rows)
+    out = x.new_empty((M, N))
+    gu = x.new_empty((M, 2 * N))
+    g, u = gu[:, :N], gu[:, N:]
+    dev = x.get_device()
+    n_sms = 4 if interpreting() else num_sms(dev)
+    act = epilogue_act_id(activation, x.dtype)
+    consts = {
+        "ACT": act,
+        "OUT_DTYPE": hopper_gemm.TL_DTYPES[x.dtype],
+        "UPCAST": interpreting() and x.dtype == torch.bfloat16,
+        "NUM_SMS": n_sms,
+        "ROWS": rows,
+    }
+
+    def args(cfg):
+        bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
+        return ((x, (bm, bk)), (wgu, (2 * bn, bk)), (out, (bm, bn)), (g, (bm, bn)), (u, (bm, bn)), M, N, K)
+
+    dt = x.dtype
+    _save_tuned.launch(
+        (dev, dt, act, M, N, K),
+        lambda: (dev, dt, act, m_bucket(M), N, K),
+        args,
+        lambda cfg: consts,
+        lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
+        dev,
+        interp_config=triton.Config(dict(INTERP_META)) if INTERPRETING else None,
+    )
+    return out, gu
