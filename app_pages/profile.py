@@ -146,7 +146,10 @@ with st.form("fl_profile_form"):
     hidden = c4.number_input("hidden", 1, profile_job.MAX_DIM, 3072, step=1)
     c1, c2 = st.columns(2)
     measure = c1.checkbox("Measure bytes with Nsight Compute (slower)", help="ncu DRAM read + write bytes per kernel")
-    train = c2.checkbox("Training step (forward + backward)", help="fuselens trains through its training op; fuselens-gating and fuselens-graph are forward-only: skipped")
+    train = c2.checkbox(
+        "Training step (forward + backward)",
+        help="fuselens trains through its training op; fuselens-gating and fuselens-graph are forward-only: skipped",
+    )
     why_disabled = None if has_gpu else gpu_text
     submitted = st.form_submit_button(
         "Run profile",
