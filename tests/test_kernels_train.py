@@ -89,6 +89,15 @@ def test_gradients_match_float64(workload, dname, shape, forward):
     assert ran == ("tma" if aligned and fused_ok else "torch")
 
 
+@pytest.mark.skipif(ON_GPU, reason="the GPU tunes PREFETCH like the tile shape; this runs it under the interpreter")
+@pytest.mark.parametrize("workload", ["swiglu", "plain"])
+def test_prefetching_epilogue_matches_float64(workload, monkeypatch):
+    """The dH kernel with its saved-activation loads hoisted above the K loop (config PREFETCH) gives the same
+    gradients (interpreter, bf16, odd token count)."""
+    monkeypatch.setattr(mlp_backward, "_INTERP_PREFETCH", True)
+    test_gradients_match_float64(workload, "bf16", (77, 40, 56), "cublas")
+
+
 @pytest.mark.parametrize("activation", ["gelu_tanh", "silu", "gelu"])
 def test_activation_derivatives_match_autograd(activation):
     """The fallback epilogue's act and act' (the same formulas as the Triton epilogue's) against autograd of the

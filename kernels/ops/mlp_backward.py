@@ -62,16 +62,22 @@ def fuselens_mlp_bwd_dh_kernel(
     M, N, K,
     GRAD: tl.constexpr, GATED: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):  # fmt: skip
     """acc = dY[tile rows] W_down[:, tile cols] (M x N = tokens x hidden, K = d_model), then in place:
     GATED: g, u = g_desc, u_desc tiles; g <- acc * u * act'(g), u <- acc * act(g).
-    else:  pre = g_desc tile; pre <- acc * gelu'(pre) (u_desc unused)."""
+    else:  pre = g_desc tile; pre <- acc * gelu'(pre) (u_desc unused).
+    PREFETCH loads the tile's saved activations before its K loop instead of after (their latency behind the
+    main loop's, at the cost of the registers that hold them through it); tuned like the tile shape."""
     num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
     for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = grouped_tile(tile_id, M, N, BM, BN, GROUP_M)
         off_m = pid_m * BM
         off_n = pid_n * BN
+        if PREFETCH:
+            g_in = g_desc.load([off_m, off_n])
+            u_in = u_desc.load([off_m, off_n]) if GATED else g_in
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for ki in range(k_tiles):
             off_k = ki * BK
@@ -81,18 +87,23 @@ def fuselens_mlp_bwd_dh_kernel(
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc)
-        g = g_desc.load([off_m, off_n]).to(tl.float32)
+        if not PREFETCH:
+            g_in = g_desc.load([off_m, off_n])
+            u_in = u_desc.load([off_m, off_n]) if GATED else g_in
+        g = g_in.to(tl.float32)
         act, dact = act_and_grad_f32(g, GRAD)
         if GATED:
-            u = u_desc.load([off_m, off_n]).to(tl.float32)
+            u = u_in.to(tl.float32)
             g_desc.store([off_m, off_n], (acc * u * dact).to(OUT_DTYPE))
             u_desc.store([off_m, off_n], (acc * act).to(OUT_DTYPE))
         else:
             g_desc.store([off_m, off_n], (acc * dact).to(OUT_DTYPE))
 
 
-def dh_config(bm, bn, bk, stages, warps, group_m=8):
-    return triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m}, num_stages=stages, num_warps=warps)
+def dh_config(bm, bn, bk, stages, warps, group_m=8, prefetch=False):
+    return triton.Config(
+        {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m, "PREFETCH": prefetch}, num_stages=stages, num_warps=warps
+    )
 
 
 # Shared memory (Triton 3.9 for sm_90, compiled without a GPU): the epilogue's g and u tiles go through shared memory
@@ -104,6 +115,8 @@ DH_CONFIGS = [
     dh_config(128, 128, 64, 3, 8, group_m=16),
     dh_config(128, 128, 64, 4, 8, group_m=16),
     dh_config(128, 64, 64, 5, 4),
+    dh_config(128, 128, 64, 3, 8, prefetch=True),
+    dh_config(128, 128, 64, 3, 8, group_m=16, prefetch=True),
 ]
 _dh_tuned = Tuned(fuselens_mlp_bwd_dh_kernel, DH_CONFIGS, "mlp_bwd_dh_tma")
 
@@ -153,8 +166,11 @@ def fused_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, a
         lambda cfg: consts,
         lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
         dev,
-        interp_config=triton.Config(dict(INTERP_META)) if INTERPRETING else None,
+        interp_config=triton.Config({**INTERP_META, "PREFETCH": _INTERP_PREFETCH}) if INTERPRETING else None,
     )
+
+
+_INTERP_PREFETCH = False  # tests flip it to run the prefetching epilogue under the interpreter
 
 
 def act_and_grad_torch(g: torch.Tensor, activation: str) -> tuple[torch.Tensor, torch.Tensor]:
