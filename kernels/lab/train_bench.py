@@ -161,7 +161,8 @@ def to_markdown(res: dict) -> str:
     lines = [
         f"# FuseLens training step (forward + backward) on {env['gpu']['name']}",
         "",
-        f"Written by `{res['command']}` at {res['created_utc']} (commit {env.get('git', {}).get('commit', '?')}).",
+        f"Written by `{res['command']}` at {res['created_utc']} (commit {env.get('git_commit')}); torch {env.get('torch')}, triton {env.get('triton')},"
+        f" liger-kernel {env.get('liger_kernel')}.",
         "",
         "Method: " + res["method"],
         "Floors: 3 x the forward's matmul FLOPs at the 8192³ matmul rate measured here: "
