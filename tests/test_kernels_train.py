@@ -87,6 +87,10 @@ def test_gradients_match_float64(workload, dname, shape, forward):
     fused_ok = ON_GPU and torch.cuda.get_device_capability()[0] >= 9 or not ON_GPU
     ran = train_ops.EPILOGUE_RAN[(model.activation, dt, m, h)]
     assert ran == ("tma" if aligned and fused_ok else "torch")
+    if ran == "tma" and not ON_GPU:  # the interpreter checks what the GPU's launcher cache needs of the arguments
+        assert mlp_backward._dh_tuned.signature_ok
+        if forward == "dual":
+            assert mlp_backward._save_tuned.signature_ok
 
 
 @pytest.mark.skipif(ON_GPU, reason="the GPU tunes PREFETCH like the tile shape; this runs it under the interpreter")

@@ -241,14 +241,18 @@ def fuselens_dual_gemm_glu_save_kernel(
         out_desc.store([pid_m * BM, pid_n * BN], (act_f32(g, ACT) * u).to(OUT_DTYPE))
 
 
+def save_config(bm, bn, bk, stages, warps, group_m=8):
+    return triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m}, num_stages=stages, num_warps=warps)
+
+
 # Shared memory (Triton 3.9, sm_90, bf16): three output tiles go out through TMA stores, so the pipeline is shallower
 # than the inference kernel's: 128 x 128 outputs (256-row weight tiles) 131 KB with 2 stages, 179 KB with 3, 227 KB
 # with 4 (at the limit: left out); 128 x 64 outputs 147 KB with 4 stages, 180 KB with 5.
 SAVE_CONFIGS = [
-    hopper_gemm.gated_config(128, 128, 64, 3, 8),
-    hopper_gemm.gated_config(128, 128, 64, 3, 8, group_m=16),
-    hopper_gemm.gated_config(128, 64, 64, 4, 8),
-    hopper_gemm.gated_config(128, 64, 64, 5, 8),
+    save_config(128, 128, 64, 3, 8),
+    save_config(128, 128, 64, 3, 8, group_m=16),
+    save_config(128, 64, 64, 4, 8),
+    save_config(128, 64, 64, 5, 8),
 ]
 _save_tuned = Tuned(fuselens_dual_gemm_glu_save_kernel, SAVE_CONFIGS, "dual_gemm_glu_save_tma")
 
