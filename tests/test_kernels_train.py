@@ -178,6 +178,31 @@ def test_fuselens_variant_trains_and_names_its_path(workload):
     assert fwd.input_shapes[0] == [18, 40]
 
 
+def test_fuselens_variant_trains_fp32_weights_under_autocast():
+    """Mixed precision: fp32 weights, torch.autocast to bf16. The training ops take one dtype, so the fuselens path
+    casts x and the weights as autocast does for F.linear; the fp32 weight gradients match eager's under the same
+    autocast (both against float64) and the output is bf16 as eager's is."""
+    dev = torch.device(DEVICE).type
+    model = build_model("swiglu", 40, 56, torch.float32, DEVICE).train()
+    x = randn(77, 40, dtype=torch.float32, seed=9)
+    dy = randn(77, 40, dtype=torch.float32, seed=10)
+    ref_model = build_model("swiglu", 40, 56, torch.float64, DEVICE)
+    ref_model.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    ref = _grads(ref_model, lambda mod, t: mod(t), x.double(), dy.double())
+    fn = build("fuselens", model, train=True)
+    with torch.autocast(dev, dtype=torch.bfloat16):
+        eager = _grads(model, lambda mod, t: mod(t), x, dy)
+        train_ops.EPILOGUE_RAN.clear()
+        ours = _grads(model, lambda mod, t: fn(t), x, dy)
+    if not ON_GPU:  # the training op ran (in bf16), not the module (a GPU measures which path to take)
+        assert ("silu", torch.bfloat16, 77, 56) in train_ops.EPILOGUE_RAN
+    assert ours[0].dtype == eager[0].dtype == torch.bfloat16
+    assert all(p.grad.dtype == torch.float32 for p in model.parameters())
+    for o, e, r in zip(ours[2:], eager[2:], ref[2:], strict=True):
+        err, eager_err = rel_err(o, r), rel_err(e, r)
+        assert err < REL_TOL["bf16"] and err <= 3 * eager_err + 2e-6, (err, eager_err)
+
+
 def test_forward_only_variants_still_say_so():
     with pytest.raises(VariantUnavailable, match="forward-only"):
         build("fuselens-gating", build_model("geglu", 16, 32, torch.float32, DEVICE), train=True)

@@ -272,7 +272,23 @@ def _trains(model) -> bool:
 
 def train_key(model, x2d: torch.Tensor) -> tuple:
     key = decision_key(model, x2d)
-    return (key[0], f"{key[1]}-train", *key[2:])
+    dtype = _autocast_cast(x2d)(x2d[:0]).dtype  # the dtype the ops run in (autocast's, under autocast)
+    return (key[0], f"{key[1]}-train", key[2], dtype, *key[4:])
+
+
+def _keep(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+def _autocast_cast(x2d: torch.Tensor):
+    """Mixed precision (fp32 weights under torch.autocast): the training ops take one dtype, so x and the weights go
+    to autocast's dtype first, as autocast does for F.linear (differentiable casts: the gradients reach the fp32
+    weights through them). The custom ops have no autocast kernel of their own."""
+    dev = x2d.device.type
+    if not torch.is_autocast_enabled(dev):
+        return _keep
+    dt = torch.get_autocast_dtype(dev)
+    return lambda t: t if t.dtype == dt else t.to(dt)
 
 
 def run_train_path(path: str, model, x2d: torch.Tensor) -> torch.Tensor:
@@ -280,19 +296,20 @@ def run_train_path(path: str, model, x2d: torch.Tensor) -> torch.Tensor:
     if path in ("train_fused", "train_dual"):
         from kernels.models import train_ops
 
+        cast = _autocast_cast(x2d)
         if isinstance(model, GatedMLP):
-            wg, wu, wd = _param(model, "gate_proj"), _param(model, "up_proj"), _param(model, "down_proj")
+            wg, wu, wd = (cast(_param(model, n)) for n in ("gate_proj", "up_proj", "down_proj"))
             forward = "dual" if path == "train_dual" else "cublas"
-            return train_ops.glu_mlp(x2d, wg, wu, wd, model.activation, forward)
+            return train_ops.glu_mlp(cast(x2d), wg, wu, wd, model.activation, forward)
         if path == "train_dual":
             raise ValueError("fuselens: train_dual applies to gated MLPs only")
         if isinstance(model, PlainMLP):
             return train_ops.gelu_mlp(
-                x2d,
-                _param(model, "fc1"),
-                _param(model, "fc1", "bias"),
-                _param(model, "fc2"),
-                _param(model, "fc2", "bias"),
+                cast(x2d),
+                cast(_param(model, "fc1")),
+                cast(_param(model, "fc1", "bias")),
+                cast(_param(model, "fc2")),
+                cast(_param(model, "fc2", "bias")),
             )
     if path == "aten":
         return model(x2d)
@@ -308,14 +325,14 @@ def choose_train(model, x2d: torch.Tensor) -> str:
     if "train_dual" in paths:
         from kernels.ops.mlp_backward import save_applies
 
-        if not save_applies(x2d, _param(model, "gate_proj"), _param(model, "up_proj")):
+        if not save_applies(_autocast_cast(x2d)(x2d), _param(model, "gate_proj"), _param(model, "up_proj")):
             paths = tuple(p for p in paths if p != "train_dual")
     if FORCED_PATH in paths:
         return FORCED_PATH
     if not x2d.is_cuda or torch.cuda.is_current_stream_capturing():
         return paths[0]
     wrt = [p for p in model.parameters() if p.requires_grad] + ([x2d] if x2d.requires_grad else [])
-    gy = torch.randn((x2d.shape[0], model.parameters().__next__().shape[1]), device=x2d.device, dtype=x2d.dtype)
+    gy = torch.randn((x2d.shape[0], model.parameters().__next__().shape[1]), device=x2d.device, dtype=key[3])
 
     def step(p):
         torch.autograd.grad(run_train_path(p, model, x2d), wrt, gy)
