@@ -102,6 +102,23 @@ def test_prefetching_epilogue_matches_float64(workload, monkeypatch):
     test_gradients_match_float64(workload, "bf16", (77, 40, 56), "cublas")
 
 
+def test_a_dh_kernel_that_cannot_run_falls_back_and_says_so(monkeypatch):
+    """Where the TMA kernel failed to tune (no config compiled on that GPU / Triton) the cuBLAS + torch epilogue runs
+    instead, with the same gradients, and the op's record says why (the bench's "dH epilogue" column)."""
+    m, d, h = 77, 40, 56
+    dev = -1 if DEVICE == "cpu" else torch.cuda.current_device()
+    key = (dev, torch.float16, mlp_backward.GRAD_IDS["silu"], mlp_backward.m_bucket(m), h, d)
+    monkeypatch.setitem(mlp_backward.FAILED, key, "RuntimeError: test")
+    model = _model("swiglu", d, h, 11).to(DEVICE, torch.float16)
+    x, dy = randn(m, d, dtype=torch.float16, seed=12), randn(m, d, dtype=torch.float16, seed=13)
+    ref_model = _model("swiglu", d, h, 11).to(DEVICE, torch.float64)
+    ref_model.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    ref = _grads(ref_model, lambda mod, t: mod(t), x.double(), dy.double())
+    ours = _grads(model, _fused, x, dy)
+    assert train_ops.EPILOGUE_RAN[("silu", torch.float16, m, h)] == "torch (TMA kernel failed: RuntimeError: test)"
+    assert all(rel_err(o, r) < REL_TOL["fp16"] for o, r in zip(ours, ref, strict=True))
+
+
 @pytest.mark.parametrize("activation", ["gelu_tanh", "silu", "gelu"])
 def test_activation_derivatives_match_autograd(activation):
     """The fallback epilogue's act and act' (the same formulas as the Triton epilogue's) against autograd of the

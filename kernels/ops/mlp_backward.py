@@ -210,10 +210,24 @@ def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activat
     if activation not in GRAD_IDS:
         raise ValueError(f"no backward for activation {activation!r}; expected one of {sorted(GRAD_IDS)}")
     if applies(dy, w_down, saved):
-        fused_dh_grad(dy, w_down, saved, activation)
-        return "tma"
+        key = (dy.get_device(), dy.dtype, GRAD_IDS[activation], m_bucket(dy.shape[0]), w_down.shape[1], dy.shape[1])
+        if key not in FAILED:
+            if not INTERPRETING and key not in _dh_tuned.cache:
+                try:  # tuning runs on a scratch copy (fused_dh_grad): a failure here leaves `saved` untouched
+                    fused_dh_grad(dy, w_down, saved.clone(), activation, scratch=True)
+                except RuntimeError as exc:  # no config compiled (shared memory, registers) on this GPU / Triton
+                    FAILED[key] = f"{type(exc).__name__}: {str(exc)[:160]}"
+            if key not in FAILED:
+                fused_dh_grad(dy, w_down, saved, activation)
+                return "tma"
+        torch_grad_epilogue(dy, w_down, saved, activation)
+        return "torch (TMA kernel failed: " + FAILED[key] + ")"
     torch_grad_epilogue(dy, w_down, saved, activation)
     return "torch"
+
+
+# tuning key -> why the TMA kernel could not run there (the bench shows it in its "dH epilogue" column)
+FAILED: dict[tuple, str] = {}
 
 
 # ---- the training forward's gate/up GEMM: the dual GEMM that also keeps g and u ----
