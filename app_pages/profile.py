@@ -150,8 +150,8 @@ with st.form("fl_profile_form"):
     measure = c1.checkbox("Measure bytes with Nsight Compute (slower)", help="ncu DRAM read + write bytes per kernel")
     train = c2.checkbox(
         "Training step",
-        help="MLPs: forward + backward. Whole models: loss, backward and an AdamW step. FuseLens kernels are "
-        "forward-only: skipped",
+        help="MLPs: forward + backward. Whole models: loss, backward and an AdamW step. fuselens trains through its "
+        "training op (MLPs); fuselens-gating, fuselens-graph and a model's compile-fuselens are forward-only: skipped",
     )
     layers = c3.number_input(
         "layers",

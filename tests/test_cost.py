@@ -473,3 +473,33 @@ def test_estimate_costs_directly_on_real_rows():
     assert known.sum() > 10
     assert np.allclose(got.loc[known, "pct_peak_bw"], got.loc[known, "achieved_gbps"] / h100.hbm_gbps * 100)
     assert estimate_costs(rows.iloc[0:0], t.gpu).empty
+
+
+def test_fuselens_training_ops_by_hand():
+    """The training ops' own kernels (kernels/models/train_ops.py) at the HF shape, bf16, from the Input Dims the ops
+    record (their str / bool arguments record as []): the arithmetic written out."""
+    from analyzer.ops.cost_rules import estimate_kernel
+
+    def est(op, category, dims):
+        types = ["c10::BFloat16" if d else "" for d in dims]
+        return estimate_kernel(
+            name="k", category=category, ops="", op_name=op, dims=dims, types=types, strides=None,
+            shapes_known=True, graph_replay=False,
+        )  # fmt: skip
+
+    m, d, h = 8192, 768, 3072
+    bwd = est(
+        "fuselens::glu_mlp_backward",
+        "gemm",
+        [[m, d], [m, d], [m, 2 * h], [m, h], [h, d], [h, d], [d, h], [], []],
+    )
+    # dY 12,582,912 + W_down 4,718,592 + gu read and its gradient written over it 2 x 100,663,296
+    assert bwd.bytes == 12_582_912 + 4_718_592 + 2 * 100_663_296 == 218_628_096
+    assert bwd.flops == 2 * m * h * d == 38_654_705_664 and "in place" in bwd.basis
+    plain = est("fuselens::gelu_mlp_backward", "gemm", [[m, d], [m, d], [m, h], [m, h], [h, d], [d, h], [], []])
+    assert plain.bytes == 12_582_912 + 4_718_592 + 2 * 50_331_648
+    gating = est("fuselens::glu_mlp_train", "pointwise", [[m, d], [h, d], [h, d], [d, h], [], []])
+    assert gating.bytes == 3 * 50_331_648 == 150_994_944  # read g + u, write h: Liger's GEGLU forward's bytes too
+    dual = est("fuselens::glu_mlp_train", "gemm", [[m, d], [h, d], [h, d], [d, h], [], []])
+    # x + w_gate + w_up read, h, g, u written
+    assert dual.bytes == 12_582_912 + 2 * 4_718_592 + 3 * 50_331_648 and dual.flops == 4 * m * h * d

@@ -54,7 +54,7 @@ def test_unavailable_variants_say_why():
     with pytest.raises(VariantUnavailable, match="plain MLP"):
         build("liger", plain)
     with pytest.raises(VariantUnavailable, match="forward-only"):
-        build("fuselens", build_model("geglu", 16, 32, torch.float32, DEVICE), train=True)
+        build("fuselens-gating", build_model("geglu", 16, 32, torch.float32, DEVICE), train=True)
     with pytest.raises(ValueError, match="unknown variant"):
         build("fastest", plain)
     with pytest.raises(ValueError, match="unknown workload"):

@@ -39,6 +39,9 @@ RULES: tuple[tuple[str, str, str, str], ...] = (
     (r"^_?fuselens_dual_gemm_glu\w*_kernel$", "gemm", "Triton-user", "mm+mm+act+mul"),
     (r"^_?fuselens_gemm_bias_act\w*_kernel$", "gemm", "Triton-user", "mm+bias+act"),
     (r"^_?fuselens_glu_gating\w*_kernel$", "pointwise", "Triton-user", "act+mul"),
+    # the training backward's dH = dY W_down GEMM with the activation's backward (and the gate/up products) in its
+    # epilogue (kernels/ops/mlp_backward.py)
+    (r"^_?fuselens_mlp_bwd_dh\w*_kernel$", "gemm", "Triton-user", "mm+act_backward+mul"),
     (r"^_?fuselens_", "@tokens", "Triton-user", "@tokens"),
     # earlier FuseLens traces (before the fuselens:: ops): the same kernels under their first function names
     (r"^_gating_kernel$", "pointwise", "Triton-user", "act+mul"),

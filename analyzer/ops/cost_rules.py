@@ -500,6 +500,55 @@ def fuselens(c: Call) -> Estimate:
     return Estimate(float(total), flops, f"estimate: {what} from {op} input shapes", dtypes.peak_key(x.dtype, c.name))
 
 
+# The training ops (kernels/models/train_ops.py). Their cuBLAS GEMMs run under aten::mm / addmm cpu_ops of their own
+# (the GEMM rule), so a kernel whose innermost op is one of these is ours: the forward's gating kernel (cuBLAS forward)
+# or its dual GEMM that also stores g and u, and the backward's dH GEMM with the activation backward in its epilogue.
+FUSELENS_TRAIN_OPS = frozenset(
+    ["fuselens::glu_mlp_train", "fuselens::glu_mlp_backward", "fuselens::gelu_mlp_train", "fuselens::gelu_mlp_backward"]
+)
+
+
+def fuselens_train(c: Call) -> Estimate:
+    """The training ops' own kernels, from the op's input shapes:
+    glu_mlp_train(x [M, d], w_gate [h, d], w_up, w_down [d, h], act, forward):
+      gating kernel: reads g and u ([M, h] each, the halves of gu), writes h [M, h];
+      dual GEMM (+ save): reads x, w_gate, w_up (as their interleaved copy, the same bytes), writes h, g, u; 2 GEMMs;
+    glu_mlp_backward(dy [M, d], x, gu [M, 2h], h, w_gate, w_up, w_down [d, h], act, need_dx) and
+    gelu_mlp_backward(dy, x, pre [M, h], h, w1, w2 [d, h], act, need_dx), dH kernel: reads dY and W_down, reads the
+      saved activations and writes their gradients over them; one GEMM M x h x d (the epilogue's work not counted)."""
+    op, args = c.op, c.args
+    if op.endswith("_backward"):
+        dy, saved = _arg(args, 0), _arg(args, 2)
+        wd = _arg(args, 6 if op == "fuselens::glu_mlp_backward" else 5)
+        if dy is None or saved is None or wd is None or len(dy.shape) != 2 or len(wd.shape) != 2:
+            return unknown(f"{op}: expected dy [M, d], the saved activations and W_down [d, h]")
+        m, d, h = dy.shape[0], dy.shape[1], wd.shape[1]
+        total = dy.nbytes + wd.nbytes + 2 * saved.nbytes
+        what = (
+            f"dH GEMM M={m} N={h} K={d} {dy.short} + activation backward epilogue (dY + W_down + saved "
+            f"{saved.text()} read and its gradient written in place)"
+        )
+        return Estimate(
+            float(total), 2.0 * m * h * d, f"estimate: {what} from {op} input shapes", dtypes.peak_key(dy.dtype, c.name)
+        )
+    x, wg, wu = _arg(args, 0), _arg(args, 1), _arg(args, 2)
+    if op != "fuselens::glu_mlp_train" or x is None or wg is None or wu is None or len(x.shape) != 2:
+        return unknown(f"{op}: no kernel of its own expected here ({c.name})")
+    m, d, h = x.shape[0], x.shape[1], wg.shape[0]
+    mh = x.bytes_of(m * h)
+    if c.category == "gemm":  # the dual GEMM that saves g and u
+        total = x.nbytes + wg.nbytes + wu.nbytes + 3 * mh
+        what = f"2 GEMMs (gate, up) M={m} N={h} K={d} {x.short}, writing g, u and act(g)·u ([M,h] each)"
+        return Estimate(
+            float(total), 4.0 * m * h * d, f"estimate: {what} from {op} input shapes", dtypes.peak_key(x.dtype, c.name)
+        )
+    return Estimate(
+        float(3 * mh),
+        float(2 * m * h),
+        f"estimate: gating act·mul [{m}, {h}] {x.short} (read g + u, write h) from {op} input shapes",
+    )
+
+
 # ------------------------------------------------------------------------------------------ dispatch
 _AUTOGRAD_FUNCTION = re.compile(r"^[A-Z][A-Za-z0-9_]*(?<!Backward)(?<!Backward\d)$")
 _INDEX_OPS = frozenset(
@@ -553,6 +602,7 @@ def _functional(c: Call) -> bool:
 RULES: tuple[tuple[str, Callable[[Call], bool], Callable[[Call], Estimate]], ...] = (
     ("Triton kernel under a cpu_op of its own name", _launches_itself, triton_args),
     ("fuselens:: custom ops", lambda c: c.op in FUSELENS_OPS, fuselens),
+    ("fuselens:: training ops", lambda c: c.op in FUSELENS_TRAIN_OPS, fuselens_train),
     ("GEMM aten ops", lambda c: c.op.startswith("aten::") and names.is_gemm_op(c.op), gemm),
     ("attention aten ops", lambda c: c.op in ATTENTION_FWD or c.op in ATTENTION_BWD, attention),
     ("normalization aten ops", lambda c: c.op in NORM_OPS or c.op in NORM_BWD_OPS, normalization),

@@ -4,7 +4,7 @@
 #                                          record-fuselens | record-roofs | record-layer | record-layer-quick | record-model | record-model-big | record-model-32 | record-model-h100 | record-llama-layer | record-templates |
 #                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | bench-rows | bench-llm-floor | ncu-warm | ncu-warm-hf |
-#                                           ncu-warm-plain | gemm-reread
+#                                           ncu-warm-plain | gemm-reread | train-tests | bench-train | record-train
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
 set -uo pipefail
@@ -253,6 +253,27 @@ gemm_reread() {
   tail -3 "$R/logs/gemm_reread.err"
 }
 
+train_tests() {  # the training ops' gradients against float64 on the GPU (fused dH kernel), compile, the variant
+  echo "== GPU tests: tests/test_kernels_train.py"
+  timeout "$(left "${TRAIN_TESTS_LIMIT_S:-150}")" python3 -m pytest -q -rfE -p no:cacheprovider tests/test_kernels_train.py \
+    >"$R/logs/train_tests.txt" 2>&1
+  echo "train-tests rc=$?: $(tail -1 "$R/logs/train_tests.txt")"
+  grep -E "^FAILED|^ERROR|AssertionError" "$R/logs/train_tests.txt" | head -20
+}
+
+bench_train() {  # forward + backward per variant -> kernels_train_<gpu>.md (TRAIN_ROWS: row ids; TRAIN_BUDGET_S)
+  local lim; lim=$(left 400)
+  echo "== bench --train (limit ${lim}s)"
+  timeout "$lim" python3 -m kernels.bench --train --out-dir "$R/bench" --budget-s "${TRAIN_BUDGET_S:-300}" \
+    ${TRAIN_ROWS:+--rows "$TRAIN_ROWS"} 2>>"$R/logs/bench_train.err" | tee -a "$R/logs/bench_train.md" | grep -E "^\|" | head -30
+  grep -E "Error|budget" "$R/logs/bench_train.err" | head -8
+}
+
+record_train() {  # the HF GEGLU training step with the fuselens variant (its backward) beside the peers
+  rec geglu_train_fuselens_bf16 150 --workload geglu --variants eager,compile,liger,fuselens --batch 64 --seq 128 \
+    --d-model 768 --hidden 3072 --dtype bf16 --train
+}
+
 bench() {
   local lim; lim=$(left 540)
   echo "== bench $* (limit ${lim}s)"
@@ -330,6 +351,7 @@ for step in "$@"; do
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; ncu-floor) ncu_floor ;; two-models) two_models ;;
     bench-llm) bench --shapes llm ;; bench-rows) bench_rows ;; bench-llm-floor) bench_llm_floor ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
+    train-tests) train_tests ;; bench-train) bench_train ;; record-train) record_train ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
     *) echo "unknown step $step" ;;
   esac

@@ -45,7 +45,7 @@ warm-ups (variant_start) and the results (variant_done, all at the end). variant
 below (its message is the error); human-readable diagnostics go to stderr.
 
 Exit codes: 0 all requested variants recorded or skipped (skipped = unavailable here, e.g. liger not installed,
-or fuselens with --train); 2 bad arguments (unknown workload/variant/dtype, sizes out of bounds, estimated memory
+or fuselens-gating / fuselens-graph with --train); 2 bad arguments (unknown workload/variant/dtype, sizes out of bounds, estimated memory
 too large for the GPU); 3 no CUDA GPU (or no torch); 4 some variants failed (e.g. CUDA out of memory: the others
 are still recorded). Argument values never reach a shell: subprocesses (ncu, nvidia-smi, git) get argument lists.
 """
@@ -340,7 +340,7 @@ def _warm(name, model, x, ns) -> _Live:
         step()
     torch.cuda.synchronize()
     warm_s = time.perf_counter() - t0
-    return _Live(name, step, warm_s, path=_fuselens_path(name, model, x))
+    return _Live(name, step, warm_s, path=_fuselens_path(name, model, x, ns.train))
 
 
 def _fail(lv: _Live, exc: BaseException) -> None:
@@ -463,7 +463,7 @@ def _pooled(times: list) -> dict:
     return {"median_us": statistics.median(t), "p10_us": q[0], "p90_us": q[-1], "n_iter": len(t)}
 
 
-def _fuselens_path(name: str, model, x) -> dict:
+def _fuselens_path(name: str, model, x, train: bool = False) -> dict:
     """Which FuseLens path ran (kernels.models.dispatch): {} for the other variants. fuselens_fused is False when
     the measurement chose cuBLAS + gating or ATen: at this size fusion did not pay."""
     if name == "fuselens-gating":
@@ -472,7 +472,7 @@ def _fuselens_path(name: str, model, x) -> dict:
         return {}  # a decoder layer's fuselens variant calls the dual-GEMM op directly (kernels.models.layer)
     from kernels.models.dispatch import decision_for
 
-    d = decision_for(model, x)
+    d = decision_for(model, x, train)
     if d is None:  # no decision recorded (it cannot happen after the warm-up); say so rather than guess
         return {"fuselens_path": "unknown", "fuselens_fused": None}
     return {"fuselens_path": d["path"], "fuselens_fused": d["fused"], "fuselens_probe_us": d["probe_us"]}

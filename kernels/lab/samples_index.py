@@ -20,6 +20,8 @@ CASES = [
     ("plain_8192tok_bf16", "Plain MLP (Linear-GELU-Linear, bias), 8192 tokens, bf16", "eager"),
     ("plain_1tok_bf16", "Plain MLP, 1 token (decode), bf16", "eager"),
     ("geglu_train_bf16", "HF GEGLU MLP, one forward+backward training step, bf16", "eager"),
+    # `device_job.sh record-train`: the same step with the fuselens variant's backward (listed once recorded)
+    ("geglu_train_fuselens_bf16", "HF GEGLU MLP training step with the FuseLens backward, bf16", "eager"),
     # recorded by `device_job.sh ncu-warm` (flushed + in-sequence ncu DRAM bytes); h200_: the same cases on an H200
     ("plain_8192tok_h8192_bf16", "Plain MLP, 8192 tokens, h 8192 (a 134 MB intermediate, beyond L2), bf16", "eager"),
     ("h200_hf_geglu_bf16", "HF GEGLU MLP, 64x128 tokens, d 768, h 3072, bf16, on an H200", "eager"),

@@ -14,8 +14,10 @@ The fuselens / fuselens-gating forwards (kernels.models.fused_mlp) call these.
       act(x @ weight^T + bias); x [M, d], weight [h, d], bias [h] -> [M, h]; launches fuselens_gemm_bias_act_kernel
       (M > 64, sm_90+) or fuselens_gemm_bias_act_ptr_kernel
 activation: "gelu_tanh" | "silu" (glu ops), "gelu" (exact, erf) | "gelu_tanh" | "silu" | "identity" (gemm_bias_act).
-Inference only: a call whose inputs need a gradient (grad mode on) raises RuntimeError; the runner refuses fuselens
-with --train. torch.compile traces the ops through their fake kernels (one graph node each, no graph break).
+These three are inference only: a call whose inputs need a gradient (grad mode on) raises RuntimeError. Training
+goes through the ops of kernels.models.train_ops (same library, backward registered with register_autograd), which
+the fuselens variant takes when grad mode is on. torch.compile traces the ops through their fake kernels (one graph
+node each, no graph break).
 """
 
 from __future__ import annotations

@@ -235,6 +235,8 @@ def fuselens_forward(model, x: torch.Tensor) -> torch.Tensor:
     device, activation): decision_key reads the weights' shapes through nn.Module attribute lookups, ~4 us of host
     time per forward on the dev box. clear() empties these too (a generation number)."""
     x2d = x.reshape(-1, x.shape[-1])
+    if _is_grad_enabled() and (x.requires_grad or _trains(model)):
+        return _train_forward(model, x, x2d)
     mine = model.__dict__.get("_fuselens_paths")
     if mine is None or mine[0] != _GENERATION[0]:
         mine = model.__dict__["_fuselens_paths"] = (_GENERATION[0], {})
@@ -252,6 +254,120 @@ def fuselens_forward(model, x: torch.Tensor) -> torch.Tensor:
     return y.view(*x.shape[:-1], y.shape[-1])
 
 
+# Training (grad mode on and the weights or x need gradients): the paths are the FuseLens training op
+# (kernels.models.train_ops: cuBLAS gate/up into one [M, 2h] buffer + our gating kernel + cuBLAS down; backward with
+# the activation's backward in the epilogue of dH = dY W_down) and the module's ATen forward, chosen the same way, by
+# timing each one's forward + backward (torch.autograd.grad: the probe leaves every .grad untouched).
+TRAIN_PATHS = {"gated-train": ("train_fused", "train_dual", "aten"), "plain-train": ("train_fused", "aten")}
+PATHS.update(TRAIN_PATHS)
+FUSED_PATHS.update({"gated-train": ("train_fused", "train_dual"), "plain-train": ("train_fused",)})
+_is_grad_enabled = torch.is_grad_enabled
+
+
+def _trains(model) -> bool:
+    return any(p.requires_grad for p in model._parameters.values()) or any(
+        p.requires_grad for m in model._modules.values() for p in m._parameters.values() if p is not None
+    )
+
+
+def train_key(model, x2d: torch.Tensor) -> tuple:
+    key = decision_key(model, x2d)
+    dtype = _autocast_cast(x2d)(x2d[:0]).dtype  # the dtype the ops run in (autocast's, under autocast)
+    return (key[0], f"{key[1]}-train", key[2], dtype, *key[4:])
+
+
+def _keep(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+def _autocast_cast(x2d: torch.Tensor):
+    """Mixed precision (fp32 weights under torch.autocast): the training ops take one dtype, so x and the weights go
+    to autocast's dtype first, as autocast does for F.linear (differentiable casts: the gradients reach the fp32
+    weights through them). The custom ops have no autocast kernel of their own."""
+    dev = x2d.device.type
+    if not torch.is_autocast_enabled(dev):
+        return _keep
+    dt = torch.get_autocast_dtype(dev)
+    return lambda t: t if t.dtype == dt else t.to(dt)
+
+
+def run_train_path(path: str, model, x2d: torch.Tensor) -> torch.Tensor:
+    """The differentiable forward of `model` on 2-D x through one training path."""
+    if path in ("train_fused", "train_dual"):
+        from kernels.models import train_ops
+
+        cast = _autocast_cast(x2d)
+        if isinstance(model, GatedMLP):
+            wg, wu, wd = (cast(_param(model, n)) for n in ("gate_proj", "up_proj", "down_proj"))
+            forward = "dual" if path == "train_dual" else "cublas"
+            return train_ops.glu_mlp(cast(x2d), wg, wu, wd, model.activation, forward)
+        if path == "train_dual":
+            raise ValueError("fuselens: train_dual applies to gated MLPs only")
+        if isinstance(model, PlainMLP):
+            return train_ops.gelu_mlp(
+                cast(x2d),
+                cast(_param(model, "fc1")),
+                cast(_param(model, "fc1", "bias")),
+                cast(_param(model, "fc2")),
+                cast(_param(model, "fc2", "bias")),
+            )
+    if path == "aten":
+        return model(x2d)
+    raise ValueError(f"fuselens: training path {path!r} does not apply to {type(model).__name__}")
+
+
+def choose_train(model, x2d: torch.Tensor) -> str:
+    key = train_key(model, x2d)
+    path = _DECISIONS.get(key)
+    if path is not None:
+        return path
+    paths = TRAIN_PATHS[key[1]]
+    if "train_dual" in paths:
+        from kernels.ops.mlp_backward import save_applies
+
+        if not save_applies(_autocast_cast(x2d)(x2d), _param(model, "gate_proj"), _param(model, "up_proj")):
+            paths = tuple(p for p in paths if p != "train_dual")
+    if FORCED_PATH in paths:
+        return FORCED_PATH
+    if not x2d.is_cuda or torch.cuda.is_current_stream_capturing():
+        return paths[0]
+    wrt = [p for p in model.parameters() if p.requires_grad] + ([x2d] if x2d.requires_grad else [])
+    gy = torch.randn((x2d.shape[0], model.parameters().__next__().shape[1]), device=x2d.device, dtype=key[3])
+
+    def step(p):
+        torch.autograd.grad(run_train_path(p, model, x2d), wrt, gy)
+
+    times: dict[str, list[float]] = {p: [] for p in paths}
+    usable = []
+    for p in paths:
+        try:
+            for _ in range(2):  # the first call tunes the path's kernels
+                step(p)
+            torch.cuda.synchronize()
+            usable.append(p)
+        except (RuntimeError, ValueError) as exc:  # e.g. out of resources: the path is not a candidate
+            times[p] = [float("inf")]
+            _PROBES.setdefault(key, {})[f"{p} error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
+    for _ in range(PROBE_PASSES):
+        for p in usable:
+            times[p].append(_time_us(lambda p=p: step(p)))
+    means = {p: sum(t) / len(t) for p, t in times.items()}
+    path = min(paths, key=lambda p: means[p])
+    _DECISIONS[key] = path
+    _PROBES.setdefault(key, {}).update({p: round(us, 2) for p, us in means.items()})
+    return path
+
+
+def _train_forward(model, x: torch.Tensor, x2d: torch.Tensor) -> torch.Tensor:
+    path = choose_train(model, x2d)
+    if torch.autograd._profiler_enabled():
+        with torch.profiler.record_function(f"fuselens::path={path}"):
+            y = run_train_path(path, model, x2d)
+    else:
+        y = run_train_path(path, model, x2d)
+    return y.view(*x.shape[:-1], y.shape[-1])
+
+
 def decisions() -> list[dict]:
     """Every decision made in this process, with the probe's mean µs per path (bench and runner manifests)."""
     names = ("device", "kind", "activation", "dtype", "tokens_bucket", "d_model", "hidden")
@@ -262,9 +378,10 @@ def decisions() -> list[dict]:
     ]
 
 
-def decision_for(model, x: torch.Tensor) -> dict | None:
-    """The decision a `fuselens` call on x would use, or None before the first such call."""
-    key = decision_key(model, x.reshape(-1, x.shape[-1]))
+def decision_for(model, x: torch.Tensor, train: bool = False) -> dict | None:
+    """The decision a `fuselens` call on x would use (a training step's with train), or None before the first such
+    call."""
+    key = (train_key if train else decision_key)(model, x.reshape(-1, x.shape[-1]))
     if key not in _DECISIONS:
         return None
     return {"path": _DECISIONS[key], "probe_us": _PROBES.get(key, {}), "fused": _DECISIONS[key] in FUSED_PATHS[key[1]]}

@@ -72,8 +72,8 @@ INFO = {
     "fuselens": VariantInfo(
         "fuselens",
         "FuseLens: the measured-fastest of dual-GEMM (gated) / GEMM+bias+GELU epilogue (plain) + cuBLAS last layer,"
-        " cuBLAS + FuseLens gating, or ATen",
-        False,
+        " cuBLAS + FuseLens gating, or ATen; training: the FuseLens training op (fused activation backward) or ATen",
+        True,
     ),
     "fuselens-graph": VariantInfo("fuselens-graph", "fuselens captured in a CUDA graph and replayed", False),
     "sdpa": VariantInfo("sdpa", "decoder layer with attn_implementation='sdpa' (flash / cuDNN / efficient)", True),
@@ -158,6 +158,8 @@ def _build_layer(name: str, model, train: bool) -> Callable:
         raise VariantUnavailable(f"{name} is an MLP variant; decoder layers take {', '.join(LAYER_VARIANTS)}")
     if train and not INFO[name].trains:
         raise VariantUnavailable(f"{name} is forward-only (inference kernels, no backward); use eager, sdpa or compile")
+    if train and name == "fuselens":  # the layer's MLP runs the inference dual GEMM (kernels.models.layer)
+        raise VariantUnavailable("fuselens on a decoder layer is forward-only; train the MLP workloads instead")
     layer = model.variant_copy("eager" if name == "eager" else "sdpa")
     if name in ("eager", "sdpa"):
         return layer

@@ -1,0 +1,269 @@
+"""The training bench: one forward + backward step of each MLP variant -> bench/results/kernels_train_<gpu>.{md,json}.
+
+    python -m kernels.bench --train [--rows hf-geglu-bf16,...] [--out-dir bench/results] [--budget-s 420]
+
+Per row: eager, compile, liger (gated MLPs) and fuselens (the path its first training call measured faster:
+kernels.models.dispatch.choose_train), each step = forward, then backward of a fixed random dY (y.backward(dy)),
+the weights' .grad cleared after it (x needs no gradient, as the runner's --train step). Timed like the forward
+bench (kernels.lab.timing: CUDA events, L2 flushed by a read before every call, launches queued ahead) in two
+passes, the second in reverse order; µs = the mean of the two medians, spread = their difference.
+Columns: µs, × the fastest peer, × the floor (3 × the forward's matmul FLOPs over the dtype's 8192³ matmul rate,
+the fastest of three 30-call bursts, measured at the start of the run), peak memory of the step above what was
+allocated before it (the saved activations, the backward's temporaries and the weight gradients, which every
+variant allocates alike), and the worst relative error of the weight gradients against the same module's
+gradients in float32 (same rounded weights, input and dY). Verdict against the fastest peer as the shape sweep's:
+WIN (faster by more than the spread), TIE, LOSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from kernels.lab import envinfo
+from kernels.lab.timing import median_us, pass_orders
+from kernels.models import dispatch
+from kernels.models.variants import VariantUnavailable, build
+from kernels.models.workloads import DTYPES, build_model, make_input, mlp_flops
+
+# (id, what, workload, dtype, tokens, d_model, hidden)
+TRAIN_ROWS = [
+    ("hf-geglu-bf16", "HF GEGLU", "geglu", "bf16", 8192, 768, 3072),
+    ("hf-geglu-fp16", "HF GEGLU", "geglu", "fp16", 8192, 768, 3072),
+    ("llama2-7b-bf16", "SwiGLU, Llama-2-7B MLP", "swiglu", "bf16", 4096, 4096, 11008),
+    ("llama2-7b-fp16", "SwiGLU, Llama-2-7B MLP", "swiglu", "fp16", 4096, 4096, 11008),
+    ("qwen05b-bf16", "SwiGLU, Qwen2.5-0.5B MLP", "swiglu", "bf16", 4096, 896, 4864),
+    ("qwen05b-fp16", "SwiGLU, Qwen2.5-0.5B MLP", "swiglu", "fp16", 4096, 896, 4864),
+    ("bert-large-bf16", "plain, BERT-large MLP", "plain", "bf16", 4096, 1024, 4096),
+    ("llama3-8b-bf16", "SwiGLU, Llama-3-8B MLP", "swiglu", "bf16", 8192, 4096, 14336),
+    ("tinyllama-fp16", "SwiGLU, TinyLlama MLP", "swiglu", "fp16", 2048, 2048, 5632),
+]
+PEERS = ("eager", "compile", "liger")
+VARIANTS = (*PEERS, "fuselens")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def matmul_rate_tflops(dname: str) -> float:
+    """The dtype's 8192³ matmul rate: the fastest of three 30-call bursts."""
+    ab = [torch.randn(8192, 8192, device="cuda", dtype=DTYPES[dname]) for _ in range(2)]
+    best = min(median_us(lambda: ab[0] @ ab[1], n_iter=30, warmup=5, flush_l2=False)["median_us"] for _ in range(3))
+    ab.clear()
+    return 2 * 8192**3 / (best * 1e-6) / 1e12
+
+
+def _grads(model) -> list[torch.Tensor]:
+    return [p.grad for p in model.parameters()]
+
+
+def _rel(a: torch.Tensor, ref: torch.Tensor) -> float:
+    a = a.float()
+    if not torch.isfinite(a).all():
+        return float("nan")
+    return float((a - ref).norm() / ref.norm())
+
+
+def bench_row(row, tf: dict, n_iter: int) -> dict:
+    rid, what, workload, dname, tokens, d, h = row
+    dt = DTYPES[dname]
+    model = build_model(workload, d, h, dt, "cuda").train()
+    x = make_input(1, tokens, d, dt, "cuda")
+    gen = torch.Generator(device="cpu").manual_seed(2)
+    dy = torch.randn(1, tokens, d, generator=gen).to(device="cuda", dtype=dt) * d**-0.5
+    ref_model = build_model(workload, d, h, torch.float32, "cuda").train()
+    ref_model.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
+    ref_model(x.float()).backward(dy.float())
+    ref = [g.detach() for g in _grads(ref_model)]
+    del ref_model
+    flops = 3 * mlp_flops(workload, tokens, d, h)
+    out = {"id": rid, "what": what, "workload": workload, "dtype": dname, "tokens": tokens, "d_model": d, "hidden": h}
+    out["floor_us"] = flops / (tf[dname] * 1e12) * 1e6
+    steps, res = {}, {}
+    for name in VARIANTS:
+        try:
+            fn = build(name, model, train=True)
+        except VariantUnavailable as exc:
+            res[name] = {"skipped": str(exc)}
+            continue
+
+        def step(fn=fn, params=tuple(model.parameters())):
+            fn(x).backward(dy)
+            for p in params:
+                p.grad = None
+
+        try:
+            t0 = time.time()
+            fn(x).backward(dy)  # warm-up: compiles / tunes / measures the dispatch choice
+            res[name] = {"grad_rel_err": max(_rel(g, r) for g, r in zip(_grads(model), ref, strict=True))}
+            for p in model.parameters():
+                p.grad = None
+            step()
+            step()
+            torch.cuda.synchronize()
+            gc.collect()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            step()
+            torch.cuda.synchronize()
+            res[name]["peak_mib"] = (torch.cuda.max_memory_allocated() - base) / 2**20
+            res[name]["warm_s"] = round(time.time() - t0, 1)
+            steps[name] = step
+        except Exception as exc:  # a variant that fails here is reported, not fatal to the row
+            res[name] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            log(f"{rid} {name}: {res[name]['error']}")
+    times: dict[str, list[float]] = {n: [] for n in steps}
+    for order in pass_orders(steps):
+        for name in order:
+            times[name].append(median_us(steps[name], n_iter=n_iter, warmup=3)["median_us"])
+    for name, ts in times.items():
+        res[name]["us"] = sum(ts) / len(ts)
+        res[name]["spread_us"] = abs(ts[0] - ts[-1])
+    dec = dispatch.decision_for(model, x, train=True)
+    out["fuselens_path"] = dec["path"] if dec else None
+    out["fuselens_probe_us"] = dec["probe_us"] if dec else None
+    from kernels.models import train_ops
+
+    out["fuselens_epilogue"] = train_ops.EPILOGUE_RAN.get(
+        (model.activation, dt, tokens, h)
+    )  # "tma": the fused dH kernel ran; "torch": its fallback
+    out["variants"] = res
+    peers = {n: res[n]["us"] for n in PEERS if "us" in res.get(n, {})}
+    fl = res.get("fuselens", {})
+    if peers and "us" in fl:
+        best = min(peers, key=peers.get)
+        out["best_peer"] = best
+        out["x_best"] = fl["us"] / peers[best]
+        out["x_floor"] = fl["us"] / out["floor_us"]
+        noise = max(fl["spread_us"], res[best]["spread_us"])
+        out["verdict"] = (
+            "WIN" if fl["us"] < peers[best] - noise else ("LOSS" if fl["us"] > peers[best] + noise else "TIE")
+        )
+        mem_peers = {n: res[n]["peak_mib"] for n in ("liger",) if "peak_mib" in res.get(n, {})}
+        if mem_peers:
+            out["x_liger_peak_mem"] = fl["peak_mib"] / mem_peers["liger"]
+    steps.clear()
+    torch._dynamo.reset()
+    gc.collect()
+    torch.cuda.empty_cache()
+    return out
+
+
+def to_markdown(res: dict) -> str:
+    env = res["env"]
+    lines = [
+        f"# FuseLens training step (forward + backward) on {env['gpu']['name']}",
+        "",
+        f"Written by `{res['command']}` at {res['created_utc']} (commit {env.get('git_commit')}); torch {env.get('torch')}, triton {env.get('triton')},"
+        f" liger-kernel {env.get('liger_kernel')}.",
+        "",
+        "Method: " + res["method"],
+        "Floors: 3 x the forward's matmul FLOPs at the 8192³ matmul rate measured here: "
+        + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in res["matmul_tflops"].items())
+        + ".",
+        "Peak MiB: memory allocated during one step above what was allocated before it (saved activations, backward"
+        " temporaries and the weight gradients, the last alike for every variant).",
+        "",
+        "| row | dtype | tokens × d → h | eager µs | compile µs | liger µs | fuselens µs | × best peer | × floor |"
+        " verdict | peak MiB eager / compile / liger / fuselens | fuselens ÷ liger peak | grad rel err (fuselens)"
+        " | fuselens path |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|",
+    ]
+    for r in res["rows"]:
+        v = r["variants"]
+
+        def us(n, v=v):
+            e = v.get(n, {})
+            return f"{e['us']:.1f}" if "us" in e else ("n/a" if "skipped" in e else "error")
+
+        def mem(n, v=v):
+            e = v.get(n, {})
+            return f"{e['peak_mib']:.0f}" if "peak_mib" in e else "–"
+
+        fl = v.get("fuselens", {})
+        err = fl.get("grad_rel_err")
+        cells = [
+            r["what"],
+            r["dtype"],
+            f"{r['tokens']} × {r['d_model']} → {r['hidden']}",
+            *(us(n) for n in VARIANTS),
+            f"{r['x_best']:.3f}" if "x_best" in r else "–",
+            f"{r['x_floor']:.3f}" if "x_floor" in r else "–",
+            r.get("verdict", "–"),
+            " / ".join(mem(n) for n in VARIANTS),
+            f"{r['x_liger_peak_mem']:.2f}" if "x_liger_peak_mem" in r else "–",
+            f"{err:.2e}" if err is not None else "–",
+            f"{r.get('fuselens_path')} (dH epilogue: {r.get('fuselens_epilogue')})",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    if res.get("not_run"):
+        lines += ["", f"Not run (time budget): {', '.join(res['not_run'])}."]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m kernels.bench --train", description=__doc__.split("\n\n")[0])
+    p.add_argument("--train", action="store_true")
+    p.add_argument("--out-dir", default="bench/results")
+    p.add_argument("--rows", help="only these row ids (comma-separated)")
+    p.add_argument("--n-iter", type=int, default=30, help="timed steps per pass (default 30)")
+    p.add_argument("--budget-s", type=float, default=0, help="stop starting new rows after this many seconds")
+    p.add_argument("--render", metavar="JSON", help="only re-render the .md beside a results .json (no GPU needed)")
+    ns = p.parse_args(argv)
+    if ns.render:
+        src = Path(ns.render)
+        try:
+            src.with_suffix(".md").write_text(to_markdown(json.loads(src.read_text())))
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"error: cannot render {src}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if not torch.cuda.is_available():
+        print("error: no CUDA GPU; the bench needs one", file=sys.stderr)
+        return 3
+    known = {r[0]: r for r in TRAIN_ROWS}
+    ids = ns.rows.split(",") if ns.rows else list(known)
+    bad = [i for i in ids if i not in known]
+    if bad:
+        print(f"error: unknown row id(s) {', '.join(bad)}; expected from {', '.join(known)}", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    res = {
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": "python -m kernels.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "method": f"CUDA events, median of {ns.n_iter} steps per pass, two passes (A B, B A), L2 flushed before every"
+        " step by reading a 256 MB buffer (untimed); step = forward + y.backward(dY), weight grads cleared",
+        "env": envinfo.environment(),
+    }
+    dnames = sorted({known[i][3] for i in ids})
+    res["matmul_tflops"] = {dn: matmul_rate_tflops(dn) for dn in dnames}
+    log(f"matmul rates: {res['matmul_tflops']}")
+    res["rows"] = []
+    out_dir = Path(ns.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    slug = envinfo.gpu_slug(res["env"]["gpu"]["name"])
+    path = out_dir / f"kernels_train_{slug}.json"
+    for i in ids:
+        if ns.budget_s and time.time() - t0 > ns.budget_s:
+            log(f"budget: {i} and later rows not run")
+            res.setdefault("not_run", []).append(i)
+            continue
+        row = bench_row(known[i], res["matmul_tflops"], ns.n_iter)
+        log(json.dumps({k: v for k, v in row.items() if k != "variants"}))
+        res["rows"].append(row)
+        path.write_text(json.dumps(res, indent=1))  # after every row: a cut-off run keeps what it measured
+        path.with_suffix(".md").write_text(to_markdown(res))
+    print(to_markdown(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""Training ops: the FuseLens MLPs with a backward, as dispatcher ops of the `fuselens` library (kernels.models.custom_ops)
+whose gradient is registered with torch.library.register_autograd, so eager autograd and torch.compile (AOTAutograd
+traces the forward op, the formula and the backward op as graph nodes) both see it.
+
+  fuselens::glu_mlp_train(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, str activation, str forward)
+      -> (Tensor y, Tensor gu, Tensor h)
+      y = h W_down^T, h = act(g) * u, gu = [g | u] = [x Wg^T | x Wu^T] ([M, 2h], saved for the backward)
+  fuselens::glu_mlp_backward(Tensor dy, Tensor x, Tensor(a!) gu, Tensor h, Tensor w_gate, Tensor w_up, Tensor w_down,
+                             str activation, bool need_dx) -> (Tensor dx, Tensor dw_gate, Tensor dw_up, Tensor dw_down)
+  fuselens::gelu_mlp_train(Tensor x, Tensor w1, Tensor b1, Tensor w2, Tensor b2, str activation)
+      -> (Tensor y, Tensor pre, Tensor h)        pre = x W1^T + b1, h = gelu(pre), y = h W2^T + b2
+  fuselens::gelu_mlp_backward(Tensor dy, Tensor x, Tensor(a!) pre, Tensor h, Tensor w1, Tensor w2, str activation,
+                              bool need_dx) -> (Tensor dx, Tensor dw1, Tensor db1, Tensor dw2, Tensor db2)
+  (need_dx False: dx is an empty [0, d] tensor, its GEMM skipped)
+
+What is saved and what is recomputed (memory; bench/results/kernels_train_<gpu>.md reports the peak per variant):
+x, gu (= Liger's a and b) and h (= the input down_proj's autograd saves in eager and Liger) are saved; act(g) and
+act'(g) are recomputed in the backward's epilogue, as Liger recomputes them. dH = dY W_down is never written: the
+epilogue of its GEMM (kernels.ops.mlp_backward) turns it into [dg | du] straight over gu (Liger also writes over its
+saved a and b), so the backward allocates no [M, h] gradient of h (eager and Liger do). Because gu is overwritten,
+a second backward through the same graph (retain_graph=True) is refused.
+
+The forward, two ways (`forward`; the fuselens variant measures both, kernels.models.dispatch.choose_train):
+  "cublas"  gate and up as two cuBLAS GEMMs writing the two halves of gu in place (mm's out= takes a row-strided
+            view without a copy), the FuseLens gating kernel reading them by row stride, cuBLAS down_proj;
+  "dual"    the dual GEMM over the interleaved weight (kernels.ops.mlp_backward.dual_gemm_save: the inference
+            kernel's main loop, an epilogue that stores g, u and act(g) * u), cuBLAS down_proj. The interleaved copy
+            is rebuilt every step (the optimizer changes the weights): 2 x 2 h d bytes read and written.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from kernels.models.custom_ops import _LIB
+from kernels.ops import mlp_backward
+from kernels.ops.activations import TORCH_ACTS
+from kernels.ops.gating import fused_gating
+from kernels.ops.triton_util import interpreting
+
+_LIB.define(
+    "glu_mlp_train(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, str activation, str forward)"
+    " -> (Tensor, Tensor, Tensor)"
+)
+_LIB.define(
+    "glu_mlp_backward(Tensor dy, Tensor x, Tensor(a!) gu, Tensor h, Tensor w_gate, Tensor w_up, Tensor w_down,"
+    " str activation, bool need_dx) -> (Tensor, Tensor, Tensor, Tensor)"
+)
+_LIB.define(
+    "gelu_mlp_train(Tensor x, Tensor w1, Tensor b1, Tensor w2, Tensor b2, str activation) -> (Tensor, Tensor, Tensor)"
+)
+_LIB.define(
+    "gelu_mlp_backward(Tensor dy, Tensor x, Tensor(a!) pre, Tensor h, Tensor w1, Tensor w2, str activation,"
+    " bool need_dx) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"
+)
+
+# which implementation each call's dH epilogue ran ("tma" / "torch"), by (activation, dtype, M, h): tests and the
+# bench read it
+EPILOGUE_RAN: dict[tuple, str] = {}
+
+
+def _check(name: str, x: torch.Tensor, *ws: torch.Tensor) -> None:
+    if x.dim() != 2:
+        raise ValueError(f"fuselens::{name}: x must be 2-D [tokens, d_model], got {tuple(x.shape)}")
+    for w in ws:
+        if w.dtype != x.dtype or w.device != x.device:
+            raise ValueError(f"fuselens::{name}: weights must match x's dtype and device ({x.dtype}, {x.device})")
+
+
+def glu_mlp_train_impl(x, w_gate, w_up, w_down, activation, forward):
+    _check("glu_mlp_train", x, w_gate, w_up, w_down)
+    if activation not in mlp_backward.GATED_GRADS:
+        raise ValueError(f"fuselens::glu_mlp_train: activation must be gelu_tanh or silu, got {activation!r}")
+    x = x.contiguous()
+    if forward == "dual":
+        if not mlp_backward.save_applies(x, w_gate, w_up):
+            raise ValueError(
+                "fuselens::glu_mlp_train: forward 'dual' needs the TMA dual GEMM (fp16/bf16, > 64 rows,"
+                " 16-byte rows, hidden a multiple of 8, sm_90+)"
+            )
+        h, gu = mlp_backward.dual_gemm_save(x, w_gate, w_up, activation)
+        return torch.mm(h, w_down.t()), gu, h
+    if forward != "cublas":
+        raise ValueError(f"fuselens::glu_mlp_train: forward must be 'cublas' or 'dual', got {forward!r}")
+    n = w_gate.shape[0]
+    gu = x.new_empty((x.shape[0], 2 * n))
+    torch.mm(x, w_gate.t(), out=gu[:, :n])
+    torch.mm(x, w_up.t(), out=gu[:, n:])
+    if gu.is_cuda or interpreting():
+        h = fused_gating(gu[:, :n], gu[:, n:], activation)
+    else:
+        h = (TORCH_ACTS[activation](gu[:, :n].float()) * gu[:, n:].float()).to(x.dtype)
+    return torch.mm(h, w_down.t()), gu, h
+
+
+def glu_mlp_backward_impl(dy, x, gu, h, w_gate, w_up, w_down, activation, need_dx):
+    n = w_gate.shape[0]
+    dy = dy.contiguous()
+    EPILOGUE_RAN[(activation, dy.dtype, dy.shape[0], n)] = mlp_backward.dh_grad(dy, w_down, gu, activation)
+    dw_down = torch.mm(dy.t(), h)
+    if need_dx:
+        dx = torch.mm(gu[:, :n], w_gate)
+        dx.addmm_(gu[:, n:], w_up)
+    else:  # x needs no gradient (the first layer's input): eager's mm backward skips this GEMM too
+        dx = x.new_empty((0, x.shape[1]))
+    dw_gu = torch.mm(gu.t(), x)  # [2h, d]: rows :n are dWg, n: are dWu (one GEMM, K = tokens)
+    return dx, dw_gu[:n], dw_gu[n:], dw_down
+
+
+def gelu_mlp_train_impl(x, w1, b1, w2, b2, activation):
+    _check("gelu_mlp_train", x, w1, b1, w2, b2)
+    if activation != "gelu":
+        raise ValueError(f"fuselens::gelu_mlp_train: activation must be gelu, got {activation!r}")
+    x = x.contiguous()
+    pre = torch.addmm(b1, x, w1.t())
+    h = F.gelu(pre)
+    return torch.addmm(b2, h, w2.t()), pre, h
+
+
+def gelu_mlp_backward_impl(dy, x, pre, h, w1, w2, activation, need_dx):
+    dy = dy.contiguous()
+    EPILOGUE_RAN[(activation, dy.dtype, dy.shape[0], w1.shape[0])] = mlp_backward.dh_grad(dy, w2, pre, activation)
+    # bias gradients in fp32 (a column sum over thousands of tokens), returned in the weight's dtype
+    return (
+        torch.mm(pre, w1) if need_dx else x.new_empty((0, x.shape[1])),
+        torch.mm(pre.t(), x),
+        pre.sum(0, dtype=torch.float32).to(pre.dtype),
+        torch.mm(dy.t(), h),
+        dy.sum(0, dtype=torch.float32).to(dy.dtype),
+    )
+
+
+for _key in ("CUDA", "CPU"):
+    _LIB.impl("glu_mlp_train", glu_mlp_train_impl, _key)
+    _LIB.impl("glu_mlp_backward", glu_mlp_backward_impl, _key)
+    _LIB.impl("gelu_mlp_train", gelu_mlp_train_impl, _key)
+    _LIB.impl("gelu_mlp_backward", gelu_mlp_backward_impl, _key)
+
+
+@torch.library.register_fake("fuselens::glu_mlp_train", lib=_LIB)
+def _(x, w_gate, w_up, w_down, activation, forward):
+    m, n = x.shape[0], w_gate.shape[0]
+    return x.new_empty((m, w_down.shape[0])), x.new_empty((m, 2 * n)), x.new_empty((m, n))
+
+
+@torch.library.register_fake("fuselens::glu_mlp_backward", lib=_LIB)
+def _(dy, x, gu, h, w_gate, w_up, w_down, activation, need_dx):
+    return (
+        torch.empty_like(x) if need_dx else x.new_empty((0, x.shape[1])),
+        torch.empty_like(w_gate),
+        torch.empty_like(w_up),
+        torch.empty_like(w_down),
+    )
+
+
+@torch.library.register_fake("fuselens::gelu_mlp_train", lib=_LIB)
+def _(x, w1, b1, w2, b2, activation):
+    m, n = x.shape[0], w1.shape[0]
+    return x.new_empty((m, w2.shape[0])), x.new_empty((m, n)), x.new_empty((m, n))
+
+
+@torch.library.register_fake("fuselens::gelu_mlp_backward", lib=_LIB)
+def _(dy, x, pre, h, w1, w2, activation, need_dx):
+    return (
+        torch.empty_like(x) if need_dx else x.new_empty((0, x.shape[1])),
+        torch.empty_like(w1),
+        w1.new_empty((w1.shape[0],)),
+        torch.empty_like(w2),
+        w2.new_empty((w2.shape[0],)),
+    )
+
+
+def _setup(ctx, inputs, output):
+    x, *weights, activation = inputs
+    _, saved, h = output
+    ctx.activation = activation
+    ctx.used = False
+    ctx.save_for_backward(x, saved, h, *weights)
+
+
+def _setup_glu(ctx, inputs, output):
+    _setup(ctx, inputs[:-1], output)  # inputs end with (activation, forward)
+
+
+def _once(ctx) -> None:
+    # the backward overwrites the saved gu / pre with their gradients (see the module docstring)
+    if ctx.used:
+        raise RuntimeError(
+            "fuselens training ops overwrite their saved activations: a second backward is not supported"
+        )
+    ctx.used = True
+
+
+def _glu_backward(ctx, dy, _dgu, _dh):
+    _once(ctx)
+    x, gu, h, w_gate, w_up, w_down = ctx.saved_tensors
+    need_dx = ctx.needs_input_grad[0]
+    dx, dwg, dwu, dwd = torch.ops.fuselens.glu_mlp_backward(dy, x, gu, h, w_gate, w_up, w_down, ctx.activation, need_dx)
+    return dx if need_dx else None, dwg, dwu, dwd, None, None
+
+
+def _gelu_backward(ctx, dy, _dpre, _dh):
+    _once(ctx)
+    x, pre, h, w1, b1, w2, b2 = ctx.saved_tensors
+    need_dx = ctx.needs_input_grad[0]
+    dx, dw1, db1, dw2, db2 = torch.ops.fuselens.gelu_mlp_backward(dy, x, pre, h, w1, w2, ctx.activation, need_dx)
+    return dx if need_dx else None, dw1, db1, dw2, db2, None
+
+
+torch.library.register_autograd("fuselens::glu_mlp_train", _glu_backward, setup_context=_setup_glu, lib=_LIB)
+torch.library.register_autograd("fuselens::gelu_mlp_train", _gelu_backward, setup_context=_setup, lib=_LIB)
+
+
+def glu_mlp(x2d, w_gate, w_up, w_down, activation: str, forward: str = "cublas") -> torch.Tensor:
+    """The gated MLP's output through the training op (differentiable); forward "cublas" or "dual" (module doc)."""
+    return torch.ops.fuselens.glu_mlp_train(x2d, w_gate, w_up, w_down, activation, forward)[0]
+
+
+def gelu_mlp(x2d, w1, b1, w2, b2) -> torch.Tensor:
+    """The plain MLP's output through the training op (differentiable)."""
+    return torch.ops.fuselens.gelu_mlp_train(x2d, w1, b1, w2, b2, "gelu")[0]

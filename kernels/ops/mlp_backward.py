@@ -1,0 +1,317 @@
+"""The MLP backward's fused GEMM: dH = dY W_down (the gradient of the down projection's input) with the activation's
+backward in the epilogue, for the training ops in kernels.models.custom_ops (glu_mlp_train / gelu_mlp_train).
+
+Gated MLP (y = (act(g) * u) W_down^T, g = x Wg^T, u = x Wu^T), saved gu = [g | u] as one [M, 2h] tensor:
+    dH = dY W_down                       [M, h]   (never written: it lives in the accumulator)
+    dg = dH * u * act'(g),  du = dH * act(g)      (the epilogue reads g, u and writes dg, du OVER them, in place)
+so the backward's elementwise pass (eager: 4-5 kernels; Liger: one kernel reading dH, g, u and writing dg, du) costs
+no HBM round trip of dH ([M, h]: 90 MB at Llama-2-7B's 4096 x 11008 bf16). The [M, 2h] result [dg | du] then gives
+    dX = dg Wg + du Wu       (cuBLAS mm + addmm: the second accumulates, no separate add of two [M, d] products)
+    [dWg; dWu] = [dg | du]^T X      (ONE GEMM, its [2h, d] output split by rows into the two weight gradients)
+Plain MLP (y = gelu(pre) W2^T + b2, pre = x W1^T + b1), saved pre:  dpre = (dY W2) * gelu'(pre), written over pre.
+
+The kernel is the persistent TMA GEMM of kernels.ops.hopper_gemm with B read as [BK, BN] tiles of W_down [d, h] (no
+transposed copy) and the saved activations loaded and stored through TMA descriptors of the same [BM, BN] tile. TMA
+needs 16-byte aligned rows: the wrappers use `applies` and callers fall back to `torch_grad_epilogue` otherwise.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.ops import hopper_gemm
+from kernels.ops.activations import act_f32, gelu_erf_f32, rcp
+from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
+from kernels.ops.launch import Tuned
+from kernels.ops.triton_util import INTERPRETING, interpreting, num_sms
+
+# epilogue modes (constexpr GRAD): the activation whose backward the epilogue applies
+GRAD_IDS = {"gelu_tanh": 0, "silu": 1, "gelu": 2}
+GATED_GRADS = ("gelu_tanh", "silu")
+
+
+@triton.jit
+def act_and_grad_f32(g, GRAD: tl.constexpr):
+    """(act(g), act'(g)) in fp32 for GRAD 0 = gelu_tanh, 1 = silu, 2 = gelu (erf). exp2 + rcp forms throughout (the
+    backward's outputs are gradients; no tanh.approx here)."""
+    if GRAD == 0:
+        # 0.5 g (1 + t), t = tanh(k (g + c g^3)); t = 1 - 2 / (1 + e^(2 z)); d/dg = 0.5 (1 + t) + 0.5 g (1 - t^2) k (1 + 3 c g^2)
+        z = 0.7978845608028654 * (g + 0.044715 * g * g * g)
+        t = 1.0 - 2.0 * rcp(1.0 + tl.exp2(2.8853900817779268 * z))
+        a = 0.5 * g * (1.0 + t)
+        da = 0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * g * g)
+    elif GRAD == 1:
+        s = rcp(1.0 + tl.exp2(-1.4426950408889634 * g))
+        a = g * s
+        da = s * (1.0 + g * (1.0 - s))
+    else:
+        # gelu = g Phi(g); d/dg = Phi(g) + g phi(g), Phi(g) = (gelu(g) + ... ) computed from the same erfc form
+        a = gelu_erf_f32(g)
+        phi = 0.3989422804014327 * tl.exp2(-0.7213475204444817 * g * g)
+        # gelu_erf_f32 = g Phi(g) exactly in this form, so Phi(g) = a / g except at g = 0 (Phi = 1/2)
+        cdf = tl.where(g == 0.0, 0.5, a / tl.where(g == 0.0, 1.0, g))
+        da = cdf + g * phi
+    return a, da
+
+
+@triton.jit
+def fuselens_mlp_bwd_dh_kernel(
+    dy_desc, wd_desc, g_desc, u_desc,
+    M, N, K,
+    GRAD: tl.constexpr, GATED: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+    PREFETCH: tl.constexpr,
+):  # fmt: skip
+    """acc = dY[tile rows] W_down[:, tile cols] (M x N = tokens x hidden, K = d_model), then in place:
+    GATED: g, u = g_desc, u_desc tiles; g <- acc * u * act'(g), u <- acc * act(g).
+    else:  pre = g_desc tile; pre <- acc * gelu'(pre) (u_desc unused).
+    PREFETCH loads the tile's saved activations before its K loop instead of after (their latency behind the
+    main loop's, at the cost of the registers that hold them through it); tuned like the tile shape."""
+    num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = grouped_tile(tile_id, M, N, BM, BN, GROUP_M)
+        off_m = pid_m * BM
+        off_n = pid_n * BN
+        if PREFETCH:
+            g_in = g_desc.load([off_m, off_n])
+            u_in = u_desc.load([off_m, off_n]) if GATED else g_in
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for ki in range(k_tiles):
+            off_k = ki * BK
+            a = dy_desc.load([off_m, off_k])
+            b = wd_desc.load([off_k, off_n])
+            if UPCAST:  # interpreter only: see gemm_common.dot_flags
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc)
+        if not PREFETCH:
+            g_in = g_desc.load([off_m, off_n])
+            u_in = u_desc.load([off_m, off_n]) if GATED else g_in
+        g = g_in.to(tl.float32)
+        act, dact = act_and_grad_f32(g, GRAD)
+        if GATED:
+            u = u_in.to(tl.float32)
+            g_desc.store([off_m, off_n], (acc * u * dact).to(OUT_DTYPE))
+            u_desc.store([off_m, off_n], (acc * act).to(OUT_DTYPE))
+        else:
+            g_desc.store([off_m, off_n], (acc * dact).to(OUT_DTYPE))
+
+
+def dh_config(bm, bn, bk, stages, warps, group_m=8, prefetch=False):
+    return triton.Config(
+        {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m, "PREFETCH": prefetch}, num_stages=stages, num_warps=warps
+    )
+
+
+# Shared memory (Triton 3.9 for sm_90, compiled without a GPU): the epilogue's g and u tiles go through shared memory
+# as TMA loads and stores, 64 KB at 128 x 128 bf16 beside the pipeline's 32 KB per stage: 128 x 128 x 64 takes 164 KB
+# with 3 stages, 197 KB with 4; 128 x 256 needs 279 KB with 3 (over the 227 KB limit), so it is not a candidate.
+# 128 x 64 over 4 warps with 5 stages: 156 KB. Tuned per shape at the first call, by measurement.
+DH_CONFIGS = [
+    dh_config(128, 128, 64, 4, 8),
+    dh_config(128, 128, 64, 3, 8, group_m=16),
+    dh_config(128, 128, 64, 4, 8, group_m=16),
+    dh_config(128, 64, 64, 5, 4),
+    dh_config(128, 128, 64, 3, 8, prefetch=True),
+    dh_config(128, 128, 64, 3, 8, group_m=16, prefetch=True),
+]
+_dh_tuned = Tuned(fuselens_mlp_bwd_dh_kernel, DH_CONFIGS, "mlp_bwd_dh_tma")
+
+
+def applies(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor) -> bool:
+    """The TMA kernel runs this backward: fp16/bf16, M > 64, 16-byte aligned rows of dY, W_down and the saved
+    activations (for [g | u] also the u half's start: hidden a multiple of 8), Hopper or the interpreter."""
+    h = w_down.shape[1]
+    if not hopper_gemm.usable(dy, w_down) or saved.dtype != dy.dtype or w_down.dtype != dy.dtype:
+        return False
+    return saved.is_contiguous() and (h * dy.element_size()) % 16 == 0 and saved.data_ptr() % 16 == 0
+
+
+def fused_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str, scratch=False) -> None:
+    """In place, through the TMA kernel (callers check `applies`): for a gated activation saved = [g | u] [M, 2h] becomes
+    [dg | du]; for "gelu" saved = pre [M, h] becomes dpre."""
+    M, K = dy.shape
+    N = w_down.shape[1]
+    gated = activation in GATED_GRADS
+    g = saved[:, :N] if gated else saved
+    u = saved[:, N:] if gated else saved
+    dev = dy.get_device()
+    n_sms = 4 if interpreting() else num_sms(dev)
+    consts = {
+        "GRAD": GRAD_IDS[activation],
+        "GATED": gated,
+        "OUT_DTYPE": hopper_gemm.TL_DTYPES[dy.dtype],
+        "UPCAST": interpreting() and dy.dtype == torch.bfloat16,
+        "NUM_SMS": n_sms,
+    }
+
+    def args(cfg):
+        bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
+        return ((dy, (bm, bk)), (w_down, (bk, bn)), (g, (bm, bn)), (u, (bm, bn)), M, N, K)
+
+    dt = dy.dtype
+    gid = GRAD_IDS[activation]
+    key = (dev, dt, gid, m_bucket(M), N, K)
+    if not INTERPRETING and not scratch and key not in _dh_tuned.cache:
+        # The kernel writes over its input, and tuning runs every config many times: tune on a scratch copy (whose
+        # values end up meaningless), then run once, tuned, on the real tensor.
+        fused_dh_grad(dy, w_down, saved.clone(), activation, scratch=True)
+    _dh_tuned.launch(
+        (dev, dt, gid, M, N, K, dy.stride(0), saved.stride(0), w_down.stride(0)),
+        lambda: key,
+        args,
+        lambda cfg: consts,
+        lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
+        dev,
+        interp_config=triton.Config({**INTERP_META, "PREFETCH": _INTERP_PREFETCH}) if INTERPRETING else None,
+    )
+
+
+_INTERP_PREFETCH = False  # tests flip it to run the prefetching epilogue under the interpreter
+
+
+def act_and_grad_torch(g: torch.Tensor, activation: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(act(g), act'(g)) in g's dtype (callers pass fp32 or fp64): the fallback epilogue's math, the same formulas as
+    act_and_grad_f32."""
+    if activation == "gelu_tanh":
+        k = 0.7978845608028654
+        t = torch.tanh(k * (g + 0.044715 * g**3))
+        return 0.5 * g * (1 + t), 0.5 * (1 + t) + 0.5 * g * (1 - t * t) * k * (1 + 0.134145 * g * g)
+    if activation == "silu":
+        s = torch.sigmoid(g)
+        return g * s, s * (1 + g * (1 - s))
+    if activation == "gelu":
+        cdf = 0.5 * (1 + torch.erf(g * 0.7071067811865476))
+        return g * cdf, cdf + g * 0.3989422804014327 * torch.exp(-0.5 * g * g)
+    raise ValueError(f"no backward for activation {activation!r}; expected gelu_tanh, silu or gelu")
+
+
+def torch_grad_epilogue(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str) -> None:
+    """fused_dh_grad's result without the TMA kernel (fp32, unaligned rows, M <= 64, CPU, pre-Hopper): cuBLAS dH,
+    then the activation backward in fp32 torch ops, written over `saved`."""
+    N = w_down.shape[1]
+    dh = (dy @ w_down).float()
+    if activation in GATED_GRADS:
+        g, u = saved[:, :N].float(), saved[:, N:].float()
+        act, dact = act_and_grad_torch(g, activation)
+        saved[:, :N].copy_(dh * u * dact)
+        saved[:, N:].copy_(dh * act)
+    else:
+        _, dact = act_and_grad_torch(saved.float(), activation)
+        saved.copy_(dh * dact)
+
+
+def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str) -> str:
+    """The epilogue's result written over `saved`, through the TMA kernel where it applies; returns which ran
+    ("tma" / "torch")."""
+    if activation not in GRAD_IDS:
+        raise ValueError(f"no backward for activation {activation!r}; expected one of {sorted(GRAD_IDS)}")
+    if applies(dy, w_down, saved):
+        key = (dy.get_device(), dy.dtype, GRAD_IDS[activation], m_bucket(dy.shape[0]), w_down.shape[1], dy.shape[1])
+        if key not in FAILED:
+            if not INTERPRETING and key not in _dh_tuned.cache:
+                try:  # tuning runs on a scratch copy (fused_dh_grad): a failure here leaves `saved` untouched
+                    fused_dh_grad(dy, w_down, saved.clone(), activation, scratch=True)
+                except RuntimeError as exc:  # no config compiled (shared memory, registers) on this GPU / Triton
+                    FAILED[key] = f"{type(exc).__name__}: {str(exc)[:160]}"
+            if key not in FAILED:
+                fused_dh_grad(dy, w_down, saved, activation)
+                return "tma"
+        torch_grad_epilogue(dy, w_down, saved, activation)
+        return "torch (TMA kernel failed: " + FAILED[key] + ")"
+    torch_grad_epilogue(dy, w_down, saved, activation)
+    return "torch"
+
+
+# tuning key -> why the TMA kernel could not run there (the bench shows it in its "dH epilogue" column)
+FAILED: dict[tuple, str] = {}
+
+
+# ---- the training forward's gate/up GEMM: the dual GEMM that also keeps g and u ----
+
+
+@triton.jit
+def fuselens_dual_gemm_glu_save_kernel(
+    x_desc, wgu_desc, out_desc, g_desc, u_desc,
+    M, N, K,
+    ACT: tl.constexpr, OUT_DTYPE: tl.constexpr, UPCAST: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+    ROWS: tl.constexpr,
+):  # fmt: skip
+    """hopper_gemm.fuselens_dual_gemm_glu_kernel (one [BM, 2 BN] accumulator over the interleaved weight) whose
+    epilogue also stores g and u, the two halves a backward needs, beside act(g) * u."""
+    num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = grouped_tile(tile_id, M, N, BM, BN, GROUP_M)
+        acc = hopper_gemm._gated_tile_acc(x_desc, wgu_desc, pid_m * BM, pid_n, 0, k_tiles, UPCAST, BM, BN, BK)
+        acc = tl.permute(tl.reshape(acc, (BM, BN // ROWS, 2, ROWS)), (0, 1, 3, 2))
+        g, u = tl.split(tl.reshape(acc, (BM, BN, 2)))
+        g_desc.store([pid_m * BM, pid_n * BN], g.to(OUT_DTYPE))
+        u_desc.store([pid_m * BM, pid_n * BN], u.to(OUT_DTYPE))
+        out_desc.store([pid_m * BM, pid_n * BN], (act_f32(g, ACT) * u).to(OUT_DTYPE))
+
+
+def save_config(bm, bn, bk, stages, warps, group_m=8):
+    return triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m}, num_stages=stages, num_warps=warps)
+
+
+# Shared memory (Triton 3.9, sm_90, bf16): three output tiles go out through TMA stores, so the pipeline is shallower
+# than the inference kernel's: 128 x 128 outputs (256-row weight tiles) 131 KB with 2 stages, 179 KB with 3, 227 KB
+# with 4 (at the limit: left out); 128 x 64 outputs 147 KB with 4 stages, 180 KB with 5.
+SAVE_CONFIGS = [
+    save_config(128, 128, 64, 3, 8),
+    save_config(128, 128, 64, 3, 8, group_m=16),
+    save_config(128, 64, 64, 4, 8),
+    save_config(128, 64, 64, 5, 8),
+]
+_save_tuned = Tuned(fuselens_dual_gemm_glu_save_kernel, SAVE_CONFIGS, "dual_gemm_glu_save_tma")
+
+
+def save_applies(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> bool:
+    """The dual GEMM with saved halves runs: hopper_gemm's TMA conditions and hidden a multiple of the interleave's
+    8-row blocks (so the u half of gu starts 16-byte aligned too)."""
+    return hopper_gemm.usable(x, w_gate, w_up) and w_gate.shape[0] % hopper_gemm.GATE_UP_ROWS == 0
+
+
+def dual_gemm_save(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str):
+    """(h, gu): h = act(x Wg^T) * (x Wu^T) [M, N], gu = [x Wg^T | x Wu^T] [M, 2N], one kernel (callers check
+    save_applies). The interleaved weight is built at every call: in training the weights change every step."""
+    from kernels.ops.activations import epilogue_act_id
+
+    M, K = x.shape
+    N = w_gate.shape[0]
+    rows = hopper_gemm.GATE_UP_ROWS
+    wgu = hopper_gemm.interleave_gate_up(w_gate, w_up, rows)
+    out = x.new_empty((M, N))
+    gu = x.new_empty((M, 2 * N))
+    g, u = gu[:, :N], gu[:, N:]
+    dev = x.get_device()
+    n_sms = 4 if interpreting() else num_sms(dev)
+    act = epilogue_act_id(activation, x.dtype)
+    consts = {
+        "ACT": act,
+        "OUT_DTYPE": hopper_gemm.TL_DTYPES[x.dtype],
+        "UPCAST": interpreting() and x.dtype == torch.bfloat16,
+        "NUM_SMS": n_sms,
+        "ROWS": rows,
+    }
+
+    def args(cfg):
+        bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
+        return ((x, (bm, bk)), (wgu, (2 * bn, bk)), (out, (bm, bn)), (g, (bm, bn)), (u, (bm, bn)), M, N, K)
+
+    dt = x.dtype
+    _save_tuned.launch(
+        (dev, dt, act, M, N, K),
+        lambda: (dev, dt, act, m_bucket(M), N, K),
+        args,
+        lambda cfg: consts,
+        lambda cfg: (min(n_sms, triton.cdiv(M, cfg.kwargs["BM"]) * triton.cdiv(N, cfg.kwargs["BN"])), 1, 1),
+        dev,
+        interp_config=triton.Config(dict(INTERP_META)) if INTERPRETING else None,
+    )
+    return out, gu
