@@ -97,11 +97,14 @@ def test_sample_traces_index_is_consistent():
         for v in case["variants"]:
             path = SAMPLES / case["folder"] / v["trace"]
             size = path.stat().st_size
-            assert size < 2 * 2**20, f"{path} is {size} bytes"
+            # an MLP or a layer set stays under 2 MiB a trace; a whole model's eager training step (805 GPU ops x 16
+            # steps) is 2.7 MiB
+            assert size < 3 * 2**20, f"{path} is {size} bytes"
             total += size
             with gzip.open(path) as fh:
                 head = fh.read(4096)
             assert b"deviceProperties" in head or b"traceEvents" in head
             if "ncu" in v:
                 assert json.loads((SAMPLES / case["folder"] / v["ncu"]).read_text())["kernels"]
-    assert total < 15 * 2**20
+    # what the wheel ships and a device call carries (64 MiB for the whole tree): the whole-model sets are ~28 MiB
+    assert total < 40 * 2**20
