@@ -118,6 +118,25 @@ if show_conditions:  # below the table, not a column: the table already fills th
             for r in runs
         )
     )
+phase_rows = []
+for r in runs:  # a training step's phases (analyzer.phases): forward, backward, optimizer
+    from analyzer.diff import run_phases
+
+    ph = run_phases(r.summary)
+    if ph:
+        phase_rows.append({"run": r.label, **{f"{p} µs": v for p, v in ph.items()}})
+if phase_rows:
+    st.markdown(
+        "**GPU time per phase of the training step** (representative step: kernels under the autograd "
+        "engine are backward, torch.optim's and foreach / fused optimizer kernels the optimizer step)"
+    )
+    st.dataframe(
+        pd.DataFrame(phase_rows),
+        hide_index=True,
+        width="stretch",
+        key="fl_overview_phases",
+        column_config={c: st.column_config.NumberColumn(format="%.1f") for c in phase_rows[0] if c != "run"},
+    )
 with st.expander("Every profiled step (the warm-up step included; medians and spreads use the steady ones)"):
     table = (
         pd.concat([r.summary.steps.assign(run=r.label) for r in runs if len(r.summary.steps)], ignore_index=True)

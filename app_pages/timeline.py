@@ -7,6 +7,7 @@ import time
 import numpy as np
 import streamlit as st
 
+from analyzer.diff import run_phases
 from analyzer.figures import timeline as tl
 from app_pages import params, state, ui
 
@@ -141,6 +142,8 @@ for r, v in zip(sel, views, strict=True):
             "GPU span (µs)": v.span_us,
             "busy (µs)": float(g["dur_us"].sum()) if not g.empty else 0.0,
             "streams": int(g["stream"].nunique()) if not g.empty else 0,
+            # a training step's phases, of the representative step (analyzer.phases, as Overview and Compare)
+            **{f"{p} (µs)": us for p, us in run_phases(r.summary).items()},
         }
     )
 st.dataframe(rows, hide_index=True, width="stretch", column_config={

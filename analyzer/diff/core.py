@@ -17,6 +17,7 @@ measured kernel durations (median over steady steps).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -707,6 +708,19 @@ def diff_runs(base, candidates: list, labels: list[str] | None = None, steps: li
     for i, cd in enumerate(cds, start=1):
         _flag_rates(cd, summaries[0].trace.gpu, summaries[i].trace.gpu)
     return Diff(base=runs[0], runs=runs, candidates=cds, notes=notes)
+
+
+def run_phases(summary) -> dict[str, float]:
+    """GPU time per phase (forward / backward / optimizer) of a run's representative step, the same step and rule
+    the diff uses (analyzer.phases); {} for an inference run (every kernel forward). Kept on the Summary."""
+    cached = getattr(summary, "_phase_times_us", None)
+    if cached is None:
+        rows = sequence(summary, "run").rows
+        ph = phase_of_rows(rows)
+        cached = phase_times_us(rows, ph) if is_training(ph) else {}
+        with contextlib.suppress(AttributeError):  # a frozen or slotted summary: computed again next time
+            summary._phase_times_us = cached
+    return cached
 
 
 def _labels(summaries: list, labels: list[str] | None) -> list[str]:
