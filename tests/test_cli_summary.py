@@ -35,7 +35,16 @@ def test_json_output():
     assert (
         vocab["category"] == "gemm" and vocab["bytes_per_call"] == (141 * 512 + 512 * 30522 + 30522 + 141 * 30522) * 2
     )
-    assert any(k["bytes_per_call"] is None for k in j["kernels"])  # unknown is null, not 0
+    assert all(k["bytes_per_call"] is not None for k in j["kernels"])  # gather / arange have byte rules now
+
+
+def test_unknown_bytes_are_null_in_json():
+    """A training step's foreach optimizer kernels record no tensor shapes: their bytes are null, never 0."""
+    r = _run("sample_traces/llama_model_train_bf16/eager.json.gz", "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    unknown = [k for k in j["kernels"] if k["bytes_per_call"] is None]
+    assert unknown and all("_foreach_" in str(k.get("op", "")) or k["bytes_per_call"] is None for k in unknown)
 
 
 @pytest.mark.skipif(not HF_EAGER.exists(), reason="HF recordings not present")

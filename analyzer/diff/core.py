@@ -715,9 +715,12 @@ def run_phases(summary) -> dict[str, float]:
     the diff uses (analyzer.phases); {} for an inference run (every kernel forward). Kept on the Summary."""
     cached = getattr(summary, "_phase_times_us", None)
     if cached is None:
-        rows = sequence(summary, "run").rows
-        ph = phase_of_rows(rows)
-        cached = phase_times_us(rows, ph) if is_training(ph) else {}
+        try:
+            rows = sequence(summary, "run").rows
+        except DiffError:  # no GPU kernel in any step (a truncated or CPU-only trace): no phases to show
+            rows = None
+        ph = phase_of_rows(rows) if rows is not None else None
+        cached = phase_times_us(rows, ph) if ph is not None and is_training(ph) else {}
         with contextlib.suppress(AttributeError):  # a frozen or slotted summary: computed again next time
             summary._phase_times_us = cached
     return cached
