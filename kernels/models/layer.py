@@ -78,6 +78,17 @@ def _layer_classes(workload: str):
     return LlamaDecoderLayer, LlamaRotaryEmbedding
 
 
+def copy_with_attention(workload: nn.Module, attn: str):
+    """A deep copy of a workload (layer or whole model: it has `.config`) under another attention implementation:
+    the same weights, its own config, seen by every submodule that kept a reference to the old one."""
+    other = copy.deepcopy(workload)
+    other.config._attn_implementation = attn
+    for module in other.modules():
+        if getattr(module, "config", None) is not None and module is not other:
+            module.config = other.config
+    return other
+
+
 def causal_mask(batch: int, seq: int, dtype: torch.dtype, device) -> torch.Tensor:
     """The eager path's additive mask as `transformers.masking_utils` builds it: [B, 1, S, S], 0 where a query may
     attend (key position <= query position), the dtype's most negative value elsewhere."""
@@ -131,11 +142,7 @@ class LayerWorkload(nn.Module):
 
     def variant_copy(self, attn: str) -> LayerWorkload:
         """The same weights under another attention implementation (a deep copy with its own config)."""
-        other = copy.deepcopy(self)
-        other.config._attn_implementation = attn
-        for module in other.modules():  # every submodule that kept a reference to the config sees the new one
-            if getattr(module, "config", None) is not None and module is not other:
-                module.config = other.config
+        other = copy_with_attention(self, attn)
         other._inputs = None
         return other
 

@@ -20,7 +20,6 @@ tutorial on compiled optimizers does, so Inductor's fused AdamW kernels replace 
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import torch
@@ -111,12 +110,9 @@ class ModelWorkload(nn.Module):
 
     def variant_copy(self, attn: str) -> ModelWorkload:
         """The same weights under another attention implementation (a deep copy with its own config)."""
-        other = copy.deepcopy(self)
-        other.config._attn_implementation = attn
-        for module in other.modules():  # every submodule that kept a reference to the config sees the new one
-            if getattr(module, "config", None) is not None and module is not other:
-                module.config = other.config
-        return other
+        from kernels.models.layer import copy_with_attention
+
+        return copy_with_attention(self, attn)
 
     def precompute(self, x: torch.Tensor) -> None:
         """Nothing: a whole model builds RoPE and its mask inside forward, as a user's call does."""
