@@ -215,7 +215,7 @@ def headline_card(cd, q: dict) -> None:
         "'uncertain' when another figure of the GPU's work calls the opposite beyond its spread.",
     )
     with cols[1]:
-        st.badge(headline_text(q, cd.label, cd.base_label), color=color, icon=icon)
+        st.badge(headline_text(q, ui.esc(cd.label, 60), ui.esc(cd.base_label, 60)), color=color, icon=icon)
         st.caption(ui.esc(q.get("reason") or "", limit=900))
 
 

@@ -809,26 +809,39 @@ def match_blocks(
     instead while that search visits at most that many pairs."""
     exact_work = EXACT_WORK if exact_work is None else exact_work
     window = WINDOW if window is None else window
-    # A key that one run never has can pair with nothing: dropping such keys from both lists leaves every common
-    # subsequence as it was, and leaves the edit distance the windows see to what the runs really reorder. A
-    # compiled model fuses ~70% of an eager step's kernels away: unfiltered, a 128-kernel window of a 4-layer Llama
-    # is ~230 edits apart, Myers gives up, and the longest-block fallback paired layer 1's q/k/v projections with
-    # layer 2's (the rest of the step shifted by a layer: 3 of 4 attention chains, cross-layer groups).
-    arr_a = np.asarray(a, dtype=np.int64)
-    arr_b = np.asarray(b, dtype=np.int64)
-    keep_a, keep_b = np.isin(arr_a, arr_b), np.isin(arr_b, arr_a)
-    if not (keep_a.all() and keep_b.all()):
-        pos_a, pos_b = np.flatnonzero(keep_a), np.flatnonzero(keep_b)
-        in_a, in_b = match_blocks(arr_a[pos_a].tolist(), arr_b[pos_b].tolist(), exact_work, window)
-        return pos_a[in_a].tolist(), pos_b[in_b].tolist()
     b2j: dict[int, list[int]] = {}
     for j, x in enumerate(b):
         b2j.setdefault(x, []).append(j)
+    arr_a = np.asarray(a, dtype=np.int64)
+    arr_b = np.asarray(b, dtype=np.int64)
     if exact_work > 0 and _equal_pairs(arr_a, arr_b) <= exact_work:
         try:
             return _pairs(_blocks_exact(a, b2j, 0, len(a), 0, len(b), exact_work))
         except _TooMuchWork:  # its blocks so far are dropped: see the comment above on shifted layers
             pass
+    # A key that one run never has can pair with nothing: dropping such keys from both lists leaves every common
+    # subsequence as it was, and leaves the edit distance the windows see to what the runs really reorder. A
+    # compiled model fuses ~70% of an eager step's kernels away: unfiltered, a 128-kernel window of a 4-layer Llama
+    # is ~230 edits apart, Myers gives up, and the longest-block fallback paired layer 1's q/k/v projections with
+    # layer 2's (the rest of the step shifted by a layer: 3 of 4 attention chains, cross-layer groups).
+    # Both ways are tried and the longer pairing kept (a tie: the filtered one): on unrelated steps with few shared
+    # keys (HTA's df_index vs ns) the windows of the unfiltered lists happen to pair more (235 against 166).
+    keep_a, keep_b = np.isin(arr_a, arr_b), np.isin(arr_b, arr_a)
+    whole = _match_windows(a, b, b2j, arr_a, arr_b, window)
+    if keep_a.all() and keep_b.all():
+        return whole
+    pos_a, pos_b = np.flatnonzero(keep_a), np.flatnonzero(keep_b)
+    fa, fb = arr_a[pos_a], arr_b[pos_b]
+    f2j: dict[int, list[int]] = {}
+    for j, x in enumerate(fb.tolist()):
+        f2j.setdefault(x, []).append(j)
+    in_a, in_b = _match_windows(fa.tolist(), fb.tolist(), f2j, fa, fb, window)
+    filtered = (pos_a[in_a].tolist(), pos_b[in_b].tolist())
+    return filtered if len(filtered[0]) >= len(whole[0]) else whole
+
+
+def _match_windows(a: list[int], b: list[int], b2j: dict, arr_a: np.ndarray, arr_b: np.ndarray, window: int):
+    """match_blocks' landmark and window path (its comment above)."""
     blocks: list[tuple[int, int, int]] = []
     stack = [(0, len(a), 0, len(b), 0)]
     while stack:

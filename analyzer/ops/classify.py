@@ -33,7 +33,9 @@ RULES: tuple[tuple[str, str, str, str], ...] = (
     # Inductor-generated Triton (PyTorch >= 2.1 names carry the fused aten ops)
     (r"^triton_tem_fused_", "gemm", "Triton-template", "@inductor"),
     (r"^triton_(?:poi|red|per)_", "@inductor", "Triton-Inductor", "@inductor"),
-    (r"^triton_(?:tem|for)_", "other", "Triton-Inductor", "@inductor"),
+    # a foreach kernel: one launch updating many tensors (a compiled optimizer step); its name lists no ops
+    (r"^triton_for_", "pointwise", "Triton-Inductor", "foreach"),
+    (r"^triton_tem_", "other", "Triton-Inductor", "@inductor"),
     # user Triton kernels: Liger, and our own. FuseLens kernels (docs/KERNELS.md) by name: the activation is a
     # constexpr and the op's activation string is not recorded (Concrete Inputs ''), so it is 'act'
     (r"^_?fuselens_dual_gemm_glu\w*_kernel$", "gemm", "Triton-user", "mm+mm+act+mul"),
@@ -55,6 +57,8 @@ RULES: tuple[tuple[str, str, str, str], ...] = (
      r"|FlashAttn(?:Fwd|Bwd)Sm\d+", "attention", "flash-attn", "sdpa"),
     (r"fmha_cutlass|cutlass\w*fmha|mem_eff|efficient_attention", "attention", "xFormers/mem-efficient", "sdpa"),
     (r"cudnn\w*(?:sdpa|fmha|flash)|generated_fmha|sm\d+_fmha", "attention", "cuDNN", "sdpa"),
+    # cuDNN SDPA backward's own pre- and post-passes (rowsum of dO·O, the dQ cast), launched by the same op call
+    (r"cudnn::fusion::(?:compute_dot_do_o|convert_dq|fmha_reduc)", "attention", "cuDNN", "sdpa"),
     (r"flashinfer::\w*(?:Prefill|Decode|Attention|MLA|mla)|BatchPrefillWith|BatchDecodeWith|SinglePrefillWith"
      r"|SingleDecodeWith", "attention", "FlashInfer", "sdpa"),
     (r"fmha", "attention", "TensorRT-LLM/FlashInfer", "sdpa"),
@@ -81,7 +85,7 @@ RULES: tuple[tuple[str, str, str, str], ...] = (
      r"|RowwiseMoments|GammaBeta|ComputeFusedParams|ComputeInternalGradients|ComputeBackwardFusedParams"
      r"|cuComputePartGradGammaBeta|cuComputeGradGammaBeta", "normalization", "@lib", "@norm"),
     # reductions, scans, sorts, pooling, losses
-    (r"reduce_kernel|ReduceOp|cub::Device|at_cuda_detail::cub|DeviceScan|RadixSort|cumsum|\bscan", "reduction",
+    (r"reduce_kernel|ReduceOp|cub::Device|at_cuda_detail::cub|DeviceScan|RadixSort|cumsum|\bscan|kernel_scan_", "reduction",
      "@lib", "@reduce"),
     (r"max_pool|avg_pool|adaptive_average_pool|adaptive_max_pool", "reduction", "ATen", "@reduce"),
     (r"ClassNLLCriterion|nll_loss", "reduction", "ATen", "nll_loss"),
@@ -90,6 +94,9 @@ RULES: tuple[tuple[str, str, str, str], ...] = (
     (r"index_elementwise_kernel|indexSelect|indexFunc|index_select|gather|scatter|split_embedding"
      r"|embedding_(?:bag|dense|backward)|_copy_page_indices", "pointwise", "@lib", "@index"),
     (r"CatArrayBatchedCopy", "pointwise", "ATen", "cat"),
+    # aten::embedding_dense_backward's segment kernels (sort by index, partial sums per segment, scatter)
+    (r"partials_per_segment|num_of_partial_segments|partial_segment_offset|compute_grad_weight|sum_and_scatter",
+     "pointwise", "ATen", "embedding_dense_backward"),
     (r"elementwise_kernel|multi_tensor_apply_kernel|fused_dropout|elementwise_grid_stride", "pointwise", "@lib",
      "@functor"),
     (r"reshape_and_cache|rotary_embedding|quant|FP8|qparam|permute|bucketize|searchsorted|offsets_range|to_dense"
