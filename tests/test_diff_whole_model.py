@@ -186,3 +186,22 @@ def test_a_teammates_training_trace_without_the_runner():
 def test_an_inductor_name_bounds_its_claims(cand, op, allowed, how):
     v = inductor_name_verdict(cand, op, canonical_ops(op))
     assert v.allowed is allowed and how in v.how
+
+
+@pytest.mark.parametrize(("case", "cands", "train"), [("h100_llama_model_bf16", ("sdpa", "compile"), False),
+                                                      ("h100_llama_model_train_bf16", ("compile",), True)])  # fmt: skip
+def test_a_held_out_h100_recording(case, cands, train):
+    """Recorded separately for the fusion plan (tests/data/opportunities_h100_llama/SOURCE.md), never looked at
+    while the matcher's rules were written: the same checks hold."""
+    folder = ROOT / "tests" / "data" / "opportunities_h100_llama" / case
+    d = diff_runs(
+        _summary(folder / "eager.json.gz"), [_summary(folder / f"{c}.json.gz") for c in cands], labels=["eager", *cands]
+    )
+    for cd in d.candidates:
+        assert cd.accounting.explained_time_share >= 0.95, cd.accounting.text()
+        if cd.label == "compile":
+            assert sum(f.count_per_step for f in _groups(cd, ATTENTION)) == 4
+            assert sum(f.count_per_step for f in _groups(cd, ATTENTION_BWD)) == (4 if train else 0)
+        for f in cd.fusions + cd.swaps:
+            for op in f.replaced_ops:
+                assert inductor_name_verdict(f.fused_kernel.split(" + ")[0], op, canonical_ops(op)).allowed is not False
