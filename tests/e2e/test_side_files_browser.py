@@ -69,6 +69,10 @@ def test_keep_uploads_on_disk_is_off_until_ticked(tmp_path):
         assert box.count() == 1 and not box.locator("input").is_checked()
         first, second = PROBE / "eager.json.gz", PROBE / "fuselens.json.gz"
         h.upload(page, [first])
+        # the first run is loaded (its parse ended, uncached) before the box is ticked: a tick during the parse
+        # interrupts it, and the rerun parses it again under the new choice
+        page.locator('[data-testid="stSidebar"]', has_text="eager.json.gz").first.wait_for(timeout=120_000)
+        h.wait_idle(page)
         assert not list(cache.glob(f"{s.digest_of(first)}-*.fltc"))
         box.locator("label").click()
         h.wait_idle(page)
