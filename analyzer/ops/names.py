@@ -476,8 +476,10 @@ def fusion_pattern(ops, attention: bool = False, backward: bool = False) -> str:
             found.append(label)
     if backward and not found and {"neg", "mul"} <= s:
         found.append("RoPE backward")
+    if not found and s and s <= {"copy", "fill", "cat"}:  # layout copies, casts and zero-fills folded into one
+        found.append("copies and casts")
     # a backward label covers the forward one its ops also contain (RMSNorm backward's pow, sum, div, mul)
     found = [f for f in found if f + " backward" not in found]
-    if backward and found and all(not f.endswith(("backward", "step")) for f in found):
+    if backward and found and all(not f.endswith(("backward", "step", "casts")) for f in found):
         found = [f + " backward" for f in found]
     return " + ".join(found)
