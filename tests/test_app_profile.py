@@ -229,7 +229,7 @@ def test_owner_session_unknown_outside_a_server():
 
 @pytest.mark.parametrize("end", ["cancel", "timeout", "done"])
 def test_a_setsid_grandchild_is_gone_at_every_end_of_a_run(standin, monkeypatch, end):
-    """Issue 28 item 4: a grandchild that called setsid (its own session, outside the runner's process group)
+    """a grandchild that called setsid (its own session, outside the runner's process group)
     survived Cancel and the timeout after the run was reported finished."""
     pidfile = standin / "setsid.pid"
     monkeypatch.setenv("STANDIN_SETSID_PIDFILE", str(pidfile))

@@ -470,7 +470,7 @@ def test_hashing_a_big_file_keeps_its_pages_out_of_the_process(tmp_path):
 
 
 def test_an_entry_forged_by_someone_who_can_write_the_folder_is_rebuilt(cache_dir, tmp_path, monkeypatch):
-    """Issue 28 item 11: the entries' checksums were recomputable by anyone, so a writer of a shared cache folder could
+    """the entries' checksums were recomputable by anyone, so a writer of a shared cache folder could
     make one trace show another's numbers. Now the attacker's entry (trace B's tables under trace A's key, sealed
     with the attacker's own secret) fails the seal: A is parsed again and shows its own numbers."""
     a, b = TRACES["h100_bert"], TRACES["mi300_bert"]

@@ -69,7 +69,7 @@ def _ranks(addr: str, timeout: int = 120) -> tuple[subprocess.CompletedProcess, 
 
 
 def test_a_server_that_is_not_ray_is_one_line_within_the_timeout():
-    """Issue 28 item 3: the Ray dashboard's HTTP port (or any web server) given as --address hung for minutes."""
+    """the Ray dashboard's HTTP port (or any web server) given as --address hung for minutes."""
     import http.server
     import threading
 
@@ -189,7 +189,7 @@ def test_a_real_ray_head_passes_the_check():
 
 
 def test_a_loopback_only_listener_that_ray_would_leave_is_refused():
-    """Issue 28 item 3: ray.init rewrites 127.0.0.1 to this node's interface address and connects there. A GCS-like
+    """ray.init rewrites 127.0.0.1 to this node's interface address and connects there. A GCS-like
     gRPC service bound to loopback only (nothing of it on the interface address) is refused with one line."""
     from concurrent import futures
 
