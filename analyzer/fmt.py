@@ -282,3 +282,16 @@ def counted(items) -> list[str]:
     for x in items:
         counts[x] = counts.get(x, 0) + 1
     return [f"{x} ×{n}" if n > 1 else str(x) for x, n in counts.items()]
+
+
+def text_table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    """A plain-text table for the terminal: columns padded to their widest cell, those in `right` right-aligned,
+    a dashed rule under the headers (the summary and opportunities CLIs)."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]

@@ -21,6 +21,7 @@ from analyzer.fmt import (
     safe_block,
     safe_text,
     short_name,
+    text_table,
 )
 
 TOP_KERNELS = 15
@@ -37,17 +38,6 @@ def run(args) -> int:
     else:
         sys.stdout.write(safe_block(render_text(j)) + "\n")
     return 0
-
-
-def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-
-    def line(cells):
-        return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
 def render_text(j: dict) -> str:
@@ -104,7 +94,7 @@ def _tables(j: dict, p: dict) -> list[str]:
     ]
     out.append("  Every step:")
     headers = ["step", "kernels", "memops", "busy µs", "span µs", "idle µs", "GPU time µs"]
-    out += ["    " + x for x in _table(headers, rows, {1, 2, 3, 4, 5, 6})]
+    out += ["    " + x for x in text_table(headers, rows, {1, 2, 3, 4, 5, 6})]
     out.append("")
     total = p["gpu_time_us"] or 0.0
     rows = [
@@ -117,7 +107,7 @@ def _tables(j: dict, p: dict) -> list[str]:
         ]
         for cat, v in sorted(p["by_category"].items(), key=lambda kv: -(kv[1]["time_us"] or 0.0))
     ]
-    out += ["  " + x for x in _table(["category", "count", "time µs", "share", "bytes (est.)"], rows, {1, 2, 3, 4})]
+    out += ["  " + x for x in text_table(["category", "count", "time µs", "share", "bytes (est.)"], rows, {1, 2, 3, 4})]
     out.append("")
     out.append(f"Top kernels by time per step ({min(TOP_KERNELS, len(j['kernels']))} of {len(j['kernels'])}):")
     rows = [
@@ -149,7 +139,7 @@ def _tables(j: dict, p: dict) -> list[str]:
         "%peak",
         "kernel",
     ]
-    out += ["  " + x for x in _table(headers, rows, {0, 1, 2, 5, 6, 7, 8, 9})]
+    out += ["  " + x for x in text_table(headers, rows, {0, 1, 2, 5, 6, 7, 8, 9})]
     if any(k.get("flags") for k in j["kernels"][:TOP_KERNELS]):
         out.append(
             "  ! above the GPU's HBM peak: part of its traffic was likely served by L2 (--json: each kernel's flags)"

@@ -389,7 +389,18 @@ def _other_context(bseq, cseq, pairs: pd.DataFrame, base_kernel_us: float, steps
         f"±{tol:.1f}% tolerance for kernels in another context ({base_tol:.1f}% + the {CONTEXT_ALLOWANCE_PCT:.0f}% "
         "a different predecessor alone moved identical kernels on real traces)"
     )
-    ratios_seen = [float(ratio.min()), float(ratio.max())]
+    measured = {  # what both verdicts report of the other-context calls
+        "factor": float(factor),
+        "kernel_ratio_range": [float(ratio.min()), float(ratio.max())],
+        "within_run_spread_pct": spreads,
+        "tolerance_pct": float(tol),
+        "steps": steps,
+        "class_factors": class_factors,
+        "class_ratio_ranges": class_ranges,
+        "source": "context",
+        "tier": "other context",
+        **common,
+    }
     if abs(100.0 * (factor - 1.0)) > tol:
         point, other, lo, hi = _candidate_factors(kernel_classes(cseq.rows), class_factors, class_ranges, factor)
         by_class = ", ".join(f"{k} {v:.3f}" for k, v in class_factors.items())
@@ -398,34 +409,16 @@ def _other_context(bseq, cseq, pairs: pd.DataFrame, base_kernel_us: float, steps
             reason=f"{what}, beyond the {allowance}: more than what ran before them explains, so the GPU ran under "
             f"other conditions (clock, power, temperature, other load); normalised figures divide {cseq.label}'s "
             f"kernel times by their class's factor ({by_class}), a rough estimate{excl_text}",
-            factor=float(factor),
-            kernel_ratio_range=ratios_seen,
-            within_run_spread_pct=spreads,
-            tolerance_pct=float(tol),
-            steps=steps,
-            class_factors=class_factors,
-            class_ratio_ranges=class_ranges,
             candidate_factors=(point, other),
             candidate_factor_bounds=(lo, hi),
-            source="context",
-            tier="other context",
-            **common,
+            **measured,
         )
     return Comparability(
         verdict="comparable",
         reason=f"{what}, within the {allowance}: no sign of other GPU conditions at that resolution; the figures are "
         "not normalised (the ratio may be the change's own effect on what runs before those kernels)",
-        factor=float(factor),
-        kernel_ratio_range=ratios_seen,
-        within_run_spread_pct=spreads,
-        tolerance_pct=float(tol),
-        steps=steps,
-        class_factors=class_factors,
-        class_ratio_ranges=class_ranges,
-        source="context",
-        tier="other context",
         normalises=False,
-        **common,
+        **measured,
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from analyzer.fmt import fmt_bytes, fmt_pct, fmt_us, json_text, safe_block, safe_text, short_name
+from analyzer.fmt import fmt_bytes, fmt_pct, fmt_us, json_text, safe_block, safe_text, short_name, text_table
 
 
 def load_plan(path: str):
@@ -28,17 +28,6 @@ def run(args) -> int:
     else:
         sys.stdout.write(safe_block(render_text(j)) + "\n")
     return 0
-
-
-def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-
-    def line(cells):
-        return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
 def headline(j: dict) -> list[str]:
@@ -80,7 +69,7 @@ def render_text(j: dict) -> str:
         )
     out.append("")
     if rows:
-        out += _table(
+        out += text_table(
             ["#", "saves/step", "what", "kernels", "now", "fused", "bytes avoided", "who can take it"],
             rows,
             {1, 3, 4, 5, 6},
