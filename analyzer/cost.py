@@ -19,7 +19,7 @@ import pandas as pd
 from analyzer.codes import factorize, object_codes
 from analyzer.fmt import short_name
 from analyzer.gpus import GpuSpec
-from analyzer.ops.cost_rules import Estimate, estimate_kernel, is_helper
+from analyzer.opinfo.cost_rules import Estimate, estimate_kernel, is_helper
 
 COLUMNS = ("bytes", "flops", "cost_basis", "achieved_gbps", "achieved_tflops", "pct_peak_bw", "pct_peak_flops")
 # Rates are only compared with an HBM/tensor peak where that peak is the ceiling: host↔device copies run over

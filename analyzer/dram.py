@@ -10,7 +10,7 @@ another kernel. This module predicts what Nsight Compute counts in sequence (`--
 
 The model, for one steady-state step repeated (the step before left the cache as this one will):
 
-* **Tensors.** Each kernel reads its launching op's input tensors and writes its output (analyzer.ops.dataflow
+* **Tensors.** Each kernel reads its launching op's input tensors and writes its output (analyzer.opinfo.dataflow
   .tensor_io; an op whose output shape is not known writes `bytes − inputs`). An input comes from the latest
   earlier kernel of the step whose output has its element count and dtype (the diff's data-flow rule); an input
   with no such producer (a weight, the step's input) is the one the same kernel read one step earlier.
@@ -23,7 +23,7 @@ The model, for one steady-state step repeated (the step before left the cache as
   byte f at fraction 1 − f: the FuseLens gating kernel reads the tail of the tensor just written while it is
   still on chip, and leaves the head on chip for the next reader.
 * **A GEMM re-reads operand panels its cache share cannot keep** (`operand_rereads`): its output tiles run in
-  waves of as many CTAs as are resident (analyzer.ops.tiles reads the tile, the walk and the wave from the
+  waves of as many CTAs as are resident (analyzer.opinfo.tiles reads the tile, the walk and the wave from the
   kernel's name, grid and shapes); a panel an earlier wave read is read again from DRAM when the distinct bytes
   touched in between exceed the cache. The same LRU, applied inside the kernel; the first read of each operand is
   the inter-kernel rule's.
@@ -43,10 +43,10 @@ import pandas as pd
 
 from analyzer.codes import factorize, object_codes
 from analyzer.gpus import GpuSpec
-from analyzer.ops import dtypes
-from analyzer.ops.dataflow import tensor_io
-from analyzer.ops.tensors import Tensor
-from analyzer.ops.tiles import Schedule, problem, schedule
+from analyzer.opinfo import dtypes
+from analyzer.opinfo.dataflow import tensor_io
+from analyzer.opinfo.tensors import Tensor
+from analyzer.opinfo.tiles import Schedule, problem, schedule
 
 COLUMNS = ("dram_read_bytes", "dram_write_bytes", "dram_bytes", "l2_hit_bytes", "dram_basis")
 MODEL = (

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzer.ops import names
+from analyzer.opinfo import names
 
 PHASES = ("forward", "backward", "optimizer")
 OPTIMIZER_RANGE = "Optimizer.step#"  # torch.optim wraps every step in this record_function range

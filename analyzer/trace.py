@@ -54,7 +54,7 @@ def build_trace(decoded, source: str) -> Trace:
     # imported here: classify/cost/summary may import this module; keep the dependency one-way at import time
     from analyzer import cost, gpus, link, schema, steps
     from analyzer.codes import factorize
-    from analyzer.ops import classify
+    from analyzer.opinfo import classify
 
     meta = _meta(decoded, source)
     _check_is_trace(decoded, source, meta)

@@ -98,7 +98,7 @@ st.dataframe(
             "PREDICTED DRAM traffic per call in sequence: what stays in L2 between kernels and the write-back of "
             "outputs (docs/COST_MODEL.md, 'DRAM model')"
         ),
-        "flags": st.column_config.TextColumn(help="HBM flags from the byte model (analyzer.ops)"),
+        "flags": st.column_config.TextColumn(help="HBM flags from the byte model (analyzer.opinfo)"),
         "FLOPs/call (est.)": num("ESTIMATED floating-point operations per call"),
         "GB/s (est.)": num("estimated bytes / measured duration; — = no byte estimate"),
         "TFLOP/s (est.)": num("estimated FLOPs / measured duration; — = no FLOP estimate (e.g. data movement)"),

@@ -4,7 +4,7 @@ H100 BERT (not causal) and MI300 compiled transformer block (not causal, Triton 
 
 from __future__ import annotations
 
-from analyzer.ops.attention import causal_from_name
+from analyzer.opinfo.attention import causal_from_name
 from tests.conftest import DATA, loaded_trace
 
 TL = DATA / "tracelens"

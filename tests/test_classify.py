@@ -1,4 +1,4 @@
-"""analyzer.ops.classify on real kernel names: every distinct name in the real traces, plus the decodes the issue names."""
+"""analyzer.opinfo.classify on real kernel names: every distinct name in the real traces, plus the decodes the issue names."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analyzer.ops.classify import OTHER_ALLOWLIST, RULES, classify_names, classify_one
+from analyzer.opinfo.classify import OTHER_ALLOWLIST, RULES, classify_names, classify_one
 from analyzer.schema import CATEGORIES
 from tests.conftest import ROOT, TRACES, loaded_trace, sample_trace_paths
 

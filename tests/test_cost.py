@@ -14,7 +14,7 @@ import pytest
 
 from analyzer.cost import estimate_costs
 from analyzer.gpus import lookup
-from analyzer.ops.dtypes import DTYPE_BYTES, NOT_TENSOR_TYPES
+from analyzer.opinfo.dtypes import DTYPE_BYTES, NOT_TENSOR_TYPES
 from tests.conftest import DATA, SAMPLE_TRACES, TRACES, loaded_trace
 
 REF = DATA / "tracelens_reference"
@@ -363,7 +363,7 @@ def test_fuselens_rules_keep_one_estimate_per_call():
 
 
 def test_fuselens_rule_says_why_when_shapes_do_not_fit():
-    from analyzer.ops.cost_rules import estimate_kernel
+    from analyzer.opinfo.cost_rules import estimate_kernel
 
     def est(op, dims, types):
         return estimate_kernel(
@@ -400,7 +400,7 @@ def test_one_arg_inductor_pointwise_kernel_is_read_and_written():
 
 @_needs(SAMPLE_TRACES / "plain_8192tok_bf16" / "compile.json.gz")
 def test_one_arg_rule_needs_ops_that_read_data():
-    from analyzer.ops.cost_rules import estimate_kernel
+    from analyzer.opinfo.cost_rules import estimate_kernel
 
     row = _step(SAMPLE_TRACES / "plain_8192tok_bf16" / "compile.json.gz").query(
         "name == 'triton_poi_fused_gelu_view_0'"
@@ -478,7 +478,7 @@ def test_estimate_costs_directly_on_real_rows():
 def test_fuselens_training_ops_by_hand():
     """The training ops' own kernels (kernels/models/train_ops.py) at the HF shape, bf16, from the Input Dims the ops
     record (their str / bool arguments record as []): the arithmetic written out."""
-    from analyzer.ops.cost_rules import estimate_kernel
+    from analyzer.opinfo.cost_rules import estimate_kernel
 
     def est(op, category, dims):
         types = ["c10::BFloat16" if d else "" for d in dims]

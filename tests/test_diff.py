@@ -367,7 +367,7 @@ def _renamed(
     """A recorded trace with some kernels renamed (and re-classified) or dropped, and launching ops renamed (`ops`):
     the INPUT changes, the code under test does not. Models a user's own @triton.jit kernel whose name names no op
     (launched bare: no custom op around it). `ranges`: record_function ranges renamed the same way."""
-    from analyzer.ops.classify import classify_names
+    from analyzer.opinfo.classify import classify_names
 
     path = _sample(case, variant)
     trace = copy.copy(loaded_trace(path))
@@ -435,7 +435,7 @@ def test_gemm_epilogue_absorbs_the_pointwise_kernel():
 def test_record_function_ranges_are_evidence():
     """mi300 normalization trace: kernels launched under record_function('RMSNorm affine=True') carry that range."""
     from analyzer.diff.align import sequence
-    from analyzer.ops.names import text_ops
+    from analyzer.opinfo.names import text_ops
 
     seq = sequence(summary_of(str(TRACES["mi300_norm"])), "norm")
     ranges = {r for ctx in seq.rows["context"] for r in ctx}

@@ -1,14 +1,14 @@
-"""analyzer.ops.dataflow / names / gemm on real trace events: op sets from Inductor / Liger / FuseLens / ATen names, GEMM problems and
+"""analyzer.opinfo.dataflow / names / gemm on real trace events: op sets from Inductor / Liger / FuseLens / ATen names, GEMM problems and
 tensors from recorded 'Input Dims' / 'Input type'."""
 
 from __future__ import annotations
 
 import pytest
 
-from analyzer.ops.dataflow import tensor_io
-from analyzer.ops.gemm import gemm_problem
-from analyzer.ops.names import canonical_ops, inductor_ops, text_ops
-from analyzer.ops.tensors import Tensor
+from analyzer.opinfo.dataflow import tensor_io
+from analyzer.opinfo.gemm import gemm_problem
+from analyzer.opinfo.names import canonical_ops, inductor_ops, text_ops
+from analyzer.opinfo.tensors import Tensor
 from tests.conftest import SAMPLE_TRACES, TRACES, reference_events
 
 

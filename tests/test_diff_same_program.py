@@ -28,7 +28,7 @@ from analyzer.diff import align as diff_align
 from analyzer.diff import diff_runs
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.match import GroupResult, group_kernels
-from analyzer.ops.classify import classify_names
+from analyzer.opinfo.classify import classify_names
 from analyzer.summary import summarize
 from tests.conftest import TRACES, loaded_trace
 from tests.test_diff import _renamed, summary_of

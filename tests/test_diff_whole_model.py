@@ -15,7 +15,7 @@ import functools
 import pytest
 
 from analyzer import diff_runs, load_trace, summarize
-from analyzer.ops.names import canonical_ops, inductor_name_verdict
+from analyzer.opinfo.names import canonical_ops, inductor_name_verdict
 from tests.conftest import ROOT, SAMPLE_TRACES
 
 TEAMMATE = ROOT / "tests" / "data" / "teammate_h200"

@@ -254,7 +254,7 @@ def test_gemm_rereads_at_held_out_shapes(folder):
     (-3.4 .. -0.3%); cuBLAS, whose raster is taken from CUTLASS's heuristic, never further off than operands once,
     and within 10% at 9 of 28 (median |error| 12% against 51%)."""
     from analyzer.dram import operand_rereads
-    from analyzer.ops.tiles import Schedule, problem, schedule
+    from analyzer.opinfo.tiles import Schedule, problem, schedule
 
     own_tol, within, median = HELD_OUT[folder]
     t, g, meas = _probe(folder)

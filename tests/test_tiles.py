@@ -1,4 +1,4 @@
-"""analyzer.ops.tiles: the tile walk of a GEMM kernel read from its name, grid and shapes (the input of the DRAM
+"""analyzer.opinfo.tiles: the tile walk of a GEMM kernel read from its name, grid and shapes (the input of the DRAM
 model's operand re-read rule), and analyzer.dram.operand_rereads checked against a brute-force LRU simulation."""
 
 from collections import OrderedDict
@@ -9,9 +9,9 @@ import pytest
 
 from analyzer import load_trace
 from analyzer.dram import device_of, operand_rereads, tile_walk
-from analyzer.ops.gemm import Gemm
-from analyzer.ops.tensors import Tensor
-from analyzer.ops.tiles import Schedule, problem, schedule
+from analyzer.opinfo.gemm import Gemm
+from analyzer.opinfo.tensors import Tensor
+from analyzer.opinfo.tiles import Schedule, problem, schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = {"numSms": 132, "maxThreadsPerMultiprocessor": 2048, "regsPerMultiprocessor": 65536,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from analyzer.diff.align import RunSeq
 from analyzer.diff.match import GroupResult, is_vendor_kernel
 from analyzer.fmt import clean_json
-from analyzer.ops.names import COMPARISON_OPS
+from analyzer.opinfo.names import COMPARISON_OPS
 
 BASE_BUCKETS = ("matched", "fused", "replaced", "removed", "unexplained")
 CAND_BUCKETS = ("matched", "fused", "new")

@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 
 from analyzer.errors import DiffError
-from analyzer.ops import attention, gemm, names
-from analyzer.ops.dataflow import TensorIO, tensor_io
-from analyzer.ops.tensors import Tensor, dims_text, read_tensors
+from analyzer.opinfo import attention, gemm, names
+from analyzer.opinfo.dataflow import TensorIO, tensor_io
+from analyzer.opinfo.tensors import Tensor, dims_text, read_tensors
 
 # Ranges that wrap a whole step or a whole compiled graph say nothing about one kernel.
 _GENERIC_RANGE_PREFIXES = (
@@ -341,8 +341,8 @@ def _concat_dtypes(ios: list, lookback: int = 8) -> list:
 
 def _row_facts(name, op, dims, types, concrete, strides, role: str, ops, category, kind) -> tuple:
     """(gemm, io, op_ops, name_ops, is_gemm, key, dims, attn) of one GPU op (see _annotate); dims is dims_text of
-    its op's input shapes; attn the attention call of an SDPA-family op (analyzer.ops.attention) or None.
-    name_ops: the kernel name's ops as analyzer.ops.classify decoded them (the one decoder)."""
+    its op's input shapes; attn the attention call of an SDPA-family op (analyzer.opinfo.attention) or None.
+    name_ops: the kernel name's ops as analyzer.opinfo.classify decoded them (the one decoder)."""
     op = op or ""
     g = gemm.gemm_problem(op, dims, types) if role == "main" else None
     io = (

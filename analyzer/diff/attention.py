@@ -6,7 +6,7 @@ An eager attention (HF `attn_implementation="eager"`, a hand-written softmax(QK�
 
 Every tensor between the two GEMMs is a [B, H, S_q, S_k] score or probability tensor that goes to HBM and back. A
 flash / cuDNN / memory-efficient kernel computes the same chain in one pass and never writes them. Its launching SDPA
-op records Q, K, V (analyzer.ops.attention), so a chain is recognised by SHAPES: a QKᵀ GEMM of batch B·H, M = S_q,
+op records Q, K, V (analyzer.opinfo.attention), so a chain is recognised by SHAPES: a QKᵀ GEMM of batch B·H, M = S_q,
 N = S_k, K = D and a PV GEMM of batch B·H, M = S_q, K = S_k, N = D_v. Position is never evidence: a chain's members
 may only go to an attention kernel of those shapes, or to a kernel that itself moves a tensor of the score size
 (Inductor's fused softmax over an eager attention), never to a neighbour whose op names merely overlap (an RMSNorm
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from analyzer.ops import names
-from analyzer.ops.tensors import Tensor
+from analyzer.opinfo import names
+from analyzer.opinfo.tensors import Tensor
 
 CHAIN_SPAN = 16  # kernels from the QKᵀ GEMM to the PV GEMM (eager HF: 5; with dropout, masked_fill, casts: < 10)
 COPY_LOOKBACK = 8  # the K/V head-repeat copies sit just before the QKᵀ GEMM (HF repeat_kv: 2 and 1 kernels before)
@@ -45,7 +45,7 @@ class Chain:
         return self.batch_heads * self.q_len * self.kv_len
 
     def fits(self, att) -> bool:
-        """Does this chain compute attention call `att` (analyzer.ops.attention.Attention)?"""
+        """Does this chain compute attention call `att` (analyzer.opinfo.attention.Attention)?"""
         return (
             att.batch * att.heads == self.batch_heads
             and att.q_len == self.q_len

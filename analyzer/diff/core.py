@@ -54,8 +54,8 @@ from analyzer.fmt import (
     short_name,
     unique_label,
 )
-from analyzer.ops import names
-from analyzer.ops.tensors import shape_text
+from analyzer.opinfo import names
+from analyzer.opinfo.tensors import shape_text
 from analyzer.phases import PHASES, is_training, phase_of_rows, phase_times_us
 from analyzer.schema import CATEGORIES
 

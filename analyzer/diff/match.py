@@ -37,8 +37,8 @@ import numpy as np
 from analyzer.diff.align import Alignment, RunSeq, lis
 from analyzer.diff.attention import attention_chains, backward_chains, moves_scores
 from analyzer.fmt import short_name
-from analyzer.ops import names
-from analyzer.ops.names import (
+from analyzer.opinfo import names
+from analyzer.opinfo.names import (
     POINTWISE_OPS,
     NameVerdict,
     canonical_ops,
@@ -46,7 +46,7 @@ from analyzer.ops.names import (
     is_inductor_name,
     text_ops,
 )
-from analyzer.ops.tensors import Tensor
+from analyzer.opinfo.tensors import Tensor
 from analyzer.phases import is_optimizer_kernel
 
 _SIDE_ROLES = ("memop", "helper")

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from analyzer.figures.timeline import CATEGORY_COLORS
 from analyzer.fmt import html_text
 from analyzer.gpus import GpuSpec
-from analyzer.ops import dtypes as dt
+from analyzer.opinfo import dtypes as dt
 
 DODGE_DECADES = 0.05  # ±15 % in intensity per run: apart on screen, far below what would change a reading
 MEASURED_ROOF_COLOR = "#D55E00"  # measured roofs: the theme's cost/attention-grabbing orange, dashed

@@ -1,7 +1,7 @@
 """Fusible work in one run's representative step: groups of kernels one fused kernel could replace.
 
 Reads the step the diff reads (analyzer.diff.align.sequence: kernels in launch order, median durations, the cost
-model's bytes, tensors from analyzer.ops.dataflow) and finds, in this order (a kernel joins one group at most):
+model's bytes, tensors from analyzer.opinfo.dataflow) and finds, in this order (a kernel joins one group at most):
 
 * **explicit attention**: QKᵀ GEMM … softmax … PV GEMM (analyzer.diff.attention.attention_chains, by shapes);
 * **memory-bound groups**: pointwise / reduction / normalization kernels joined by the tensors they pass
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from analyzer.diff.align import RunSeq
 from analyzer.diff.attention import attention_chains
 from analyzer.diff.match import FLOW_LOOKBACK, flow_edges
-from analyzer.ops import names
-from analyzer.ops.tensors import Tensor
+from analyzer.opinfo import names
+from analyzer.opinfo.tensors import Tensor
 
 # kernels a fused memory-bound kernel can absorb
 FUSIBLE_CATEGORIES = frozenset(["pointwise", "reduction", "normalization"])

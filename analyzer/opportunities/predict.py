@@ -318,9 +318,9 @@ def _predict_attention_backward(rows, flops_col: np.ndarray, g: Group):
 
 def _predict_optimizer(rows, g: Group):
     """Multi-tensor kernels' bytes are not recorded (TensorList shapes are empty), but their passes over the
-    parameter-sized lists are (analyzer.ops.optim): the fused step makes its passes at the rate these kernels made
+    parameter-sized lists are (analyzer.opinfo.optim): the fused step makes its passes at the rate these kernels made
     theirs."""
-    from analyzer.ops import optim
+    from analyzer.opinfo import optim
 
     calls: dict[int, str] = {}
     for m in g.members:
@@ -341,7 +341,7 @@ def _predict_optimizer(rows, g: Group):
     lines = [
         f"now: {len(g.members)} kernels of {len(calls)} _foreach_ calls, {_us(now)}; bytes not recorded (TensorList "
         "shapes are empty)",
-        f"the calls make {passes} passes over the parameter-sized lists (analyzer.ops.optim): {_us(per)} a pass at "
+        f"the calls make {passes} passes over the parameter-sized lists (analyzer.opinfo.optim): {_us(per)} a pass at "
         f"these kernels' own rate",
         f"a fused {name} step makes {n_fused} passes (read param, grad, exp_avg, exp_avg_sq; write three): "
         f"{n_fused} × {_us(per)} = {_us(fused_us)}",

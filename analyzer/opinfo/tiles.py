@@ -31,10 +31,10 @@ import math
 import re
 from dataclasses import dataclass
 
-from analyzer.ops import dtypes
-from analyzer.ops.cost_rules import FUSELENS_OPS
-from analyzer.ops.gemm import Gemm, gemm_problem
-from analyzer.ops.tensors import tensors
+from analyzer.opinfo import dtypes
+from analyzer.opinfo.cost_rules import FUSELENS_OPS
+from analyzer.opinfo.gemm import Gemm, gemm_problem
+from analyzer.opinfo.tensors import tensors
 
 GROUP_M = 8  # Triton's matmul tutorial, Inductor's mm templates, kernels/ops/hopper_gemm.py: bands of 8 row tiles
 # FuseLens' persistent kernels (one program per SM, tile not in the grid): (tile along M, tile along N, weight rows
@@ -78,7 +78,7 @@ OWN_OPS = FUSELENS_OPS - {"fuselens::glu_gating"}
 
 
 def problem(op_name: str | None, dims, types) -> Gemm | None:
-    """The GEMM an op runs (analyzer.ops.gemm), FuseLens' custom GEMM ops included."""
+    """The GEMM an op runs (analyzer.opinfo.gemm), FuseLens' custom GEMM ops included."""
     if op_name in OWN_OPS:
         ts = tensors(dims, types)
         if len(ts) < 2 or len(ts[0].shape) != 2 or len(ts[1].shape) != 2 or ts[0].shape[1] != ts[1].shape[1]:

@@ -1,6 +1,6 @@
 """The one tensor reader: a launching op's recorded 'Input Dims' / 'Input type' / 'Input Strides' → Tensors.
 
-A Tensor knows its shape (any rank), dtype (short name, analyzer.ops.dtypes), strides when recorded, and so its
+A Tensor knows its shape (any rank), dtype (short name, analyzer.opinfo.dtypes), strides when recorded, and so its
 stored elements (a stride-0, expanded dim repeats the same memory) and bytes. Transposed views ([K, N] with
 strides [1, K]) keep their logical shape: every element is still read once.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from analyzer.ops import dtypes
+from analyzer.opinfo import dtypes
 
 
 class UnknownDtype(ValueError):

@@ -4,8 +4,8 @@ analyzer.cost calls estimate_kernel once per unique (name, op, shapes) and maps 
 Bytes are HBM traffic if nothing stays in cache: every input read once, every output written once. Where the
 trace cannot tell (outputs of custom ops), the basis says so.
 
-RULES is the ordered table of formulas (first row whose `when` holds wins), like analyzer.ops.classify.RULES.
-Shapes, dtypes and GEMM problems come from analyzer.ops.tensors / dtypes / gemm; op names from analyzer.ops.names.
+RULES is the ordered table of formulas (first row whose `when` holds wins), like analyzer.opinfo.classify.RULES.
+Shapes, dtypes and GEMM problems come from analyzer.opinfo.tensors / dtypes / gemm; op names from analyzer.opinfo.names.
 docs/COST_MODEL.md explains each rule and the checks against TraceLens's reference numbers.
 """
 
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzer.ops import attention as attn
-from analyzer.ops import dtypes, names
-from analyzer.ops import gemm as gemm_reader
-from analyzer.ops.tensors import Tensor, UnknownDtype, broadcast, read_tensors, shape_text
+from analyzer.opinfo import attention as attn
+from analyzer.opinfo import dtypes, names
+from analyzer.opinfo import gemm as gemm_reader
+from analyzer.opinfo.tensors import Tensor, UnknownDtype, broadcast, read_tensors, shape_text
 
 _NAN = float("nan")
 
@@ -99,7 +99,7 @@ ATTENTION_BWD = frozenset(attn.BACKWARD_OPS)
 
 
 def attention(c: Call) -> Estimate:
-    """SDPA / flash / memory-efficient / cuDNN attention (analyzer.ops.attention reads the call): bytes Q + K + V
+    """SDPA / flash / memory-efficient / cuDNN attention (analyzer.opinfo.attention reads the call): bytes Q + K + V
     (+ mask) + O + logsumexp, K/V at their own H_kv heads (GQA read once per KV head); FLOPs 4·B·H·S_q·S_k·D, halved
     when causal (backward 2.5×)."""
     op = c.op
@@ -400,7 +400,7 @@ def triton_args(c: Call) -> Estimate:
     bytes = every tensor arg once. An Inductor in_out_ptr (an input buffer reused for the output) is read AND
     written: counted twice where the args show it (one arg: _in_place_inductor; the gated product written over
     gate: _in_out_first), else each arg once is a lower bound and the basis says so. GEMM
-    templates: the GEMM problem from analyzer.ops.gemm (A of any rank, B as [K,N] or a weight [N,K]).
+    templates: the GEMM problem from analyzer.opinfo.gemm (A of any rank, B as [K,N] or a weight [N,K]).
     """
     t = c.tensors
     if not t:

@@ -1,6 +1,6 @@
 """What an attention kernel computes, from its launching SDPA op: shapes, causal or not, FLOPs and HBM bytes.
 
-One reader for the cost model (analyzer.cost via analyzer.ops.cost_rules) and the fusion diff (which eager kernels a
+One reader for the cost model (analyzer.cost via analyzer.opinfo.cost_rules) and the fusion diff (which eager kernels a
 flash / cuDNN / memory-efficient kernel replaced): both need the same (B, H, H_kv, S_q, S_k, D, D_v).
 
 Causal masking halves the work: the op's `is_causal` argument (Kineto's 'Concrete Inputs', recorded with

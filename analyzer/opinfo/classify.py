@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analyzer.codes import factorize
-from analyzer.ops import names
+from analyzer.opinfo import names
 
 # ---------------------------------------------------------------------------------------------------
 # The table. Each row: (regex searched anywhere in the name, category, library, ops rule).
@@ -113,7 +113,7 @@ OTHER_ALLOWLIST: tuple[tuple[str, str], ...] = (
 )
 
 # ---------------------------------------------------------------------------------------------------
-# ops decoders (names, words and epilogues come from analyzer.ops.names, the one decoder)
+# ops decoders (names, words and epilogues come from analyzer.opinfo.names, the one decoder)
 # ---------------------------------------------------------------------------------------------------
 _GEMM_WORDS = ("mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "convolution")
 _NO_GEMM_WORDS = ("mm", "bmm", "_scaled_mm", "matmul", "linear")
@@ -390,8 +390,8 @@ def template_ops(name: str, ops: str, dims, types) -> str:
     `triton_poi_fused__unsafe_view_gelu_mul_0` wrote (gelu and mul are the producers of its A). A fused prologue or
     epilogue shows in the buffers: an operand beyond A, B and the output (a bias, a residual, the second input of a
     product). Without one, the name's other ops are the inputs' producers, and the kernel is its GEMM alone."""
-    from analyzer.ops import gemm as gemm_reader
-    from analyzer.ops.tensors import tensors
+    from analyzer.opinfo import gemm as gemm_reader
+    from analyzer.opinfo.tensors import tensors
 
     dec = names.inductor(name)
     if dec is None or "flex_attention" in dec.words:
@@ -410,7 +410,7 @@ def template_ops(name: str, ops: str, dims, types) -> str:
 def refine_templates(gpu: pd.DataFrame) -> pd.Series:
     """template_ops for the rows of Inductor GEMM templates launched under their own cpu_op (others: ops as is),
     worked out once per distinct (name, input dims, input types)."""
-    from analyzer.ops import gemm as gemm_reader
+    from analyzer.opinfo import gemm as gemm_reader
 
     ops = gpu["ops"]
     names_ = gpu["name"].astype(object)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from analyzer.ops import names
-from analyzer.ops.tensors import Tensor, broadcast, tensors
+from analyzer.opinfo import names
+from analyzer.opinfo.tensors import Tensor, broadcast, tensors
 
 GEMM_OPS = names.GEMM_OPS
 _WITH_BIAS = frozenset(["addmm", "_addmm_activation", "baddbmm", "addbmm", "addmv"])

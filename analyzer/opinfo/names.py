@@ -7,7 +7,7 @@
 - `word_ops(text)` reads op words out of free text: Liger / FuseLens / vLLM kernel names, autograd Functions
   (`LigerGELUMulFunction`), record_function ranges. cuBLAS/CUTLASS/nvjet epilogues: `epilogue_ops`.
 
-analyzer.ops.classify, analyzer.ops.cost_rules, analyzer.ops.dataflow and analyzer.diff read op knowledge from here.
+analyzer.opinfo.classify, analyzer.opinfo.cost_rules, analyzer.opinfo.dataflow and analyzer.diff read op knowledge from here.
 """
 
 from __future__ import annotations

@@ -2,15 +2,15 @@
 
 Everything here reads the launching CPU op (name, 'Input Dims', 'Input type'); nothing here touches DataFrames, so
 each function can be tested on single real trace events. Op sets, tensors and GEMM problems come from the one
-place that knows them: analyzer.ops.names, analyzer.ops.tensors, analyzer.ops.gemm.
+place that knows them: analyzer.opinfo.names, analyzer.opinfo.tensors, analyzer.opinfo.gemm.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analyzer.ops import dtypes, gemm, names
-from analyzer.ops.tensors import Tensor, broadcast, read_tensors
+from analyzer.opinfo import dtypes, gemm, names
+from analyzer.opinfo.tensors import Tensor, broadcast, read_tensors
 
 _CASTS = frozenset(["to", "_to_copy", "type_as"])
 
