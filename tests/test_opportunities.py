@@ -151,6 +151,30 @@ def test_epilogue_row_by_hand():
     assert o.fused_us == pytest.approx(t_gemm) and o.saved_us == pytest.approx(t_gelu)
 
 
+def test_fuselens_gemm_taker_saves_what_the_bench_measured_at_that_problem():
+    """The HF GEGLU eager trace (H100, 8192 × 768 → 3072 bf16): the dual GEMM taker saves the forward bench's eager
+    − FuseLens at exactly that problem, read here from the bench file itself; the all-tools plan keeps the ideal."""
+    p = plan(HF / "eager.json.gz")
+    (o,) = [o for o in p.instances if tk.FL_DUAL in o.takers]
+    bench = json.loads((ROOT / "bench" / "results" / "kernels_h100_80gb_hbm3.json").read_text())
+    (r,) = [r for r in bench["shapes"] if r["id"] == "hf-geglu-bf16"]
+    saving = r["variants"]["eager"]["us"] - r["variants"]["fuselens"]["us"]
+    assert o.saved_us_by_taker == {tk.FL_DUAL: pytest.approx(saving)}
+    assert o.saving_us({tk.FL_DUAL}) == pytest.approx(saving) and o.saving_us(None) == o.saved_us
+    assert any("measured at this problem" in line and f"{saving:,.1f} µs saved" in line for line in o.arithmetic)
+    only_dual = p.predicted_busy_us({tk.FL_DUAL})
+    assert only_dual == pytest.approx(p.gpu_busy_us - saving)
+
+
+def test_plain_mlp_quotes_only_a_plain_bench_row():
+    """GEMM+act stands for the plain MLP: at 8192 × 768 → 3072 the bench's HF GEGLU row (same M, K, N, dtype) is a
+    different MLP and is never quoted for it."""
+    p = plan(PLAIN / "eager.json.gz")
+    (o,) = p.opportunities
+    (note,) = [n for n in o.taker_notes if n.startswith(tk.FL_ACT)]
+    assert "geglu" not in note.lower() and "plain MLP" in note
+
+
 def test_training_rows_by_hand():
     p = plan(TRAIN / "eager.json.gz")
     assert p.training

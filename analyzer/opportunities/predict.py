@@ -65,6 +65,15 @@ class Opportunity:
     alternative_to: int | None = None  # an overlapping opportunity that saves more (the plan takes that one)
     backward: bool = False
     count: int = 1  # identical occurrences per step (one per layer of a model), summed into this row
+    # a taker whose own kernel was measured at this problem saves what it measured, not the ideal saved_us
+    saved_us_by_taker: dict[str, float] = field(default_factory=dict)
+
+    def saving_us(self, takers: set[str] | None = None) -> float:
+        """µs saved when the best of `takers` (None: any) that can take it does."""
+        if takers is None:  # the all-tools plan ranks and takes by the ideal
+            return self.saved_us
+        who = [t for t in self.takers if t in takers]
+        return max((self.saved_us_by_taker.get(t, self.saved_us) for t in who), default=float("nan"))
 
     def to_json(self) -> dict:
         return {
@@ -81,6 +90,7 @@ class Opportunity:
             "fused_bytes_per_step": self.fused_bytes,
             "predicted_fused_us_per_step": self.fused_us,
             "predicted_saved_us_per_step": self.saved_us,
+            "predicted_saved_us_per_step_measured_by_taker": self.saved_us_by_taker,
             "arithmetic": self.arithmetic,
             "takers": [{"who": t, "how": tk.HOW[t]} for t in self.takers],
             "taker_notes": self.taker_notes,
@@ -108,17 +118,19 @@ class Plan:
         """Non-overlapping opportunities some taker in `takers` can run (None: any), most µs saved first."""
         chosen: list[Opportunity] = []
         used: set[int] = set()
-        for o in self.instances or self.opportunities:
+        pool = self.instances or self.opportunities
+        for o in sorted(pool, key=lambda o: -_finite(o.saving_us(takers))):  # stable: ties keep the ranking
             if not o.takers or (takers is not None and not set(o.takers) & takers):
                 continue
-            if not math.isfinite(o.saved_us) or o.saved_us <= 0 or used & set(o.members):
+            saved = o.saving_us(takers)
+            if not math.isfinite(saved) or saved <= 0 or used & set(o.members):
                 continue
             chosen.append(o)
             used |= set(o.members)
         return chosen
 
     def predicted_busy_us(self, takers: set[str] | None = None) -> float:
-        return self.gpu_busy_us - sum(o.saved_us for o in self.choose(takers))
+        return self.gpu_busy_us - sum(o.saving_us(takers) for o in self.choose(takers))
 
     def by_taker(self) -> dict[str, float]:
         out = {t: self.predicted_busy_us({t}) for t in tk.ALL if any(t in o.takers for o in self.opportunities)}
@@ -152,6 +164,10 @@ class Plan:
                 "notes": self.notes,
             }
         )
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else -1e18
 
 
 def roofs(summary, seq: RunSeq) -> Roofs:
@@ -432,12 +448,27 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
                 backward=g.backward,
             )  # fmt: skip
         )
+    _price_measured_takers(opps, rows, gpu_name)
     opps.sort(key=lambda o: (-(o.saved_us if math.isfinite(o.saved_us) else -1e18), o.members[0]))
     for i, o in enumerate(opps, start=1):
         o.id = i
     rows_, row_of = _aggregate(opps)
     busy = float(summary.per_step.get("gpu_busy_us", float("nan")))
     return Plan(summary.trace.meta.source, gpu_name, busy, seq.step_shown, r, rows_, training, notes, seq, opps, row_of)
+
+
+def _price_measured_takers(opps: list[Opportunity], rows, gpu_name: str | None) -> None:
+    """A FuseLens GEMM taker measured at exactly an opportunity's GEMM problem on this GPU saves what it measured
+    (takers.measured_saving_us); the opportunity's own saved_us stays the ideal, which the all-tools plan ranks by."""
+    for o in opps:
+        gemm = next((rows[m].gemm for m in o.members if rows[m].gemm is not None), None)
+        if gemm is None:
+            continue
+        for t in o.takers:
+            got = tk.measured_saving_us(t, gpu_name, gemm.m, gemm.k, gemm.n, gemm.dtype or "")
+            if got is not None:
+                o.saved_us_by_taker[t] = got[0]
+                o.arithmetic.append(got[1])
 
 
 def _aggregate(opps: list[Opportunity]) -> tuple[list[Opportunity], dict[int, int]]:
@@ -466,6 +497,8 @@ def _aggregate(opps: list[Opportunity]) -> tuple[list[Opportunity], dict[int, in
             sum(o.fused_bytes for o in inst), sum(o.fused_us for o in inst), sum(o.saved_us for o in inst),
             list(first.arithmetic), first.takers, first.taker_notes, first.evidence, first.shape,
             backward=first.backward, count=n,
+            saved_us_by_taker={t: sum(o.saved_us_by_taker[t] for o in inst) for t in first.saved_us_by_taker
+                               if all(t in o.saved_us_by_taker for o in inst)},
         )  # fmt: skip
         if n > 1:
             row.arithmetic = [f"per occurrence ({n} per step, e.g. one per layer; the first one's figures):"] + [

@@ -53,7 +53,20 @@ DTYPE_ROWS = [
     ("unaligned-fp32", "GEGLU, unaligned rows", "geglu", "fp32", 77, 1001, 3000),
     ("decode-fp16", "SwiGLU, decode", "swiglu", "fp16", 16, 4096, 14336),
 ]
-SHAPE_SETS = {"llm": LLM_ROWS, "llm-dtypes": DTYPE_ROWS, "llm-all": LLM_ROWS + DTYPE_ROWS}
+# The plain Hugging Face MLP (GPT-2 / BERT-base: 768 -> 3072, and a wide 768 -> 8192) at the runner's default
+# 64 x 128 tokens and at one token: the problems a fusion plan quotes GEMM+act's measured saving at.
+HF_PLAIN_ROWS = [
+    ("hf-plain-bf16", "plain, HF MLP", "plain", "bf16", 8192, 768, 3072),
+    ("hf-plain-h8192-bf16", "plain, HF MLP, hidden 8192", "plain", "bf16", 8192, 768, 8192),
+    ("hf-plain-1tok-bf16", "plain, HF MLP, one token", "plain", "bf16", 1, 768, 3072),
+]
+SHAPE_SETS = {
+    "llm": LLM_ROWS,
+    "llm-dtypes": DTYPE_ROWS,
+    "llm-all": LLM_ROWS + DTYPE_ROWS,
+    "hf-plain": HF_PLAIN_ROWS,
+    "all": LLM_ROWS + DTYPE_ROWS + HF_PLAIN_ROWS,
+}
 PEERS = ("eager", "compile", "liger")
 CEILING = "ceiling"  # the dtype's ceiling matmul, timed in the row's passes at the row's duty cycle (duty_matched)
 LAUNCH_BOUND_TOKENS = 512
