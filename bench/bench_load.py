@@ -1,6 +1,6 @@
 """Load speed and memory: FuseLens first and cached open vs orjson+pandas vs HolisticTraceAnalysis, plus the
-bomb/padding guard, each in a fresh process, side by side in one run, ending with every issue-17 target and
-this run's figure for it.
+bomb/padding guard, each in a fresh process, side by side in one run, ending with every load target and this
+run's figure for it.
 
     python bench/make_big_trace.py --size-mb 128  --out /tmp/big_128m.json
     python bench/make_big_trace.py --size-mb 1024 --out /tmp/big_1g.json
@@ -363,7 +363,7 @@ def fmt_wall(method: str, res: dict, plain: int, what: str) -> str:
 
 
 def targets_table(figures: dict) -> list[str]:
-    """Every issue-17 target with this run's figure, side by side."""
+    """Every load target with this run's figure, side by side."""
     rows = []
 
     def row(target: str, figure: str, ok: bool | None):
@@ -420,7 +420,7 @@ def targets_table(figures: dict) -> list[str]:
     if not rows:
         return []
     return [
-        "### Against the issue-17 targets (this run)",
+        "### Against the load targets (this run)",
         "",
         "Traces under 900 MiB are shown for reference (—): the issue's trace targets are on 1 GB and 2 GB files;"
         " its second-open target (≤ 1 s) is on a 1 GB file, so a 2 GB file's second open is shown for reference.",

@@ -11,7 +11,8 @@ from its recorded plan, every launch from a cached launcher calling the generate
 descriptor encodings), then one thing changed at a time: through the dispatcher entry (what a profiled call
 takes), without op plans (the wrapper validates and routes every call), through Triton's launcher object (which
 encodes each TMA descriptor per call), through Triton's JITFunction.run; one run shows what each layer saves.
-Target (issue 16): <= 15 us per op call; cuBLAS (eager F.linear) is the yardstick. Needs a CUDA GPU.
+Target: <= 15 us per op call; cuBLAS (eager F.linear) is the yardstick (bench/results/host_overhead_*.json). Needs
+a CUDA GPU.
 
 What "per call" means here:
   - a FuseLens op call: one call of a `fuselens::` dispatcher op (what a model calls and a trace records), Python

@@ -1,9 +1,10 @@
-"""Two MLP models of one shape in one process, every variant of each, timed three ways: the issue-16 scenario.
+"""Two MLP models of one shape in one process, every variant of each, timed three ways: the second-model slowdown.
 
     python scripts/two_models.py [--order geglu,swiglu] [--variants eager,compile,...] [--json FILE] [--root DIR]
 
-Issue 16 measured a GEGLU model and then a SwiGLU model of the HF shape in one process: the second model's
-fuselens forward took 336 µs (164 in a fresh process), fuselens-gating 327 (225), whichever model came second.
+A GEGLU model and then a SwiGLU model of the HF shape in one process: the second model's fuselens forward took
+336 µs (164 in a fresh process), fuselens-gating 327 (225), whichever model came second
+(bench/results/two_models_h100_80gb_hbm3.json holds the current figures).
 This rebuilds that run: every variant of the first model is built, warmed up and timed, then every variant of the
 second. Each forward is timed as triton.testing.do_bench times it (median, L2 zeroed before each call: host-bound
 when the host is slower than the GPU), as the bench does (kernels.lab.timing: GPU time, launches queued ahead),

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import sys
 
+from analyzer.diff.facts import attach_manifest
 from analyzer.fmt import fmt_bytes, fmt_pct, fmt_us, json_text, safe_block, safe_text, short_name, text_table
+from analyzer.opportunities.predict import plan_opportunities
+from analyzer.readers import cache
 
 
 def load_plan(path: str):
     """The plan of one trace file: its summary (through the cache) with the runner's manifest facts, if any."""
-    from analyzer.diff.facts import attach_manifest
-    from analyzer.opportunities import plan_opportunities
-    from analyzer.readers import cache
-
     summary = cache.load_summary(path)
     attach_manifest(summary.trace, path)
     return plan_opportunities(summary)

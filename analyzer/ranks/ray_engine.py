@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -142,8 +143,6 @@ _DEFAULT_PORTS = {"ray://": 10001, "": 6379}
 def reachable(address: str, timeout_s: float | None = None) -> None:
     """Raise TraceError (one line) unless something accepts a TCP connection at `address` ('host:port',
     'ray://host[:port]'); 'auto' and 'local' are left to Ray (they name no socket)."""
-    import socket
-
     addr = address.strip()
     if addr in ("auto", "local") or not addr:
         return
