@@ -52,11 +52,17 @@ if not j["opportunities"]:
 
 first = next((o for o in j["opportunities"] if o["id"] in j["plan"]), None)
 if first is not None:
-    who = first["takers"][0]["who"] if first["takers"] else "a kernel nobody ships yet"
+    lead = first["lead_taker"] or {}
+    who = lead.get("who") or "a kernel nobody ships yet"
+    saved = lead.get("saved_us_per_step", first["predicted_saved_us_per_step"])
+    basis = " (measured at this problem)" if lead.get("measured") else ""
+    others = "".join(
+        f" {ui.esc(t)} measured {ui.fmt_us(v)} here."
+        for t, v in (lead.get("others_measured_us_per_step") or {}).items()
+    )
     st.success(
         f"**Do first: {ui.esc(first['pattern'])}** with {ui.esc(who)}: predicted to save "
-        f"{ui.fmt_us(first['predicted_saved_us_per_step'])} per step "
-        f"({100 * first['predicted_saved_us_per_step'] / now:.1f}% of the step).",
+        f"{ui.fmt_us(saved)} per step{basis} ({100 * saved / now:.1f}% of the step).{others}",
         icon=":material/flag:",
     )
 

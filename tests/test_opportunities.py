@@ -278,6 +278,13 @@ def test_h200_takes_the_h100_measurement_of_the_same_chip():
     assert any("on the NVIDIA H100 80GB HBM3" in line for line in o.arithmetic)
     assert tk.AUTOTUNE not in o.saved_us_by_taker  # max-autotune keeps the ideal: nothing measured it
     assert p.predicted_busy_us({tk.AUTOTUNE}) == pytest.approx(p.gpu_busy_us - o.saved_us)
+    # the plan page's "Do first" names the taker whose figure it quotes, and what the measured one saved
+    assert o.lead_taker() == {
+        "who": tk.AUTOTUNE,
+        "saved_us_per_step": o.saved_us,
+        "measured": False,
+        "others_measured_us_per_step": {tk.FL_ACT: pytest.approx(saving)},
+    }
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -76,6 +76,19 @@ class Opportunity:
         who = [t for t in self.takers if t in takers]
         return max((self.saved_us_by_taker.get(t, self.saved_us) for t in who), default=float("nan"))
 
+    def lead_taker(self) -> dict | None:
+        """The taker predicted to save most here, its µs, and whether that figure was measured (ties: list order);
+        the other takers' measured figures beside it. None when nobody can take it."""
+        if not self.takers:
+            return None
+        best = max(self.takers, key=lambda t: _finite(self.saved_us_by_taker.get(t, self.saved_us)))
+        return {
+            "who": best,
+            "saved_us_per_step": self.saved_us_by_taker.get(best, self.saved_us),
+            "measured": best in self.saved_us_by_taker,
+            "others_measured_us_per_step": {t: v for t, v in self.saved_us_by_taker.items() if t != best},
+        }
+
     def to_json(self) -> dict:
         return {
             "id": self.id,
@@ -92,6 +105,7 @@ class Opportunity:
             "predicted_fused_us_per_step": self.fused_us,
             "predicted_saved_us_per_step": self.saved_us,
             "predicted_saved_us_per_step_measured_by_taker": self.saved_us_by_taker,
+            "lead_taker": self.lead_taker(),
             "arithmetic": self.arithmetic,
             "takers": [{"who": t, "how": tk.HOW[t]} for t in self.takers],
             "taker_notes": self.taker_notes,
