@@ -17,7 +17,6 @@ pytestmark = pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU (launcher f
 
 # isort: split
 if ON_GPU:
-    from kernels.lab.timing import median_us
     from kernels.models import dispatch
     from kernels.models.variants import VariantUnavailable, build
     from kernels.models.workloads import build_model, make_input
@@ -26,6 +25,7 @@ if ON_GPU:
     from kernels.ops.dual_gemm import dual_gemm_gated
     from kernels.ops.gating import fused_gating
     from kernels.ops.gemm_act import gemm_bias_act
+    from kernels.ops.timing import median_us
 
 F = torch.nn.functional
 

@@ -5,7 +5,7 @@
 Why: the autotuner reports only its winner. Run 5 (docs/KERNELS.md) could not say why 128 x 256 tiles were never
 chosen for the plain MLP's GEMM + bias + GELU; a table of every config's time, next to the same config with the
 activation switched off and next to cuBLAS at the same shape, separates "slow main loop" from "slow epilogue" from
-"does not fit". Same timing as the bench (kernels.lab.timing: CUDA events, L2 flushed by a read, launches queued
+"does not fit". Same timing as the bench (kernels.ops.timing: CUDA events, L2 flushed by a read, launches queued
 ahead); each row also carries its relative error against float64, so a fast wrong config cannot hide. Needs a
 CUDA GPU with sm_90+.
 """
@@ -23,10 +23,10 @@ import triton.language as tl
 
 from kernels.lab import sweep_kernels
 from kernels.lab.sweep_kernels import LIBDEVICE_GELU, act_f32_with_libdevice
-from kernels.lab.timing import median_us
 from kernels.ops import hopper_gemm
 from kernels.ops.activations import TORCH_ACTS, act_id, epilogue_act_id, tanh_approx
 from kernels.ops.launch import config_text, forced
+from kernels.ops.timing import median_us
 
 # (name, M, K, N, dtype, activation): the plain MLP's fc1 (GEMM + bias + GELU) and the HF GEGLU gate/up projection.
 SINGLE_CASES = [("plain fc1", 8192, 768, 3072, torch.bfloat16, "gelu")]

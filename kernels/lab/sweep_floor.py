@@ -15,7 +15,7 @@ after another would be ranked partly by when they ran. Here, per shape:
   - the dtype's matmul ceiling (the bench's 8192^3 cuBLAS matmul, fastest of three passes) in the same process.
 Candidates of one table take turns (PASSES passes over all of them, every other pass reversed), so slow drift of
 clock or temperature hits all alike; a row's us is the mean of its passes and `spread` their difference. Each row carries the SM clock and
-power that NVML read during its timed calls (kernels.lab.conditions.Sampler: the clock is instantaneous, power an
+power that NVML read during its timed calls (kernels.runner.conditions.Sampler: the clock is instantaneous, power an
 average over ~1 s) and its relative error against the same GEMM in float32.
 """
 
@@ -28,12 +28,12 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from kernels.lab.conditions import Sampler, gpu_limits
-from kernels.lab.timing import median_us, pass_orders
 from kernels.ops import hopper_gemm, ws_gemm
 from kernels.ops.activations import TORCH_ACTS, act_id, epilogue_act_id
 from kernels.ops.gemm_common import m_bucket
 from kernels.ops.launch import config_text, forced
+from kernels.ops.timing import median_us, pass_orders
+from kernels.runner.conditions import Sampler, gpu_limits
 
 PASSES = 2
 # (name, tokens, d_model, hidden, dtype): the issue-16 rows whose x floor is above 1.05, then Llama-2-7B (met: 0.97)

@@ -16,7 +16,7 @@ previous step. So the runner adds a control whose context is the same by constru
   clock and other traffic).
 
 The probe runs in a profiler step of its own (record_function PROBE_LABEL) whose number the runner gives to
-OWNER_PREFIX + variant, so kernels.lab.interleave.split_trace cuts it out of the variant's trace: the variant's
+OWNER_PREFIX + variant, so kernels.runner.interleave.split_trace cuts it out of the variant's trace: the variant's
 trace, its steps and every step time are exactly what they are without the probe. `probe_times` reads the probe's
 kernel durations (CUPTI, the traces' own clock) out of that split document for the manifest.
 """
