@@ -22,14 +22,12 @@ node each, no graph break).
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from kernels.ops.dual_gemm import dual_gemm_gated
 from kernels.ops.gating import fused_gating
 from kernels.ops.gemm_act import gemm_bias_act as _gemm_bias_act
-from kernels.ops.launch import Plans
+from kernels.ops.launch import LAUNCH_MODE, Plans
 
 # Registered with torch.library.Library (define + kernels), not @torch.library.custom_op: the latter wraps every call
 # in an autograd function and a torch._dynamo.disable frame, ~20 us of host time per call on the run-9 H100 host
@@ -183,8 +181,8 @@ _is_compiling = torch.compiler.is_compiling
 # a torch-function mode (torch.device(...), FX), a dispatch mode or functorch transform (they add keys to the
 # thread's included dispatch keys: FakeTensorMode, TorchDispatchMode, vmap/grad), and any tensor that is not a
 # plain Tensor or Parameter (FakeTensor, FunctionalTensor, DTensor...). Otherwise the wrapper calls the op's Autograd
-# kernel itself: the same gradient refusal, plans and kernels. FUSELENS_OP_DIRECT=0 always enters the dispatcher.
-OP_DIRECT = os.environ.get("FUSELENS_OP_DIRECT", "1") != "0"
+# kernel itself: the same gradient refusal, plans and kernels. FUSELENS_LAUNCH=jit always enters the dispatcher.
+OP_DIRECT = LAUNCH_MODE != "jit"
 _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 _profiling = torch.autograd._profiler_enabled
 _function_mode = torch._C._is_torch_function_mode_enabled
