@@ -201,61 +201,52 @@ def estimate_bytes(workload: str, tokens: int, d_model: int, hidden: int, dtype:
     return elt * (weights + acts) * factor + 512 * 2**20
 
 
-def validate(ns: argparse.Namespace) -> list[str]:
-    """Check every argument; return the variant list. Raises BadArgs with a one-line reason."""
+def _in_range(pairs) -> None:
+    """BadArgs for the first (flag, value, upper bound) whose value is outside 1..bound."""
+    for name, value, hi in pairs:
+        if not 1 <= value <= hi:
+            raise BadArgs(f"{name} must be between 1 and {hi}, got {value}")
+
+
+def _variants(ns: argparse.Namespace) -> list[str]:
+    """The --variants list, checked against the workload's registry (its defaults when left out)."""
     from kernels.models.variants import DEFAULT_LAYER_VARIANTS, DEFAULT_VARIANTS, LAYER_VARIANTS, VARIANTS
 
-    if ns.workload not in WORKLOADS + DECODER_WORKLOADS:
-        raise BadArgs(f"unknown workload {ns.workload!r}; choose one of {', '.join(WORKLOADS + DECODER_WORKLOADS)}")
-    if ns.dtype not in DTYPE_BYTES:
-        raise BadArgs(f"unknown dtype {ns.dtype!r}; choose one of {', '.join(DTYPE_BYTES)}")
     layer = ns.workload in DECODER_WORKLOADS
-    _fill_defaults(ns)
     if ns.variants is None:
         ns.variants = ",".join(DEFAULT_LAYER_VARIANTS if layer else DEFAULT_VARIANTS)
-    if layer:
-        VARIANTS = LAYER_VARIANTS  # noqa: N806 (the registry for this workload)
+    registry = LAYER_VARIANTS if layer else VARIANTS
     variants = [v.strip() for v in ns.variants.split(",") if v.strip()]
     if not variants:
         raise BadArgs("no variants given")
-    unknown = [v for v in variants if v not in VARIANTS]
+    unknown = [v for v in variants if v not in registry]
     if unknown:
-        raise BadArgs(f"unknown variant(s) {', '.join(map(repr, unknown))}; choose from {', '.join(VARIANTS)}")
+        raise BadArgs(f"unknown variant(s) {', '.join(map(repr, unknown))}; choose from {', '.join(registry)}")
     if len(set(variants)) != len(variants):
         raise BadArgs("a variant is listed twice")
-    for name, value, hi in (
-        ("--batch", ns.batch, MAX_BATCH),
-        ("--seq", ns.seq, MAX_SEQ),
-        ("--d-model", ns.d_model, MAX_DIM),
-        ("--hidden", ns.hidden, MAX_DIM),
-    ):
-        if not 1 <= value <= hi:
-            raise BadArgs(f"{name} must be between 1 and {hi}, got {value}")
-    for name, value, hi in (("--rounds", ns.rounds, MAX_ROUNDS), ("--steps-per-turn", ns.steps_per_turn, 20)):
-        if not 1 <= value <= hi:
-            raise BadArgs(f"{name} must be between 1 and {hi}, got {value}")
+    return variants
+
+
+def _check_sizes(ns: argparse.Namespace) -> None:
+    _in_range((("--batch", ns.batch, MAX_BATCH), ("--seq", ns.seq, MAX_SEQ), ("--d-model", ns.d_model, MAX_DIM),
+               ("--hidden", ns.hidden, MAX_DIM)))  # fmt: skip
+    _in_range((("--rounds", ns.rounds, MAX_ROUNDS), ("--steps-per-turn", ns.steps_per_turn, 20)))
     if ns.lock_clocks is not None and not 0 <= ns.lock_clocks <= 5000:
         raise BadArgs(f"--lock-clocks must be a clock in MHz up to 5000, got {ns.lock_clocks}")
-    if layer:
-        for name, value, hi in (("--heads", ns.heads, MAX_HEADS), ("--kv-heads", ns.kv_heads, MAX_HEADS),
-                                ("--head-dim", ns.head_dim, MAX_HEAD_DIM)):  # fmt: skip
-            if not 1 <= value <= hi:
-                raise BadArgs(f"{name} must be between 1 and {hi}, got {value}")
+    if ns.workload in DECODER_WORKLOADS:
+        _in_range((("--heads", ns.heads, MAX_HEADS), ("--kv-heads", ns.kv_heads, MAX_HEADS),
+                   ("--head-dim", ns.head_dim, MAX_HEAD_DIM)))  # fmt: skip
         if ns.heads % ns.kv_heads:
             raise BadArgs(f"--heads {ns.heads} is not a multiple of --kv-heads {ns.kv_heads}")
         if ns.head_dim % 2:
             raise BadArgs(f"--head-dim must be even (rotary embeddings rotate pairs), got {ns.head_dim}")
     if ns.workload in MODEL_WORKLOADS:
-        for name, value, hi in (("--layers", ns.layers, MAX_LAYERS), ("--vocab", ns.vocab, MAX_VOCAB)):
-            if not 1 <= value <= hi:
-                raise BadArgs(f"{name} must be between 1 and {hi}, got {value}")
+        _in_range((("--layers", ns.layers, MAX_LAYERS), ("--vocab", ns.vocab, MAX_VOCAB)))
     elif ns.layers is not None or ns.vocab is not None:
         raise BadArgs(f"--layers and --vocab apply to the whole-model workloads ({', '.join(MODEL_WORKLOADS)}) only")
-    if ns.measure_bytes not in (None, "all"):
-        wanted = [v.strip() for v in ns.measure_bytes.split(",") if v.strip()]
-        stray = [v for v in wanted if v not in variants]
-        if not wanted or stray:
-            raise BadArgs(f"--measure-bytes names variant(s) not recorded in this run: {', '.join(map(repr, stray))}")
+
+
+def _check_memory(ns: argparse.Namespace) -> None:
     tokens = ns.batch * ns.seq
     if tokens > MAX_TOKENS:
         raise BadArgs(f"batch x seq = {tokens} tokens exceeds the limit of {MAX_TOKENS}")
@@ -264,6 +255,23 @@ def validate(ns: argparse.Namespace) -> list[str]:
         raise BadArgs(
             f"estimated GPU memory {est / 2**30:.1f} GiB exceeds the limit of {MAX_EST_BYTES / 2**30:.0f} GiB"
         )
+
+
+def validate(ns: argparse.Namespace) -> list[str]:
+    """Check every argument; return the variant list. Raises BadArgs with a one-line reason."""
+    if ns.workload not in WORKLOADS + DECODER_WORKLOADS:
+        raise BadArgs(f"unknown workload {ns.workload!r}; choose one of {', '.join(WORKLOADS + DECODER_WORKLOADS)}")
+    if ns.dtype not in DTYPE_BYTES:
+        raise BadArgs(f"unknown dtype {ns.dtype!r}; choose one of {', '.join(DTYPE_BYTES)}")
+    _fill_defaults(ns)
+    variants = _variants(ns)
+    _check_sizes(ns)
+    if ns.measure_bytes not in (None, "all"):
+        wanted = [v.strip() for v in ns.measure_bytes.split(",") if v.strip()]
+        stray = [v for v in wanted if v not in variants]
+        if not wanted or stray:
+            raise BadArgs(f"--measure-bytes names variant(s) not recorded in this run: {', '.join(map(repr, stray))}")
+    _check_memory(ns)
     if ns.ncu_child is None:
         if not ns.out:
             raise BadArgs("--out DIR is required")
