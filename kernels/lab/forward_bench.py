@@ -154,7 +154,8 @@ def gating_in_forward(n_steps: int = 20) -> list[dict]:
 
 def _forced_fuselens(model, impl: str):
     """FuseLens forward forced onto earlier kernel versions, to time them side by side with the current one:
-    "pointer" = run 1 (non-persistent, pointer loads), "tma2" = run 2 (persistent TMA, two 128-wide dots)."""
+    "pointer" = the first kernels (non-persistent, pointer loads), "tma2" = the first persistent TMA kernel (two
+    128-wide dots)."""
     from kernels.lab.sweep_kernels import dual_gemm_2dot
     from kernels.models.workloads import GatedMLP
     from kernels.ops.activations import epilogue_act_id
@@ -370,7 +371,7 @@ def to_markdown(res: dict) -> str:
                 f" | {_fmt(r.get('launch_bound_us'))} | {_fmt(r.get('graph_us'))} | {r['floor_us']:.1f}"
                 f" | {_fmt(ratio, '.2f')} | {_fmt(r.get('rel_err'), '.1e')} | {note[:120]} |"
             )
-        out += ["", "## Targets (issue 4), judged from the numbers above", ""]
+        out += ["", '## Targets (docs/KERNELS.md, "Targets"), judged from the numbers above', ""]
         out += [f"- {_VERDICTS[ok]}: {text}" for ok, text in targets(res)]
         out += [
             "",
@@ -391,8 +392,8 @@ _VERDICTS = {True: "MET", False: "MISSED", "tie": "TIE"}
 
 
 def targets(res: dict) -> list[tuple[bool | str, str]]:
-    """(verdict, text) per target: True met, False missed, "tie" for a 'faster than' within the noise."""
-    """Each target of issue 4 with its verdict, computed from this run's rows (nothing hard-coded)."""
+    """(verdict, text) per target (docs/KERNELS.md, "Targets"), computed from this run's rows (nothing hard-coded):
+    True met, False missed, "tie" for a 'faster than' within the noise."""
 
     def mlp(workload, variant, dtype="bf16", tokens=HF["tokens"]):
         return next(

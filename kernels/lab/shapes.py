@@ -1,6 +1,6 @@
 """The bench's shape sweep: the MLP forwards users bring, FuseLens beside its peers at each one.
 
-    python -m kernels.bench --shapes llm          (the issue-16 rows)   --shapes llm-dtypes   (the other dtypes)
+    python -m kernels.bench --shapes llm          (the LLM rows)   --shapes llm-dtypes   (the other dtypes)
 
 Per row: eager, compile, liger (gated MLPs) and fuselens (whatever path its first-call measurement chose,
 kernels.models.dispatch), each timed like the rest of the bench (kernels.ops.timing: CUDA events, L2 flushed by a

@@ -36,22 +36,22 @@ from kernels.ops.timing import median_us, pass_orders
 from kernels.runner.conditions import Sampler, gpu_limits
 
 PASSES = 2
-# (name, tokens, d_model, hidden, dtype): the issue-16 rows whose x floor is above 1.05, then Llama-2-7B (met: 0.97)
+# (name, tokens, d_model, hidden, dtype): the LLM rows (kernels.lab.shapes) whose x floor is above 1.05, then Llama-2-7B (met: 0.97)
 FLOOR_CASES = [
     ("TinyLlama", 2048, 2048, 5632, torch.float16),
     ("TinyLlama", 2048, 2048, 5632, torch.bfloat16),
     ("Llama-3-8B", 8192, 4096, 14336, torch.bfloat16),
     ("Llama-2-7B", 4096, 4096, 11008, torch.bfloat16),
 ]
-# Down projection candidates: the single-GEMM configs within 2% of cuBLAS at every LLM shape in round s5-A (H100,
-# bench/results/sweep_floor_h100_80gb_hbm3.md); 256 x 128 and 128 x 128 tiles were 5-40% slower there.
+# Down projection candidates: the single-GEMM configs within 2% of cuBLAS at every LLM shape on the H100
+# (bench/results/sweep_floor_h100_80gb_hbm3.md); 256 x 128 and 128 x 128 tiles were 5-40% slower there.
 DOWN_CONFIGS = [
     hopper_gemm.single_config(128, 256, 64, 3, 8, subtile=True),
     hopper_gemm.single_config(128, 256, 64, 3, 8),
     hopper_gemm.single_config(128, 256, 64, 4, 8, group_m=4, subtile=True),
     hopper_gemm.single_config(128, 256, 64, 4, 8, group_m=16, subtile=True),
 ]
-# Gate/up candidates: the best single-launch configs of round s5-A at each LLM shape (128 x 128 s3 GROUP_M 8 at
+# Gate/up candidates: the best single-launch configs on the H100 at each LLM shape (128 x 128 s3 GROUP_M 8 at
 # Llama-3-8B, s3 GROUP_M 16 at Llama-2-7B, 128 x 64 s5 at TinyLlama; the autotuner's s4 GROUP_M 16), then the same
 # 128 x 128 tiles with the split-K wave tail (TAIL). TinyLlama's 2048 x 5632 output in 128x128 tiles is 704 tiles =
 # 5.33 waves on 132 SMs (the last wave a third full, ~11% of the kernel idle).

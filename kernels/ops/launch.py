@@ -8,7 +8,7 @@ Why not `triton.autotune` + `kernel[grid](...)`:
     wrapper and always holds the device, dtype, activation and every other constexpr flag.
   - Host time. Every call through the autotuner builds argument dicts, runs the config's pre_hook and then
     JITFunction.run binds and specialises every argument again: 30-40 us of the 47-85 us of host time per op call
-    measured on the H100 host (docs/KERNELS.md, run 9d). After the first call for a key, `launch` calls the
+    measured on the H100 host (scripts/host_overhead.py; docs/KERNELS.md). After the first call for a key, `launch` calls the
     compiled kernel's launcher with a cached grid rule and the constexpr tail already in signature order.
 
 TMA descriptors: a wrapper passes a (tensor, block) pair where the kernel takes a tensor descriptor; the fast path
@@ -75,7 +75,7 @@ def _fire(hit: tuple, a, device_index: int, descriptors: Callable = _descriptors
 
 # ---------------------------------------------------------------- op plans: one op call replayed as its launches
 # An op call (kernels.models.custom_ops) validates its inputs, picks a kernel (TMA or pointer), allocates its output and
-# builds each launch's arguments: ~10-20 us of Python on the r1/r2 hosts, the same work every call for inputs of the
+# builds each launch's arguments: ~10-20 us of Python on the H100 and H200 hosts, the same work every call for inputs of the
 # same shapes, strides, dtypes and alignment. `Plans` records the launches of one such call (the second with a given
 # key: the first may tune and measure) and replays them for later calls with the same key: allocate the output,
 # substitute this call's tensors into the recorded arguments, fire each launch from its cached launcher entry. Recorded
@@ -182,7 +182,7 @@ def _build_plan(rec: list, inputs: tuple, out):
 def _replay_code(launches: list, first: int, shape: tuple, device_index: int) -> Callable:
     """The plan as one generated function: allocate the output, check each launcher entry is still the cached one,
     dereference the weight copies, and call each entry's `fire` with this call's arguments written out (no loop
-    over a template per call: ~13 list appends and branches per launch on the r1 H100 host's cProfile)."""
+    over a template per call: ~13 list appends and branches per launch on the H100 host's cProfile)."""
     ns = {"_stream": getattr(torch._C, "_cuda_getCurrentRawStream", None), "_dev": device_index}
     ns["_slow"] = _fire
     # the sizes as literal ints: new_empty(16, 3072) parses ~0.5 us faster than new_empty((16, 3072)) (dev box)

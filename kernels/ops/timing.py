@@ -5,7 +5,7 @@ over the same buffers would partly measure L2, not HBM. Flushing writes a 256 MB
 iterations, outside the timed region. flush="read" (default) READS the buffer: L2 ends up full of clean lines,
 so the timed kernel starts cold and pays for nothing but its own traffic. flush="write" zeroes it, as
 triton.testing.do_bench does: that leaves ~50 MB of dirty lines whose write-back lands inside the next timed
-kernel (run 1 on the H100: every 151 MB gating kernel measured ~57 us that way; see docs/KERNELS.md).
+kernel (on the H100: every 151 MB gating kernel measured ~57 us that way; see docs/KERNELS.md).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def _flush_l2(mode: str) -> None:
 # GPU time, not launch time: before every QUEUE_CHUNK iterations the stream gets a ~20 ms spin kernel
 # (torch.cuda._sleep), so the host queues those iterations' launches while the GPU is busy and the GPU then runs
 # them back to back. Without it, a variant whose host-side launch path is slower than its kernels (Python autograd
-# Functions, Triton's autotuner dispatch: 30-100 us per call on the run-2 H200 host) is timed at its launch rate:
-# run 2 measured Liger's 52 us gating kernel at 64 us and decode forwards at 100-300 us that way.
+# Functions, Triton's autotuner dispatch: 30-100 us per call on an H200 host) is timed at its launch rate:
+# timed that way, Liger's 52 us gating kernel measured 64 us and decode forwards 100-300 us.
 QUEUE_CHUNK = 25
 _SLEEP_CYCLES = 40_000_000  # ~20 ms at 1.98 GHz (H100 SXM max SM clock)
 

@@ -37,7 +37,7 @@ def num_sms(device_index: int) -> int:
 
 @functools.lru_cache(maxsize=8)
 def sm_capability(device_index: int) -> tuple[int, int]:
-    # cached: torch.cuda.get_device_capability costs ~3 us of host time per call (run 9d, scripts/host_overhead.py)
+    # cached: torch.cuda.get_device_capability costs ~3 us of host time per call (H100 host, scripts/host_overhead.py)
     import torch
 
     return torch.cuda.get_device_capability(device_index)
@@ -46,7 +46,7 @@ def sm_capability(device_index: int) -> tuple[int, int]:
 def autotune_bench(kernel_call, quantiles, n_iter: int = 40):
     """The autotuner's timing, made the same as the bench's (kernels.ops.timing): L2 flushed by a read, launches queued
     ahead. Triton's default (do_bench) zeroes its flush buffer, and the dirty lines it leaves are written back
-    inside the next timed call; on the run-1 H100 that made every 151 MB gating kernel time ~57 us and could rank
+    inside the next timed call; on the H100 that made every 151 MB gating kernel time ~57 us and could rank
     configs by how they absorb someone else's write-back. Returns [median, p10, p90] in ms, as Triton expects."""
     from kernels.ops.timing import median_us
 

@@ -36,7 +36,7 @@ def driver_version() -> str | None:
 
 def git_commit() -> str | None:
     """FUSELENS_GIT_COMMIT (set when the tree was copied without .git, e.g. to a GPU box), else `git rev-parse`,
-    with "-dirty" when tracked files differ from that commit. Why: session 3's GPU box carried a stale .git beside a
+    with "-dirty" when tracked files differ from that commit. Why: a GPU box once carried a stale .git beside a
     newer working tree, and every manifest named a commit whose kernels it had not run."""
     env = settings.git_commit()
     if env:
