@@ -28,8 +28,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fuselens import settings
 from fuselens.paths import runs_dir
-from kernels.lab.profile import (
+from kernels.models.variants import DEFAULT_VARIANTS, LAYER_VARIANTS, VARIANTS
+from kernels.runner.options import (
     DTYPE_BYTES,
     MAX_BATCH,
     MAX_DIM,
@@ -39,7 +41,6 @@ from kernels.lab.profile import (
     MODEL_WORKLOADS,
     WORKLOADS,
 )
-from kernels.models.variants import DEFAULT_VARIANTS, LAYER_VARIANTS, VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS_DIR = runs_dir()  # the clone's runs/; installed, a per-user folder (never inside site-packages)
@@ -54,11 +55,9 @@ RUNNER_ARGV = [sys.executable, "-m", "kernels.profile"]
 GPU_PROBE_ARGV = ["nvidia-smi", "-L"]
 # Whoever starts the server may point these at another runner / GPU probe (a JSON argument list; the browser test
 # runs the page against tests/profile_standin.py this way). Set only from the server's environment, never a page.
-if os.environ.get("FUSELENS_PROFILE_RUNNER"):
-    RUNNER_ARGV = [str(a) for a in json.loads(os.environ["FUSELENS_PROFILE_RUNNER"])]
-if os.environ.get("FUSELENS_GPU_PROBE"):
-    GPU_PROBE_ARGV = [str(a) for a in json.loads(os.environ["FUSELENS_GPU_PROBE"])]
-TIMEOUT_S = float(os.environ.get("FUSELENS_PROFILE_TIMEOUT_S", 1800))
+RUNNER_ARGV = settings.profile_runner_argv() or RUNNER_ARGV
+GPU_PROBE_ARGV = settings.gpu_probe_argv() or GPU_PROBE_ARGV
+TIMEOUT_S = settings.profile_timeout_s()
 EXIT_MEANING = {0: "done", 2: "bad arguments", 3: "no CUDA GPU", 4: "some variants failed"}
 MARKER_ENV = "FUSELENS_PROFILE_RUN"  # every process a run starts inherits it (unless it clears its environment)
 

@@ -34,6 +34,7 @@ import streamlit as st
 
 from analyzer.errors import FuseLensError
 from analyzer.fmt import file_label, safe_text, unique_label
+from fuselens import settings
 from fuselens.paths import samples_dir
 
 log = logging.getLogger("fuselens.app")
@@ -146,7 +147,7 @@ class ParseBudget:
     def total(self) -> int:
         if self._total is not None:
             return self._total
-        env = os.environ.get(ENV_PARSE_BUDGET, "").strip()
+        env = settings.text(ENV_PARSE_BUDGET)
         with contextlib.suppress(ValueError):
             if env and float(env) > 0:
                 return int(float(env))
@@ -160,7 +161,7 @@ class ParseBudget:
         if self._wait_s is not None:
             return self._wait_s
         with contextlib.suppress(ValueError):
-            return max(0.0, float(os.environ.get(ENV_PARSE_WAIT, "") or 600))
+            return max(0.0, float(settings.text(ENV_PARSE_WAIT) or 600))
         return 600.0
 
     @contextlib.contextmanager

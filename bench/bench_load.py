@@ -2,9 +2,9 @@
 bomb/padding guard, each in a fresh process, side by side in one run, ending with every load target and this
 run's figure for it.
 
-    python bench/make_big_trace.py --size-mb 128  --out /tmp/big_128m.json
-    python bench/make_big_trace.py --size-mb 1024 --out /tmp/big_1g.json
-    python bench/make_big_trace.py --size-mb 2048 --out /tmp/big_2g.json
+    python scripts/big_trace.py /tmp/big_128m.json --size-mb 128 --keep-steps --src tests/data/hta/trace_diff/control/control.json.gz
+    python scripts/big_trace.py /tmp/big_1g.json --size-mb 1024 --keep-steps --src tests/data/hta/trace_diff/control/control.json.gz
+    python scripts/big_trace.py /tmp/big_2g.json --size-mb 2048 --keep-steps --src tests/data/hta/trace_diff/control/control.json.gz
     python bench/make_dense_trace.py --kernels 2000000 --out /tmp/dense_2m.json.gz
     flock /tmp/fuselens-heavy.lock python bench/bench_load.py /tmp/big_128m.json /tmp/big_1g.json /tmp/big_2g.json \\
         --dense /tmp/dense_2m.json.gz --bombs --write bench/results/load.md

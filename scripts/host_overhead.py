@@ -94,7 +94,7 @@ COLUMNS = {
 def _gpu_us(fn) -> float:
     """GPU µs per call (CUDA events, launches queued ahead, no L2 flush): where it is near the host µs, a loop of
     calls is bound by the GPU rather than the host."""
-    from kernels.lab.timing import median_us
+    from kernels.ops.timing import median_us
 
     return median_us(fn, n_iter=100, warmup=5, flush_l2=False)["median_us"]
 
@@ -151,7 +151,6 @@ def main() -> int:
     import torch
     import torch.nn.functional as F
 
-    from kernels.lab.envinfo import environment
     from kernels.models import custom_ops as ops
     from kernels.models import dispatch
     from kernels.models.variants import build
@@ -161,6 +160,7 @@ def main() -> int:
     from kernels.ops.dual_gemm import dual_gemm_gated
     from kernels.ops.gating import fused_gating
     from kernels.ops.gemm_act import gemm_bias_act
+    from kernels.runner.envinfo import environment
 
     if not torch.cuda.is_available():
         print("error: needs a CUDA GPU", file=sys.stderr)

@@ -187,7 +187,7 @@ def test_fallback_hint_names_why_the_fused_kernel_may_not_apply():
 
 def test_fuselens_path_notes_read_the_runner_manifest(tmp_path):
     """After a run the page says which path each fuselens variant ran, from the manifest the runner writes
-    (kernels/lab/profile.py: fuselens_path, fuselens_fused, fuselens_probe_us), and warns where it fell back."""
+    (kernels/runner/: fuselens_path, fuselens_fused, fuselens_probe_us), and warns where it fell back."""
     import json
 
     from app_pages.profile_job import fuselens_path_notes

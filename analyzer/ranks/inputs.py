@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from analyzer.errors import TraceError
 from analyzer.readers.files import open_regular
 from analyzer.readers.load import GzipGuard
+from fuselens import settings
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 ENV_MAX_MEMBER_BYTES = "FUSELENS_RANKS_MAX_MEMBER_BYTES"
@@ -31,7 +32,7 @@ ENV_MAX_MEMBERS = "FUSELENS_RANKS_MAX_MEMBERS"
 
 def _env_count(name: str, default: int) -> tuple[int, str | None]:
     """(a positive whole number from the environment, else `default`; why the setting is not one, else None)."""
-    raw = os.environ.get(name, "").strip()
+    raw = settings.text(name)
     if not raw:
         return default, None
     try:

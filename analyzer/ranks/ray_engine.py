@@ -23,6 +23,7 @@ from pathlib import Path
 from analyzer.errors import TraceError
 from analyzer.ranks.inputs import with_data
 from analyzer.ranks.worker import DiffJob, SummaryJob, run_job
+from fuselens import settings
 
 
 def _ray():
@@ -125,7 +126,7 @@ CONNECT_TIMEOUT_S = 5.0
 
 def connect_timeout_s() -> float:
     """$FUSELENS_RAY_CONNECT_TIMEOUT_S (> 0), else 5 s; TraceError (one line naming it) when it is not a number."""
-    raw = os.environ.get(ENV_CONNECT_TIMEOUT, "").strip()
+    raw = settings.text(ENV_CONNECT_TIMEOUT)
     if not raw:
         return CONNECT_TIMEOUT_S
     try:

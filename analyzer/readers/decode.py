@@ -43,6 +43,7 @@ import orjson
 from msgspec import Raw
 
 from analyzer.schema import RawTrace
+from fuselens import settings
 
 NAN = math.nan
 # 4 MiB of JSON per batch (~16k events): one batch of Structs (~400 B per event, ~6 MB) stays in the CPU caches
@@ -708,7 +709,7 @@ def _worker_count(workers: int | None, n_bytes: int) -> int:
     import threading
 
     if workers is None:
-        env = os.environ.get(ENV_WORKERS, "").strip()
+        env = settings.text(ENV_WORKERS)
         if env.isdigit():
             workers = int(env)
         elif (

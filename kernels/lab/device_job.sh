@@ -18,7 +18,7 @@ if ls wheels/liger_kernel-*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 # The device copy's .git can be older than its working tree: pass FUSELENS_GIT_COMMIT=$(git rev-parse HEAD) from the
-# calling machine so manifests and bench files name the code they ran (kernels/lab/envinfo.py marks a dirty tree).
+# calling machine so manifests and bench files name the code they ran (kernels/runner/envinfo.py marks a dirty tree).
 
 facts() {
   { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
@@ -122,7 +122,7 @@ record_llama_layer() {  # Llama-style (SwiGLU, 16 q heads, 4 KV heads, head_dim 
   rec llama_layer_bf16 "${LAYER_LIMIT_S:-240}" --workload llama-layer --variants eager,sdpa,compile,compile-fuselens --dtype bf16
 }
 
-# Flushed + in-sequence ("warm") Nsight Compute DRAM bytes per kernel (kernels/lab/ncu.py) with the traces they belong to,
+# Flushed + in-sequence ("warm") Nsight Compute DRAM bytes per kernel (kernels/runner/ncu.py) with the traces they belong to,
 # for the DRAM model (analyzer/dram.py). Case folders get an "h200_" prefix on an H200 so both cards' sets can sit side
 # by side in sample_traces/. plain h=8192: an 8192x8192 bf16 intermediate (134 MB) that no L2 holds.
 ncu_report() {  # one line per variant: flushed and warm step bytes, replay passes, L2 size (or the error)
@@ -137,7 +137,7 @@ for v in json.loads((d / "manifest.json").read_text())["variants"]:
 PY
 }
 
-probe_report() {  # one line per variant: the control probe's median kernel times (kernels/lab/control.py)
+probe_report() {  # one line per variant: the control probe's median kernel times (kernels/runner/control.py)
   python3 - "$R/sample_traces/$1" <<'PY'
 import json, statistics, sys, pathlib
 d = pathlib.Path(sys.argv[1])

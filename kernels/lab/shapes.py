@@ -1,9 +1,9 @@
 """The bench's shape sweep: the MLP forwards users bring, FuseLens beside its peers at each one.
 
-    python -m kernels.bench --shapes llm          (the issue-16 rows)   --shapes llm-dtypes   (the other dtypes)
+    python -m kernels.bench --shapes llm          (the LLM rows)   --shapes llm-dtypes   (the other dtypes)
 
 Per row: eager, compile, liger (gated MLPs) and fuselens (whatever path its first-call measurement chose,
-kernels.models.dispatch), each timed like the rest of the bench (kernels.lab.timing: CUDA events, L2 flushed by a
+kernels.models.dispatch), each timed like the rest of the bench (kernels.ops.timing: CUDA events, L2 flushed by a
 read before every call, launches queued ahead, so GPU time) in two interleaved passes, the second in reverse order; a row's µs is the mean of
 the two passes' medians and their difference is its noise. Reported: µs, × compile, × the fastest peer, × the
 compute floor (FLOPs over this GPU's matmul rate for the dtype, measured in the row's own passes at the row's duty
@@ -27,10 +27,10 @@ import time
 
 import torch
 
-from kernels.lab.timing import QUEUE_CHUNK, graphed, median_us, pass_orders
 from kernels.models import dispatch
 from kernels.models.variants import VariantUnavailable, build
 from kernels.models.workloads import DTYPES, build_model, make_input, mlp_flops
+from kernels.ops.timing import QUEUE_CHUNK, graphed, median_us, pass_orders
 
 # (id, what, workload, dtype, tokens, d_model, hidden)
 LLM_ROWS = [

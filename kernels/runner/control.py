@@ -16,7 +16,7 @@ previous step. So the runner adds a control whose context is the same by constru
   clock and other traffic).
 
 The probe runs in a profiler step of its own (record_function PROBE_LABEL) whose number the runner gives to
-OWNER_PREFIX + variant, so kernels.lab.interleave.split_trace cuts it out of the variant's trace: the variant's
+OWNER_PREFIX + variant, so kernels.runner.interleave.split_trace cuts it out of the variant's trace: the variant's
 trace, its steps and every step time are exactly what they are without the probe. `probe_times` reads the probe's
 kernel durations (CUPTI, the traces' own clock) out of that split document for the manifest.
 """
@@ -83,6 +83,33 @@ class Probe:
 GPU_CATS = frozenset({"kernel", "Kernel", "gpu_memset", "gpu_memcpy", "Memset", "Memcpy"})
 
 
+def _probe_ranges(evs: list) -> list[tuple]:
+    """(start, end, tid, name) of the probe's record_function ranges: whole turns (PROBE_LABEL) and roles."""
+    ranges = []
+    for e in evs:
+        name = str(e.get("name", ""))
+        if e.get("ph") == "X" and (name == PROBE_LABEL or name.startswith(PROBE_LABEL + "::")):
+            ts = float(e.get("ts", 0.0))
+            ranges.append((ts, ts + float(e.get("dur", 0.0)), e.get("tid"), name))
+    return ranges
+
+
+def _launch_roles(evs: list, turns: list, ranges: list) -> dict[int, tuple[int, str]]:
+    """CUPTI correlation id -> (turn, role) for every runtime/driver launch inside a turn's role range."""
+    role_of = {f"{PROBE_LABEL}::{r}": r for r in ROLES}
+    where: dict[int, tuple[int, str]] = {}
+    for e in evs:
+        c = (e.get("args") or {}).get("correlation")
+        if e.get("ph") != "X" or e.get("cat") not in ("cuda_runtime", "cuda_driver") or not isinstance(c, int):
+            continue
+        ts, tid = float(e.get("ts", 0.0)), e.get("tid")
+        turn = next((i for i, t in enumerate(turns) if t[0] <= ts <= t[1] and t[2] == tid), None)
+        role = next((role_of[r[3]] for r in ranges if r[3] in role_of and r[0] <= ts <= r[1] and r[2] == tid), None)
+        if turn is not None and role is not None:
+            where[c] = (turn, role)
+    return where
+
+
 def probe_times(doc: dict) -> dict:
     """The probe's GPU time per role and turn in one split document (split_trace's output for OWNER_PREFIX +
     variant): {'kernels': [the kernel names of each role, ' + '-joined], 'us': [[µs per role] per turn]}, or
@@ -90,28 +117,11 @@ def probe_times(doc: dict) -> dict:
     CUPTI correlation id); a turn missing a role, or roles whose kernels differ between turns, is an error: such a
     probe is no control."""
     evs = doc.get("traceEvents") or []
-    ranges = []  # (start, end, tid, turn or role)
-    for e in evs:
-        name = str(e.get("name", ""))
-        if e.get("ph") == "X" and (name == PROBE_LABEL or name.startswith(PROBE_LABEL + "::")):
-            ts = float(e.get("ts", 0.0))
-            ranges.append((ts, ts + float(e.get("dur", 0.0)), e.get("tid"), name))
+    ranges = _probe_ranges(evs)
     turns = sorted(r for r in ranges if r[3] == PROBE_LABEL)
     if not turns:
         return {"error": "no probe range recorded"}
-    role_of = {f"{PROBE_LABEL}::{r}": r for r in ROLES}
-    where: dict[int, tuple[int, str]] = {}  # correlation -> (turn, role)
-    for e in evs:
-        c = (e.get("args") or {}).get("correlation")
-        if e.get("ph") != "X" or e.get("cat") not in ("cuda_runtime", "cuda_driver") or not isinstance(c, int):
-            continue
-        ts = float(e.get("ts", 0.0))
-        turn = next((i for i, t in enumerate(turns) if t[0] <= ts <= t[1] and t[2] == e.get("tid")), None)
-        role = next(
-            (role_of[r[3]] for r in ranges if r[3] in role_of and r[0] <= ts <= r[1] and r[2] == e.get("tid")), None
-        )
-        if turn is not None and role is not None:
-            where[c] = (turn, role)
+    where = _launch_roles(evs, turns, ranges)
     us = [[0.0] * len(ROLES) for _ in turns]
     names: list[list[set]] = [[set() for _ in ROLES] for _ in turns]
     for e in evs:

@@ -36,31 +36,55 @@ def step_number(name) -> int | None:
     return int(m.group(1)) if m else None
 
 
+class _Windows:
+    """Step windows (start, end, variant) sorted by start; `at(ts)` is the variant whose window holds ts."""
+
+    def __init__(self, windows: list[tuple[float, float, str]]):
+        self.windows = sorted(windows)
+        self.starts = [w[0] for w in self.windows]
+
+    def at(self, ts: float) -> str | None:
+        i = bisect.bisect_right(self.starts, ts) - 1
+        return self.windows[i][2] if i >= 0 and ts <= self.windows[i][1] else None
+
+
+def _step_windows(events: list, owner: dict[int, str]) -> tuple[_Windows, _Windows]:
+    """The CPU and the GPU ProfilerStep windows of the steps in `owner`."""
+    cpu, gpu = [], []
+    for e in events:
+        k = step_number(e.get("name")) if e.get("ph") == "X" else None
+        if k is None or k not in owner:
+            continue
+        ts, dur = float(e.get("ts", 0.0)), float(e.get("dur", 0.0))
+        (gpu if e.get("cat") in GPU_CATS else cpu).append((ts, ts + dur, owner[k]))
+    return _Windows(cpu), _Windows(gpu)
+
+
+def _later_owner(e: dict, owner: dict, corr: dict, ext_any: dict, gpu: _Windows) -> str | None:
+    """The variant of a GPU op or flow arrow: a launch arrow follows its launch (correlation id), a GPU step
+    annotation its step, a GPU op its launch, else its own time against the GPU step windows (a launch that was
+    not recorded)."""
+    ph, args = e.get("ph"), e.get("args") or {}
+    if ph in ("s", "f", "t"):
+        return corr.get(e.get("id"))
+    if e.get("cat") == "gpu_user_annotation":
+        k = step_number(e.get("name"))
+        return owner.get(k) if k is not None else ext_any.get(args.get("External id"))
+    c = args.get("correlation")
+    v = corr.get(c) if isinstance(c, int) else None
+    if v is None:
+        try:
+            v = gpu.at(float(e.get("ts")))
+        except (TypeError, ValueError):
+            v = None
+    return v
+
+
 def split_trace(doc: dict, owner: dict[int, str]) -> dict[str, dict]:
     """One Chrome trace per variant from a trace whose ProfilerStep#N ranges belong to the variants in `owner`
     (step number -> variant). Steps not in `owner` are dropped with everything inside them."""
     events = doc.get("traceEvents") or []
-    windows: list[tuple[float, float, str]] = []  # CPU step windows (start, end, variant), sorted by start
-    gpu_windows: list[tuple[float, float, str]] = []
-    for e in events:
-        if e.get("ph") != "X":
-            continue
-        k = step_number(e.get("name"))
-        if k is None or k not in owner:
-            continue
-        ts, dur = float(e.get("ts", 0.0)), float(e.get("dur", 0.0))
-        (gpu_windows if e.get("cat") in GPU_CATS else windows).append((ts, ts + dur, owner[k]))
-    windows.sort()
-    gpu_windows.sort()
-    starts = [w[0] for w in windows]
-    gstarts = [w[0] for w in gpu_windows]
-
-    def inside(ws: list, ss: list, ts: float) -> str | None:
-        i = bisect.bisect_right(ss, ts) - 1
-        if i >= 0 and ts <= ws[i][1]:
-            return ws[i][2]
-        return None
-
+    cpu, gpu = _step_windows(events, owner)
     variants = sorted(set(owner.values()))
     kept: dict[str, list] = {v: [] for v in variants}
     corr: dict[int, str] = {}  # CUPTI correlation id -> variant, from the launches (cuda_runtime / cuda_driver)
@@ -76,10 +100,9 @@ def split_trace(doc: dict, owner: dict[int, str]) -> dict[str, dict]:
             later.append(e)  # launch -> kernel arrows follow their launch; fwdbwd arrows go by time like CPU events
             continue
         try:
-            ts = float(e.get("ts"))
+            v = cpu.at(float(e.get("ts")))
         except (TypeError, ValueError):
             continue
-        v = inside(windows, starts, ts)
         if v is None:
             continue
         kept[v].append(e)
@@ -92,29 +115,11 @@ def split_trace(doc: dict, owner: dict[int, str]) -> dict[str, dict]:
             ext[(e.get("pid"), x)] = v
     ext_any = {x: v for (_, x), v in ext.items()}
     for e in later:
-        ph = e.get("ph")
-        args = e.get("args") or {}
-        v = None
-        if ph in ("s", "f", "t"):
-            v = corr.get(e.get("id"))
-        elif e.get("cat") == "gpu_user_annotation":
-            k = step_number(e.get("name"))
-            v = owner.get(k) if k is not None else ext_any.get(args.get("External id"))
-        else:
-            c = args.get("correlation")
-            v = corr.get(c) if isinstance(c, int) else None
-            if v is None:  # a GPU op whose launch was not recorded: by its own time against the GPU step windows
-                try:
-                    v = inside(gpu_windows, gstarts, float(e.get("ts")))
-                except (TypeError, ValueError):
-                    v = None
+        v = _later_owner(e, owner, corr, ext_any, gpu)
         if v is not None:
             kept[v].append(e)
-    out = {}
     top = {k: val for k, val in doc.items() if k != "traceEvents"}
-    for v in variants:
-        out[v] = {**top, "traceEvents": meta + sorted(kept[v], key=_ts)}
-    return out
+    return {v: {**top, "traceEvents": meta + sorted(kept[v], key=_ts)} for v in variants}
 
 
 def _ts(e) -> float:

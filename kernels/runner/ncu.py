@@ -26,12 +26,15 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from kernels.runner import options
 
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 # Read with the warm measurement: replay passes (> 1: ncu saved and restored memory between passes, so a kernel's
@@ -168,7 +171,7 @@ def measure(
     """Run `python -m kernels.profile <child_argv>` under ncu; return the parsed kernels (raises on failure).
     extra: more ncu flags (WARM_FLAGS for the in-sequence measurement), which also reads EXTRA_METRICS; an ncu
     that does not know one of those is asked again for the DRAM metrics alone."""
-    repo_root = Path(__file__).resolve().parents[2]  # kernels/lab/ncu.py -> the repository
+    repo_root = Path(__file__).resolve().parents[2]  # kernels/runner/ncu.py -> the repository
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(repo_root), os.environ.get("PYTHONPATH")) if p))
     tail = ["--log-file", str(csv_path), sys.executable, "-m", "kernels.profile", *child_argv]
     err = "no output"
@@ -195,3 +198,77 @@ def measure(
         msg = (res.stderr or res.stdout or log).strip().splitlines()
         err = f"ncu exited {res.returncode}: {msg[-1] if msg else 'no output'}" if res.returncode else ""
     raise RuntimeError(err or f"ncu recorded no kernels (see {csv_path.name})")
+
+
+# ---------------------------------------------------------------------- the runner's side: a child under ncu
+def child(ns) -> int:
+    """Internal: warm up the variant, then --ncu-steps steps in a row inside cudaProfilerStart/Stop for ncu."""
+    import torch
+
+    from kernels.models.variants import build
+    from kernels.runner.record import make_workload, step_fn
+
+    model, x = make_workload(ns)
+    step = step_fn(build(ns.ncu_child, model, train=ns.train), x, model, ns.train, ns.ncu_child)
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for _ in range(max(1, min(ns.ncu_steps, 10))):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    return options.EXIT_OK
+
+
+def child_argv(ns, variant: str, steps: int = 1) -> list[str]:
+    argv = ["--ncu-child", variant, "--ncu-steps", str(steps), "--workload", ns.workload]
+    argv += ["--batch", str(ns.batch), "--seq", str(ns.seq)]
+    argv += ["--d-model", str(ns.d_model), "--hidden", str(ns.hidden), "--dtype", ns.dtype]
+    if ns.workload in options.DECODER_WORKLOADS:
+        argv += ["--heads", str(ns.heads), "--kv-heads", str(ns.kv_heads), "--head-dim", str(ns.head_dim)]
+    if ns.workload in options.MODEL_WORKLOADS:
+        argv += ["--layers", str(ns.layers), "--vocab", str(ns.vocab)]
+    return argv + (["--train"] if ns.train else [])
+
+
+def measure_bytes(ns, variant: str, out_dir: Path) -> dict:
+    exe = find_ncu()
+    if exe is None:
+        return {"ncu_error": "ncu (Nsight Compute) not found on PATH"}
+    csv_path = out_dir / f"{variant}.ncu.csv"
+    try:
+        kernels = measure(exe, child_argv(ns, variant), csv_path)
+    except Exception as exc:  # ncu missing permissions, timeout, parse failure: the trace still stands
+        return {"ncu_error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+    doc = {"metrics": list(METRICS), "ncu_version": ncu_version(exe), "kernels": kernels}
+    entry = {
+        "ncu": f"{variant}.ncu.json",
+        "ncu_csv": csv_path.name,
+        "dram_bytes_read": sum(k.get("dram_bytes_read", 0) for k in kernels),
+        "dram_bytes_write": sum(k.get("dram_bytes_write", 0) for k in kernels),
+    }
+    # in sequence: each kernel sees the L2 its predecessors left ("warm" above); a failure keeps the rest
+    warm_csv = out_dir / f"{variant}.ncu-warm.csv"
+    try:
+        steps = WARM_STEPS
+        warm = measure(exe, child_argv(ns, variant, steps), warm_csv, extra=WARM_FLAGS)
+        one, block = warm_summary(warm, steps)
+    except Exception as exc:
+        entry["ncu_warm_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    else:
+        import torch
+
+        block["l2_cache_bytes"] = block.get("l2_cache_bytes") or torch.cuda.get_device_properties(0).L2_cache_size
+        merged = merge_warm(kernels, one)
+        doc["kernels"] = merged
+        if merged is kernels:  # the flushed and warm steps launched different kernels: keep both lists
+            block["kernels"] = one
+        doc["warm"] = block
+        entry.update(
+            ncu_warm_csv=warm_csv.name,
+            warm_dram_bytes_read=block["step_dram_bytes_read"],
+            warm_dram_bytes_write=block["step_dram_bytes_write"],
+        )
+    (out_dir / f"{variant}.ncu.json").write_text(json.dumps(doc, indent=1))
+    return entry

@@ -5,7 +5,7 @@
     python -m kernels.bench --render bench/results/kernels_<gpu>.json     (re-render the .md, no GPU)
 
 All timings: CUDA events around each call, median of --n-iter calls (default 200) after warm-up, L2 flushed before
-every call by READING a 256 MB buffer outside the timed region (the H100's L2 is 50 MB; kernels.lab.timing says why a
+every call by READING a 256 MB buffer outside the timed region (the H100's L2 is 50 MB; kernels.ops.timing says why a
 read, not do_bench's zeroing: the gating table also shows the zeroing flush's numbers). Same process, same
 weights, same inputs for every variant. Ceilings measured here, not taken from datasheets:
   copy bandwidth   dst.copy_(src) on 1 GiB, counting bytes read + written
@@ -26,12 +26,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from kernels.lab import envinfo
-from kernels.lab.timing import graphed, median_us, pass_orders
 from kernels.models.variants import VariantUnavailable, build, liger_gating_fn
 from kernels.models.workloads import DTYPES, build_model, make_input, mlp_flops
+from kernels.ops.timing import graphed, median_us, pass_orders
+from kernels.runner import envinfo
+from kernels.runner.roofs import HF, measure_ceilings
 
-HF = {"tokens": 8192, "d_model": 768, "hidden": 3072}
 DECODE_TOKENS = (1, 4, 16)
 
 
@@ -44,44 +44,6 @@ def rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
     if not torch.isfinite(y).all():
         return float("nan")
     return float((y - ref).norm() / ref.norm())
-
-
-def measure_ceilings(n_iter: int) -> dict:
-    n = 2**29  # 1 GiB of bf16
-    src = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-    dst = torch.empty_like(src)
-    t = median_us(lambda: dst.copy_(src), n_iter=max(50, n_iter // 4), flush_l2=True)
-    copy_gbps = 2 * src.numel() * 2 / (t["median_us"] * 1e-6) / 1e9
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    # The ceiling is the FASTEST of three passes: a ceiling is what the card can do, and a slow pass would lower the
-    # floor and flatter every "x floor" ratio. Run 10b measured 753 TFLOP/s as the first thing on a fresh machine,
-    # where run 10a (GPU already busy for minutes) and run 9 measured 794.
-    matmul_passes = [
-        median_us(lambda: torch.matmul(a, b), n_iter=max(50, n_iter // 4), warmup=50 if i == 0 else 10)["median_us"]
-        for i in range(3)
-    ]
-    matmul_us = min(matmul_passes)
-    tflops = 2 * 8192**3 / (matmul_us * 1e-6) / 1e12
-    shapes = {}
-    x = torch.randn(HF["tokens"], HF["d_model"], device="cuda", dtype=torch.bfloat16)
-    w1 = torch.randn(HF["hidden"], HF["d_model"], device="cuda", dtype=torch.bfloat16)
-    h = torch.randn(HF["tokens"], HF["hidden"], device="cuda", dtype=torch.bfloat16)
-    w2 = torch.randn(HF["d_model"], HF["hidden"], device="cuda", dtype=torch.bfloat16)
-    for name, fn in (
-        ("up 8192x768 @ 768x3072", lambda: F.linear(x, w1)),
-        ("down 8192x3072 @ 3072x768", lambda: F.linear(h, w2)),
-    ):
-        tt = median_us(fn, n_iter=n_iter, flush_l2=True)
-        shapes[name] = {"us": tt["median_us"], "tflops": 2 * 8192 * 768 * 3072 / (tt["median_us"] * 1e-6) / 1e12}
-    return {
-        "copy_gbps": copy_gbps,
-        "copy_us_1gib": t["median_us"],
-        "matmul_tflops": tflops,
-        "matmul_us_8192": matmul_us,
-        "matmul_us_8192_passes": matmul_passes,
-        "cublas_mlp_shapes": shapes,
-    }
 
 
 def bench_gating(n_iter: int, copy_gbps: float) -> list[dict]:
@@ -192,7 +154,8 @@ def gating_in_forward(n_steps: int = 20) -> list[dict]:
 
 def _forced_fuselens(model, impl: str):
     """FuseLens forward forced onto earlier kernel versions, to time them side by side with the current one:
-    "pointer" = run 1 (non-persistent, pointer loads), "tma2" = run 2 (persistent TMA, two 128-wide dots)."""
+    "pointer" = the first kernels (non-persistent, pointer loads), "tma2" = the first persistent TMA kernel (two
+    128-wide dots)."""
     from kernels.lab.sweep_kernels import dual_gemm_2dot
     from kernels.models.workloads import GatedMLP
     from kernels.ops.activations import epilogue_act_id
@@ -385,7 +348,7 @@ def to_markdown(res: dict) -> str:
             "",
             "## MLP forward",
             "",
-            "µs: GPU time per forward (launches queued ahead, kernels.lab.timing). Launch-bound µs (decode rows): one forward"
+            "µs: GPU time per forward (launches queued ahead, kernels.ops.timing). Launch-bound µs (decode rows): one forward"
             " at a time from the host, launch overhead included. CUDA graph µs: the forward captured once and replayed.",
             "",
             "| workload | dtype | tokens | variant | µs | × compile | launch-bound µs | CUDA graph µs | compute floor µs"
@@ -408,7 +371,7 @@ def to_markdown(res: dict) -> str:
                 f" | {_fmt(r.get('launch_bound_us'))} | {_fmt(r.get('graph_us'))} | {r['floor_us']:.1f}"
                 f" | {_fmt(ratio, '.2f')} | {_fmt(r.get('rel_err'), '.1e')} | {note[:120]} |"
             )
-        out += ["", "## Targets (issue 4), judged from the numbers above", ""]
+        out += ["", '## Targets (docs/KERNELS.md, "Targets"), judged from the numbers above', ""]
         out += [f"- {_VERDICTS[ok]}: {text}" for ok, text in targets(res)]
         out += [
             "",
@@ -429,8 +392,8 @@ _VERDICTS = {True: "MET", False: "MISSED", "tie": "TIE"}
 
 
 def targets(res: dict) -> list[tuple[bool | str, str]]:
-    """(verdict, text) per target: True met, False missed, "tie" for a 'faster than' within the noise."""
-    """Each target of issue 4 with its verdict, computed from this run's rows (nothing hard-coded)."""
+    """(verdict, text) per target (docs/KERNELS.md, "Targets"), computed from this run's rows (nothing hard-coded):
+    True met, False missed, "tie" for a 'faster than' within the noise."""
 
     def mlp(workload, variant, dtype="bf16", tokens=HF["tokens"]):
         return next(

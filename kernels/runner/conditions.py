@@ -7,7 +7,7 @@ its steps ran, or — for blocks shorter than the interval (a 0.3 ms HF forward)
 
 --lock-clocks pins the SM clock with `nvidia-smi -lgc MHZ,MHZ` and restores it with `nvidia-smi -rgc`. It needs root
 (or the admin's permission) and changes the machine for everyone on it: never on shared or lent GPUs (FuseLens's own
-GPU rounds run without it; the interleaved order is what keeps those runs comparable).
+recordings on lent GPUs run without it; the interleaved order is what keeps those runs comparable).
 """
 
 from __future__ import annotations
