@@ -255,7 +255,7 @@ gemm_reread() {
 
 train_tests() {  # the training ops' gradients against float64 on the GPU (fused dH kernel), compile, the variant
   echo "== GPU tests: tests/test_kernels_train.py"
-  timeout "$(left "${TRAIN_TESTS_LIMIT_S:-150}")" python3 -m pytest -q -rfE -p no:cacheprovider tests/test_kernels_train.py \
+  timeout "$(left "${TRAIN_TESTS_LIMIT_S:-240}")" python3 -m pytest -q -rfE -p no:cacheprovider tests/test_kernels_train.py \
     >"$R/logs/train_tests.txt" 2>&1
   echo "train-tests rc=$?: $(tail -1 "$R/logs/train_tests.txt")"
   grep -E "^FAILED|^ERROR|AssertionError" "$R/logs/train_tests.txt" | head -20
