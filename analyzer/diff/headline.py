@@ -4,7 +4,7 @@
     h.change_pct, h.basis, h.verdict, h.reason      # what `diff --json` prints as `headline`
     headline_text(h.to_json(), "compile", "eager")  # the one line every surface leads with
 
-Pure: it takes what analyzer.diff.core already computed (per-step times with their ranges over the steady steps and
+Pure: it takes what analyzer.diff.model already computed (per-step times with their ranges over the steady steps and
 the call each range gives, the CUDA-event times from the runner's manifest, the comparability verdict) and picks.
 
 The basis, best-supported first (docs/DIFF.md, "The headline"):
@@ -38,7 +38,7 @@ from analyzer.fmt import finite, fmt_pct, fmt_us
 # in compile-fuselens (+7.7%), a 4,096-token layer of a colleague's went from 69 to 455 µs of idle in a 1,529 µs step
 # (+25%: GPU time -75.7%, span -47%). Below 10% the two figures tell the same story to within a tenth of the step.
 HOST_SHARE = 0.10
-RESOLUTION_PCT = 0.5  # as analyzer.diff.core.RESOLUTION: a change below 0.5% is a tie whatever the ranges say
+RESOLUTION_PCT = 0.5  # as analyzer.diff.measures.RESOLUTION: a change below 0.5% is a tie whatever the ranges say
 VERDICTS = ("faster", "slower", "tie", "uncertain")
 BASES = ("cuda_events", "span", "normalised_gpu_time", "gpu_time")
 BASIS_TEXT = {
