@@ -17,9 +17,11 @@ import pytest
 
 from analyzer import summarize
 from analyzer.diff import diff_runs
-from analyzer.diff.comparability import MIN_TOLERANCE_PCT, _weighted_median, spread_pct, spread_range
+from analyzer.diff.comparability import MIN_TOLERANCE_PCT
 from analyzer.diff.facts import attach_manifest
+from analyzer.diff.measures import spread_pct, weighted_median
 from analyzer.readers.load import load_trace
+from analyzer.steps import spread_range
 from tests.conftest import DATA, ROOT, TRACES
 
 HF = DATA / "comparability" / "h100_hf_geglu_run10"
@@ -268,8 +270,8 @@ def test_spread_helpers():
     v = np.r_[np.full(18, 100.0), 50.0, 500.0]  # 20 steps: one outlier each side does not set the spread
     assert spread_range(v) == (100.0, 100.0)
     assert spread_pct([5.0]) is None
-    assert _weighted_median(np.array([1.0, 2.0]), np.array([1.0, 1.0])) == 1.5
-    assert _weighted_median(np.array([1.0, 2.0, 9.0]), np.array([1.0, 3.0, 1.0])) == 2.0
+    assert weighted_median(np.array([1.0, 2.0]), np.array([1.0, 1.0])) == 1.5
+    assert weighted_median(np.array([1.0, 2.0, 9.0]), np.array([1.0, 3.0, 1.0])) == 2.0
 
 
 def _interleaved_sets() -> list:

@@ -1,16 +1,19 @@
-"""Arithmetic on the diff's measured figures, NaN- and None-aware: [low, high] ranges over the steady steps, the
-faster / slower / tie call they support, change percentages, differences and GB/s.
+"""Arithmetic on the diff's measured figures, NaN- and None-aware: [low, high] ranges over the steady steps and
+their relative spread, the faster / slower / tie call they support, the weighted median of the conditions' factor,
+change percentages, differences and GB/s.
 
-The bottom of the diff's result layer: the model (analyzer.diff.model) and both outputs (output_text, output_json)
-read these; nothing here knows a diff object.
+The bottom of the diff's result layer: the model (analyzer.diff.model), both outputs (output_text, output_json) and
+the conditions' check (analyzer.diff.comparability) read these; nothing here knows a diff object.
 """
 
 from __future__ import annotations
 
 import math
 
-from analyzer.diff.comparability import spread_range
+import numpy as np
+
 from analyzer.fmt import finite
+from analyzer.steps import spread_range
 
 # A difference below 0.5% of the baseline's kernel time per step is a tie whatever the step ranges say: two runs'
 # steady steps can each be tight (0.05% on the H100) yet differ by a memset's worth of time, which is no finding.
@@ -24,7 +27,7 @@ def gbps(nbytes: float, us: float) -> float:
 
 
 def range_or_none(values) -> list[float] | None:
-    """[low, high] of per-step values (comparability.spread_range), or None when there are none or it is unknown."""
+    """[low, high] of per-step values (analyzer.steps.spread_range: one rule for every shown spread), or None when there are none or it is unknown."""
     if values is None or len(values) == 0:
         return None
     lo, hi = spread_range(values)
@@ -75,3 +78,30 @@ def pct(new: float, old: float) -> float:
     if not finite(new) or not finite(old) or old == 0:
         return math.nan
     return 100.0 * (new - old) / old
+
+
+def spread_pct(values) -> float | None:
+    """Relative spread of per-step values, in % of their median: (max − min) / median, or (p90 − p10) / median
+    from 10 values on (one outlier step in 20 does not set it). None for fewer than 2 values or a zero median."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size < 2:
+        return None
+    med = float(np.median(v))
+    if med <= 0:
+        return None
+    lo, hi = spread_range(v)
+    return 100.0 * (hi - lo) / med
+
+
+def weighted_median(x: np.ndarray, w: np.ndarray) -> float:
+    """The weighted median, interpolated: each value sits at the midpoint of its weight on the cumulative scale (x
+    sorted), and the median is read off at half the total weight, linearly between neighbours. With many cells it is
+    the plain weighted median; with two or three (a short step) it moves smoothly between them instead of jumping to
+    whichever is heavier (two equal weights: their mean; weights 0.7 and 0.3: 30% of the way to the lighter one)."""
+    order = np.argsort(x, kind="stable")
+    x, w = np.asarray(x, float)[order], np.asarray(w, float)[order]
+    if len(x) == 1:
+        return float(x[0])
+    mid = np.cumsum(w) - w / 2.0
+    return float(np.interp(w.sum() / 2.0, mid, x))
