@@ -25,6 +25,7 @@ from analyzer.errors import DiffError
 from analyzer.opinfo import attention, gemm, names
 from analyzer.opinfo.dataflow import TensorIO, tensor_io
 from analyzer.opinfo.tensors import Tensor, dims_text, read_tensors
+from analyzer.summary import shapes_text
 
 # Ranges that wrap a whole step or a whole compiled graph say nothing about one kernel.
 _GENERIC_RANGE_PREFIXES = (
@@ -239,8 +240,6 @@ def _summary_gbps(rows: pd.DataFrame, summary) -> np.ndarray:
     """Each GPU op's achieved GB/s as the Summary's kernel table states it (its (name, op, shapes) row: estimated
     bytes per call over the median call), so a fusion row's GB/s for one kernel is the figure every other surface
     shows for it (NaN where the table has no such row)."""
-    from analyzer.summary import shapes_text
-
     k = getattr(summary, "kernels", None)
     if k is None or len(k) == 0:
         return np.full(len(rows), np.nan)

@@ -79,7 +79,8 @@ class Comparability:
     control_weight: tuple = field(default=(None, None), repr=False, compare=False)
     # the factor per kernel class ('compute': GEMM/attention, 'memory': everything else) among the control kernels;
     # a lower SM clock or a time-sliced neighbour slows compute-bound kernels far more than memory-bound ones
-    # (round 0, H100 under a concurrent matmul load: cuBLAS GEMMs 1.17-1.22×, Inductor's pointwise kernel 0.99×)
+    # (tests/data/comparability/h100_hf_geglu_skew_round0, H100 under a concurrent matmul load: cuBLAS GEMMs
+    # 1.17-1.22×, Inductor's pointwise kernel 0.99×)
     class_factors: dict = field(default_factory=dict)
     # per GPU op of the candidate's representative step, the factor its time is divided by: (point, other) — point
     # takes its class's factor, or for a class without control kernels 1.0 (memory-bound) / the overall factor

@@ -23,8 +23,6 @@ CHANGE_PCT_BASIS = (
     "gpu_busy_change_pct compares GPU busy time (union of GPU op intervals) and span_change_pct the step's GPU span "
     "(first op start to last op end = busy + idle): a run can be busy for less time yet take longer per step"
 )
-# A difference below 0.5% of the baseline's kernel time per step is a tie whatever the step ranges say: two runs'
-# steady steps can each be tight (0.05% on the H100) yet differ by a memset's worth of time, which is no finding.
 
 BYTES_RULE = (
     "bytes avoided = for every tensor that one replaced baseline kernel writes to HBM and another replaced baseline "
