@@ -338,7 +338,7 @@ def _reads(codes: np.ndarray, rows: list[_Row]) -> dict[str, np.ndarray]:
     """Every tensor read of the step, flattened (reader position, bytes, id of the last kernel that touched it,
     steps back), in launch order. Linking: an input comes from the latest earlier output with its element count and
     dtype, each producer at most once per reader (a reader's k-th input of one key takes the k-th latest, like
-    analyzer.diff.match.flow_edges); else it is a tensor from before the step, the one this kernel read a step
+    analyzer.diff.flow.flow_edges); else it is a tensor from before the step, the one this kernel read a step
     earlier. The last toucher of a tensor is its producer or its previous reader. All of it sorts and searches."""
     n = len(codes)
     key_ids: dict = {}

@@ -5,7 +5,7 @@ model's bytes, tensors from analyzer.opinfo.dataflow) and finds, in this order (
 
 * **explicit attention**: QKᵀ GEMM … softmax … PV GEMM (analyzer.diff.attention.attention_chains, by shapes);
 * **memory-bound groups**: pointwise / reduction / normalization kernels joined by the tensors they pass
-  (analyzer.diff.match.flow_edges: same element count and dtype, latest producer), between compute anchors (GEMMs,
+  (analyzer.diff.flow.flow_edges: same element count and dtype, latest producer), between compute anchors (GEMMs,
   attention, collectives). A group may reach across an anchor that neither reads from it nor feeds it (HF GEGLU:
   GELU, then the up GEMM, then the gated product), never across one that does both (RMSNorm → q projection →
   RoPE). Each group is named by what it computes (norm, norm + residual, RoPE, gated activation, cross-entropy,
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from analyzer.diff.align import RunSeq
 from analyzer.diff.attention import attention_chains
-from analyzer.diff.match import FLOW_LOOKBACK, flow_edges
+from analyzer.diff.flow import FLOW_LOOKBACK, flow_edges
 from analyzer.opinfo import names
 from analyzer.opinfo.tensors import Tensor
 
