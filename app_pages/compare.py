@@ -11,8 +11,8 @@ from analyzer import report
 from analyzer.dram import device_of
 from analyzer.figures import compare as cf
 from analyzer.figures import kernels_table as kt
-from app_pages import compare_view as cv
-from app_pages import params, state, ui
+from app_core import compare_view as cv
+from app_core import keys, params, state, ui
 
 st.title("Compare")
 ui.show_messages()
@@ -23,10 +23,10 @@ if d is None:
 
 labels = [c.label for c in d.candidates]
 # Always a loaded candidate: one left over from the demo or a link is replaced (and the widget shows the new one).
-params.keep_choice(st.session_state, "fl_compare_candidate", labels)
+params.keep_choice(st.session_state, keys.COMPARE_CANDIDATE, labels)
 top = st.columns([3, 2, 2], vertical_alignment="bottom")
 label = top[0].selectbox(
-    "Candidate", labels, key="fl_compare_candidate", help="Every candidate is diffed against the baseline."
+    "Candidate", labels, key=keys.COMPARE_CANDIDATE, help="Every candidate is diffed against the baseline."
 )
 cd = d.candidate(label)
 

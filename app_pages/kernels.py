@@ -6,7 +6,7 @@ import streamlit as st
 
 from analyzer.figures import kernels_table as kt
 from analyzer.fmt import short_name
-from app_pages import ui
+from app_core import ui
 
 st.title("Kernels")
 ui.show_messages()

@@ -10,7 +10,7 @@ import streamlit as st
 from analyzer.diff.facts import conditions_text, recorded_conditions, side_number
 from analyzer.figures.overview import category_figure
 from analyzer.fmt import file_label, fmt_range
-from app_pages import nav, state, ui
+from app_core import nav, state, ui
 
 st.title("Overview")
 ui.show_messages()
@@ -20,7 +20,7 @@ base = state.baseline()
 # What every number below rests on, in one line (the table repeats it per run, at its right end).
 facts = []
 if base is not None and base.context.get("workload"):
-    from app_pages.samples import case_title
+    from app_core.samples import case_title
 
     facts.append(case_title(base.context))
 facts += sorted({r.gpu_name for r in runs}) + sorted(
@@ -164,13 +164,13 @@ with st.expander("Every profiled step (the warm-up step included; medians and sp
         )
 
 if any(r.summary.doubts for r in runs):
-    from app_pages import compare_view as _cv
+    from app_core import compare_view as _cv
 
     _cv.doubts(*[r.label for r in runs if r.summary.doubts])
 
 # The headline of the comparison, so the page a session opens on already answers "what did fusion buy us".
 if len(runs) >= 2:
-    from app_pages import compare_view
+    from app_core import compare_view
 
     d = compare_view.current_diff(compact=True)
     if d is not None:

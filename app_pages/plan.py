@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app_pages import plan_view, state, ui
+from app_core import plan_view, state, ui
 
 st.title("Fusion plan")
 ui.show_messages()

@@ -9,7 +9,7 @@ import streamlit as st
 
 from analyzer.diff import run_phases
 from analyzer.figures import timeline as tl
-from app_pages import params, state, ui
+from app_core import keys, params, state, ui
 
 st.title("Timeline")
 ui.show_messages()
@@ -50,13 +50,13 @@ chosen = st.pills(
     "Runs",
     [r.key for r in runs],
     selection_mode="multi",
-    format_func=lambda k: state._state()[state.K_RUNS][k].label,
+    format_func=lambda k: state.run_by_key(k).label,
     key="fl_timeline_runs",
 )
-_step = st.session_state.get("fl_timeline_step")
+_step = st.session_state.get(keys.TIMELINE_STEP)
 if _step is not None and _step not in (REPRESENTATIVE, *range(max_steps)):  # a shared link's step these runs lack
     st.warning(f"link: step {_step} is beyond these runs' {max_steps} recorded steps; showing the representative step")
-params.keep_choice(st.session_state, "fl_timeline_step", [REPRESENTATIVE, *range(max_steps)], REPRESENTATIVE)
+params.keep_choice(st.session_state, keys.TIMELINE_STEP, [REPRESENTATIVE, *range(max_steps)], REPRESENTATIVE)
 c2, c3, c4 = st.columns([3, 2, 2], vertical_alignment="bottom")
 position = c2.selectbox(
     "Step",
@@ -66,7 +66,7 @@ position = c2.selectbox(
     ),
     help="Representative: each run's steady-state step with the median GPU span. Steps are matched by position, "
     "since step numbers differ between runs; each is re-based to its own start.",
-    key="fl_timeline_step",
+    key=keys.TIMELINE_STEP,
 )
 with_cpu = c3.toggle("Show CPU ops", value=False, help="the CPU ops that launched the kernels, as extra lanes")
 sel = [r for r in runs if r.key in chosen]
@@ -99,14 +99,14 @@ if longest > 0 and sum(len(v.gpu) for v in views) > 2000:
 title = f"GPU timeline, one step per run ({', '.join(v.label for v in views)})"
 # One figure memoized per view settings: reruns and page returns reuse it instead of re-aggregating 100k+ ops.
 memo_key = (tuple((r.key, r.label) for r in sel), tuple(v.step for v in views), with_cpu, window, sequence)
-memo = st.session_state.get("fl_timeline_memo")
+memo = st.session_state.get(keys.TIMELINE_MEMO)
 if memo is not None and memo[0] == memo_key:
     fig, build_ms = memo[1], memo[2]
 else:
     t0 = time.perf_counter()
     fig = tl.timeline_figure(views, window=window, sequence=sequence and not with_cpu)
     build_ms = (time.perf_counter() - t0) * 1000
-    st.session_state["fl_timeline_memo"] = (memo_key, fig, build_ms)
+    st.session_state[keys.TIMELINE_MEMO] = (memo_key, fig, build_ms)
 meta = fig.layout.meta or {}
 if meta.get("empty_runs"):
     st.info(

@@ -48,5 +48,5 @@ def test_config_turns_the_file_watcher_off_and_fetches_nothing():
     assert cfg["server"]["runOnSave"] is False
     assert cfg["browser"]["gatherUsageStats"] is False
     assert "localhost" in cfg["server"]["allowedHosts"] and "*" not in cfg["server"]["allowedHosts"]
-    app = (h.ROOT / "app_pages" / "main.py").read_text()  # the script body app.py and `fuselens app` run
+    app = (h.ROOT / "app_core" / "main.py").read_text()  # the script body app.py and `fuselens app` run
     assert 'page_icon=":' not in app  # a :material:/emoji favicon is fetched from a CDN

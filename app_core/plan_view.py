@@ -6,9 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app_pages import state, ui
-
-K_PLANS = "fl_plans"  # run key -> Plan, or the one-line error that stopped it: computed once per run per session
+from app_core import keys, state, ui
 
 
 def plan_for(run):
@@ -16,7 +14,7 @@ def plan_for(run):
     from analyzer.errors import FuseLensError
     from analyzer.opportunities import plan_opportunities
 
-    memo = st.session_state.setdefault(K_PLANS, {})
+    memo = st.session_state.setdefault(keys.PLANS, {})
     if run.key not in memo:
         try:
             memo[run.key] = plan_opportunities(run.summary)

@@ -12,7 +12,7 @@ import streamlit as st
 from analyzer.diff.facts import side_number
 from analyzer.diff.headline import BASIS_TEXT, headline_text
 from analyzer.fmt import finite, safe_text, short_name
-from app_pages import plan_view, state, ui
+from app_core import plan_view, state, ui
 
 
 def _force_diff() -> None:

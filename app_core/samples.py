@@ -12,7 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages import state
+from app_core import state
 
 # The set the app opens on: the Hugging Face post's GEGLU MLP (64 x 128 tokens, d 768, hidden 3072, bf16).
 DEFAULT_CASE = {"workload": "geglu", "batch": 64, "seq": 128, "d_model": 768, "hidden": 3072, "dtype": "bf16"}
@@ -137,7 +137,7 @@ def load_set(sample: SampleSet, origin: str = "sample", variants: tuple[str, ...
     loaded = []
     context = state.context_from_manifest(sample.manifest)
     if origin == "sample":
-        context["_sample_set"] = sample.name  # lets a shared link name the set (app_pages.share)
+        context["_sample_set"] = sample.name  # lets a shared link name the set (app_core.share)
     folder = sample.traces[0][1].parent
     traces = [(v, p) for v, p in sample.traces if variants is None or v.get("name") in variants] or list(sample.traces)
     n = len(traces)
@@ -147,17 +147,17 @@ def load_set(sample: SampleSet, origin: str = "sample", variants: tuple[str, ...
             bar.progress(i / n, text=f"Parsing {path.name} ({i + 1}/{n})")
         measured = None
         variant, problems = state.clean_entry(variant, f"{folder.name}/manifest.json")
-        state._state()[state.K_ERRORS].extend(problems)
+        state.add_errors(problems)
         if variant.get("ncu"):
             ncu_name = Path(str(variant["ncu"])).name
             try:
                 measured = runmeta.read_ncu(folder / ncu_name)
             except runmeta.SideFileError as err:
-                state._state()[state.K_ERRORS].append(f"{err}; not attached")
+                state.add_error(f"{err}; not attached")
                 measured = None
             problem = state.ncu_problem(ncu_name, measured) if measured is not None else None
             if problem:
-                state._state()[state.K_ERRORS].append(problem)
+                state.add_error(problem)
                 measured = None
         run = state.add_trace(
             path.name,
@@ -177,6 +177,6 @@ def load_set(sample: SampleSet, origin: str = "sample", variants: tuple[str, ...
 
 
 def ui_safe(text: str) -> str:
-    from app_pages.ui import esc
+    from app_core.ui import esc
 
     return esc(text, 120)

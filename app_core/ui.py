@@ -15,7 +15,7 @@ import streamlit as st
 from analyzer import fmt as _fmt
 from analyzer.figures import theme
 from analyzer.fmt import MISSING, finite, fmt_pct, fmt_signed, no_neg_zero  # noqa: F401  (pages format through ui.fmt_*: one rule, analyzer.fmt)
-from app_pages import export, state
+from app_core import export, keys, state
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&\"'])")
 
@@ -95,7 +95,7 @@ def show_messages() -> None:
         st.info(esc(n), icon=":material/info:")
     if errs or notes:
         st.button("Dismiss messages", key="fl_dismiss", on_click=state.clear_messages, type="tertiary")
-    from app_pages import share
+    from app_core import share
 
     missing = share.missing_runs()
     if missing:
@@ -146,7 +146,7 @@ def subtitle() -> str:
 
     Users can override it in the sidebar: a review slide's wording is theirs. Escaping happens where it is placed
     (analyzer.figures.theme.chart_title)."""
-    override = str(st.session_state.get(state.K_SUBTITLE, "")).strip()
+    override = str(st.session_state.get(keys.SUBTITLE, "")).strip()
     if override:
         return override
     ctx = context()

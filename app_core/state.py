@@ -11,7 +11,7 @@ Why this shape:
   read are the project's own sample_traces/ and the runs/ folders the Profile page creates.
 * Uploads are not written to disk: their analysed tables (kernel names included; a dense trace's entry is ~28× its
   gzip size) go to the on-disk cache only when the user ticks "Keep analysed uploads on this server's disk" in the
-  sidebar (K_KEEP_UPLOADS). Samples and Profile runs are files on this server already and are cached as usual.
+  sidebar (keys.KEEP_UPLOADS). Samples and Profile runs are files on this server already and are cached as usual.
 * Parses share a memory budget (ParseBudget): each reserves its estimated peak (1.6× the JSON bytes, from the gzip
   trailer or a 15:1 guess), and one that would pass the budget while others run waits for them, then is refused
   with one line: a few large uploads at once queue instead of exhausting the machine.
@@ -34,6 +34,7 @@ import streamlit as st
 
 from analyzer.errors import FuseLensError
 from analyzer.fmt import file_label, safe_text, unique_label
+from app_core import keys
 from fuselens.paths import samples_dir
 
 log = logging.getLogger("fuselens.app")
@@ -42,14 +43,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = samples_dir()  # the clone's sample_traces/, else the copy an installed wheel carries
 MANIFEST_SCHEMA = "fuselens.profile/1"
 MAX_SIDE_FILE_BYTES = 4 << 20  # manifest.json / <variant>.ncu.json are kBs; 4 MB of `{},` decodes to ~100 MB of objects
-
-K_RUNS = "fl_runs"  # dict[key, Run], insertion-ordered
-K_BASELINE = "fl_baseline"  # key of the baseline run
-K_ERRORS = "fl_errors"  # list[str]: one-line load errors, shown until dismissed or the next upload
-K_NOTES = "fl_notes"  # list[str]: one-line notices (duplicates, side files attached)
-K_DIFFS = "fl_diffs"  # memo: (baseline key, candidate keys, labels) -> Diff | str (error line)
-K_SUBTITLE = "fl_subtitle"  # chart subtitle override for design-review exports
-K_KEEP_UPLOADS = "fl_keep_uploads"  # bool: the user allowed uploads' analysed tables on the on-disk cache
 
 
 @dataclass
@@ -101,7 +94,7 @@ def _parse(key: str, name: str, _data: bytes, cache: bool | None = None):
 
 def keep_uploads() -> bool:
     """True when the user allowed uploads' analysed tables on the on-disk cache (the sidebar's checkbox)."""
-    return bool(st.session_state.get(K_KEEP_UPLOADS, False))
+    return bool(st.session_state.get(keys.KEEP_UPLOADS, False))
 
 
 # ---------------------------------------------------------------------------------------------------- memory budget
@@ -199,24 +192,24 @@ def _release() -> None:
 
 def _state():
     ss = st.session_state
-    ss.setdefault(K_RUNS, {})
-    ss.setdefault(K_ERRORS, [])
-    ss.setdefault(K_NOTES, [])
-    ss.setdefault(K_DIFFS, {})
+    ss.setdefault(keys.RUNS, {})
+    ss.setdefault(keys.ERRORS, [])
+    ss.setdefault(keys.NOTES, [])
+    ss.setdefault(keys.DIFFS, {})
     return ss
 
 
 def runs() -> list[Run]:
     """Runs in display order: the baseline first, then the others in load order."""
     ss = _state()
-    all_runs = list(ss[K_RUNS].values())
-    base = ss.get(K_BASELINE)
+    all_runs = list(ss[keys.RUNS].values())
+    base = ss.get(keys.BASELINE)
     return sorted(all_runs, key=lambda r: r.key != base)
 
 
 def baseline() -> Run | None:
     ss = _state()
-    return ss[K_RUNS].get(ss.get(K_BASELINE))
+    return ss[keys.RUNS].get(ss.get(keys.BASELINE))
 
 
 def candidates() -> list[Run]:
@@ -225,17 +218,40 @@ def candidates() -> list[Run]:
 
 
 def errors() -> list[str]:
-    return list(_state()[K_ERRORS])
+    return list(_state()[keys.ERRORS])
 
 
 def notes() -> list[str]:
-    return list(_state()[K_NOTES])
+    return list(_state()[keys.NOTES])
+
+
+def add_error(line: str) -> None:
+    """A one-line error (naming the file) shown at the top of every page until dismissed or the next upload."""
+    _state()[keys.ERRORS].append(line)
+
+
+def add_errors(lines) -> None:
+    _state()[keys.ERRORS].extend(lines)
+
+
+def add_note(line: str) -> None:
+    """A one-line notice shown like an error, as information."""
+    _state()[keys.NOTES].append(line)
+
+
+def add_notes(lines) -> None:
+    _state()[keys.NOTES].extend(lines)
+
+
+def run_by_key(key: str) -> Run | None:
+    """The loaded run with this key, or None."""
+    return _state()[keys.RUNS].get(key)
 
 
 def clear_messages() -> None:
     ss = _state()
-    ss[K_ERRORS] = []
-    ss[K_NOTES] = []
+    ss[keys.ERRORS] = []
+    ss[keys.NOTES] = []
 
 
 def add_trace(
@@ -254,26 +270,26 @@ def add_trace(
     """
     ss = _state()
     key = digest(data)
-    existing = ss[K_RUNS].get(key)
+    existing = ss[keys.RUNS].get(key)
     if existing is not None:
-        ss[K_NOTES].append(f"{name}: same content as the loaded run “{existing.label}”; kept once.")
+        ss[keys.NOTES].append(f"{name}: same content as the loaded run “{existing.label}”; kept once.")
         return existing
     try:
         summary, parse_s = _parse(key, name, data, cache=None if origin != "upload" or keep_uploads() else False)
     except FuseLensError as err:
-        ss[K_ERRORS].append(str(err) if str(err).startswith(name) else f"{name}: {err}")
+        ss[keys.ERRORS].append(str(err) if str(err).startswith(name) else f"{name}: {err}")
         return None
     except MemoryError:
-        ss[K_ERRORS].append(
+        ss[keys.ERRORS].append(
             f"{name}: out of memory while parsing {len(data) / 1e6:,.0f} MB; the other traces stay loaded"
         )
         return None
     except Exception as exc:  # an analyzer bug must cost one line, not the session (details go to the server log)
         log.exception("unexpected error while parsing %s", name)
         first = " ".join(str(exc).split())[:200]
-        ss[K_ERRORS].append(f"{name}: could not be analyzed (internal error {type(exc).__name__}: {first})")
+        ss[keys.ERRORS].append(f"{name}: could not be analyzed (internal error {type(exc).__name__}: {first})")
         return None
-    taken = {r.label for r in ss[K_RUNS].values()}
+    taken = {r.label for r in ss[keys.RUNS].values()}
     run = Run(
         key=key,
         file_name=name,
@@ -287,47 +303,47 @@ def add_trace(
         measured=measured,
     )
     _apply_facts(run)
-    ss[K_RUNS][key] = run
-    if ss.get(K_BASELINE) not in ss[K_RUNS]:
-        ss[K_BASELINE] = key
-    ss[K_DIFFS] = {}
+    ss[keys.RUNS][key] = run
+    if ss.get(keys.BASELINE) not in ss[keys.RUNS]:
+        ss[keys.BASELINE] = key
+    ss[keys.DIFFS] = {}
     return run
 
 
 def remove(key: str) -> None:
     ss = _state()
-    run = ss[K_RUNS].pop(key, None)
-    if ss.get(K_BASELINE) not in ss[K_RUNS]:
-        ss[K_BASELINE] = next(iter(ss[K_RUNS]), None)
-    ss[K_DIFFS] = {}
+    run = ss[keys.RUNS].pop(key, None)
+    if ss.get(keys.BASELINE) not in ss[keys.RUNS]:
+        ss[keys.BASELINE] = next(iter(ss[keys.RUNS]), None)
+    ss[keys.DIFFS] = {}
     if run is not None:
         del run
         _release()
 
 
 def remove_origin(origin: str) -> None:
-    for r in [r for r in _state()[K_RUNS].values() if r.origin == origin]:
+    for r in [r for r in _state()[keys.RUNS].values() if r.origin == origin]:
         remove(r.key)
 
 
 def set_baseline(key: str) -> None:
     ss = _state()
-    if key in ss[K_RUNS]:
-        ss[K_BASELINE] = key
+    if key in ss[keys.RUNS]:
+        ss[keys.BASELINE] = key
 
 
 def relabel(key: str, label: str) -> None:
     ss = _state()
-    run = ss[K_RUNS].get(key)
+    run = ss[keys.RUNS].get(key)
     if run is None:
         return
-    taken = {r.label for r in ss[K_RUNS].values() if r.key != key}
+    taken = {r.label for r in ss[keys.RUNS].values() if r.key != key}
     run.label = unique_label(safe_text(label, 40) or file_label(run.file_name) or "run", taken)
 
 
 def prefer_baseline(names: tuple[str, ...] = ("eager",)) -> None:
     """Make the first run whose label or variant is one of `names` the baseline (eager is the natural one)."""
-    for r in _state()[K_RUNS].values():
+    for r in _state()[keys.RUNS].values():
         if r.label in names or r.variant.get("name") in names:
             set_baseline(r.key)
             return
@@ -429,15 +445,15 @@ def attach_manifest(manifest: dict, name: str = "manifest.json") -> int:
     """Give loaded runs whose file matches a manifest variant's trace that manifest's context. Returns how many."""
     by_trace = {str(v.get("trace")): v for v in manifest.get("variants", []) if isinstance(v, dict)}
     n = 0
-    for r in _state()[K_RUNS].values():
+    for r in _state()[keys.RUNS].values():
         v = by_trace.get(Path(r.file_name).name)
         if v is not None:
             r.context = context_from_manifest(manifest)
             r.variant, problems = clean_entry(v, name)
-            _state()[K_ERRORS].extend(problems)
+            add_errors(problems)
             _apply_facts(r)
             n += 1
-    _state()[K_DIFFS] = {}
+    _state()[keys.DIFFS] = {}
     return n
 
 
@@ -456,10 +472,10 @@ def attach_ncu(name: str, doc: dict) -> bool:
     recognised, its problem said)."""
     problem = ncu_problem(name, doc)
     if problem:
-        _state()[K_ERRORS].append(problem)
+        add_error(problem)
         return True
     stem = Path(name).name[: -len(".ncu.json")] if name.endswith(".ncu.json") else None
-    for r in _state()[K_RUNS].values():
+    for r in _state()[keys.RUNS].values():
         if stem and file_label(r.file_name) == stem or r.variant.get("ncu") == Path(name).name:
             r.measured = doc
             return True
@@ -592,13 +608,13 @@ def diff(*, compute: bool = True, force: bool = False):
         return None
     memo_key = (base.key, base.label, tuple((r.key, r.label) for r in cands))
     ss = _state()
-    held = ss[K_DIFFS].get(memo_key)
+    held = ss[keys.DIFFS].get(memo_key)
     if isinstance(held, tuple):  # (future, started, size)
         fut, started, size = held
         if not fut.done():
             return DiffPending(started, size)
         result = fut.result()
-        ss[K_DIFFS] = {memo_key: result}
+        ss[keys.DIFFS] = {memo_key: result}
         if all(r.origin == "sample" for r in (base, *cands)) and not isinstance(result, str):
             _SAMPLE_DIFFS[_shared_key(memo_key, base, cands)] = result
             while len(_SAMPLE_DIFFS) > 4:  # a few sample sets' diffs; each holds its runs' summaries
@@ -609,7 +625,7 @@ def diff(*, compute: bool = True, force: bool = False):
     samples_only = all(r.origin == "sample" for r in (base, *cands))
     shared = _SAMPLE_DIFFS.get(_shared_key(memo_key, base, cands)) if samples_only else None
     if shared is not None:  # the bundled samples' diff, computed once per server (every new tab opens on it)
-        ss[K_DIFFS] = {memo_key: shared}
+        ss[keys.DIFFS] = {memo_key: shared}
         return shared
     if not compute:
         return None
@@ -617,7 +633,7 @@ def diff(*, compute: bool = True, force: bool = False):
     if size > DIFF_AUTO_MAX_OPS and not force:
         return DiffDeferred(size)
     fut = _POOL.submit(_compute, base, cands)
-    ss[K_DIFFS] = {memo_key: (fut, time.time(), size)}
+    ss[keys.DIFFS] = {memo_key: (fut, time.time(), size)}
     with contextlib.suppress(FuturesTimeout):
         fut.result(timeout=DIFF_WAIT_S)
     return diff(compute=False)
