@@ -9,9 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analyzer.diff.facts import side_number
-from analyzer.diff.headline import BASIS_TEXT, headline_text
-from analyzer.fmt import finite, safe_text, short_name
+from analyzer.api import BASIS_TEXT, finite, headline_text, safe_text, short_name, side_number
 from app_core import plan_view, state, ui
 
 

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analyzer import api
 from fuselens.paths import runs_dir
 from kernels.lab.profile import (
     DTYPE_BYTES,
@@ -385,11 +386,9 @@ FUSELENS_VARIANTS = ("fuselens", "fuselens-graph")
 def fuselens_path_notes(out_dir) -> list[str]:
     """One line per fuselens variant of a finished run: which path its measurement chose (the runner's manifest,
     kernels.models.dispatch), and a warning where it fell back from the fused kernel."""
-    from analyzer import runmeta
-
     try:
-        manifest = runmeta.read_manifest(Path(out_dir) / "manifest.json") or {}
-    except runmeta.SideFileError:
+        manifest = api.read_manifest(Path(out_dir) / "manifest.json") or {}
+    except api.SideFileError:
         return []
     variants = [v for v in manifest.get("variants", []) if isinstance(v, dict)]
     notes = []

@@ -11,7 +11,8 @@ import time
 
 import streamlit as st
 
-from app_core import keys, samples, state, ui
+from analyzer import api
+from app_core import keys, samples, share, state, ui
 
 
 def _ingest(files) -> None:
@@ -63,13 +64,8 @@ def _ingest(files) -> None:
 
 def _cache_use() -> str:
     """'The server's trace cache holds 1.2 GB of its 4.3 GB bound.' (the disk the checkbox spends; not its path)."""
-    from analyzer.readers import cache
-
-    try:
-        used = sum(p.lstat().st_size for p in cache.entries())
-    except OSError:
-        used = 0
-    return f"The server's trace cache holds {ui.fmt_bytes(used)} of its {ui.fmt_bytes(cache.max_bytes())} bound."
+    used, bound = api.cache_use()
+    return f"The server's trace cache holds {ui.fmt_bytes(used)} of its {ui.fmt_bytes(bound)} bound."
 
 
 def _relabel(key: str) -> None:
@@ -161,8 +157,6 @@ def render() -> None:
                         help=f"sample_traces/{s.name}: " + ", ".join(v.get("name", "?") for v, _ in s.traces),
                         width="stretch",
                     )
-        from app_core import share
-
         st.caption(share.link_caption())
         with st.expander("Chart titles"):
             st.text_input(

@@ -20,6 +20,7 @@ Why this shape:
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -32,8 +33,25 @@ from pathlib import Path
 
 import streamlit as st
 
-from analyzer.errors import FuseLensError
-from analyzer.fmt import file_label, safe_text, unique_label
+from analyzer import api
+from analyzer.api import (
+    ENTRY_NUMBERS,
+    MANIFEST_KEY,
+    FuseLensError,
+    content_key,
+    decompression_cap,
+    diff_runs,
+    entry_problems,
+    est_bytes_json,
+    file_label,
+    gzip_ratio_limit,
+    load_summary,
+    manifest_entry_facts,
+    release_freed_memory,
+    safe_text,
+    side_number,
+    unique_label,
+)
 from app_core import keys
 from fuselens.paths import samples_dir
 
@@ -76,16 +94,12 @@ class Run:
 
 # ---------------------------------------------------------------------------------------------------- parsing
 def digest(data: bytes) -> str:
-    from analyzer.readers.cache import content_key
-
     return content_key(data)
 
 
 def _parse(key: str, name: str, _data: bytes, cache: bool | None = None):
     """load_trace + summarize, through the on-disk cache unless `cache` is False, keyed by the same content digest
     (not hashed again), inside the server's parse memory budget."""
-    from analyzer.readers.cache import load_summary
-
     with PARSE_BUDGET.reserve(name, estimated_peak_bytes(_data)):
         t0 = time.perf_counter()
         summary = load_summary(_data, name=name, key=key, cache=cache)
@@ -106,9 +120,6 @@ PEAK_PER_JSON_BYTE = 1.6  # a trace's parse peaks at ~1.6× its JSON bytes (docs
 def estimated_peak_bytes(data: bytes) -> int:
     """What parsing `data` may cost at its peak: 1.6× its JSON bytes (gzip: the trailer's size, or 15× when that
     is implausible), never more than the loader lets through (the decompression cap; 50:1 for gzip)."""
-    from analyzer.ranks.inputs import est_bytes_json
-    from analyzer.readers.load import decompression_cap, gzip_ratio_limit
-
     json_bytes = est_bytes_json(data)
     with contextlib.suppress(FuseLensError, ValueError):
         if data[:2] == b"\x1f\x8b" and 0 < gzip_ratio_limit() < math.inf:
@@ -185,8 +196,6 @@ PARSE_BUDGET = ParseBudget()  # one per server process: every session's parses s
 
 def _release() -> None:
     """Give the heap that a removed run freed back to the OS (glibc keeps freed small blocks otherwise)."""
-    from analyzer.memory import release_freed_memory
-
     release_freed_memory()
 
 
@@ -362,8 +371,6 @@ def read_side_file(name: str, data: bytes) -> dict | str | None:
     """A runner manifest.json or <variant>.ncu.json uploaded beside traces (the document, checked by
     analyzer.runmeta); a str: one line saying why a side file was left out (off-schema, too deep, a field of the
     wrong type); None: not a side file (then it is a trace)."""
-    from analyzer import runmeta
-
     lower = Path(name).name.lower()
     named = lower == "manifest.json" or lower.endswith(".ncu.json")  # the runner's names: said, never parsed as a trace
     if not lower.endswith(".json") or (len(data) > MAX_SIDE_FILE_BYTES and not named):
@@ -373,43 +380,37 @@ def read_side_file(name: str, data: bytes) -> dict | str | None:
         return None
     where = safe_text(name, 80)
     try:
-        doc = runmeta.decode_json(data, where, MAX_SIDE_FILE_BYTES)
-    except runmeta.SideFileError as err:
+        doc = api.decode_json(data, where, MAX_SIDE_FILE_BYTES)
+    except api.SideFileError as err:
         return f"{err}; left out" if named else None
     if not isinstance(doc, dict):
         return f"{where}: not a JSON object; left out" if named else None
     try:
         if doc.get("schema") == MANIFEST_SCHEMA or lower == "manifest.json" and "variants" in doc:
-            runmeta.check_manifest(doc, where)
+            api.check_manifest(doc, where)
             return doc if is_manifest(doc) else f"{where}: variants: missing; left out"
         if is_ncu(doc) or lower.endswith(".ncu.json"):
-            runmeta.check_ncu(doc, where)
+            api.check_ncu(doc, where)
             return doc
-    except runmeta.SideFileError as err:
+    except api.SideFileError as err:
         return f"{err}; left out"
     return f"{where}: not a runner manifest or Nsight Compute file; left out" if named else None
 
 
 def manifest_facts(manifest: dict, entry: dict) -> dict:
     """The facts a Diff states for one run, from an uploaded runner manifest and the run's entry in it."""
-    from analyzer.diff.facts import manifest_entry_facts  # one mapping for uploads and files beside a trace
-
     return manifest_entry_facts(manifest, entry)
 
 
 def _apply_facts(run: Run) -> None:
     """Put the manifest facts where analyzer.diff looks for them (this session's copy of the trace meta)."""
     if run.context and run.variant:
-        from analyzer.diff.facts import MANIFEST_KEY
-
         run.trace.meta.extra[MANIFEST_KEY] = manifest_facts(run.context, run.variant)
 
 
 def measured_roofs(run: Run) -> dict:
     """{'copy_gbps', 'matmul_tflops', 'matmul_dtype'} the runner measured on the run's GPU (manifest "ceilings",
     `kernels.profile --measure-roofs`), malformed figures left out; {} when none were recorded."""
-    from analyzer.diff.facts import side_number
-
     c = run.context.get("ceilings") if isinstance(run.context.get("ceilings"), dict) else {}
     out: dict = {}
     for k in ("copy_gbps", "matmul_tflops"):
@@ -429,12 +430,9 @@ def context_from_manifest(manifest: dict) -> dict:
 def clean_entry(entry: dict, where: str = "manifest.json") -> tuple[dict, list[str]]:
     """A manifest variant entry with its malformed figures (`"median_us": "abc"`) left out, and one line per
     problem naming the file and the variant. A damaged side file costs its figures, never a page."""
-    from analyzer.diff.facts import ENTRY_NUMBERS, entry_problems
-
     bad = entry_problems(entry)
     if not bad:
         return dict(entry), []
-    from analyzer.diff.facts import side_number
 
     out = {k: v for k, v in entry.items() if k not in ENTRY_NUMBERS or side_number(v) is not None}
     name = " ".join(str(entry.get("name", "?")).split())[:40]
@@ -459,9 +457,7 @@ def attach_manifest(manifest: dict, name: str = "manifest.json") -> int:
 
 def ncu_problem(name: str, doc: object) -> str | None:
     """One line naming an Nsight Compute side file and what is malformed in it, or None."""
-    from analyzer.diff.facts import ncu_problem as problem
-
-    why = problem(doc)
+    why = api.ncu_problem(doc)
     return f"{name}: {why}; measured bytes not attached" if why else None
 
 
@@ -579,16 +575,12 @@ _SAMPLE_DIFFS: dict = {}
 
 def _shared_key(memo_key: tuple, base: Run, cands: list[Run]) -> tuple:
     """The session memo's key plus the runs' manifest facts (a manifest dropped on a sample changes its diff)."""
-    import json
-
     facts = json.dumps([[r.variant, r.context] for r in (base, *cands)], sort_keys=True, default=str)
     return (memo_key, facts)
 
 
 def _compute(base: Run, cands: list[Run]):
     try:
-        from analyzer import diff_runs
-
         return diff_runs(base.summary, [r.summary for r in cands], labels=[base.label] + [r.label for r in cands])
     except FuseLensError as err:
         return f"cannot compare: {err}"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analyzer.api import short_name
 from analyzer.figures import kernels_table as kt
-from analyzer.fmt import short_name
 from app_core import ui
 
 st.title("Kernels")

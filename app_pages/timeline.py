@@ -7,7 +7,8 @@ import time
 import numpy as np
 import streamlit as st
 
-from analyzer.diff import run_phases
+from analyzer import api
+from analyzer.api import file_label, run_phases, step_trace_bytes
 from analyzer.figures import timeline as tl
 from app_core import keys, params, state, ui
 
@@ -15,25 +16,15 @@ st.title("Timeline")
 ui.show_messages()
 runs = ui.require_runs(1, "The timeline")
 
-REPRESENTATIVE = -1  # pseudo position: each run's median-span steady-state step
+REPRESENTATIVE = api.REPRESENTATIVE  # pseudo position: each run's median-span steady-state step
 
 
 def _steps(run: state.Run) -> list[int]:
-    steps = run.trace.steps
-    return [int(s) for s in steps["step"].tolist()] if not steps.empty else [0]
+    return api.recorded_steps(run.trace.steps)
 
 
 def _pick_step(run: state.Run, position: int) -> int:
-    """The step to draw for `position`: the k-th recorded step, or the representative (median GPU span) one."""
-    steps = _steps(run)
-    if position == REPRESENTATIVE:
-        used = [s for s in (getattr(run.summary, "steps_used", None) or steps) if s in steps] or steps
-        table = run.trace.steps.set_index("step") if not run.trace.steps.empty else None
-        if table is None or "gpu_span_us" not in table:
-            return used[len(used) // 2]
-        spans = np.nan_to_num(table.loc[used, "gpu_span_us"].to_numpy(dtype=float), nan=np.inf)
-        return used[int(np.argsort(spans, kind="stable")[(len(used) - 1) // 2])]  # lower median
-    return steps[min(position, len(steps) - 1)]
+    return api.pick_step(run.trace.steps, getattr(run.summary, "steps_used", None), position)
 
 
 max_steps = max(len(_steps(r)) for r in runs)
@@ -132,16 +123,16 @@ ui.chart(
 
 rows = []
 for r, v in zip(sel, views, strict=True):
-    g = v.gpu
+    n = api.step_op_counts(v.gpu)
     rows.append(
         {
             "run": r.label,
             "step": v.step,
-            "GPU ops": len(g),
-            "kernels": int((g["kind"] == "kernel").sum()) if not g.empty else 0,
+            "GPU ops": n["gpu_ops"],
+            "kernels": n["kernels"],
             "GPU span (µs)": v.span_us,
-            "busy (µs)": float(g["dur_us"].sum()) if not g.empty else 0.0,
-            "streams": int(g["stream"].nunique()) if not g.empty else 0,
+            "busy (µs)": n["busy_us"],
+            "streams": n["streams"],
             # a training step's phases, of the representative step (analyzer.phases, as Overview and Compare)
             **{f"{p} (µs)": us for p, us in run_phases(r.summary).items()},
         }
@@ -161,9 +152,6 @@ st.caption(
 )
 dl_cols = st.columns(min(len(sel), 4))
 for i, (r, v) in enumerate(zip(sel, views, strict=True)):
-    from analyzer.fmt import file_label
-    from analyzer.perfetto import step_trace_bytes
-
     dl_cols[i % len(dl_cols)].download_button(
         f"{r.label}: step {v.step}",
         data=lambda r=r, v=v: step_trace_bytes(r.trace, v.step, r.label),
