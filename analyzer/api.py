@@ -46,6 +46,7 @@ from analyzer.memory import release_freed_memory
 from analyzer.opportunities import Opportunity, Plan
 from analyzer.opportunities import plan_opportunities as opportunities
 from analyzer.opportunities.compare import predicted_vs_achieved, table_rows
+from analyzer.opportunities.shares import plan_shares
 from analyzer.perfetto import step_trace_bytes
 from analyzer.ranks.inputs import est_bytes_json
 from analyzer.readers import cache as _cache
@@ -71,6 +72,7 @@ __all__ = [
     "Opportunity",
     "predicted_vs_achieved",
     "table_rows",
+    "plan_shares",
     # errors
     "FuseLensError",
     "TraceError",

@@ -141,3 +141,23 @@ def test_cache_use_is_what_the_cache_holds_within_its_bound(tmp_path, monkeypatc
     api.load_summary(HF / "compile.json.gz")  # analysed once: its tables land in the cache
     used1, _ = api.cache_use()
     assert used0 == 0 and used1 > 0 and bound > used1
+
+
+def test_plan_shares_on_a_real_plan(eager):
+    """The Fusion plan page's and the CLI's shares of the step, from the plan's own times."""
+    _, summary = eager
+    j = api.opportunities(summary).to_json()
+    sh = api.plan_shares(j)
+    now, pred = j["gpu_busy_us_per_step"], j["predicted_gpu_busy_us_per_step"]
+    assert now > pred > 0 and sh["saved_us"] == now - pred
+    assert sh["change_pct"] == pytest.approx((pred - now) / now * 100) and sh["change_pct"] < 0
+    assert set(sh["opportunities"]) == {o["id"] for o in j["opportunities"]}
+    for o in j["opportunities"]:
+        got = sh["opportunities"][o["id"]]
+        assert got["pct_of_step"] == pytest.approx(100 * o["predicted_saved_us_per_step"] / now)
+        assert got["kernels_replaced"] == o["n_kernels"] * o["count_per_step"] >= 2
+    by = j["predicted_gpu_busy_us_per_step_by_taker"]
+    assert [t["tool"] for t in sh["takers"]] == sorted(by, key=by.get)
+    assert all(t["saved_us"] == now - t["busy_us"] >= 0 for t in sh["takers"])
+    empty = api.plan_shares(j | {"gpu_busy_us_per_step": 0.0, "predicted_gpu_busy_us_per_step": 0.0})
+    assert math.isnan(empty["change_pct"]) and all(math.isnan(t["pct_of_step"]) for t in empty["takers"])
