@@ -574,7 +574,7 @@ def accounting(cd) -> None:
     acct = cd.accounting
     if acct is None:
         return
-    total = sum(acct.base_time_us.values()) or 1.0
+    shares = acct.base_shares()
     st.markdown(f"**{ui.esc(acct.text())}**")
     st.dataframe(
         pd.DataFrame(
@@ -583,9 +583,9 @@ def accounting(cd) -> None:
                     "baseline kernels": b,
                     "kernels/step": acct.base_count[b],
                     "GPU µs/step": acct.base_time_us[b],
-                    "share": acct.base_time_us[b] / total,
+                    "share": shares[b],
                 }
-                for b in ("matched", "fused", "replaced", "removed", "unexplained")
+                for b in shares  # the buckets in BASE_BUCKETS order
             ]
         ),
         hide_index=True,

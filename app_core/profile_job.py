@@ -4,7 +4,7 @@ Why a module (not page code): Streamlit re-executes page files on every rerun, b
 server process, so the lock and the running job here are shared by every session: a second click anywhere says
 "busy" instead of starting a second job on the same GPU.
 
-Safety (issue 6): the argument list is built only from validated choices and bounded integers, never a shell
+Safety: the argument list is built only from validated choices and bounded integers, never a shell
 string; the child gets its own session (process group), so Cancel and the timeout kill it and everything it
 started (ncu, compile workers). A descendant that leaves the group (`setsid`, a daemonising double fork) still
 carries the run's marker in its environment (MARKER_ENV, a random token per run): at every end of a run (done,

@@ -79,7 +79,7 @@ views = [
     tl.step_view(r.label, r.trace.gpu_ops, _pick_step(r, position), cpu_ops=r.trace.cpu_ops, with_cpu=with_cpu)
     for r in sel
 ]
-longest = max((float(np.nanmax((v.gpu["end_us"] - v.origin_us).to_numpy())) if not v.gpu.empty else 0.0) for v in views)
+longest = max(v.extent_us for v in views)
 window = None
 if longest > 0 and sum(len(v.gpu) for v in views) > 2000:
     # Big steps: a server-side window re-aggregates at finer resolution (the browser's zoom only magnifies bars).

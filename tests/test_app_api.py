@@ -103,6 +103,9 @@ def test_step_op_counts_against_the_step_table(name):
     assert n["busy_us"] >= float(row["gpu_busy_us"]) - 1e-6
     assert n["streams"] == g["stream"].nunique() >= 1
     assert api.step_op_counts(g.iloc[:0]) == {"gpu_ops": 0, "kernels": 0, "busy_us": 0.0, "streams": 0}
+    # the Timeline's zoom slider ends where the drawing does: the last op's end since t = 0
+    assert view.extent_us == pytest.approx(float(g["end_us"].max() - g["ts_us"].min())) == pytest.approx(view.span_us)
+    assert tl.step_view(name, trace.gpu_ops.iloc[:0], step).extent_us == 0.0
 
 
 def test_measured_bytes_of_a_run_are_its_last_steady_step_against_the_ncu_file(eager):
@@ -161,3 +164,16 @@ def test_plan_shares_on_a_real_plan(eager):
     assert all(t["saved_us"] == now - t["busy_us"] >= 0 for t in sh["takers"])
     empty = api.plan_shares(j | {"gpu_busy_us_per_step": 0.0, "predicted_gpu_busy_us_per_step": 0.0})
     assert math.isnan(empty["change_pct"]) and all(math.isnan(t["pct_of_step"]) for t in empty["takers"])
+
+
+def test_accounting_shares_of_the_baseline_time(eager):
+    """Compare's 'where the baseline's GPU time went' shares: each bucket's time over the total, summing to 1."""
+    _, summary = eager
+    fused = api.summarize(api.load_trace(HF / "compile.json.gz"))
+    acct = api.diff_runs(summary, [fused], labels=["eager", "compile"]).candidate("compile").accounting
+    shares = acct.base_shares()
+    total = sum(acct.base_time_us.values())
+    assert list(shares) == ["matched", "fused", "replaced", "removed", "unexplained"]
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert all(shares[b] == pytest.approx(acct.base_time_us[b] / total) for b in shares)
+    assert shares["fused"] > 0  # Inductor fused the GEGLU's elementwise kernels

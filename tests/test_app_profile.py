@@ -209,7 +209,7 @@ def test_fuselens_path_notes_read_the_runner_manifest(tmp_path):
 
 
 def test_a_normal_exit_reaps_the_process_group(standin, monkeypatch):
-    """Issue 13 item 7: the runner exits 0 but leaves a grandchild (a `sleep` it started): the group is reaped."""
+    """The runner exits 0 but leaves a grandchild (a `sleep` it started): the group is reaped."""
     pidfile = standin / "grandchild.pid"
     monkeypatch.setenv("STANDIN_CHILD_PIDFILE", str(pidfile))
     job = _wait(pj.start(pj.Params(variants=("eager",)), "owner"), 30)

@@ -1,4 +1,4 @@
-"""The real server's exposure (issue 13 item 9): Host allow-list against DNS rebinding, no file watcher, offline.
+"""The real server's exposure: Host allow-list against DNS rebinding, no file watcher, offline.
 
 A raw WebSocket upgrade, as a rebinding page's script would send it: the Host is the attacker's name (its DNS now
 points at 127.0.0.1) and the Origin matches that Host, so the browser's same-origin checks pass. Only the Host
