@@ -25,6 +25,7 @@ SHARE_APPLIED = "fl_share_applied"  # bool: the link's parameters were applied (
 SHARE_PENDING = "fl_share_pending"  # params.View whose runs are not loaded yet (uploads): applied once they are
 COMPARE_CANDIDATE = "fl_compare_candidate"  # str: Compare's candidate selector (a run key)
 TIMELINE_STEP = "fl_timeline_step"  # int: Timeline's step selector
+TIMELINE_RUNS = "fl_timeline_runs"  # list[str]: Timeline's run pills (run keys); "…__offered" beside it (params)
 
 # pages' memos
 PLANS = "fl_plans"  # run key -> Plan, or the one-line error that stopped it: computed once per run per session

@@ -1,5 +1,8 @@
 """Session state of the dashboard: the loaded runs, their labels, the baseline, and one-line load errors.
 
+Pages read and write it through the accessors here (`runs`, `baseline`, `run_by_key`, `errors`, `add_error`,
+`add_note` …), never by indexing st.session_state; every key it holds is named in app_core.keys.
+
 Why this shape:
 * A run is keyed by the xxh3-128 digest of its bytes (analyzer.readers.cache.content_key, ~0.1–0.35 s per GB).
   Parsing goes through the analyzer's on-disk columnar cache (size-bounded, see README "Trace cache"), so a trace

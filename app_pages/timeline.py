@@ -36,13 +36,13 @@ def ordinal(k: int) -> str:
 
 
 # Runs as pills on their own row: multiselect chips cut labels ("fu…") once four runs share a third of the page.
-params.keep_choices(st.session_state, "fl_timeline_runs", [r.key for r in runs])
+params.keep_choices(st.session_state, keys.TIMELINE_RUNS, [r.key for r in runs])
 chosen = st.pills(
     "Runs",
     [r.key for r in runs],
     selection_mode="multi",
     format_func=lambda k: state.run_by_key(k).label,
-    key="fl_timeline_runs",
+    key=keys.TIMELINE_RUNS,
 )
 _step = st.session_state.get(keys.TIMELINE_STEP)
 if _step is not None and _step not in (REPRESENTATIVE, *range(max_steps)):  # a shared link's step these runs lack
