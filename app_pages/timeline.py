@@ -16,18 +16,8 @@ st.title("Timeline")
 ui.show_messages()
 runs = ui.require_runs(1, "The timeline")
 
-REPRESENTATIVE = api.REPRESENTATIVE  # pseudo position: each run's median-span steady-state step
-
-
-def _steps(run: state.Run) -> list[int]:
-    return api.recorded_steps(run.trace.steps)
-
-
-def _pick_step(run: state.Run, position: int) -> int:
-    return api.pick_step(run.trace.steps, getattr(run.summary, "steps_used", None), position)
-
-
-max_steps = max(len(_steps(r)) for r in runs)
+REPRESENTATIVE = api.REPRESENTATIVE  # pseudo position: each run's median-span steady-state step (api.pick_step)
+max_steps = max(len(api.recorded_steps(r.trace.steps)) for r in runs)
 
 
 def ordinal(k: int) -> str:
@@ -63,7 +53,7 @@ with_cpu = c3.toggle("Show CPU ops", value=False, help="the CPU ops that launche
 sel = [r for r in runs if r.key in chosen]
 # A step of tens of kernels (a decoder layer: 15-50) reads best one equal slot per kernel; time-proportional bars
 # leave its 1-14 µs norm/RoPE kernels as slivers beside 180 µs GEMMs. The time layout stays one click away.
-ops_per_step = max((len(r.trace.gpu_ops) / max(1, len(_steps(r))) for r in sel), default=0)
+ops_per_step = max((len(r.trace.gpu_ops) / max(1, len(api.recorded_steps(r.trace.steps))) for r in sel), default=0)
 sequence = c4.toggle(
     "Kernel order (equal widths)",
     value=20 <= ops_per_step <= tl.SEQUENCE_MAX_OPS,
@@ -76,7 +66,13 @@ if not sel:
     st.stop()
 
 views = [
-    tl.step_view(r.label, r.trace.gpu_ops, _pick_step(r, position), cpu_ops=r.trace.cpu_ops, with_cpu=with_cpu)
+    tl.step_view(
+        r.label,
+        r.trace.gpu_ops,
+        api.pick_step(r.trace.steps, r.summary.steps_used, position),
+        cpu_ops=r.trace.cpu_ops,
+        with_cpu=with_cpu,
+    )
     for r in sel
 ]
 longest = max(v.extent_us for v in views)
