@@ -18,7 +18,7 @@ Methods (one fresh interpreter per run, so no run inherits another's heap or pag
              summary's tables read back (imports apart).
   cli        second open in a fresh CLI process: the whole wall time of `python -m analyzer summary PATH` (imports
              included), median of 3 — the "second open ≤ 1 s" figure.
-  upload     second open as a dashboard upload: app_pages.state.digest(bytes) + state._parse (the upload's
+  upload     second open as a dashboard upload: app_core.state.digest(bytes) + state._parse (the upload's
              content key, then load_summary by that key), in a process that has imported the app (a running
              server has).
   ranks      second `python -m analyzer ranks DIR` on a folder holding only this file (a symlink), whole wall time.
@@ -131,7 +131,7 @@ out = dict(import_s=import_s, load_s=secs, summarize_s=0.0, rows=len(df))
     "upload": """
 sys.path.insert(0, ROOT)
 from analyzer import TraceError
-from app_pages import state
+from app_core import state
 import analyzer.readers.load, analyzer.summary, analyzer.trace  # a running dashboard has these imported
 import_s = time.perf_counter() - t_import
 data = open(PATH, "rb").read()

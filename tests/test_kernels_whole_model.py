@@ -104,7 +104,7 @@ def test_model_flops():
 
 def test_the_profile_page_runs_a_whole_model():
     """The dashboard's Profile form: a whole model takes --layers and its own widths, and refuses MLP variants."""
-    from app_pages.profile_job import Params
+    from app_core.profile_job import Params
 
     p = Params(workload="llama-model", batch=4, seq=1024, variants=("eager", "compile"), train=True, layers=8)
     argv = p.argv(options.Path("/tmp/out"))

@@ -60,6 +60,11 @@ class Accounting:
             return 1.0
         return 1.0 - self.base_time_us["unexplained"] / total
 
+    def base_shares(self) -> dict[str, float]:
+        """Each baseline bucket's share of the baseline's GPU time per step (all 0 when it has none)."""
+        total = sum(self.base_time_us.values()) or 1.0
+        return {b: self.base_time_us[b] / total for b in BASE_BUCKETS}
+
     @property
     def reliable(self) -> bool:
         return self.explained_time_share >= RELIABLE_SHARE

@@ -59,6 +59,13 @@ class StepView:
             return 0.0
         return float(self.gpu["end_us"].max() - self.gpu["ts_us"].min())
 
+    @property
+    def extent_us(self) -> float:
+        """Where the drawing ends: the last GPU op's end since the origin (t = 0; the CPU ops may start it earlier)."""
+        if self.gpu.empty:
+            return 0.0
+        return float(np.nanmax((self.gpu["end_us"] - self.origin_us).to_numpy()))
+
 
 def step_view(
     label: str, gpu_ops: pd.DataFrame, step: int, *, cpu_ops: pd.DataFrame | None = None, with_cpu: bool = False

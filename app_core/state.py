@@ -1,5 +1,8 @@
 """Session state of the dashboard: the loaded runs, their labels, the baseline, and one-line load errors.
 
+Pages read and write it through the accessors here (`runs`, `baseline`, `run_by_key`, `errors`, `add_error`,
+`add_note` …), never by indexing st.session_state; every key it holds is named in app_core.keys.
+
 Why this shape:
 * A run is keyed by the xxh3-128 digest of its bytes (analyzer.readers.cache.content_key, ~0.1–0.35 s per GB).
   Parsing goes through the analyzer's on-disk columnar cache (size-bounded, see README "Trace cache"), so a trace
@@ -11,7 +14,7 @@ Why this shape:
   read are the project's own sample_traces/ and the runs/ folders the Profile page creates.
 * Uploads are not written to disk: their analysed tables (kernel names included; a dense trace's entry is ~28× its
   gzip size) go to the on-disk cache only when the user ticks "Keep analysed uploads on this server's disk" in the
-  sidebar (K_KEEP_UPLOADS). Samples and Profile runs are files on this server already and are cached as usual.
+  sidebar (keys.KEEP_UPLOADS). Samples and Profile runs are files on this server already and are cached as usual.
 * Parses share a memory budget (ParseBudget): each reserves its estimated peak (1.6× the JSON bytes, from the gzip
   trailer or a 15:1 guess), and one that would pass the budget while others run waits for them, then is refused
   with one line: a few large uploads at once queue instead of exhausting the machine.
@@ -20,6 +23,7 @@ Why this shape:
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -32,8 +36,26 @@ from pathlib import Path
 
 import streamlit as st
 
-from analyzer.errors import FuseLensError
-from analyzer.fmt import file_label, safe_text, unique_label
+from analyzer import api
+from analyzer.api import (
+    ENTRY_NUMBERS,
+    MANIFEST_KEY,
+    FuseLensError,
+    content_key,
+    decompression_cap,
+    diff_runs,
+    entry_problems,
+    est_bytes_json,
+    file_label,
+    gzip_ratio_limit,
+    load_summary,
+    manifest_entry_facts,
+    release_freed_memory,
+    safe_text,
+    side_number,
+    unique_label,
+)
+from app_core import keys
 from fuselens import settings
 from fuselens.paths import samples_dir
 
@@ -43,14 +65,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = samples_dir()  # the clone's sample_traces/, else the copy an installed wheel carries
 MANIFEST_SCHEMA = "fuselens.profile/1"
 MAX_SIDE_FILE_BYTES = 4 << 20  # manifest.json / <variant>.ncu.json are kBs; 4 MB of `{},` decodes to ~100 MB of objects
-
-K_RUNS = "fl_runs"  # dict[key, Run], insertion-ordered
-K_BASELINE = "fl_baseline"  # key of the baseline run
-K_ERRORS = "fl_errors"  # list[str]: one-line load errors, shown until dismissed or the next upload
-K_NOTES = "fl_notes"  # list[str]: one-line notices (duplicates, side files attached)
-K_DIFFS = "fl_diffs"  # memo: (baseline key, candidate keys, labels) -> Diff | str (error line)
-K_SUBTITLE = "fl_subtitle"  # chart subtitle override for design-review exports
-K_KEEP_UPLOADS = "fl_keep_uploads"  # bool: the user allowed uploads' analysed tables on the on-disk cache
 
 
 @dataclass
@@ -84,16 +98,12 @@ class Run:
 
 # ---------------------------------------------------------------------------------------------------- parsing
 def digest(data: bytes) -> str:
-    from analyzer.readers.cache import content_key
-
     return content_key(data)
 
 
 def _parse(key: str, name: str, _data: bytes, cache: bool | None = None):
     """load_trace + summarize, through the on-disk cache unless `cache` is False, keyed by the same content digest
     (not hashed again), inside the server's parse memory budget."""
-    from analyzer.readers.cache import load_summary
-
     with PARSE_BUDGET.reserve(name, estimated_peak_bytes(_data)):
         t0 = time.perf_counter()
         summary = load_summary(_data, name=name, key=key, cache=cache)
@@ -102,7 +112,7 @@ def _parse(key: str, name: str, _data: bytes, cache: bool | None = None):
 
 def keep_uploads() -> bool:
     """True when the user allowed uploads' analysed tables on the on-disk cache (the sidebar's checkbox)."""
-    return bool(st.session_state.get(K_KEEP_UPLOADS, False))
+    return bool(st.session_state.get(keys.KEEP_UPLOADS, False))
 
 
 # ---------------------------------------------------------------------------------------------------- memory budget
@@ -114,9 +124,6 @@ PEAK_PER_JSON_BYTE = 1.6  # a trace's parse peaks at ~1.6× its JSON bytes (docs
 def estimated_peak_bytes(data: bytes) -> int:
     """What parsing `data` may cost at its peak: 1.6× its JSON bytes (gzip: the trailer's size, or 15× when that
     is implausible), never more than the loader lets through (the decompression cap; 50:1 for gzip)."""
-    from analyzer.ranks.inputs import est_bytes_json
-    from analyzer.readers.load import decompression_cap, gzip_ratio_limit
-
     json_bytes = est_bytes_json(data)
     with contextlib.suppress(FuseLensError, ValueError):
         if data[:2] == b"\x1f\x8b" and 0 < gzip_ratio_limit() < math.inf:
@@ -193,31 +200,29 @@ PARSE_BUDGET = ParseBudget()  # one per server process: every session's parses s
 
 def _release() -> None:
     """Give the heap that a removed run freed back to the OS (glibc keeps freed small blocks otherwise)."""
-    from analyzer.memory import release_freed_memory
-
     release_freed_memory()
 
 
 def _state():
     ss = st.session_state
-    ss.setdefault(K_RUNS, {})
-    ss.setdefault(K_ERRORS, [])
-    ss.setdefault(K_NOTES, [])
-    ss.setdefault(K_DIFFS, {})
+    ss.setdefault(keys.RUNS, {})
+    ss.setdefault(keys.ERRORS, [])
+    ss.setdefault(keys.NOTES, [])
+    ss.setdefault(keys.DIFFS, {})
     return ss
 
 
 def runs() -> list[Run]:
     """Runs in display order: the baseline first, then the others in load order."""
     ss = _state()
-    all_runs = list(ss[K_RUNS].values())
-    base = ss.get(K_BASELINE)
+    all_runs = list(ss[keys.RUNS].values())
+    base = ss.get(keys.BASELINE)
     return sorted(all_runs, key=lambda r: r.key != base)
 
 
 def baseline() -> Run | None:
     ss = _state()
-    return ss[K_RUNS].get(ss.get(K_BASELINE))
+    return ss[keys.RUNS].get(ss.get(keys.BASELINE))
 
 
 def candidates() -> list[Run]:
@@ -226,17 +231,40 @@ def candidates() -> list[Run]:
 
 
 def errors() -> list[str]:
-    return list(_state()[K_ERRORS])
+    return list(_state()[keys.ERRORS])
 
 
 def notes() -> list[str]:
-    return list(_state()[K_NOTES])
+    return list(_state()[keys.NOTES])
+
+
+def add_error(line: str) -> None:
+    """A one-line error (naming the file) shown at the top of every page until dismissed or the next upload."""
+    _state()[keys.ERRORS].append(line)
+
+
+def add_errors(lines) -> None:
+    _state()[keys.ERRORS].extend(lines)
+
+
+def add_note(line: str) -> None:
+    """A one-line notice shown like an error, as information."""
+    _state()[keys.NOTES].append(line)
+
+
+def add_notes(lines) -> None:
+    _state()[keys.NOTES].extend(lines)
+
+
+def run_by_key(key: str) -> Run | None:
+    """The loaded run with this key, or None."""
+    return _state()[keys.RUNS].get(key)
 
 
 def clear_messages() -> None:
     ss = _state()
-    ss[K_ERRORS] = []
-    ss[K_NOTES] = []
+    ss[keys.ERRORS] = []
+    ss[keys.NOTES] = []
 
 
 def add_trace(
@@ -255,26 +283,26 @@ def add_trace(
     """
     ss = _state()
     key = digest(data)
-    existing = ss[K_RUNS].get(key)
+    existing = ss[keys.RUNS].get(key)
     if existing is not None:
-        ss[K_NOTES].append(f"{name}: same content as the loaded run “{existing.label}”; kept once.")
+        ss[keys.NOTES].append(f"{name}: same content as the loaded run “{existing.label}”; kept once.")
         return existing
     try:
         summary, parse_s = _parse(key, name, data, cache=None if origin != "upload" or keep_uploads() else False)
     except FuseLensError as err:
-        ss[K_ERRORS].append(str(err) if str(err).startswith(name) else f"{name}: {err}")
+        ss[keys.ERRORS].append(str(err) if str(err).startswith(name) else f"{name}: {err}")
         return None
     except MemoryError:
-        ss[K_ERRORS].append(
+        ss[keys.ERRORS].append(
             f"{name}: out of memory while parsing {len(data) / 1e6:,.0f} MB; the other traces stay loaded"
         )
         return None
     except Exception as exc:  # an analyzer bug must cost one line, not the session (details go to the server log)
         log.exception("unexpected error while parsing %s", name)
         first = " ".join(str(exc).split())[:200]
-        ss[K_ERRORS].append(f"{name}: could not be analyzed (internal error {type(exc).__name__}: {first})")
+        ss[keys.ERRORS].append(f"{name}: could not be analyzed (internal error {type(exc).__name__}: {first})")
         return None
-    taken = {r.label for r in ss[K_RUNS].values()}
+    taken = {r.label for r in ss[keys.RUNS].values()}
     run = Run(
         key=key,
         file_name=name,
@@ -288,47 +316,47 @@ def add_trace(
         measured=measured,
     )
     _apply_facts(run)
-    ss[K_RUNS][key] = run
-    if ss.get(K_BASELINE) not in ss[K_RUNS]:
-        ss[K_BASELINE] = key
-    ss[K_DIFFS] = {}
+    ss[keys.RUNS][key] = run
+    if ss.get(keys.BASELINE) not in ss[keys.RUNS]:
+        ss[keys.BASELINE] = key
+    ss[keys.DIFFS] = {}
     return run
 
 
 def remove(key: str) -> None:
     ss = _state()
-    run = ss[K_RUNS].pop(key, None)
-    if ss.get(K_BASELINE) not in ss[K_RUNS]:
-        ss[K_BASELINE] = next(iter(ss[K_RUNS]), None)
-    ss[K_DIFFS] = {}
+    run = ss[keys.RUNS].pop(key, None)
+    if ss.get(keys.BASELINE) not in ss[keys.RUNS]:
+        ss[keys.BASELINE] = next(iter(ss[keys.RUNS]), None)
+    ss[keys.DIFFS] = {}
     if run is not None:
         del run
         _release()
 
 
 def remove_origin(origin: str) -> None:
-    for r in [r for r in _state()[K_RUNS].values() if r.origin == origin]:
+    for r in [r for r in _state()[keys.RUNS].values() if r.origin == origin]:
         remove(r.key)
 
 
 def set_baseline(key: str) -> None:
     ss = _state()
-    if key in ss[K_RUNS]:
-        ss[K_BASELINE] = key
+    if key in ss[keys.RUNS]:
+        ss[keys.BASELINE] = key
 
 
 def relabel(key: str, label: str) -> None:
     ss = _state()
-    run = ss[K_RUNS].get(key)
+    run = ss[keys.RUNS].get(key)
     if run is None:
         return
-    taken = {r.label for r in ss[K_RUNS].values() if r.key != key}
+    taken = {r.label for r in ss[keys.RUNS].values() if r.key != key}
     run.label = unique_label(safe_text(label, 40) or file_label(run.file_name) or "run", taken)
 
 
 def prefer_baseline(names: tuple[str, ...] = ("eager",)) -> None:
     """Make the first run whose label or variant is one of `names` the baseline (eager is the natural one)."""
-    for r in _state()[K_RUNS].values():
+    for r in _state()[keys.RUNS].values():
         if r.label in names or r.variant.get("name") in names:
             set_baseline(r.key)
             return
@@ -347,8 +375,6 @@ def read_side_file(name: str, data: bytes) -> dict | str | None:
     """A runner manifest.json or <variant>.ncu.json uploaded beside traces (the document, checked by
     analyzer.runmeta); a str: one line saying why a side file was left out (off-schema, too deep, a field of the
     wrong type); None: not a side file (then it is a trace)."""
-    from analyzer import runmeta
-
     lower = Path(name).name.lower()
     named = lower == "manifest.json" or lower.endswith(".ncu.json")  # the runner's names: said, never parsed as a trace
     if not lower.endswith(".json") or (len(data) > MAX_SIDE_FILE_BYTES and not named):
@@ -358,43 +384,37 @@ def read_side_file(name: str, data: bytes) -> dict | str | None:
         return None
     where = safe_text(name, 80)
     try:
-        doc = runmeta.decode_json(data, where, MAX_SIDE_FILE_BYTES)
-    except runmeta.SideFileError as err:
+        doc = api.decode_json(data, where, MAX_SIDE_FILE_BYTES)
+    except api.SideFileError as err:
         return f"{err}; left out" if named else None
     if not isinstance(doc, dict):
         return f"{where}: not a JSON object; left out" if named else None
     try:
         if doc.get("schema") == MANIFEST_SCHEMA or lower == "manifest.json" and "variants" in doc:
-            runmeta.check_manifest(doc, where)
+            api.check_manifest(doc, where)
             return doc if is_manifest(doc) else f"{where}: variants: missing; left out"
         if is_ncu(doc) or lower.endswith(".ncu.json"):
-            runmeta.check_ncu(doc, where)
+            api.check_ncu(doc, where)
             return doc
-    except runmeta.SideFileError as err:
+    except api.SideFileError as err:
         return f"{err}; left out"
     return f"{where}: not a runner manifest or Nsight Compute file; left out" if named else None
 
 
 def manifest_facts(manifest: dict, entry: dict) -> dict:
     """The facts a Diff states for one run, from an uploaded runner manifest and the run's entry in it."""
-    from analyzer.diff.facts import manifest_entry_facts  # one mapping for uploads and files beside a trace
-
     return manifest_entry_facts(manifest, entry)
 
 
 def _apply_facts(run: Run) -> None:
     """Put the manifest facts where analyzer.diff looks for them (this session's copy of the trace meta)."""
     if run.context and run.variant:
-        from analyzer.diff.facts import MANIFEST_KEY
-
         run.trace.meta.extra[MANIFEST_KEY] = manifest_facts(run.context, run.variant)
 
 
 def measured_roofs(run: Run) -> dict:
     """{'copy_gbps', 'matmul_tflops', 'matmul_dtype'} the runner measured on the run's GPU (manifest "ceilings",
     `kernels.profile --measure-roofs`), malformed figures left out; {} when none were recorded."""
-    from analyzer.diff.facts import side_number
-
     c = run.context.get("ceilings") if isinstance(run.context.get("ceilings"), dict) else {}
     out: dict = {}
     for k in ("copy_gbps", "matmul_tflops"):
@@ -414,12 +434,9 @@ def context_from_manifest(manifest: dict) -> dict:
 def clean_entry(entry: dict, where: str = "manifest.json") -> tuple[dict, list[str]]:
     """A manifest variant entry with its malformed figures (`"median_us": "abc"`) left out, and one line per
     problem naming the file and the variant. A damaged side file costs its figures, never a page."""
-    from analyzer.diff.facts import ENTRY_NUMBERS, entry_problems
-
     bad = entry_problems(entry)
     if not bad:
         return dict(entry), []
-    from analyzer.diff.facts import side_number
 
     out = {k: v for k, v in entry.items() if k not in ENTRY_NUMBERS or side_number(v) is not None}
     name = " ".join(str(entry.get("name", "?")).split())[:40]
@@ -430,23 +447,21 @@ def attach_manifest(manifest: dict, name: str = "manifest.json") -> int:
     """Give loaded runs whose file matches a manifest variant's trace that manifest's context. Returns how many."""
     by_trace = {str(v.get("trace")): v for v in manifest.get("variants", []) if isinstance(v, dict)}
     n = 0
-    for r in _state()[K_RUNS].values():
+    for r in _state()[keys.RUNS].values():
         v = by_trace.get(Path(r.file_name).name)
         if v is not None:
             r.context = context_from_manifest(manifest)
             r.variant, problems = clean_entry(v, name)
-            _state()[K_ERRORS].extend(problems)
+            add_errors(problems)
             _apply_facts(r)
             n += 1
-    _state()[K_DIFFS] = {}
+    _state()[keys.DIFFS] = {}
     return n
 
 
 def ncu_problem(name: str, doc: object) -> str | None:
     """One line naming an Nsight Compute side file and what is malformed in it, or None."""
-    from analyzer.diff.facts import ncu_problem as problem
-
-    why = problem(doc)
+    why = api.ncu_problem(doc)
     return f"{name}: {why}; measured bytes not attached" if why else None
 
 
@@ -457,10 +472,10 @@ def attach_ncu(name: str, doc: dict) -> bool:
     recognised, its problem said)."""
     problem = ncu_problem(name, doc)
     if problem:
-        _state()[K_ERRORS].append(problem)
+        add_error(problem)
         return True
     stem = Path(name).name[: -len(".ncu.json")] if name.endswith(".ncu.json") else None
-    for r in _state()[K_RUNS].values():
+    for r in _state()[keys.RUNS].values():
         if stem and file_label(r.file_name) == stem or r.variant.get("ncu") == Path(name).name:
             r.measured = doc
             return True
@@ -564,16 +579,12 @@ _SAMPLE_DIFFS: dict = {}
 
 def _shared_key(memo_key: tuple, base: Run, cands: list[Run]) -> tuple:
     """The session memo's key plus the runs' manifest facts (a manifest dropped on a sample changes its diff)."""
-    import json
-
     facts = json.dumps([[r.variant, r.context] for r in (base, *cands)], sort_keys=True, default=str)
     return (memo_key, facts)
 
 
 def _compute(base: Run, cands: list[Run]):
     try:
-        from analyzer import diff_runs
-
         return diff_runs(base.summary, [r.summary for r in cands], labels=[base.label] + [r.label for r in cands])
     except FuseLensError as err:
         return f"cannot compare: {err}"
@@ -593,13 +604,13 @@ def diff(*, compute: bool = True, force: bool = False):
         return None
     memo_key = (base.key, base.label, tuple((r.key, r.label) for r in cands))
     ss = _state()
-    held = ss[K_DIFFS].get(memo_key)
+    held = ss[keys.DIFFS].get(memo_key)
     if isinstance(held, tuple):  # (future, started, size)
         fut, started, size = held
         if not fut.done():
             return DiffPending(started, size)
         result = fut.result()
-        ss[K_DIFFS] = {memo_key: result}
+        ss[keys.DIFFS] = {memo_key: result}
         if all(r.origin == "sample" for r in (base, *cands)) and not isinstance(result, str):
             _SAMPLE_DIFFS[_shared_key(memo_key, base, cands)] = result
             while len(_SAMPLE_DIFFS) > 4:  # a few sample sets' diffs; each holds its runs' summaries
@@ -610,7 +621,7 @@ def diff(*, compute: bool = True, force: bool = False):
     samples_only = all(r.origin == "sample" for r in (base, *cands))
     shared = _SAMPLE_DIFFS.get(_shared_key(memo_key, base, cands)) if samples_only else None
     if shared is not None:  # the bundled samples' diff, computed once per server (every new tab opens on it)
-        ss[K_DIFFS] = {memo_key: shared}
+        ss[keys.DIFFS] = {memo_key: shared}
         return shared
     if not compute:
         return None
@@ -618,7 +629,7 @@ def diff(*, compute: bool = True, force: bool = False):
     if size > DIFF_AUTO_MAX_OPS and not force:
         return DiffDeferred(size)
     fut = _POOL.submit(_compute, base, cands)
-    ss[K_DIFFS] = {memo_key: (fut, time.time(), size)}
+    ss[keys.DIFFS] = {memo_key: (fut, time.time(), size)}
     with contextlib.suppress(FuturesTimeout):
         fut.result(timeout=DIFF_WAIT_S)
     return diff(compute=False)

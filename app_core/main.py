@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import export, nav, samples, share, sidebar
+from app_core import export, keys, nav, samples, share, sidebar
 from fuselens.paths import assets_dir
 
 
@@ -25,9 +25,9 @@ def run() -> None:
     # work fully offline and fetch nothing).
     st.set_page_config(page_title="FuseLens", page_icon=str(assets_dir() / "favicon.png"), layout="wide")
     export.prewarm()  # from the server's first session on, so the first PNG click finds kaleido's Chromium up
-    if "fl_started" not in st.session_state:
-        # First run of a session: what a shared link names (app_pages.share), else the default case.
-        st.session_state["fl_started"] = True
+    if keys.STARTED not in st.session_state:
+        # First run of a session: what a shared link names (app_core.share), else the default case.
+        st.session_state[keys.STARTED] = True
         share.apply_on_first_run(_open_default)
 
     # Narrower page margins than Streamlit's 5rem / 6rem: at 1280 px with the sidebar open the main column gains

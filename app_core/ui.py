@@ -1,32 +1,16 @@
-"""Small UI helpers every page uses: safe text, messages, charts with PNG/SVG export, run context, formatting.
-
-Why `esc`: Streamlit renders Markdown in st.markdown, st.caption, st.error, metric labels … and trace names, file
-names and labels come from files users upload. Escaping every Markdown/HTML character keeps
-`<img onerror=…>`, `[link](javascript:…)` or `![](http://tracker)` in a kernel name inert text.
-"""
+"""Small UI helpers every page uses: safe text (`esc`, the one escaper: app_core.text), messages, charts with
+PNG/SVG export, run context, formatting."""
 
 from __future__ import annotations
-
-import re
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from analyzer import fmt as _fmt
+from analyzer import api
+from analyzer.api import MISSING, finite, fmt_pct, fmt_signed, no_neg_zero  # noqa: F401  (pages format through ui.fmt_*: one rule, analyzer.fmt)
 from analyzer.figures import theme
-from analyzer.fmt import MISSING, finite, fmt_pct, fmt_signed, no_neg_zero  # noqa: F401  (pages format through ui.fmt_*: one rule, analyzer.fmt)
-from app_pages import export, state
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&\"'])")
-
-
-def esc(text: object, limit: int = 300) -> str:
-    """Text from a trace or a user, made inert for Markdown: every special character backslash-escaped, one line."""
-    t = " ".join(str(text).split())
-    if len(t) > limit:
-        t = t[: limit - 1] + "…"
-    return _MD_SPECIAL.sub(r"\\\1", t)
-
+from app_core import export, keys, share, state
+from app_core.text import esc  # noqa: F401  (pages escape through ui.esc: the one escaper, app_core.text)
 
 NONE = MISSING  # what a table cell shows for an unknown or not-recorded figure (the column's tooltip says why)
 
@@ -40,12 +24,12 @@ def cell(value, spec: str = "{:,.1f}") -> str:
 
 def fmt_us(us, missing: str = MISSING) -> str:
     """analyzer.fmt.fmt_us, "—" when unknown (a page shows a dash where the CLI says "unknown")."""
-    return _fmt.fmt_us(us, missing)
+    return api.fmt_us(us, missing)
 
 
 def fmt_bytes(n, missing: str = MISSING) -> str:
     """analyzer.fmt.fmt_bytes, "—" when unknown."""
-    return _fmt.fmt_bytes(n, missing)
+    return api.fmt_bytes(n, missing)
 
 
 def signed(value, spec: str = ",.1f", unit: str = "") -> str:
@@ -95,8 +79,6 @@ def show_messages() -> None:
         st.info(esc(n), icon=":material/info:")
     if errs or notes:
         st.button("Dismiss messages", key="fl_dismiss", on_click=state.clear_messages, type="tertiary")
-    from app_pages import share
-
     missing = share.missing_runs()
     if missing:
         with st.container(key="fl_link_pending"):
@@ -127,16 +109,14 @@ def require_runs(n: int = 1, what: str = "this view") -> list[state.Run]:
 def context() -> dict:
     """{'gpu', 'workload', 'shapes', 'dtype'} of the loaded runs, for chart subtitles: the diff's context (manifest
     facts, else the trace's GPU and main GEMM) when there is a comparison, else the baseline's facts."""
-    from analyzer.diff.facts import diff_context, run_facts, workload_parts
-
     d = state.diff(compute=False)  # only a diff already computed: a subtitle never starts a slow diff
     if d is not None and not isinstance(d, str | state.DiffPending | state.DiffDeferred):
-        return diff_context(d)
+        return api.diff_context(d)
     base = state.baseline()
     if base is None:
         return {}
-    facts = run_facts(base.trace.meta)
-    ctx = workload_parts(facts)
+    facts = api.run_facts(base.trace.meta)
+    ctx = api.workload_parts(facts)
     ctx["gpu"] = facts.get("gpu")
     return ctx
 
@@ -146,7 +126,7 @@ def subtitle() -> str:
 
     Users can override it in the sidebar: a review slide's wording is theirs. Escaping happens where it is placed
     (analyzer.figures.theme.chart_title)."""
-    override = str(st.session_state.get(state.K_SUBTITLE, "")).strip()
+    override = str(st.session_state.get(keys.SUBTITLE, "")).strip()
     if override:
         return override
     ctx = context()

@@ -9,10 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analyzer.diff.facts import side_number
-from analyzer.diff.headline import BASIS_TEXT, headline_text
-from analyzer.fmt import finite, safe_text, short_name
-from app_pages import plan_view, state, ui
+from analyzer.api import BASIS_TEXT, finite, headline_text, safe_text, short_name, side_number
+from app_core import plan_view, state, ui
 
 
 def _force_diff() -> None:
@@ -576,7 +574,7 @@ def accounting(cd) -> None:
     acct = cd.accounting
     if acct is None:
         return
-    total = sum(acct.base_time_us.values()) or 1.0
+    shares = acct.base_shares()
     st.markdown(f"**{ui.esc(acct.text())}**")
     st.dataframe(
         pd.DataFrame(
@@ -585,9 +583,9 @@ def accounting(cd) -> None:
                     "baseline kernels": b,
                     "kernels/step": acct.base_count[b],
                     "GPU µs/step": acct.base_time_us[b],
-                    "share": acct.base_time_us[b] / total,
+                    "share": shares[b],
                 }
-                for b in ("matched", "fused", "replaced", "removed", "unexplained")
+                for b in shares  # the buckets in BASE_BUCKETS order
             ]
         ),
         hide_index=True,

@@ -4,7 +4,7 @@ Why a module (not page code): Streamlit re-executes page files on every rerun, b
 server process, so the lock and the running job here are shared by every session: a second click anywhere says
 "busy" instead of starting a second job on the same GPU.
 
-Safety (issue 6): the argument list is built only from validated choices and bounded integers, never a shell
+Safety: the argument list is built only from validated choices and bounded integers, never a shell
 string; the child gets its own session (process group), so Cancel and the timeout kill it and everything it
 started (ncu, compile workers). A descendant that leaves the group (`setsid`, a daemonising double fork) still
 carries the run's marker in its environment (MARKER_ENV, a random token per run): at every end of a run (done,
@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analyzer import api
 from fuselens import settings
 from fuselens.paths import runs_dir
 from kernels.models.variants import DEFAULT_VARIANTS, LAYER_VARIANTS, VARIANTS
@@ -384,11 +385,9 @@ FUSELENS_VARIANTS = ("fuselens", "fuselens-graph")
 def fuselens_path_notes(out_dir) -> list[str]:
     """One line per fuselens variant of a finished run: which path its measurement chose (the runner's manifest,
     kernels.models.dispatch), and a warning where it fell back from the fused kernel."""
-    from analyzer import runmeta
-
     try:
-        manifest = runmeta.read_manifest(Path(out_dir) / "manifest.json") or {}
-    except runmeta.SideFileError:
+        manifest = api.read_manifest(Path(out_dir) / "manifest.json") or {}
+    except api.SideFileError:
         return []
     variants = [v for v in manifest.get("variants", []) if isinstance(v, dict)]
     notes = []

@@ -11,10 +11,8 @@ import time
 
 import streamlit as st
 
-from app_pages import samples, state, ui
-
-K_GEN = "fl_upload_gen"
-K_PICK = "fl_baseline_pick"
+from analyzer import api
+from app_core import keys, samples, share, state, ui
 
 
 def _ingest(files) -> None:
@@ -25,7 +23,7 @@ def _ingest(files) -> None:
         data = f.getvalue()
         doc = state.read_side_file(f.name, data)
         if isinstance(doc, str):  # a side file off the runner's schema: one line, the traces load without it
-            state._state()[state.K_ERRORS].append(doc)
+            state.add_error(doc)
             continue
         (side if doc is not None else traces).append((f.name, doc if doc is not None else data))
     if traces and all(r.origin == "sample" for r in state.runs()) and state.runs():
@@ -53,11 +51,9 @@ def _ingest(files) -> None:
         for name, doc in side:
             if state.is_manifest(doc):
                 n = state.attach_manifest(doc, name)
-                state._state()[state.K_NOTES].append(f"{name}: run context attached to {n} trace(s).")
+                state.add_note(f"{name}: run context attached to {n} trace(s).")
             elif not state.attach_ncu(name, doc):
-                state._state()[state.K_ERRORS].append(
-                    f"{name}: Nsight Compute bytes, but no loaded trace of that variant"
-                )
+                state.add_error(f"{name}: Nsight Compute bytes, but no loaded trace of that variant")
         if state.baseline() is None:
             state.prefer_baseline()
         failed = len(state.errors())
@@ -68,37 +64,32 @@ def _ingest(files) -> None:
 
 def _cache_use() -> str:
     """'The server's trace cache holds 1.2 GB of its 4.3 GB bound.' (the disk the checkbox spends; not its path)."""
-    from analyzer.readers import cache
-
-    try:
-        used = sum(p.lstat().st_size for p in cache.entries())
-    except OSError:
-        used = 0
-    return f"The server's trace cache holds {ui.fmt_bytes(used)} of its {ui.fmt_bytes(cache.max_bytes())} bound."
+    used, bound = api.cache_use()
+    return f"The server's trace cache holds {ui.fmt_bytes(used)} of its {ui.fmt_bytes(bound)} bound."
 
 
 def _relabel(key: str) -> None:
-    state.relabel(key, st.session_state.get(f"fl_label_{key}", ""))
+    state.relabel(key, st.session_state.get(keys.LABEL_PREFIX + key, ""))
 
 
 def _pick_baseline() -> None:
-    state.set_baseline(st.session_state[K_PICK])
+    state.set_baseline(st.session_state[keys.BASELINE_PICK])
 
 
 def _load_sample(name: str) -> None:
-    st.session_state["fl_load_sample"] = name
+    st.session_state[keys.LOAD_SAMPLE] = name
 
 
 def render() -> None:
     ss = st.session_state
-    ss.setdefault(K_GEN, 0)
+    ss.setdefault(keys.UPLOAD_GEN, 0)
     with st.sidebar:
         st.markdown("### Traces")
         files = st.file_uploader(
             "Add PyTorch profiler traces",
             type=["json", "gz"],
             accept_multiple_files=True,
-            key=f"fl_upload_{ss[K_GEN]}",
+            key=f"fl_upload_{ss[keys.UPLOAD_GEN]}",
             help="Kineto Chrome-trace JSON (.json / .json.gz), up to 1 GB each. Several at once: e.g. eager and "
             "torch.compile. A runner manifest.json or <variant>.ncu.json dropped with them attaches its context "
             "and measured bytes. Files stay in this server's memory; nothing is written to disk unless you tick "
@@ -106,35 +97,35 @@ def render() -> None:
         )
         st.checkbox(
             "Keep analysed uploads on this server's disk",
-            key=state.K_KEEP_UPLOADS,
+            key=keys.KEEP_UPLOADS,
             help="Off: uploads live in this session's memory only and are parsed again when added again. On: their "
             "analysed tables (kernel and op names included, up to ~30× a gzip upload's size) go to the server's "
             "trace cache, so the same file opens in a second next time, for anyone on this server. " + _cache_use(),
         )
         if files:
             _ingest(files)
-            ss[K_GEN] += 1  # empties the uploader (see module doc)
+            ss[keys.UPLOAD_GEN] += 1  # empties the uploader (see module doc)
             st.rerun()
 
         runs = state.runs()
         if runs:
-            keys = [r.key for r in runs]
+            run_keys = [r.key for r in runs]
             labels = {r.key: r.label for r in runs}
-            ss[K_PICK] = state.baseline().key
+            ss[keys.BASELINE_PICK] = state.baseline().key
             st.selectbox(
                 "Baseline",
-                keys,
+                run_keys,
                 format_func=lambda k: labels.get(k, k),
-                key=K_PICK,
+                key=keys.BASELINE_PICK,
                 on_change=_pick_baseline,
                 help="Every other run is compared against this one (usually eager).",
             )
             for r in runs:
-                ss[f"fl_label_{r.key}"] = r.label
+                ss[keys.LABEL_PREFIX + r.key] = r.label
                 c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
                 c1.text_input(
                     "Label" if r is runs[0] else "label",
-                    key=f"fl_label_{r.key}",
+                    key=keys.LABEL_PREFIX + r.key,
                     on_change=_relabel,
                     args=(r.key,),
                     label_visibility="collapsed",
@@ -166,13 +157,11 @@ def render() -> None:
                         help=f"sample_traces/{s.name}: " + ", ".join(v.get("name", "?") for v, _ in s.traces),
                         width="stretch",
                     )
-        from app_pages import share
-
         st.caption(share.link_caption())
         with st.expander("Chart titles"):
             st.text_input(
                 "Subtitle on exported charts",
-                key=state.K_SUBTITLE,
+                key=keys.SUBTITLE,
                 placeholder=ui.subtitle() or "workload · shapes · dtype · GPU",
                 help="Leave empty for the automatic one (from the runner's manifest and the traces).",
                 max_chars=200,
@@ -181,7 +170,7 @@ def render() -> None:
 
 def load_requested_sample() -> None:
     """Load a sample set the user asked for (button callbacks cannot show progress, so it happens here)."""
-    name = st.session_state.pop("fl_load_sample", None)
+    name = st.session_state.pop(keys.LOAD_SAMPLE, None)
     if name is None:
         return
     for s in samples.discover():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-_DIR = Path(__file__).resolve().parent
+_DIR = Path(__file__).resolve().parent.parent / "app_pages"  # the page files
 
 # (file, title, icon, url path). Order = sidebar order.
 PAGES = (

@@ -14,36 +14,35 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import params, samples, state
-
-K_APPLIED = "fl_share_applied"
-K_PENDING = "fl_share_pending"  # a View whose runs are not loaded yet (uploads): applied once they are
+from app_core import keys, params, samples, state
 
 
 def apply_on_first_run(open_default) -> None:
     """On a session's first run: load what the URL names (a bundled set, its runs), else `open_default()`; then the
     baseline, and preselect the candidate and step. A link to uploaded runs opens nothing: it lists the runs it
     needs and waits for them (`apply_pending`)."""
-    if st.session_state.get(K_APPLIED):
+    if st.session_state.get(keys.SHARE_APPLIED):
         return
-    st.session_state[K_APPLIED] = True
+    st.session_state[keys.SHARE_APPLIED] = True
     view, problems = params.parse(dict(st.query_params))
-    state._state()[state.K_ERRORS].extend(problems)
+    state.add_errors(problems)
     if view.set:
         for s in samples.discover():
             if s.name == view.set:
                 samples.load_set(s, variants=tuple(view.runs) or None)
                 loaded = {r.label for r in state.runs()}
                 for lab in [x for x in view.runs if x not in loaded]:
-                    state._state()[state.K_ERRORS].append(f"link: set {view.set!r} has no run {lab!r}; left out")
+                    state.add_error(f"link: set {view.set!r} has no run {lab!r}; left out")
                     view.runs.remove(lab)
                 break
         else:
-            state._state()[state.K_ERRORS].append(f"link: no bundled sample set named {view.set!r}; opened the default")
+            state.add_error(f"link: no bundled sample set named {view.set!r}; opened the default")
             view = params.View()
             open_default()
     elif view.runs and not view.bad_set:
-        st.session_state[K_PENDING] = view  # runs from the sharer's uploads: say so, and wait for the same files
+        st.session_state[keys.SHARE_PENDING] = (
+            view  # runs from the sharer's uploads: say so, and wait for the same files
+        )
     else:
         open_default()
     _apply(view)
@@ -57,20 +56,20 @@ def _apply(view: params.View) -> bool:
     for name in ("baseline", "candidate"):
         value = getattr(view, name)
         if value and value not in by_label:
-            state._state()[state.K_ERRORS].append(f"link: {name} {value!r} is not a loaded run; ignored")
+            state.add_error(f"link: {name} {value!r} is not a loaded run; ignored")
             setattr(view, name, None)
     if view.baseline in by_label:
         state.set_baseline(by_label[view.baseline].key)
     if view.candidate:
-        st.session_state["fl_compare_candidate"] = view.candidate
+        st.session_state[keys.COMPARE_CANDIDATE] = view.candidate
     if view.step is not None:
-        st.session_state["fl_timeline_step"] = view.step
+        st.session_state[keys.TIMELINE_STEP] = view.step
     return True
 
 
 def missing_runs() -> list[str]:
     """The runs a pending shared link names that are not loaded (in the link's order); [] when none is pending."""
-    view = st.session_state.get(K_PENDING)
+    view = st.session_state.get(keys.SHARE_PENDING)
     if view is None:
         return []
     loaded = {r.label for r in state.runs()}
@@ -79,10 +78,10 @@ def missing_runs() -> list[str]:
 
 def apply_pending() -> None:
     """Once the runs a shared link named are loaded (the same files uploaded), apply its view and forget it."""
-    view = st.session_state.get(K_PENDING)
+    view = st.session_state.get(keys.SHARE_PENDING)
     if view is not None and _apply(view):
-        del st.session_state[K_PENDING]
-        state._state()[state.K_NOTES].append(
+        del st.session_state[keys.SHARE_PENDING]
+        state.add_note(
             "The shared link's view is applied: "
             + ", ".join(view.runs)
             + (f"; baseline {view.baseline}" if view.baseline else "")
@@ -90,14 +89,14 @@ def apply_pending() -> None:
 
 
 def dismiss_pending() -> None:
-    st.session_state.pop(K_PENDING, None)
+    st.session_state.pop(keys.SHARE_PENDING, None)
 
 
 def sync() -> None:
     """Write the current view into the URL (called on every run, after the page is known). While a shared link's
     runs are not loaded, the URL keeps saying what it asked for, so the link can be passed on as it came."""
     apply_pending()
-    if st.session_state.get(K_PENDING) is not None:
+    if st.session_state.get(keys.SHARE_PENDING) is not None:
         return
     runs = state.runs()
     params: dict[str, str] = {}
@@ -110,10 +109,10 @@ def sync() -> None:
         base = state.baseline()
         if base is not None:
             params["baseline"] = base.label
-    cand = st.session_state.get("fl_compare_candidate")
+    cand = st.session_state.get(keys.COMPARE_CANDIDATE)
     if cand:
         params["candidate"] = str(cand)
-    step = st.session_state.get("fl_timeline_step")
+    step = st.session_state.get(keys.TIMELINE_STEP)
     if isinstance(step, int) and step >= 0:
         params["step"] = str(step)
     if dict(st.query_params) != params:

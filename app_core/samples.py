@@ -12,7 +12,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages import state
+from analyzer import api
+from app_core import state
+from app_core.text import esc
 
 # The set the app opens on: the Hugging Face post's GEGLU MLP (64 x 128 tokens, d 768, hidden 3072, bf16).
 DEFAULT_CASE = {"workload": "geglu", "batch": 64, "seq": 128, "d_model": 768, "hidden": 3072, "dtype": "bf16"}
@@ -70,11 +72,9 @@ def case_title(m: dict) -> str:
 
 
 def read_set(folder: Path) -> SampleSet | None:
-    from analyzer import runmeta
-
     try:
-        manifest = runmeta.read_manifest(folder / "manifest.json")  # typed at the boundary, like an upload's
-    except runmeta.SideFileError as err:
+        manifest = api.read_manifest(folder / "manifest.json")  # typed at the boundary, like an upload's
+    except api.SideFileError as err:
         state.log.warning("sample set %s left out: %s", folder.name, err)
         return None
     if not state.is_manifest(manifest):
@@ -132,32 +132,30 @@ def discover() -> list[SampleSet]:
 
 def load_set(sample: SampleSet, origin: str = "sample", variants: tuple[str, ...] | None = None) -> list[state.Run]:
     """Load the recorded variants of a set (all, or those named), parsed once per server, with manifest and ncu."""
-    from analyzer import runmeta
-
     loaded = []
     context = state.context_from_manifest(sample.manifest)
     if origin == "sample":
-        context["_sample_set"] = sample.name  # lets a shared link name the set (app_pages.share)
+        context["_sample_set"] = sample.name  # lets a shared link name the set (app_core.share)
     folder = sample.traces[0][1].parent
     traces = [(v, p) for v, p in sample.traces if variants is None or v.get("name") in variants] or list(sample.traces)
     n = len(traces)
-    bar = st.progress(0.0, text=f"Loading {ui_safe(sample.title)}") if n > 1 else None
+    bar = st.progress(0.0, text=f"Loading {esc(sample.title, 120)}") if n > 1 else None
     for i, (variant, path) in enumerate(traces):
         if bar is not None:
             bar.progress(i / n, text=f"Parsing {path.name} ({i + 1}/{n})")
         measured = None
         variant, problems = state.clean_entry(variant, f"{folder.name}/manifest.json")
-        state._state()[state.K_ERRORS].extend(problems)
+        state.add_errors(problems)
         if variant.get("ncu"):
             ncu_name = Path(str(variant["ncu"])).name
             try:
-                measured = runmeta.read_ncu(folder / ncu_name)
-            except runmeta.SideFileError as err:
-                state._state()[state.K_ERRORS].append(f"{err}; not attached")
+                measured = api.read_ncu(folder / ncu_name)
+            except api.SideFileError as err:
+                state.add_error(f"{err}; not attached")
                 measured = None
             problem = state.ncu_problem(ncu_name, measured) if measured is not None else None
             if problem:
-                state._state()[state.K_ERRORS].append(problem)
+                state.add_error(problem)
                 measured = None
         run = state.add_trace(
             path.name,
@@ -174,9 +172,3 @@ def load_set(sample: SampleSet, origin: str = "sample", variants: tuple[str, ...
         bar.empty()
     state.prefer_baseline()
     return loaded
-
-
-def ui_safe(text: str) -> str:
-    from app_pages.ui import esc
-
-    return esc(text, 120)

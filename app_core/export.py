@@ -12,6 +12,7 @@ import atexit
 import copy
 import logging
 import threading
+import warnings
 
 import plotly.graph_objects as go
 
@@ -95,8 +96,6 @@ def _warm() -> None:
 
 def to_image(fig: go.Figure, fmt: str) -> bytes:
     """Render `fig` to 'png' (2x scale, crisp on retina slides) or 'svg'. Raises on failure; callers say so inline."""
-    import warnings
-
     with _LOCK:
         _ensure_server()
         with warnings.catch_warnings():

@@ -6,17 +6,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app_pages import state, ui
-
-K_PLANS = "fl_plans"  # run key -> Plan, or the one-line error that stopped it: computed once per run per session
+from analyzer.api import FuseLensError, table_rows
+from analyzer.api import opportunities as plan_opportunities
+from analyzer.api import predicted_vs_achieved as pva
+from app_core import keys, state, ui
 
 
 def plan_for(run):
     """analyzer.opportunities.plan_opportunities for this run (its manifest facts already attached by state)."""
-    from analyzer.errors import FuseLensError
-    from analyzer.opportunities import plan_opportunities
-
-    memo = st.session_state.setdefault(K_PLANS, {})
+    memo = st.session_state.setdefault(keys.PLANS, {})
     if run.key not in memo:
         try:
             memo[run.key] = plan_opportunities(run.summary)
@@ -28,9 +26,6 @@ def plan_for(run):
 def predicted_vs_achieved(base_label: str, cand_label: str) -> None:
     """Each opportunity of the baseline's plan: predicted µs saved against what the candidate achieved, and whether
     it took it (taken / partly taken / left on the table)."""
-    from analyzer.opportunities.compare import predicted_vs_achieved as pva
-    from analyzer.opportunities.compare import table_rows
-
     runs = {r.label: r for r in state.runs()}
     base, cand = runs.get(base_label), runs.get(cand_label)
     if base is None or cand is None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from analyzer.fmt import safe_text
+from analyzer.api import safe_text
 
 MAX_PARAM = 400  # characters read from one parameter
 MAX_RUNS = 32  # runs named in one link
