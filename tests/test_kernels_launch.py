@@ -267,8 +267,9 @@ def test_a_forced_config_keeps_the_triton_dual_gemm(monkeypatch):
     from kernels.ops.activations import act_id
     from kernels.ops.launch import forced
 
-    x = torch.randn(1024, 40, dtype=torch.bfloat16)
-    wg, wu = torch.randn(16, 40, dtype=torch.bfloat16), torch.randn(16, 40, dtype=torch.bfloat16)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"  # on a GPU the forced Triton kernel really runs
+    x = torch.randn(1024, 40, dtype=torch.bfloat16, device=dev)
+    wg, wu = (torch.randn(16, 40, dtype=torch.bfloat16, device=dev) for _ in range(2))
     monkeypatch.setattr(hopper_gemm, "WS_MIN_FLOP", 0)
     monkeypatch.setattr(ws_gemm, "applies", lambda t: True)
     ran = []
@@ -292,9 +293,10 @@ def test_the_gluon_dual_gemm_is_a_candidate_only_up_to_k_2048(monkeypatch):
     ran = []
     monkeypatch.setattr(hopper_gemm, "_measure_ws", lambda *a: ran.append("measured") or True)
     monkeypatch.setattr(ws_gemm, "ws_gated", lambda *a: ran.append("gluon") or a[3])
+    dev = "cuda" if torch.cuda.is_available() else "cpu"  # on a GPU the Triton kernel really runs at K > 2048
     for k in (hopper_gemm.WS_MAX_K + 64, hopper_gemm.WS_MAX_K):
-        x = torch.randn(1024, k, dtype=torch.bfloat16)
-        wg, wu = torch.randn(16, k, dtype=torch.bfloat16), torch.randn(16, k, dtype=torch.bfloat16)
+        x = torch.randn(1024, k, dtype=torch.bfloat16, device=dev)
+        wg, wu = (torch.randn(16, k, dtype=torch.bfloat16, device=dev) for _ in range(2))
         ran.append(k)
         hopper_gemm.persistent_gated(x, wg, wu, act_id("silu"))
     assert ran == [hopper_gemm.WS_MAX_K + 64, hopper_gemm.WS_MAX_K, "measured", "gluon"]
