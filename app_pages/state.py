@@ -91,7 +91,7 @@ def digest(data: bytes) -> str:
 def _parse(key: str, name: str, _data: bytes, cache: bool | None = None):
     """load_trace + summarize, through the on-disk cache unless `cache` is False, keyed by the same content digest
     (not hashed again), inside the server's parse memory budget."""
-    from analyzer.readers.cache import load_summary
+    from analyzer.pipeline import load_summary
 
     with PARSE_BUDGET.reserve(name, estimated_peak_bytes(_data)):
         t0 = time.perf_counter()

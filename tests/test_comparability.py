@@ -19,7 +19,7 @@ from analyzer import summarize
 from analyzer.diff import diff_runs
 from analyzer.diff.comparability import MIN_TOLERANCE_PCT, _weighted_median, spread_pct, spread_range
 from analyzer.diff.facts import attach_manifest
-from analyzer.readers.load import load_trace
+from analyzer.pipeline import load_trace
 from tests.conftest import DATA, ROOT, TRACES
 
 HF = DATA / "comparability" / "h100_hf_geglu_run10"

@@ -14,9 +14,9 @@ def load_plan(path: str):
     """The plan of one trace file: its summary (through the cache) with the runner's manifest facts, if any."""
     from analyzer.diff.facts import attach_manifest
     from analyzer.opportunities import plan_opportunities
-    from analyzer.readers import cache
+    from analyzer.pipeline import load_summary
 
-    summary = cache.load_summary(path)
+    summary = load_summary(path)
     attach_manifest(summary.trace, path)
     return plan_opportunities(summary)
 

@@ -62,7 +62,7 @@ def pairs(root: str | Path, cases: list[str] | None = None) -> list[Pair]:
     import json
 
     from analyzer.opportunities.cli import load_plan
-    from analyzer.readers.cache import load_summary
+    from analyzer.pipeline import load_summary
 
     out = []
     for case_dir in sorted(Path(root).iterdir()):

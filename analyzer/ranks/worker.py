@@ -73,6 +73,7 @@ RANK_KIND = "rank"  # the per-rank result's entry in the columnar cache (derived
 
 
 def summarize_rank(inp: RankInput) -> dict:
+    from analyzer.pipeline import load_summary
     from analyzer.readers import cache
 
     src, name = read_input(inp)
@@ -80,7 +81,7 @@ def summarize_rank(inp: RankInput) -> dict:
     hit = None if key is None else cache.lookup_json(key, RANK_KIND)
     if hit is not None:
         return hit
-    summary = cache.load_summary(src, name=name, key=key)  # load_trace + summarize, both through the cache
+    summary = load_summary(src, name=name, key=key)  # load_trace + summarize, both through the cache
     out = _rank_result(summary)
     if key is not None:
         cache.store_json(key, RANK_KIND, out)
@@ -110,7 +111,7 @@ def _rank_result(summary) -> dict:
 
 def diff_rank(job: DiffJob) -> dict:
     from analyzer.diff import diff_runs
-    from analyzer.readers.cache import load_summary
+    from analyzer.pipeline import load_summary
 
     summaries = []
     for inp in job.inputs:
