@@ -23,7 +23,6 @@ import time
 
 from analyzer.cells import spreadsheet_safe
 from analyzer.diff import BYTES_RULE, ESTIMATES
-from analyzer.diff.facts import conditions_text, diff_context, workload_parts
 from analyzer.diff.headline import headline_text
 from analyzer.fmt import (
     counted,
@@ -39,6 +38,7 @@ from analyzer.fmt import (
     safe_text,
     short_name,
 )
+from analyzer.runmeta import conditions_text, diff_context, workload_parts
 
 # A report is a list of blocks rendered twice: ("h1"|"h2"|"h3"|"p"|"note"|"lead", text), ("cards", [(title, [lines])]),
 # ("table", headers, rows), ("figure", fig) — HTML only, ("bars", rows) — Markdown only, ("list", [items]).

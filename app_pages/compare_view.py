@@ -9,9 +9,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analyzer.diff.facts import side_number
 from analyzer.diff.headline import BASIS_TEXT, headline_text
 from analyzer.fmt import finite, safe_text, short_name
+from analyzer.runmeta import side_number
 from app_pages import plan_view, state, ui
 
 

@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import streamlit as st
 
-from analyzer.diff.facts import conditions_text, recorded_conditions, side_number
 from analyzer.figures.overview import category_figure
 from analyzer.fmt import file_label, fmt_range
+from analyzer.runmeta import conditions_text, recorded_conditions, side_number
 from app_pages import nav, state, ui
 
 st.title("Overview")

@@ -155,7 +155,7 @@ def load_set(sample: SampleSet, origin: str = "sample", variants: tuple[str, ...
             except runmeta.SideFileError as err:
                 state._state()[state.K_ERRORS].append(f"{err}; not attached")
                 measured = None
-            problem = state.ncu_problem(ncu_name, measured) if measured is not None else None
+            problem = state.ncu_refusal(ncu_name, measured) if measured is not None else None
             if problem:
                 state._state()[state.K_ERRORS].append(problem)
                 measured = None

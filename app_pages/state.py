@@ -34,13 +34,13 @@ import streamlit as st
 
 from analyzer.errors import FuseLensError
 from analyzer.fmt import file_label, safe_text, unique_label
+from analyzer.runmeta import MANIFEST_SCHEMA
 from fuselens.paths import samples_dir
 
 log = logging.getLogger("fuselens.app")
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = samples_dir()  # the clone's sample_traces/, else the copy an installed wheel carries
-MANIFEST_SCHEMA = "fuselens.profile/1"
 MAX_SIDE_FILE_BYTES = 4 << 20  # manifest.json / <variant>.ncu.json are kBs; 4 MB of `{},` decodes to ~100 MB of objects
 
 K_RUNS = "fl_runs"  # dict[key, Run], insertion-ordered
@@ -374,25 +374,18 @@ def read_side_file(name: str, data: bytes) -> dict | str | None:
     return f"{where}: not a runner manifest or Nsight Compute file; left out" if named else None
 
 
-def manifest_facts(manifest: dict, entry: dict) -> dict:
-    """The facts a Diff states for one run, from an uploaded runner manifest and the run's entry in it."""
-    from analyzer.diff.facts import manifest_entry_facts  # one mapping for uploads and files beside a trace
-
-    return manifest_entry_facts(manifest, entry)
-
-
 def _apply_facts(run: Run) -> None:
     """Put the manifest facts where analyzer.diff looks for them (this session's copy of the trace meta)."""
     if run.context and run.variant:
-        from analyzer.diff.facts import MANIFEST_KEY
+        from analyzer.runmeta import attach_manifest  # one mapping for uploads and files beside a trace
 
-        run.trace.meta.extra[MANIFEST_KEY] = manifest_facts(run.context, run.variant)
+        attach_manifest(run.trace, manifest=run.context, entry=run.variant)
 
 
 def measured_roofs(run: Run) -> dict:
     """{'copy_gbps', 'matmul_tflops', 'matmul_dtype'} the runner measured on the run's GPU (manifest "ceilings",
     `kernels.profile --measure-roofs`), malformed figures left out; {} when none were recorded."""
-    from analyzer.diff.facts import side_number
+    from analyzer.runmeta import side_number
 
     c = run.context.get("ceilings") if isinstance(run.context.get("ceilings"), dict) else {}
     out: dict = {}
@@ -413,19 +406,19 @@ def context_from_manifest(manifest: dict) -> dict:
 def clean_entry(entry: dict, where: str = "manifest.json") -> tuple[dict, list[str]]:
     """A manifest variant entry with its malformed figures (`"median_us": "abc"`) left out, and one line per
     problem naming the file and the variant. A damaged side file costs its figures, never a page."""
-    from analyzer.diff.facts import ENTRY_NUMBERS, entry_problems
+    from analyzer.runmeta import ENTRY_NUMBERS, entry_problems
 
     bad = entry_problems(entry)
     if not bad:
         return dict(entry), []
-    from analyzer.diff.facts import side_number
+    from analyzer.runmeta import side_number
 
     out = {k: v for k, v in entry.items() if k not in ENTRY_NUMBERS or side_number(v) is not None}
     name = " ".join(str(entry.get("name", "?")).split())[:40]
     return out, [f"{where}: variant {name}: {b}; left out" for b in bad]
 
 
-def attach_manifest(manifest: dict, name: str = "manifest.json") -> int:
+def attach_uploaded_manifest(manifest: dict, name: str = "manifest.json") -> int:
     """Give loaded runs whose file matches a manifest variant's trace that manifest's context. Returns how many."""
     by_trace = {str(v.get("trace")): v for v in manifest.get("variants", []) if isinstance(v, dict)}
     n = 0
@@ -441,12 +434,12 @@ def attach_manifest(manifest: dict, name: str = "manifest.json") -> int:
     return n
 
 
-def ncu_problem(name: str, doc: object) -> str | None:
+def ncu_refusal(name: str, doc: object) -> str | None:
     """One line naming an Nsight Compute side file and what is malformed in it, or None."""
-    from analyzer.diff.facts import ncu_problem as problem
+    from analyzer.runmeta import ncu_problem
 
-    why = problem(doc)
-    return f"{name}: {why}; measured bytes not attached" if why else None
+    why = ncu_problem(doc, name)
+    return f"{why}; measured bytes not attached" if why else None
 
 
 def attach_ncu(name: str, doc: dict) -> bool:
@@ -454,7 +447,7 @@ def attach_ncu(name: str, doc: dict) -> bool:
 
     A malformed file (a counter that is not a number) is refused with one error line; True then too (it was
     recognised, its problem said)."""
-    problem = ncu_problem(name, doc)
+    problem = ncu_refusal(name, doc)
     if problem:
         _state()[K_ERRORS].append(problem)
         return True

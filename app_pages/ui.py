@@ -127,7 +127,7 @@ def require_runs(n: int = 1, what: str = "this view") -> list[state.Run]:
 def context() -> dict:
     """{'gpu', 'workload', 'shapes', 'dtype'} of the loaded runs, for chart subtitles: the diff's context (manifest
     facts, else the trace's GPU and main GEMM) when there is a comparison, else the baseline's facts."""
-    from analyzer.diff.facts import diff_context, run_facts, workload_parts
+    from analyzer.runmeta import diff_context, run_facts, workload_parts
 
     d = state.diff(compute=False)  # only a diff already computed: a subtitle never starts a slow diff
     if d is not None and not isinstance(d, str | state.DiffPending | state.DiffDeferred):

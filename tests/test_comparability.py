@@ -18,8 +18,8 @@ import pytest
 from analyzer import summarize
 from analyzer.diff import diff_runs
 from analyzer.diff.comparability import MIN_TOLERANCE_PCT, _weighted_median, spread_pct, spread_range
-from analyzer.diff.facts import attach_manifest
 from analyzer.pipeline import load_trace
+from analyzer.runmeta import attach_manifest
 from tests.conftest import DATA, ROOT, TRACES
 
 HF = DATA / "comparability" / "h100_hf_geglu_run10"
@@ -384,7 +384,7 @@ def test_a_damaged_probe_record_is_ignored_and_the_traces_decide(tmp_path):
     identical down projection in another context, within its widened tolerance."""
     import shutil
 
-    from analyzer.diff.facts import recorded_probe
+    from analyzer.runmeta import recorded_probe
 
     src = PROBE / "plain_8192tok_h8192_bf16"
     doc = json.loads((src / "manifest.json").read_text())

@@ -312,8 +312,8 @@ def test_side_files_are_typed_or_one_line_and_their_readers_never_raise(data):
     import copy
 
     from analyzer import runmeta
-    from analyzer.diff.facts import conditions_text, manifest_doc_facts, workload_text
     from analyzer.fmt import clean_json, json_text
+    from analyzer.runmeta import conditions_text, manifest_doc_facts, workload_text
 
     doc = copy.deepcopy(_probe_manifest())
     paths = list(_manifest_paths(doc))

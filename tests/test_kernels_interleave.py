@@ -10,8 +10,8 @@ import json
 import pytest
 
 from analyzer import summarize
-from analyzer.diff.facts import conditions_text, recorded_conditions
 from analyzer.pipeline import load_trace
+from analyzer.runmeta import conditions_text, recorded_conditions
 from kernels.lab.conditions import Sampler
 from kernels.lab.control import probe_times as control_probe_times
 from kernels.lab.interleave import round_orders, split_trace

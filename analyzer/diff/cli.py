@@ -30,8 +30,8 @@ REPORT_SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "m
 
 def run(args) -> int:
     from analyzer.diff import diff_runs
-    from analyzer.diff.facts import attach_manifest, manifest_note, manifest_problem
     from analyzer.pipeline import load_trace
+    from analyzer.runmeta import attach_manifest, manifest_note, manifest_problem
     from analyzer.summary import summarize
 
     paths = [args.base, *args.candidates]

@@ -29,7 +29,6 @@ from analyzer.diff import comparability as comp_
 from analyzer.diff.accounting import Accounting, account
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.comparability import Comparability, spread_range
-from analyzer.diff.facts import conditions_text, measured_dram_bytes, run_facts, workload_text
 from analyzer.diff.headline import Figure
 from analyzer.diff.headline import decide as decide_headline
 from analyzer.diff.match import (
@@ -57,6 +56,7 @@ from analyzer.fmt import (
 from analyzer.opinfo import names
 from analyzer.opinfo.tensors import shape_text
 from analyzer.phases import PHASES, is_training, phase_of_rows, phase_times_us
+from analyzer.runmeta import conditions_text, measured_dram_bytes, run_facts, workload_text
 from analyzer.schema import CATEGORIES
 
 CHANGE_PCT_BASIS = (
@@ -96,7 +96,7 @@ class RunFacts:
 
     label: str
     source: str
-    facts: dict  # gpu, torch, workload, shapes, dtype, variant, … (analyzer.diff.facts.run_facts)
+    facts: dict  # gpu, torch, workload, shapes, dtype, variant, … (analyzer.runmeta.run_facts)
     steps_used: list[int]
     steps_with_signature: list[int]
     step_shown: int

@@ -12,9 +12,9 @@ from analyzer.fmt import fmt_bytes, fmt_pct, fmt_us, json_text, safe_block, safe
 
 def load_plan(path: str):
     """The plan of one trace file: its summary (through the cache) with the runner's manifest facts, if any."""
-    from analyzer.diff.facts import attach_manifest
     from analyzer.opportunities import plan_opportunities
     from analyzer.pipeline import load_summary
+    from analyzer.runmeta import attach_manifest
 
     summary = load_summary(path)
     attach_manifest(summary.trace, path)
