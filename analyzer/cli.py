@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m analyzer") -> int
         if args.command == "summary":
             from analyzer.summary_cli import run
         elif args.command == "diff":
-            from analyzer.diff.cli import run
+            from analyzer.diff_cli import run
         elif args.command == "opportunities":
             from analyzer.opportunities.cli import run
         elif args.command == "ranks":

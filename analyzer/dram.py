@@ -200,47 +200,15 @@ def _gemm_rereads(name: str, op: str, dims, types, launch: tuple, ctx: _Ctx | No
 def _row_for(
     kind: str, name: str, op: str, dims, types, logical: float, category: str = "", launch=(), ctx=None
 ) -> _Row:
-    if not (logical >= 0):  # NaN: no estimate
-        return _Row(False, why="unknown: no byte estimate for this kernel (see cost_basis)")
-    if logical == 0 and kind == "kernel":  # a split-K reduce counted in its GEMM call's estimate (cost_basis 'counted')
-        return _Row(True, why="its traffic is counted with its op call's main kernel")
-    if kind in ("memset", "memcpy"):
-        if kind == "memcpy" and "DtoH" in name:
-            return _Row(True, reads=logical)
-        if kind == "memcpy" and ("DtoD" in name or "PtoP" in name):  # its logical bytes count both directions
-            return _Row(True, reads=logical / 2, writes=logical / 2)
-        return _Row(True, writes=logical)  # memset, HtoD: bytes written into device memory
+    row = _row_without_tensors(kind, name, logical)
+    if row is not None:
+        return row
     io = tensor_io(op, dims, types) if op else None
     if io is None or not io.inputs:
         return _Row(True, reads=logical, why="no tensors recorded: all bytes taken as reads of unlinked data")
-    fresh = {id(t) for t in io.linkable}
-    ins = [(_key(t) if id(t) in fresh else None, t.nbytes) for t in io.inputs]
-    ins = [(k, b if b == b else 0.0) for k, b in ins]
-    total_in = sum(b for _, b in ins)
-    if total_in > logical > 0:  # a stride-0 (broadcast) input stores fewer bytes than its shape: scale to the estimate
-        ins = [(k, b * logical / total_in) for k, b in ins]
-        total_in = logical
-    writes = max(logical - total_in, 0.0)
-    why = ""
-    must = io.output.nbytes if io.output is not None else float("nan")
-    if must == must and writes < must:
-        # a kernel writes its whole output whatever the estimate's split says (a GEMM reading an expanded operand,
-        # a broadcast input scaled down above): never predicted below it
-        writes = must
-        why = "output written in full"
-    if writes == 0 and op.startswith("triton_poi_") and len(ins) >= 2 and len({_key(t) for t in io.inputs}) == 1:
-        # Inductor stored its result over one of its same-sized args (in_out_ptr): the cost model counts the args
-        # once (a lower bound, docs/COST_MODEL.md); the cache sees that buffer written as well
-        writes = ins[0][1]
-        why = "Inductor in/out buffer: one same-sized arg taken as written too"
-    out = None
-    if io.output is not None and io.output.dtype and writes > 0:
-        out = (_key(io.output), writes)
-    elif writes > 0:
-        dtype = next((t.dtype for t in io.inputs if t.dtype), None)
-        size = dtypes.itemsize(dtype)
-        if size and writes % size == 0:  # custom / Inductor ops: an output of `bytes − inputs` in the inputs' dtype
-            out = ((int(writes // size), dtype), writes)
+    ins, total_in = _input_bytes(io, logical)
+    writes, why = _written_bytes(io, op, ins, total_in, logical)
+    out = _output_of(io, writes)
     if name in REVERSED:
         why = "; ".join(x for x in (why, f"{name} {REVERSED[name]}") if x)
     rereads = 0.0
@@ -257,6 +225,63 @@ def _row_for(
         reversed=name in REVERSED,
         rereads=rereads,
     )
+
+
+def _row_without_tensors(kind: str, name: str, logical: float) -> _Row | None:
+    """The row of an op whose traffic needs no tensor: no estimate, counted elsewhere, memset or memcpy; else None."""
+    if not (logical >= 0):  # NaN: no estimate
+        return _Row(False, why="unknown: no byte estimate for this kernel (see cost_basis)")
+    if logical == 0 and kind == "kernel":  # a split-K reduce counted in its GEMM call's estimate (cost_basis 'counted')
+        return _Row(True, why="its traffic is counted with its op call's main kernel")
+    if kind in ("memset", "memcpy"):
+        if kind == "memcpy" and "DtoH" in name:
+            return _Row(True, reads=logical)
+        if kind == "memcpy" and ("DtoD" in name or "PtoP" in name):  # its logical bytes count both directions
+            return _Row(True, reads=logical / 2, writes=logical / 2)
+        return _Row(True, writes=logical)  # memset, HtoD: bytes written into device memory
+    return None
+
+
+def _input_bytes(io, logical: float) -> tuple[list, float]:
+    """([(key or None, bytes)] per input, their total): key None = not linkable; never more than the estimate."""
+    fresh = {id(t) for t in io.linkable}
+    ins = [(_key(t) if id(t) in fresh else None, t.nbytes) for t in io.inputs]
+    ins = [(k, b if b == b else 0.0) for k, b in ins]
+    total_in = sum(b for _, b in ins)
+    if total_in > logical > 0:  # a stride-0 (broadcast) input stores fewer bytes than its shape: scale to the estimate
+        ins = [(k, b * logical / total_in) for k, b in ins]
+        total_in = logical
+    return ins, total_in
+
+
+def _written_bytes(io, op: str, ins: list, total_in: float, logical: float) -> tuple[float, str]:
+    """(bytes written, why): the estimate less the reads, at least the whole output."""
+    writes = max(logical - total_in, 0.0)
+    why = ""
+    must = io.output.nbytes if io.output is not None else float("nan")
+    if must == must and writes < must:
+        # a kernel writes its whole output whatever the estimate's split says (a GEMM reading an expanded operand,
+        # a broadcast input scaled down above): never predicted below it
+        writes = must
+        why = "output written in full"
+    if writes == 0 and op.startswith("triton_poi_") and len(ins) >= 2 and len({_key(t) for t in io.inputs}) == 1:
+        # Inductor stored its result over one of its same-sized args (in_out_ptr): the cost model counts the args
+        # once (a lower bound, docs/COST_MODEL.md); the cache sees that buffer written as well
+        writes = ins[0][1]
+        why = "Inductor in/out buffer: one same-sized arg taken as written too"
+    return writes, why
+
+
+def _output_of(io, writes: float):
+    """(key, bytes) of the tensor the op writes, or None when nothing links to it."""
+    if io.output is not None and io.output.dtype and writes > 0:
+        return (_key(io.output), writes)
+    if writes > 0:
+        dtype = next((t.dtype for t in io.inputs if t.dtype), None)
+        size = dtypes.itemsize(dtype)
+        if size and writes % size == 0:  # custom / Inductor ops: an output of `bytes − inputs` in the inputs' dtype
+            return ((int(writes // size), dtype), writes)
+    return None
 
 
 LAUNCH = ("grid", "block", "shared_memory_bytes", "registers_per_thread")
@@ -313,7 +338,7 @@ def _reads(codes: np.ndarray, rows: list[_Row]) -> dict[str, np.ndarray]:
     """Every tensor read of the step, flattened (reader position, bytes, id of the last kernel that touched it,
     steps back), in launch order. Linking: an input comes from the latest earlier output with its element count and
     dtype, each producer at most once per reader (a reader's k-th input of one key takes the k-th latest, like
-    analyzer.diff.match.flow_edges); else it is a tensor from before the step, the one this kernel read a step
+    analyzer.diff.flow.flow_edges); else it is a tensor from before the step, the one this kernel read a step
     earlier. The last toucher of a tensor is its producer or its previous reader. All of it sorts and searches."""
     n = len(codes)
     key_ids: dict = {}

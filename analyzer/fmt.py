@@ -12,8 +12,11 @@ that may reach a terminal or a document raw.
 
 from __future__ import annotations
 
+import html
 import math
 import re
+
+import orjson
 
 # --- text from traces ------------------------------------------------------------------------------------------------
 
@@ -53,8 +56,6 @@ def html_text(text: object, max_chars: int | None = None, quote: bool = False) -
     """`safe_text`, then HTML-escaped: for HTML reports and Plotly labels and hovers, which render a subset of HTML,
     so a name holding '<script>' or '<img onerror=…>' reaches them as text. quote: also escape quotes (text that
     goes inside an attribute value)."""
-    import html
-
     return html.escape(safe_text(text, max_chars), quote=quote)
 
 
@@ -77,8 +78,6 @@ _JSON_RAW = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c\
 
 def json_text(obj, option: int | None = None) -> str:
     """`obj` (after `clean_json`) as JSON text that is safe to print to a terminal (`option`: orjson's flags)."""
-    import orjson
-
     s = orjson.dumps(clean_json(obj), option=option).decode()
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", s)
 
@@ -99,6 +98,8 @@ def clean_json(value):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
+    # lazy: `python -m analyzer` imports fmt before it parses its arguments (pandas: 0.6 s); only a value that is
+    # not plain Python gets here
     import numpy as np
 
     if isinstance(value, np.ndarray):

@@ -30,31 +30,55 @@ def link(gpu: pd.DataFrame, launches: pd.DataFrame, cpu: pd.DataFrame, annotatio
 
     gpu/launches/cpu use the schema's column names; cpu's index is the op_index written to gpu.
     """
-    n = len(gpu)
     out = gpu.copy(deep=False)  # copy-on-write (pandas 3): only new columns are written, nothing is copied
-    # 1. correlation → launch (first launch with that correlation; duplicates would be a broken trace)
+    ln = _launch_of(gpu, launches)
+    out["launch_name"] = pd.Series(ln["name"], dtype=object, index=out.index)
+    out["launch_ts_us"] = ln["ts"]
+    out["launch_latency_us"] = out["ts_us"].to_numpy() - ln["ts"]
+    ext = gpu["external_id"].to_numpy().copy()
+    ext = np.where(ext >= 0, ext, ln["ext"])
+    out["external_id"] = ext
+    op_index = _op_of(cpu, ext, ln, annotation_ext_ids)
+    out["op_index"] = op_index
+    has_op = op_index >= 0
+    cols = _op_columns(cpu, op_index, has_op)
+    replay = _replays(gpu, ln["name"])
+    for c in ("input_dims", "input_types", "input_strides", "concrete_inputs"):
+        cols[c][replay] = None
+    for c, v in cols.items():
+        out[c] = pd.Series(v, dtype=object, index=out.index)
+    out["shapes_known"] = has_op & ~replay & np.not_equal(cols["input_dims"], None)
+    out["graph_replay"] = replay
+    return out
+
+
+def _launch_of(gpu: pd.DataFrame, launches: pd.DataFrame) -> dict[str, np.ndarray]:
+    """1. correlation → launch (first launch with that correlation; duplicates would be a broken trace): per GPU op
+    its launch's name, ts, external id, pid and tid, and whether it has one ('has')."""
+    n = len(gpu)
     li = _lookup(launches["correlation"].to_numpy(), gpu["correlation"].to_numpy())
     has_launch = li >= 0
-    launch_name = np.full(n, "", dtype=object)
-    launch_ts = np.full(n, np.nan)
-    launch_ext = np.full(n, -1, dtype=np.int64)
-    launch_pid = np.full(n, -1, dtype=np.int64)
-    launch_tid = np.full(n, -1, dtype=np.int64)
+    ln = {
+        "has": has_launch,
+        "name": np.full(n, "", dtype=object),
+        "ts": np.full(n, np.nan),
+        "ext": np.full(n, -1, dtype=np.int64),
+        "pid": np.full(n, -1, dtype=np.int64),
+        "tid": np.full(n, -1, dtype=np.int64),
+    }
     if has_launch.any():
         sel = li[has_launch]
-        launch_name[has_launch] = launches["name"].to_numpy(dtype=object)[sel]
-        launch_ts[has_launch] = launches["ts_us"].to_numpy()[sel]
-        launch_ext[has_launch] = launches["external_id"].to_numpy()[sel]
-        launch_pid[has_launch] = launches["pid"].to_numpy()[sel]
-        launch_tid[has_launch] = launches["tid"].to_numpy()[sel]
-    out["launch_name"] = pd.Series(launch_name, dtype=object, index=out.index)
-    out["launch_ts_us"] = launch_ts
-    out["launch_latency_us"] = out["ts_us"].to_numpy() - launch_ts
+        ln["name"][has_launch] = launches["name"].to_numpy(dtype=object)[sel]
+        ln["ts"][has_launch] = launches["ts_us"].to_numpy()[sel]
+        ln["ext"][has_launch] = launches["external_id"].to_numpy()[sel]
+        ln["pid"][has_launch] = launches["pid"].to_numpy()[sel]
+        ln["tid"][has_launch] = launches["tid"].to_numpy()[sel]
+    return ln
 
+
+def _op_of(cpu: pd.DataFrame, ext: np.ndarray, ln: dict, annotation_ext_ids: np.ndarray) -> np.ndarray:
+    """op_index per GPU op (-1: none): steps 2 and 3 of the module doc."""
     # 2. External id → cpu op (ids that appear on exactly one cpu op)
-    ext = gpu["external_id"].to_numpy().copy()
-    ext = np.where(ext >= 0, ext, launch_ext)
-    out["external_id"] = ext
     cpu_ext = cpu["external_id"].to_numpy()
     ext_codes = pd.factorize(cpu_ext)[0]
     unique_ext = (np.bincount(ext_codes)[ext_codes] == 1) & (cpu_ext >= 0)
@@ -64,37 +88,43 @@ def link(gpu: pd.DataFrame, launches: pd.DataFrame, cpu: pd.DataFrame, annotatio
     # 3. no usable External id (none, one naming no op, or one shared by several ops): innermost enclosing op on
     #    the launching thread. Not when the id names a user annotation: that range WAS the innermost.
     known_annotation = _lookup(np.asarray(annotation_ext_ids, dtype=np.int64), ext) >= 0
-    need = (op_index < 0) & has_launch & ~known_annotation
+    need = (op_index < 0) & ln["has"] & ~known_annotation
     if need.any() and len(cpu):
         found = innermost_enclosing(
             cpu["pid"].to_numpy(),
             cpu["tid"].to_numpy(),
             cpu["ts_us"].to_numpy(),
             cpu["end_us"].to_numpy(),
-            launch_pid[need],
-            launch_tid[need],
-            launch_ts[need],
+            ln["pid"][need],
+            ln["tid"][need],
+            ln["ts"][need],
         )
         op_index[need] = np.where(found >= 0, cpu.index.to_numpy()[np.maximum(found, 0)], -1)
-    out["op_index"] = op_index
+    return op_index
 
-    # carry the op's name and shapes
-    has_op = op_index >= 0
-    op_name = np.full(n, "", dtype=object)
-    dims = np.full(n, None, dtype=object)
-    types = np.full(n, None, dtype=object)
-    strides = np.full(n, None, dtype=object)
-    concrete = np.full(n, None, dtype=object)
+
+def _op_columns(cpu: pd.DataFrame, op_index: np.ndarray, has_op: np.ndarray) -> dict[str, np.ndarray]:
+    """The launching op's name and shapes carried to each GPU op (None / '' where it has no op)."""
+    n = len(op_index)
+    cols = {
+        "op_name": np.full(n, "", dtype=object),
+        "input_dims": np.full(n, None, dtype=object),
+        "input_types": np.full(n, None, dtype=object),
+        "input_strides": np.full(n, None, dtype=object),
+        "concrete_inputs": np.full(n, None, dtype=object),
+    }
     if has_op.any():
         rows = cpu.index.get_indexer(op_index[has_op])
-        op_name[has_op] = cpu["name"].to_numpy(dtype=object)[rows]
-        dims[has_op] = cpu["input_dims"].to_numpy(dtype=object)[rows]
-        types[has_op] = cpu["input_types"].to_numpy(dtype=object)[rows]
-        strides[has_op] = cpu["input_strides"].to_numpy(dtype=object)[rows]
-        if "concrete_inputs" in cpu:
-            concrete[has_op] = cpu["concrete_inputs"].to_numpy(dtype=object)[rows]
+        cols["op_name"][has_op] = cpu["name"].to_numpy(dtype=object)[rows]
+        for c in ("input_dims", "input_types", "input_strides", "concrete_inputs"):
+            if c != "concrete_inputs" or c in cpu:
+                cols[c][has_op] = cpu[c].to_numpy(dtype=object)[rows]
+    return cols
 
-    # 4. fan-out: one correlation, several GPU ops → graph replay (or a multi-kernel launch API): shapes unknown
+
+def _replays(gpu: pd.DataFrame, launch_name: np.ndarray) -> np.ndarray:
+    """4. fan-out: one correlation, several GPU ops → graph replay (or a multi-kernel launch API): shapes unknown."""
+    n = len(gpu)
     corr = gpu["correlation"].to_numpy()
     fan_out = np.zeros(n, dtype=bool)
     valid = corr >= 0
@@ -103,19 +133,7 @@ def link(gpu: pd.DataFrame, launches: pd.DataFrame, cpu: pd.DataFrame, annotatio
         fan_out[valid] = np.bincount(codes)[codes] > 1
     codes, names = factorize(launch_name)  # per distinct launch API name (a handful), not per kernel
     graph = np.array([isinstance(u, str) and "GraphLaunch" in u for u in names], dtype=bool)[codes]
-    replay = fan_out | graph
-    dims[replay] = None
-    types[replay] = None
-    strides[replay] = None
-    concrete[replay] = None
-    out["op_name"] = pd.Series(op_name, dtype=object, index=out.index)
-    out["input_dims"] = pd.Series(dims, dtype=object, index=out.index)
-    out["input_types"] = pd.Series(types, dtype=object, index=out.index)
-    out["input_strides"] = pd.Series(strides, dtype=object, index=out.index)
-    out["concrete_inputs"] = pd.Series(concrete, dtype=object, index=out.index)
-    out["shapes_known"] = has_op & ~replay & np.not_equal(dims, None)
-    out["graph_replay"] = replay
-    return out
+    return fan_out | graph
 
 
 def _lookup(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:

@@ -281,7 +281,7 @@ def check_raw(raw: RawTrace) -> None:
 
 def raw_empty(table: str) -> dict[str, pd.Series]:
     """Empty columns of a raw table, with the contract's dtypes."""
-    import pandas as pd
+    import pandas as pd  # lazy: the contract itself needs no pandas (the cache key and `schema` command read it)
 
     return {c.name: pd.Series(dtype=c.dtype) for c in RAW_TABLES[table]}
 
@@ -316,7 +316,7 @@ def names(table: str) -> list[str]:
 
 def empty(table: str) -> pd.DataFrame:
     """An empty DataFrame with the table's columns and dtypes."""
-    import pandas as pd
+    import pandas as pd  # lazy: see raw_empty
 
     return pd.DataFrame({c.name: pd.Series(dtype=c.dtype) for c in TABLES[table]})
 

@@ -183,3 +183,41 @@ def spread_range(values) -> tuple[float, float]:
 def spread_rule(n_steps: int) -> str:
     """What `spread_range` gives for n steps, as a label beside the range."""
     return "p10–p90" if n_steps >= 10 else "min–max"
+
+
+REPRESENTATIVE = -1  # a step position that means "the representative step" (pick_step), not the k-th recorded one
+
+
+def recorded_steps(steps: pd.DataFrame) -> list[int]:
+    """The recorded step numbers (STEPS.step) in order; [0] for a trace without any (its ops sit in step 0)."""
+    return [int(s) for s in steps["step"].tolist()] if not steps.empty else [0]
+
+
+def pick_step(steps: pd.DataFrame, steps_used, position: int) -> int:
+    """The step to show for a step `position`: the k-th recorded step (the last one past the end), or, for
+    REPRESENTATIVE, the steady-state step (`steps_used`, else every recorded one) with the median GPU span. An even
+    count takes the lower median, a step with no span sorts last, and steps tie in their recorded order, so the pick
+    is one recorded step, never an average of two."""
+    recorded = recorded_steps(steps)
+    if position != REPRESENTATIVE:
+        return recorded[min(position, len(recorded) - 1)]
+    used = [s for s in (steps_used or recorded) if s in recorded] or recorded
+    if steps.empty or "gpu_span_us" not in steps:
+        return used[len(used) // 2]
+    spans = steps.set_index("step").loc[used, "gpu_span_us"].to_numpy(dtype=float)
+    spans = np.nan_to_num(spans, nan=np.inf)
+    return used[int(np.argsort(spans, kind="stable")[(len(used) - 1) // 2])]
+
+
+def step_op_counts(step_gpu_ops: pd.DataFrame) -> dict:
+    """What one step's GPU ops (GPU_OPS rows of that step) hold: how many, how many are kernels, their summed
+    duration (`busy_us`: overlapping streams counted twice, unlike STEPS.gpu_busy_us) and the streams they ran on."""
+    g = step_gpu_ops
+    if g.empty:
+        return {"gpu_ops": 0, "kernels": 0, "busy_us": 0.0, "streams": 0}
+    return {
+        "gpu_ops": len(g),
+        "kernels": int((g["kind"] == "kernel").sum()),
+        "busy_us": float(g["dur_us"].sum()),
+        "streams": int(g["stream"].nunique()),
+    }

@@ -1,1 +1,1 @@
-"""Streamlit pages (one thin file each) and the small shared helpers they use."""
+"""Streamlit pages, one thin file each (the registry is app_core.nav; their helpers live in app_core)."""

@@ -7,12 +7,12 @@ import json
 import pandas as pd
 import streamlit as st
 
-from analyzer import report
-from analyzer.dram import device_of
+from analyzer import api
+from analyzer.api import BYTES_RULE, ESTIMATES
 from analyzer.figures import compare as cf
 from analyzer.figures import kernels_table as kt
-from app_pages import compare_view as cv
-from app_pages import params, state, ui
+from app_core import compare_view as cv
+from app_core import keys, params, state, ui
 
 st.title("Compare")
 ui.show_messages()
@@ -23,17 +23,17 @@ if d is None:
 
 labels = [c.label for c in d.candidates]
 # Always a loaded candidate: one left over from the demo or a link is replaced (and the widget shows the new one).
-params.keep_choice(st.session_state, "fl_compare_candidate", labels)
+params.keep_choice(st.session_state, keys.COMPARE_CANDIDATE, labels)
 top = st.columns([3, 2, 2], vertical_alignment="bottom")
 label = top[0].selectbox(
-    "Candidate", labels, key="fl_compare_candidate", help="Every candidate is diffed against the baseline."
+    "Candidate", labels, key=keys.COMPARE_CANDIDATE, help="Every candidate is diffed against the baseline."
 )
 cd = d.candidate(label)
 
 
 top[1].download_button(
     "Download report",
-    data=lambda: report.report_html(d),
+    data=lambda: api.report_html(d),
     file_name="fuselens-report.html",
     mime="text/html",
     icon=":material/description:",
@@ -64,15 +64,13 @@ cv.accounting(cd)
 st.subheader("Fusion groups: fused kernel ← the kernels it replaced")
 cv.fusion_groups(cd)
 with st.expander("How bytes avoided are counted"):
-    from analyzer.diff import BYTES_RULE, ESTIMATES
-
     st.text(BYTES_RULE)
     for e in ESTIMATES:
         st.text("• " + e)
 
 st.download_button(
     "Fusion groups as CSV",
-    data=lambda: report.fusions_csv(d),
+    data=lambda: api.fusions_csv(d),
     file_name="fuselens-fusion-groups.csv",
     mime="text/csv",
     icon=":material/download:",
@@ -125,22 +123,15 @@ if not measured:
 else:
     totals = []
     for lab, r in measured:
-        step = r.summary.steps_used[-1] if r.summary.steps_used else int(r.trace.steps["step"].iloc[0])
-        k = r.trace.kernels
-        table, tot = kt.measured_bytes(k[k["step"] == step], r.measured, r.trace.gpu, device_of(r.trace))
+        table, tot = kt.run_measured_bytes(r.trace, r.summary.steps_used, r.measured)
         totals.append(
             {
                 "run": lab,
                 "logical estimate": ui.fmt_bytes(tot["estimated_bytes"]),
-                "predicted DRAM": ui.fmt_bytes(tot.get("predicted_dram_bytes")),
+                "predicted DRAM": ui.fmt_bytes(tot["predicted_dram_bytes"]),
                 "measured": ui.fmt_bytes(tot["measured_bytes"]),
-                "measured / estimate": ui.cell(
-                    tot["measured_bytes"] / tot["estimated_bytes"] if tot["estimated_bytes"] else None, "{:.2f}"
-                ),
-                "measured / predicted": ui.cell(
-                    tot["measured_bytes"] / tot["predicted_dram_bytes"] if tot.get("predicted_dram_bytes") else None,
-                    "{:.2f}",
-                ),
+                "measured / estimate": ui.cell(tot["measured / estimate"], "{:.2f}"),
+                "measured / predicted": ui.cell(tot["measured / predicted"], "{:.2f}"),
                 "kernels paired": f"{tot['kernels_measured']} measured, {tot['kernels_estimated']} estimated, "
                 f"{tot['matched']}",
             }

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analyzer.api import short_name
 from analyzer.figures import kernels_table as kt
-from analyzer.fmt import short_name
-from app_pages import ui
+from app_core import ui
 
 st.title("Kernels")
 ui.show_messages()

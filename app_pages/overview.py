@@ -7,10 +7,10 @@ import math
 import pandas as pd
 import streamlit as st
 
+from analyzer.api import conditions_text, file_label, fmt_range, recorded_conditions, run_phases, side_number
 from analyzer.figures.overview import category_figure
-from analyzer.fmt import file_label, fmt_range
-from analyzer.runmeta import conditions_text, recorded_conditions, side_number
-from app_pages import nav, state, ui
+from app_core import compare_view, nav, state, ui
+from app_core.samples import case_title
 
 st.title("Overview")
 ui.show_messages()
@@ -20,8 +20,6 @@ base = state.baseline()
 # What every number below rests on, in one line (the table repeats it per run, at its right end).
 facts = []
 if base is not None and base.context.get("workload"):
-    from app_pages.samples import case_title
-
     facts.append(case_title(base.context))
 facts += sorted({r.gpu_name for r in runs}) + sorted(
     {f"PyTorch {r.torch_version}" for r in runs if r.context.get("torch")}
@@ -120,8 +118,6 @@ if show_conditions:  # below the table, not a column: the table already fills th
     )
 phase_rows = []
 for r in runs:  # a training step's phases (analyzer.phases): forward, backward, optimizer
-    from analyzer.diff import run_phases
-
     ph = run_phases(r.summary)
     if ph:
         phase_rows.append({"run": r.label, **{f"{p} µs": v for p, v in ph.items()}})
@@ -164,14 +160,10 @@ with st.expander("Every profiled step (the warm-up step included; medians and sp
         )
 
 if any(r.summary.doubts for r in runs):
-    from app_pages import compare_view as _cv
-
-    _cv.doubts(*[r.label for r in runs if r.summary.doubts])
+    compare_view.doubts(*[r.label for r in runs if r.summary.doubts])
 
 # The headline of the comparison, so the page a session opens on already answers "what did fusion buy us".
 if len(runs) >= 2:
-    from app_pages import compare_view
-
     d = compare_view.current_diff(compact=True)
     if d is not None:
         compare_view.headline(d)

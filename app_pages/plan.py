@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app_pages import plan_view, state, ui
+from analyzer import api
+from app_core import plan_view, state, ui
 
 st.title("Fusion plan")
 ui.show_messages()
@@ -30,13 +31,14 @@ if isinstance(plan, str):
     st.error(ui.esc(plan), icon=":material/error:")
     st.stop()
 j = plan.to_json()
+shares = api.plan_shares(j)  # every share of the step below: analyzer.opportunities.shares
 
-now, pred = j["gpu_busy_us_per_step"], j["predicted_gpu_busy_us_per_step"]
+now, pred = shares["now_us"], shares["predicted_us"]
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("GPU busy per step now", ui.fmt_us(now))
-c2.metric("Predicted with the plan", ui.fmt_us(pred), ui.signed((pred - now) / now * 100, ",.1f", "%"),
+c2.metric("Predicted with the plan", ui.fmt_us(pred), ui.signed(shares["change_pct"], ",.1f", "%"),
           delta_color="inverse")  # fmt: skip
-c3.metric("Saved per step (predicted)", ui.fmt_us(now - pred))
+c3.metric("Saved per step (predicted)", ui.fmt_us(shares["saved_us"]))
 c4.metric("Steps in the plan", f"{len(j['plan'])}", help="Opportunities taken together; an alternative to a larger "
           "overlapping one is listed but not added.")  # fmt: skip
 st.caption(
@@ -50,13 +52,14 @@ if not j["opportunities"]:
     st.info("No fusible work found between the compute kernels of this step.", icon=":material/check_circle:")
     st.stop()
 
-first = next((o for o in j["opportunities"] if o["id"] in j["plan"]), None)
+first = shares["do_first"]
 if first is not None:
-    who = first["takers"][0]["who"] if first["takers"] else "a kernel nobody ships yet"
+    who = first["who"] or "a kernel nobody ships yet"
+    basis = " (measured at this problem)" if first["measured"] else ""
+    others = "".join(f" {ui.esc(t)} measured {ui.fmt_us(v)} here." for t, v in first["others_measured_us"].items())
     st.success(
         f"**Do first: {ui.esc(first['pattern'])}** with {ui.esc(who)}: predicted to save "
-        f"{ui.fmt_us(first['predicted_saved_us_per_step'])} per step "
-        f"({100 * first['predicted_saved_us_per_step'] / now:.1f}% of the step).",
+        f"{ui.fmt_us(first['saved_us'])} per step{basis} ({first['pct_of_step']:.1f}% of the step).{others}",
         icon=":material/flag:",
     )
 
@@ -73,8 +76,8 @@ for o in j["opportunities"]:
             "#": o["id"],
             "what": what,
             "saves/step (µs)": o["predicted_saved_us_per_step"],
-            "% of step": 100 * o["predicted_saved_us_per_step"] / now if now else None,
-            "kernels": o["n_kernels"] * o["count_per_step"],
+            "% of step": shares["opportunities"][o["id"]]["pct_of_step"],
+            "kernels": shares["opportunities"][o["id"]]["kernels_replaced"],
             "bytes avoided": ui.fmt_bytes(o["bytes_avoided_per_step"]),
             "who can take it": ", ".join(who) if who else "nobody today",
         }
@@ -108,15 +111,15 @@ st.dataframe(
     },
 )
 
-by = j["predicted_gpu_busy_us_per_step_by_taker"]
-if by:
+if shares["takers"]:
     st.subheader("With one tool only")
     tools = pd.DataFrame(
         [
-            {"tool": k, "predicted busy/step (µs)": v, "saves (µs)": now - v, "% of step": 100 * (now - v) / now}
-            for k, v in sorted(by.items(), key=lambda kv: kv[1])
+            {"tool": t["tool"], "predicted busy/step (µs)": t["busy_us"], "saves (µs)": t["saved_us"],
+             "% of step": t["pct_of_step"]}
+            for t in shares["takers"]
         ]
-    )
+    )  # fmt: skip
     st.dataframe(
         tools,
         hide_index=True,
@@ -125,7 +128,7 @@ if by:
         column_config={
             "predicted busy/step (µs)": st.column_config.NumberColumn(format="%.1f"),
             "saves (µs)": st.column_config.ProgressColumn(
-                format="%.1f", min_value=0.0, max_value=float(max(now - pred, 1e-9))
+                format="%.1f", min_value=0.0, max_value=float(max(shares["saved_us"], 1e-9))
             ),
             "% of step": st.column_config.NumberColumn(format="%.1f%%"),
         },

@@ -8,7 +8,7 @@ import sys
 
 import streamlit as st
 
-from app_pages import nav, profile_job, samples, state, ui
+from app_core import keys, nav, profile_job, samples, state, ui
 
 st.title("Profile on this GPU")
 st.caption(
@@ -19,7 +19,7 @@ st.caption(
 ui.show_messages()
 
 # Who started a job: a random token in this session's state (the server's session id is fixed under AppTest).
-session = st.session_state.setdefault("fl_owner_token", secrets.token_hex(8))
+session = st.session_state.setdefault(keys.OWNER_TOKEN, secrets.token_hex(8))
 has_gpu, gpu_text = profile_job.gpu_available()
 if has_gpu:
     st.success(ui.esc(gpu_text), icon=":material/memory:")
@@ -46,7 +46,7 @@ def _load_results(job: profile_job.Job) -> None:
     job.consumed = True
     found = samples.read_set(job.out_dir)
     if found is None:
-        state._state()[state.K_ERRORS].append(f"{job.out_dir.name}: the runner wrote no usable manifest or trace")
+        state.add_error(f"{job.out_dir.name}: the runner wrote no usable manifest or trace")
         return
     previous = len(state.runs())
     for r in state.runs():
@@ -55,10 +55,10 @@ def _load_results(job: profile_job.Job) -> None:
     note = f"Loaded {len(loaded)} trace(s) recorded in runs/{job.out_dir.name}"
     if previous:
         note += f"; the {previous} previously loaded trace(s) were set aside (re-add them from the sidebar)"
-    state._state()[state.K_NOTES].append(note + ".")
+    state.add_note(note + ".")
     if job.state == "partial":
-        state._state()[state.K_NOTES].append(f"Some variants failed: {job.message}")
-    state._state()[state.K_NOTES].extend(fuselens_path_notes(job.out_dir))
+        state.add_note(f"Some variants failed: {job.message}")
+    state.add_notes(fuselens_path_notes(job.out_dir))
     if len(loaded) >= 2:
         st.switch_page(nav.page("compare.py"))
 

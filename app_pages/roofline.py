@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from analyzer.figures.roofline import roofline_figure
-from app_pages import state, ui
+from app_core import state, ui
 
 st.title("Roofline")
 ui.show_messages()

@@ -7,36 +7,17 @@ import time
 import numpy as np
 import streamlit as st
 
-from analyzer.diff import run_phases
+from analyzer import api
+from analyzer.api import file_label, run_phases, step_trace_bytes
 from analyzer.figures import timeline as tl
-from app_pages import params, state, ui
+from app_core import keys, params, state, ui
 
 st.title("Timeline")
 ui.show_messages()
 runs = ui.require_runs(1, "The timeline")
 
-REPRESENTATIVE = -1  # pseudo position: each run's median-span steady-state step
-
-
-def _steps(run: state.Run) -> list[int]:
-    steps = run.trace.steps
-    return [int(s) for s in steps["step"].tolist()] if not steps.empty else [0]
-
-
-def _pick_step(run: state.Run, position: int) -> int:
-    """The step to draw for `position`: the k-th recorded step, or the representative (median GPU span) one."""
-    steps = _steps(run)
-    if position == REPRESENTATIVE:
-        used = [s for s in (getattr(run.summary, "steps_used", None) or steps) if s in steps] or steps
-        table = run.trace.steps.set_index("step") if not run.trace.steps.empty else None
-        if table is None or "gpu_span_us" not in table:
-            return used[len(used) // 2]
-        spans = np.nan_to_num(table.loc[used, "gpu_span_us"].to_numpy(dtype=float), nan=np.inf)
-        return used[int(np.argsort(spans, kind="stable")[(len(used) - 1) // 2])]  # lower median
-    return steps[min(position, len(steps) - 1)]
-
-
-max_steps = max(len(_steps(r)) for r in runs)
+REPRESENTATIVE = api.REPRESENTATIVE  # pseudo position: each run's median-span steady-state step (api.pick_step)
+max_steps = max(len(api.recorded_steps(r.trace.steps)) for r in runs)
 
 
 def ordinal(k: int) -> str:
@@ -45,18 +26,18 @@ def ordinal(k: int) -> str:
 
 
 # Runs as pills on their own row: multiselect chips cut labels ("fu…") once four runs share a third of the page.
-params.keep_choices(st.session_state, "fl_timeline_runs", [r.key for r in runs])
+params.keep_choices(st.session_state, keys.TIMELINE_RUNS, [r.key for r in runs])
 chosen = st.pills(
     "Runs",
     [r.key for r in runs],
     selection_mode="multi",
-    format_func=lambda k: state._state()[state.K_RUNS][k].label,
-    key="fl_timeline_runs",
+    format_func=lambda k: state.run_by_key(k).label,
+    key=keys.TIMELINE_RUNS,
 )
-_step = st.session_state.get("fl_timeline_step")
+_step = st.session_state.get(keys.TIMELINE_STEP)
 if _step is not None and _step not in (REPRESENTATIVE, *range(max_steps)):  # a shared link's step these runs lack
     st.warning(f"link: step {_step} is beyond these runs' {max_steps} recorded steps; showing the representative step")
-params.keep_choice(st.session_state, "fl_timeline_step", [REPRESENTATIVE, *range(max_steps)], REPRESENTATIVE)
+params.keep_choice(st.session_state, keys.TIMELINE_STEP, [REPRESENTATIVE, *range(max_steps)], REPRESENTATIVE)
 c2, c3, c4 = st.columns([3, 2, 2], vertical_alignment="bottom")
 position = c2.selectbox(
     "Step",
@@ -66,13 +47,13 @@ position = c2.selectbox(
     ),
     help="Representative: each run's steady-state step with the median GPU span. Steps are matched by position, "
     "since step numbers differ between runs; each is re-based to its own start.",
-    key="fl_timeline_step",
+    key=keys.TIMELINE_STEP,
 )
 with_cpu = c3.toggle("Show CPU ops", value=False, help="the CPU ops that launched the kernels, as extra lanes")
 sel = [r for r in runs if r.key in chosen]
 # A step of tens of kernels (a decoder layer: 15-50) reads best one equal slot per kernel; time-proportional bars
 # leave its 1-14 µs norm/RoPE kernels as slivers beside 180 µs GEMMs. The time layout stays one click away.
-ops_per_step = max((len(r.trace.gpu_ops) / max(1, len(_steps(r))) for r in sel), default=0)
+ops_per_step = max((len(r.trace.gpu_ops) / max(1, len(api.recorded_steps(r.trace.steps))) for r in sel), default=0)
 sequence = c4.toggle(
     "Kernel order (equal widths)",
     value=20 <= ops_per_step <= tl.SEQUENCE_MAX_OPS,
@@ -85,10 +66,16 @@ if not sel:
     st.stop()
 
 views = [
-    tl.step_view(r.label, r.trace.gpu_ops, _pick_step(r, position), cpu_ops=r.trace.cpu_ops, with_cpu=with_cpu)
+    tl.step_view(
+        r.label,
+        r.trace.gpu_ops,
+        api.pick_step(r.trace.steps, r.summary.steps_used, position),
+        cpu_ops=r.trace.cpu_ops,
+        with_cpu=with_cpu,
+    )
     for r in sel
 ]
-longest = max((float(np.nanmax((v.gpu["end_us"] - v.origin_us).to_numpy())) if not v.gpu.empty else 0.0) for v in views)
+longest = max(v.extent_us for v in views)
 window = None
 if longest > 0 and sum(len(v.gpu) for v in views) > 2000:
     # Big steps: a server-side window re-aggregates at finer resolution (the browser's zoom only magnifies bars).
@@ -99,14 +86,14 @@ if longest > 0 and sum(len(v.gpu) for v in views) > 2000:
 title = f"GPU timeline, one step per run ({', '.join(v.label for v in views)})"
 # One figure memoized per view settings: reruns and page returns reuse it instead of re-aggregating 100k+ ops.
 memo_key = (tuple((r.key, r.label) for r in sel), tuple(v.step for v in views), with_cpu, window, sequence)
-memo = st.session_state.get("fl_timeline_memo")
+memo = st.session_state.get(keys.TIMELINE_MEMO)
 if memo is not None and memo[0] == memo_key:
     fig, build_ms = memo[1], memo[2]
 else:
     t0 = time.perf_counter()
     fig = tl.timeline_figure(views, window=window, sequence=sequence and not with_cpu)
     build_ms = (time.perf_counter() - t0) * 1000
-    st.session_state["fl_timeline_memo"] = (memo_key, fig, build_ms)
+    st.session_state[keys.TIMELINE_MEMO] = (memo_key, fig, build_ms)
 meta = fig.layout.meta or {}
 if meta.get("empty_runs"):
     st.info(
@@ -132,16 +119,16 @@ ui.chart(
 
 rows = []
 for r, v in zip(sel, views, strict=True):
-    g = v.gpu
+    n = api.step_op_counts(v.gpu)
     rows.append(
         {
             "run": r.label,
             "step": v.step,
-            "GPU ops": len(g),
-            "kernels": int((g["kind"] == "kernel").sum()) if not g.empty else 0,
+            "GPU ops": n["gpu_ops"],
+            "kernels": n["kernels"],
             "GPU span (µs)": v.span_us,
-            "busy (µs)": float(g["dur_us"].sum()) if not g.empty else 0.0,
-            "streams": int(g["stream"].nunique()) if not g.empty else 0,
+            "busy (µs)": n["busy_us"],
+            "streams": n["streams"],
             # a training step's phases, of the representative step (analyzer.phases, as Overview and Compare)
             **{f"{p} (µs)": us for p, us in run_phases(r.summary).items()},
         }
@@ -161,9 +148,6 @@ st.caption(
 )
 dl_cols = st.columns(min(len(sel), 4))
 for i, (r, v) in enumerate(zip(sel, views, strict=True)):
-    from analyzer.fmt import file_label
-    from analyzer.perfetto import step_trace_bytes
-
     dl_cols[i % len(dl_cols)].download_button(
         f"{r.label}: step {v.step}",
         data=lambda r=r, v=v: step_trace_bytes(r.trace, v.step, r.label),

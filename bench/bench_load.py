@@ -1,10 +1,10 @@
 """Load speed and memory: FuseLens first and cached open vs orjson+pandas vs HolisticTraceAnalysis, plus the
-bomb/padding guard, each in a fresh process, side by side in one run, ending with every issue-17 target and
-this run's figure for it.
+bomb/padding guard, each in a fresh process, side by side in one run, ending with every load target and this
+run's figure for it.
 
-    python bench/make_big_trace.py --size-mb 128  --out /tmp/big_128m.json
-    python bench/make_big_trace.py --size-mb 1024 --out /tmp/big_1g.json
-    python bench/make_big_trace.py --size-mb 2048 --out /tmp/big_2g.json
+    python scripts/big_trace.py /tmp/big_128m.json --size-mb 128 --keep-steps --src tests/data/hta/trace_diff/control/control.json.gz
+    python scripts/big_trace.py /tmp/big_1g.json --size-mb 1024 --keep-steps --src tests/data/hta/trace_diff/control/control.json.gz
+    python scripts/big_trace.py /tmp/big_2g.json --size-mb 2048 --keep-steps --src tests/data/hta/trace_diff/control/control.json.gz
     python bench/make_dense_trace.py --kernels 2000000 --out /tmp/dense_2m.json.gz
     flock /tmp/fuselens-heavy.lock python bench/bench_load.py /tmp/big_128m.json /tmp/big_1g.json /tmp/big_2g.json \\
         --dense /tmp/dense_2m.json.gz --bombs --write bench/results/load.md
@@ -18,7 +18,7 @@ Methods (one fresh interpreter per run, so no run inherits another's heap or pag
              summary's tables read back (imports apart).
   cli        second open in a fresh CLI process: the whole wall time of `python -m analyzer summary PATH` (imports
              included), median of 3 — the "second open ≤ 1 s" figure.
-  upload     second open as a dashboard upload: app_pages.state.digest(bytes) + state._parse (the upload's
+  upload     second open as a dashboard upload: app_core.state.digest(bytes) + state._parse (the upload's
              content key, then load_summary by that key), in a process that has imported the app (a running
              server has).
   ranks      second `python -m analyzer ranks DIR` on a folder holding only this file (a symlink), whole wall time.
@@ -132,7 +132,7 @@ out = dict(import_s=import_s, load_s=secs, summarize_s=0.0, rows=len(df))
     "upload": """
 sys.path.insert(0, ROOT)
 from analyzer import TraceError
-from app_pages import state
+from app_core import state
 import analyzer.pipeline, analyzer.readers.load, analyzer.summary, analyzer.trace  # a running dashboard has these imported
 import_s = time.perf_counter() - t_import
 data = open(PATH, "rb").read()
@@ -364,7 +364,7 @@ def fmt_wall(method: str, res: dict, plain: int, what: str) -> str:
 
 
 def targets_table(figures: dict) -> list[str]:
-    """Every issue-17 target with this run's figure, side by side."""
+    """Every load target with this run's figure, side by side."""
     rows = []
 
     def row(target: str, figure: str, ok: bool | None):
@@ -421,7 +421,7 @@ def targets_table(figures: dict) -> list[str]:
     if not rows:
         return []
     return [
-        "### Against the issue-17 targets (this run)",
+        "### Against the load targets (this run)",
         "",
         "Traces under 900 MiB are shown for reference (—): the issue's trace targets are on 1 GB and 2 GB files;"
         " its second-open target (≤ 1 s) is on a 1 GB file, so a 2 GB file's second open is shown for reference.",

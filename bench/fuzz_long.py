@@ -1,4 +1,4 @@
-"""Long fuzz run (issue 6 item 1): ≥10,000 generated/mutated traces through load → summarize → diff, collecting
+"""Long fuzz run: ≥10,000 generated/mutated traces through load → summarize → diff, collecting
 EVERY distinct failure instead of stopping at the first (pytest would), with the smallest input seen for each.
 
     python bench/fuzz_long.py                   # 10,000 examples, random seed, prints a Markdown table

@@ -6,7 +6,7 @@ like a long real trace.
     python bench/make_rank_set.py --ranks 16 --mb 250 --out /tmp/fuselens_ranks16
 
 Cross-rank variety, so the spread has something to find: rank r's compute kernels run (1 + 0.01·(r mod 4)) times
-longer, and one straggler rank (default 5) runs its compute 15% longer, while its NCCL kernels run 30% shorter
+longer, and one straggler rank (default 5) runs its compute 15% longer, while its NCCL kernels take 30% less time
 (the others wait for it inside the collective — the real signature of a straggler).
 Written under /tmp (never in the repo). Plain .json by default (--gzip for .json.gz).
 """

@@ -87,7 +87,7 @@ def _app(argv: list[str]) -> int:
 
 def _profile(argv: list[str]) -> int:
     try:
-        from kernels.lab.profile import main as profile_main
+        from kernels.runner.run import main as profile_main
     except ModuleNotFoundError as err:
         print(f"error: fuselens profile needs the GPU extra (pip install 'fuselens[gpu]'): {err}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""The Streamlit script `fuselens app` runs: the same body as a clone's app.py (app_pages.main.run)."""
+"""The Streamlit script `fuselens app` runs: the same body as a clone's app.py (app_core.main.run)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,6 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from app_pages import main  # noqa: E402
+from app_core import main  # noqa: E402
 
 main.run()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fuselens import settings
+
 _PKG = Path(__file__).resolve().parent
 REPO_ROOT = _PKG.parent  # the clone's root; in a wheel, site-packages
 
@@ -43,8 +45,8 @@ def runs_dir() -> Path:
     ($FUSELENS_RUNS_DIR, else ~/.local/share/fuselens/runs), never inside site-packages."""
     if (REPO_ROOT / "app.py").is_file():  # a clone (a wheel carries no app.py)
         return REPO_ROOT / "runs"
-    env = os.environ.get("FUSELENS_RUNS_DIR")
+    env = settings.runs_dir_path()
     if env:
-        return Path(env)
+        return env
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return base / "fuselens" / "runs"

@@ -1,6 +1,6 @@
-"""`python -m kernels.profile`: the profiling runner the dashboard's Profile page starts (code: kernels/lab/profile.py)."""
+"""`python -m kernels.profile`: the profiling runner the dashboard's Profile page starts (code: kernels/runner/)."""
 
-from kernels.lab.profile import main
+from kernels.runner.run import main
 
 if __name__ == "__main__":
     main()

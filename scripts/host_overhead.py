@@ -11,7 +11,8 @@ from its recorded plan, every launch from a cached launcher calling the generate
 descriptor encodings), then one thing changed at a time: through the dispatcher entry (what a profiled call
 takes), without op plans (the wrapper validates and routes every call), through Triton's launcher object (which
 encodes each TMA descriptor per call), through Triton's JITFunction.run; one run shows what each layer saves.
-Target (issue 16): <= 15 us per op call; cuBLAS (eager F.linear) is the yardstick. Needs a CUDA GPU.
+Target: <= 15 us per op call; cuBLAS (eager F.linear) is the yardstick (bench/results/host_overhead_*.json). Needs
+a CUDA GPU.
 
 What "per call" means here:
   - a FuseLens op call: one call of a `fuselens::` dispatcher op (what a model calls and a trace records), Python
@@ -93,7 +94,7 @@ COLUMNS = {
 def _gpu_us(fn) -> float:
     """GPU µs per call (CUDA events, launches queued ahead, no L2 flush): where it is near the host µs, a loop of
     calls is bound by the GPU rather than the host."""
-    from kernels.lab.timing import median_us
+    from kernels.ops.timing import median_us
 
     return median_us(fn, n_iter=100, warmup=5, flush_l2=False)["median_us"]
 
@@ -150,7 +151,6 @@ def main() -> int:
     import torch
     import torch.nn.functional as F
 
-    from kernels.lab.envinfo import environment
     from kernels.models import custom_ops as ops
     from kernels.models import dispatch
     from kernels.models.variants import build
@@ -160,6 +160,7 @@ def main() -> int:
     from kernels.ops.dual_gemm import dual_gemm_gated
     from kernels.ops.gating import fused_gating
     from kernels.ops.gemm_act import gemm_bias_act
+    from kernels.runner.envinfo import environment
 
     if not torch.cuda.is_available():
         print("error: needs a CUDA GPU", file=sys.stderr)

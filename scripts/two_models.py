@@ -1,12 +1,13 @@
-"""Two MLP models of one shape in one process, every variant of each, timed three ways: the issue-16 scenario.
+"""Two MLP models of one shape in one process, every variant of each, timed three ways: the second-model slowdown.
 
     python scripts/two_models.py [--order geglu,swiglu] [--variants eager,compile,...] [--json FILE] [--root DIR]
 
-Issue 16 measured a GEGLU model and then a SwiGLU model of the HF shape in one process: the second model's
-fuselens forward took 336 µs (164 in a fresh process), fuselens-gating 327 (225), whichever model came second.
+A GEGLU model and then a SwiGLU model of the HF shape in one process: the second model's fuselens forward took
+336 µs (164 in a fresh process), fuselens-gating 327 (225), whichever model came second
+(bench/results/two_models_h100_80gb_hbm3.json holds the current figures).
 This rebuilds that run: every variant of the first model is built, warmed up and timed, then every variant of the
 second. Each forward is timed as triton.testing.do_bench times it (median, L2 zeroed before each call: host-bound
-when the host is slower than the GPU), as the bench does (kernels.lab.timing: GPU time, launches queued ahead),
+when the host is slower than the GPU), as the bench does (kernels.ops.timing: GPU time, launches queued ahead),
 and by host time per call (no synchronisation in the loop). tests/test_kernels_gpu.py holds the result to a bound;
 this script prints the whole table, and with --root it runs another checkout's kernels/ (the code before the fix:
 `git archive 83c02fe kernels | tar -x -C DIR`, whose package layout it also reads). Needs a CUDA GPU.
@@ -49,9 +50,9 @@ def main() -> int:
     import triton.testing
 
     try:
-        from kernels.lab.timing import median_us
         from kernels.models.variants import VariantUnavailable, build
         from kernels.models.workloads import build_model, make_input
+        from kernels.ops.timing import median_us
     except ImportError:  # the flat layout of kernels/ before the ops / models / lab split
         from kernels.timing import median_us
         from kernels.variants import VariantUnavailable, build

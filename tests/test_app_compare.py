@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from app_pages import export
+from app_core import export
 from tests import app_support as s
 from tests.conftest import TRACES
 
@@ -98,7 +98,7 @@ def test_single_trace_says_compare_needs_two():
 
 def test_big_steps_ask_first_and_diff_on_a_worker_thread(monkeypatch):
     """Above the size where the alignment takes minutes, Compare asks first; then the diff runs off the page thread."""
-    from app_pages import state
+    from app_core import state
 
     monkeypatch.setattr(state, "DIFF_AUTO_MAX_OPS", 3)  # the HF steps (5 ops) count as "big" here
     monkeypatch.setattr(state, "DIFF_WAIT_S", 0.0)  # always show the pending state first

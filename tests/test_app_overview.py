@@ -40,7 +40,7 @@ def test_per_run_table_has_gpu_torch_steps_kernels(at):
     assert df.loc["eager", "steps"].startswith("15 of 16")  # 16 profiled steps (interleaved runner), first dropped
     for col in ("GPU µs/step", "launch µs"):
         assert all(_num(v) > 0 for v in df[col]), col
-    # busy, span and idle: the median, then the spread over the steady steps (issue 12 bug 6), as the CLI shows them
+    # busy, span and idle: the median, then the spread over the steady steps, as the CLI shows them
     for r in s.runs(at):
         ps = r.summary.per_step
         for col, key in (("GPU busy µs", "gpu_busy_us"), ("span µs", "span_us"), ("idle µs", "idle_us")):

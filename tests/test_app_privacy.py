@@ -55,7 +55,7 @@ def test_uploads_are_not_cached_on_disk_unless_the_user_opts_in(cache_dir):
 
 
 def test_the_parse_budget_queues_then_releases():
-    from app_pages.state import ParseBudget
+    from app_core.state import ParseBudget
 
     b = ParseBudget(total=100, wait_s=30)
     order = []
@@ -77,7 +77,7 @@ def test_the_parse_budget_queues_then_releases():
 
 
 def test_the_parse_budget_refuses_with_one_line_after_waiting():
-    from app_pages.state import BudgetRefused, ParseBudget
+    from app_core.state import BudgetRefused, ParseBudget
 
     b = ParseBudget(total=100, wait_s=0.5)
     with b.reserve("a", 80), pytest.raises(BudgetRefused) as err, b.reserve("big.json.gz", 80):
@@ -90,7 +90,7 @@ def test_the_parse_budget_refuses_with_one_line_after_waiting():
 @pytest.mark.slow
 def test_an_upload_over_the_budget_while_another_parses_is_one_line(monkeypatch, cache_dir):
     """The real app: another session's parse holds the server's budget; this upload waits, then says why."""
-    from app_pages import state
+    from app_core import state
 
     at = s.app()
     monkeypatch.setenv("FUSELENS_PARSE_BUDGET_BYTES", "1000")

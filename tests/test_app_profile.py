@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from app_pages import profile_job as pj
+from app_core import profile_job as pj
 from tests import app_support as s
 
 STANDIN = [sys.executable, str(Path(__file__).with_name("profile_standin.py"))]
@@ -62,7 +62,7 @@ def standin(monkeypatch, tmp_path):
 
 def test_the_server_imports_no_torch():
     """profile_job takes its choices from the runner's torch-free modules; importing it must not pull torch in."""
-    code = "import sys, app_pages.profile_job; sys.exit('torch' in sys.modules)"
+    code = "import sys, app_core.profile_job; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent).returncode == 0
 
 
@@ -175,7 +175,7 @@ def test_page_runs_shows_busy_to_others_and_opens_compare(standin, monkeypatch):
 def test_fallback_hint_names_why_the_fused_kernel_may_not_apply():
     """The Profile page warns before a run where FuseLens's fused TMA kernel does not apply (the runner then
     measures its paths and may fall back): decode token counts, fp32, rows not 16-byte aligned. The HF shape: none."""
-    from app_pages.profile_job import fallback_hint
+    from app_core.profile_job import fallback_hint
 
     assert fallback_hint(pj.Params(variants=("eager", "fuselens"))) is None
     assert fallback_hint(pj.Params(variants=("eager",), batch=1, seq=16)) is None  # fuselens not requested
@@ -187,10 +187,10 @@ def test_fallback_hint_names_why_the_fused_kernel_may_not_apply():
 
 def test_fuselens_path_notes_read_the_runner_manifest(tmp_path):
     """After a run the page says which path each fuselens variant ran, from the manifest the runner writes
-    (kernels/lab/profile.py: fuselens_path, fuselens_fused, fuselens_probe_us), and warns where it fell back."""
+    (kernels/runner/: fuselens_path, fuselens_fused, fuselens_probe_us), and warns where it fell back."""
     import json
 
-    from app_pages.profile_job import fuselens_path_notes
+    from app_core.profile_job import fuselens_path_notes
 
     manifest = {
         "variants": [
@@ -209,7 +209,7 @@ def test_fuselens_path_notes_read_the_runner_manifest(tmp_path):
 
 
 def test_a_normal_exit_reaps_the_process_group(standin, monkeypatch):
-    """Issue 13 item 7: the runner exits 0 but leaves a grandchild (a `sleep` it started): the group is reaped."""
+    """The runner exits 0 but leaves a grandchild (a `sleep` it started): the group is reaped."""
     pidfile = standin / "grandchild.pid"
     monkeypatch.setenv("STANDIN_CHILD_PIDFILE", str(pidfile))
     job = _wait(pj.start(pj.Params(variants=("eager",)), "owner"), 30)

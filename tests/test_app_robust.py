@@ -1,4 +1,4 @@
-"""Issue 13's robustness items on the real app (AppTest): one odd file never breaks Compare for the others.
+"""Robustness on the real app (AppTest): one odd file never breaks Compare for the others.
 
 Every damaged file is derived from the bundled H100 recordings (tests/app_support.broken_set): a trace cut before its first
 kernel event (no GPU op), one whose kernel durations are strings, a runner manifest with
@@ -55,7 +55,7 @@ def test_good_pair_still_compared_beside_every_broken_file(broken):
 
 
 def test_truncated_baseline_and_wrong_types_candidate(broken):
-    """Issue item 1: a truncated baseline, a wrong-types candidate: no NaN crash, a stand-in baseline, a warning."""
+    """A truncated baseline, a wrong-types candidate: no NaN crash, a stand-in baseline, a warning."""
     at = s.app()
     s.upload(at, broken["truncated"], broken["wrong_types"], s.HF / "eager.json.gz")
     keys = {r.label: r.key for r in s.runs(at)}
@@ -67,7 +67,7 @@ def test_truncated_baseline_and_wrong_types_candidate(broken):
         assert not at.exception, [e.value for e in at.exception]
         warns = [w.replace("**", "") for w in s.texts(at, "warning")]
         assert any("eager stands in as the baseline" in w for w in warns), warns
-        # item 3: the wrong-types run's figures are marked where they are shown
+        # the wrong-types run's figures are marked where they are shown
         assert any(w.startswith("wrong_types: figures in doubt") for w in warns), warns
         _no_none(at, page)
     s.goto(at, "compare")

@@ -52,7 +52,7 @@ def test_points_and_roofs_follow_the_estimates():
 
 @pytest.mark.skipif(not (s.HF / "manifest.json").is_file(), reason="sample_traces/hf_geglu_bf16 missing")
 def test_measured_roofs_from_the_manifest_beside_the_datasheet(tmp_path):
-    """Issue 13, Beyond: where the runner measured roofs (`--measure-roofs`: manifest "ceilings"), the Roofline draws
+    """Where the runner measured roofs (`--measure-roofs`: manifest "ceilings"), the Roofline draws
     them beside the datasheet roofs. The figures here are the H100 bench's (bench/results: 3.03 TB/s, 794 TFLOP/s);
     a malformed one is left out."""
     import json

@@ -1,4 +1,4 @@
-"""Share a view (issue 13, Beyond): the page's runs, baseline, candidate and step live in the URL (AppTest)."""
+"""Share a view: the page's runs, baseline, candidate and step live in the URL (AppTest)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The comparability check (analyzer.diff.comparability) on real recorded traces (tests/data/ATTRIBUTION.md).
 
-- h100_hf_geglu_run10: the runner's HF GEGLU forward on an H100 (run 10, variants recorded one after the other).
+- h100_hf_geglu_run10: the runner's HF GEGLU forward on an H100 (variants recorded one after the other).
 - h100_hf_geglu_skew_round1: the interleaving runner, eager + compile recorded normally (normal/) and again while
   another process ran 8192³ bf16 matmuls (loaded/), with the runner's CUDA events and clock/power record.
 - h100_hf_geglu_skew_round0: the same forward recorded normally and under load by an ad hoc script.
@@ -17,9 +17,11 @@ import pytest
 
 from analyzer import summarize
 from analyzer.diff import diff_runs
-from analyzer.diff.comparability import MIN_TOLERANCE_PCT, _weighted_median, spread_pct, spread_range
+from analyzer.diff.comparability import MIN_TOLERANCE_PCT
+from analyzer.diff.measures import spread_pct, weighted_median
 from analyzer.pipeline import load_trace
 from analyzer.runmeta import attach_manifest
+from analyzer.steps import spread_range
 from tests.conftest import DATA, ROOT, TRACES
 
 HF = DATA / "comparability" / "h100_hf_geglu_run10"
@@ -54,7 +56,7 @@ def skew():
 
 
 def test_comparable_pair_rests_on_the_identical_gemms_in_the_same_context(hf):
-    """Run 10 (variants one after the other, 2 steady steps): of the three cuBLAS calls per step only the gate
+    """h100_hf_geglu_run10 (variants one after the other, 2 steady steps): of the three cuBLAS calls per step only the gate
     projection ran in the same context in both runs (after an idle GPU, the previous step's down projection last);
     the up projection ran behind the gate GEMM in compile and after eager's GELU kernel in eager (1.047×), the down
     projection behind Inductor's gelu*mul vs after eager's mul: both listed, not used. The Inductor-fused gelu*mul and eager's two pointwise kernels are not identical and stay out."""
@@ -154,7 +156,7 @@ def test_same_variant_under_a_concurrent_load_is_skewed_and_normalises_to_a_tie(
 
 
 def test_round0_load_shows_the_same(skew):
-    """The ad hoc round-0 pair (no runner): compile under load, GEMMs 1.13-1.22×, the pointwise kernel 0.99×."""
+    """The h100_hf_geglu_skew_round0 pair (an ad hoc script, no runner): compile under load, GEMMs 1.13-1.22×, the pointwise kernel 0.99×."""
     base, cand = _summary(SKEW0 / "compile.json.gz"), _summary(SKEW0 / "compile_loaded.json.gz")
     cd = diff_runs(base, [cand], labels=["compile", "compile_loaded"]).candidates[0]
     c = cd.comparability
@@ -268,8 +270,8 @@ def test_spread_helpers():
     v = np.r_[np.full(18, 100.0), 50.0, 500.0]  # 20 steps: one outlier each side does not set the spread
     assert spread_range(v) == (100.0, 100.0)
     assert spread_pct([5.0]) is None
-    assert _weighted_median(np.array([1.0, 2.0]), np.array([1.0, 1.0])) == 1.5
-    assert _weighted_median(np.array([1.0, 2.0, 9.0]), np.array([1.0, 3.0, 1.0])) == 2.0
+    assert weighted_median(np.array([1.0, 2.0]), np.array([1.0, 1.0])) == 1.5
+    assert weighted_median(np.array([1.0, 2.0, 9.0]), np.array([1.0, 3.0, 1.0])) == 2.0
 
 
 def _interleaved_sets() -> list:
@@ -286,7 +288,7 @@ def _interleaved_sets() -> list:
 @pytest.mark.parametrize("folder", _interleaved_sets(), ids=lambda p: p.name)
 def test_bundled_sets_recorded_in_turns_are_comparable(folder):
     """Every bundled sample set the interleaving runner recorded: each checkable candidate is comparable with its
-    factor within ±2% of 1.0 (#18). A pair whose identical kernels all ran behind other kernels (fuselens: the down
+    factor within ±2% of 1.0. A pair whose identical kernels all ran behind other kernels (fuselens: the down
     projection behind the fused GEMM instead of eager's GELU, 1.000-1.024×) has no control in its traces: without
     the runner's control probe it is not checkable, and says which call was left out and why."""
     doc = json.loads((folder / "manifest.json").read_text())
@@ -319,7 +321,7 @@ PROBE_CASES = ["hf_geglu_bf16", "plain_8192tok_bf16", "plain_8192tok_h8192_bf16"
 
 @pytest.mark.parametrize("case", PROBE_CASES)
 def test_sets_recorded_with_the_control_probe_are_all_checkable_and_comparable(case):
-    """Session 5 rounds A and B (H100, the runner with its control probe; 14 pairs): every pair is comparable within
+    """probe_h100 (H100, the runner with its control probe; 14 pairs): every pair is comparable within
     ±1% of 1.0. Where the traces have same-context calls of their own (≥ 2% of the step) they set the factor and the
     probe agrees within its tolerance; the fuselens pairs, whose only identical kernel (the down projection) runs
     behind the fused kernel, and the Gemma layer's compiled variants (under 2% of the step in the same context as
@@ -353,7 +355,7 @@ SKEWP = DATA / "comparability" / "h100_hf_geglu_skew_probe"
 
 
 def test_skewed_pair_recorded_with_the_probe():
-    """Round A's record-skew (H100, with the probe): compile recorded under a concurrent matmul load (SM 1,365 MHz,
+    """h100_hf_geglu_skew_probe (H100, with the probe): compile recorded under a concurrent matmul load (SM 1,365 MHz,
     682 W) vs eager recorded normally. The raw GPU time calls it a tie (-0.9%); the same-context gate GEMM reads 1.200,
     the probe's GEMM 1.234 and its elementwise pass 1.031: skewed. Normalised: -14.0%, faster, as the CUDA events
     (-12.4%). The same pair recorded normally: comparable, 0.997 (probe 1.003 / 1.008)."""

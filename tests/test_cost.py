@@ -498,8 +498,16 @@ def test_fuselens_training_ops_by_hand():
     assert bwd.flops == 2 * m * h * d == 38_654_705_664 and "in place" in bwd.basis
     plain = est("fuselens::gelu_mlp_backward", "gemm", [[m, d], [m, d], [m, h], [m, h], [h, d], [d, h], [], []])
     assert plain.bytes == 12_582_912 + 4_718_592 + 2 * 50_331_648
+    # the current schema passes no h (the formula computes dW_down itself): the same kernel, the same bytes
+    now = est("fuselens::glu_mlp_backward", "gemm", [[m, d], [m, d], [m, 2 * h], [h, d], [h, d], [d, h], [], []])
+    assert (now.bytes, now.flops) == (bwd.bytes, bwd.flops)
+    plain_now = est("fuselens::gelu_mlp_backward", "gemm", [[m, d], [m, d], [m, h], [h, d], [d, h], [], []])
+    assert plain_now.bytes == plain.bytes
     gating = est("fuselens::glu_mlp_train", "pointwise", [[m, d], [h, d], [h, d], [d, h], [], []])
     assert gating.bytes == 3 * 50_331_648 == 150_994_944  # read g + u, write h: Liger's GEGLU forward's bytes too
     dual = est("fuselens::glu_mlp_train", "gemm", [[m, d], [h, d], [h, d], [d, h], [], []])
     # x + w_gate + w_up read, h, g, u written
     assert dual.bytes == 12_582_912 + 2 * 4_718_592 + 3 * 50_331_648 and dual.flops == 4 * m * h * d
+    # the forward's kernels sit under the autograd.Function register_autograd wraps the op in (its tensor inputs only)
+    wrapped = est("GeneratedBackwardFor_fuselens_glu_mlp_train_default", "gemm", [[m, d], [h, d], [h, d], [d, h]])
+    assert (wrapped.bytes, wrapped.flops) == (dual.bytes, dual.flops)

@@ -21,18 +21,12 @@ import pandas as pd
 import pytest
 
 from analyzer.diff import align as diff_align
+from analyzer.diff import blocks as diff_blocks
 from analyzer.diff import diff_runs
-from analyzer.diff.align import (
-    RunSeq,
-    _autograd_nodes,
-    _blocks_exact,
-    _enclosing_ranges,
-    _lcs,
-    align,
-    match_blocks,
-    sequence,
-)
-from analyzer.diff.match import group_kernels, remaining_round_trips
+from analyzer.diff.align import RunSeq, _autograd_nodes, _enclosing_ranges, align, sequence
+from analyzer.diff.blocks import _blocks_exact, _lcs, match_blocks
+from analyzer.diff.flow import remaining_round_trips
+from analyzer.diff.match import group_kernels
 from tests.conftest import TRACES, loaded_trace
 from tests.test_diff import sample_summary, summary_of
 
@@ -130,7 +124,7 @@ def test_every_recorded_figure_is_the_one_difflibs_alignment_gives(case, variant
     base = sample_summary(case, "eager")
     cands = [sample_summary(case, v) for v in variants]
     now = diff_runs(base, cands).to_json()
-    monkeypatch.setattr(diff_align, "EXACT_WORK", float("inf"))  # difflib's matching blocks, as first written
+    monkeypatch.setattr(diff_blocks, "EXACT_WORK", float("inf"))  # difflib's matching blocks, as first written
     assert diff_runs(base, cands).to_json() == now
 
 
@@ -140,7 +134,7 @@ def test_public_same_model_diffs_pair_at_least_what_difflibs_alignment_gives(bas
     every pair it makes is of equal keys in order. (ResNet-50 workers 0 vs 4: 1,503 against difflib's 1,501.)"""
     b, c = summary_of(str(TRACES[base])), summary_of(str(TRACES[cand]))
     now = diff_runs(b, [c], labels=["b", "c"]).to_json()
-    monkeypatch.setattr(diff_align, "EXACT_WORK", float("inf"))
+    monkeypatch.setattr(diff_blocks, "EXACT_WORK", float("inf"))
     old = diff_runs(b, [c], labels=["b", "c"]).to_json()
     assert (
         now["candidates"][0]["accounting"]["base"]["matched"]["count"]

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzer.diff import align as diff_align
+from analyzer.diff import blocks as diff_blocks
 from analyzer.diff import diff_runs
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.match import GroupResult, group_kernels
@@ -39,7 +39,7 @@ RANKS = ("hta_filter_rank0", "hta_filter_rank1")
 @pytest.mark.parametrize("exact_work", [0, float("inf")], ids=["windowed", "difflib"])
 @pytest.mark.parametrize("order", [RANKS, RANKS[::-1]], ids=["rank0-vs-rank1", "rank1-vs-rank0"])
 def test_two_ranks_of_one_job_claim_no_fusion_and_avoid_no_bytes(order, exact_work, monkeypatch):
-    monkeypatch.setattr(diff_align, "EXACT_WORK", exact_work)  # inf: difflib's matching blocks, as first written
+    monkeypatch.setattr(diff_blocks, "EXACT_WORK", exact_work)  # inf: difflib's matching blocks, as first written
     base, cand = (summary_of(str(TRACES[name])) for name in order)
     cd = diff_runs(base, [cand]).candidates[0]
     assert sorted(cd.kernels_per_step) == [552, 577]

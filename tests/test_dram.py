@@ -16,7 +16,7 @@ import pytest
 from analyzer import dram, load_trace, summarize
 from analyzer.dram import device_of, hit_fraction, predict_step
 from analyzer.gpus import SPECS
-from kernels.lab import ncu
+from kernels.runner import ncu
 
 ROOT = Path(__file__).resolve().parent.parent
 WARM = ROOT / "tests" / "data" / "ncu_warm_h100_round0"

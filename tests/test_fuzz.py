@@ -337,8 +337,8 @@ def test_side_files_are_typed_or_one_line_and_their_readers_never_raise(data):
         line = str(err)
         assert "\n" not in line and line.startswith("fuzz<case>/manifest.json: "), line
         return
-    from app_pages.samples import case_title
-    from app_pages.state import clean_entry, context_from_manifest
+    from app_core.samples import case_title
+    from app_core.state import clean_entry, context_from_manifest
 
     for v in checked.get("variants", []):
         facts = manifest_doc_facts(checked, str(v.get("trace") or "x.json.gz")) or {}

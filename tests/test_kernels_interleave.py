@@ -1,4 +1,4 @@
-"""The runner's interleaved recording (kernels.lab.interleave, kernels.lab.conditions, kernels.lab.profile):
+"""The runner's interleaved recording (kernels.runner.interleave, kernels.runner.conditions, kernels.runner.record):
 round-robin order, one profiler session split into one trace per variant, the clock/power/temperature record."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from analyzer import summarize
 from analyzer.pipeline import load_trace
 from analyzer.runmeta import conditions_text, recorded_conditions
-from kernels.lab.conditions import Sampler
-from kernels.lab.control import probe_times as control_probe_times
-from kernels.lab.interleave import round_orders, split_trace
+from kernels.runner.conditions import Sampler
+from kernels.runner.control import probe_times as control_probe_times
+from kernels.runner.interleave import round_orders, split_trace
 from tests.conftest import DATA
 
 # real H100 runner traces (3 ProfilerSteps each; tests/data/ATTRIBUTION.md)
@@ -61,17 +61,17 @@ def test_profile_rounds_on_cpu_interleaves_and_splits(tmp_path):
     """The runner's own profiling loop (CPU activity only, since this machine has no GPU): three variants take turns
     over 3 rounds of 2 steps; each variant's trace holds exactly its 6 steps and only its own ops."""
     torch = pytest.importorskip("torch")
-    from kernels.lab import profile
+    from kernels.runner import record
 
     a, b = torch.randn(64, 64), torch.randn(64, 64)
     live = [
-        profile._Live("mm", lambda: torch.mm(a, b), 0.0),
-        profile._Live("add", lambda: torch.add(a, b), 0.0),
-        profile._Live("relu", lambda: torch.relu(a), 0.0),
+        record.Live("mm", lambda: torch.mm(a, b), 0.0),
+        record.Live("add", lambda: torch.add(a, b), 0.0),
+        record.Live("relu", lambda: torch.relu(a), 0.0),
     ]
     sampler = Sampler()
     msgs = []
-    docs = profile._profile_rounds(live, argparse.Namespace(rounds=3, steps_per_turn=2), tmp_path, sampler, msgs.append)
+    docs = record.profile_rounds(live, argparse.Namespace(rounds=3, steps_per_turn=2), tmp_path, sampler, msgs.append)
     assert msgs == [f"profiling, round {r}/3" for r in (1, 2, 3)]
     assert not list(tmp_path.iterdir())  # the combined session file is removed
     steps = {}
@@ -90,17 +90,17 @@ def test_profile_rounds_on_cpu_interleaves_and_splits(tmp_path):
 
 
 def test_control_probe_runs_before_every_turn_in_steps_cut_from_the_variants_traces(tmp_path, monkeypatch):
-    """The control probe (kernels.lab.control) runs before each turn in a profiler step of its own: every variant's
+    """The control probe (kernels.runner.control) runs before each turn in a profiler step of its own: every variant's
     trace still holds exactly its own 6 steps and no probe op, and the probe's steps come back per variant."""
     torch = pytest.importorskip("torch")
-    from kernels.lab import control, profile
+    from kernels.runner import control, record
 
     for name, value in (("SETTLE_BYTES", 1 << 16), ("COPY_BYTES", 1 << 14), ("GEMM_MNK", (32, 32, 32))):
         monkeypatch.setattr(control, name, value)  # the sizes only: a CPU has no L2 worth settling
     a = torch.randn(64, 64)
-    live = [profile._Live("mm", lambda: torch.mm(a, a), 0.0), profile._Live("relu", lambda: torch.relu(a), 0.0)]
+    live = [record.Live("mm", lambda: torch.mm(a, a), 0.0), record.Live("relu", lambda: torch.relu(a), 0.0)]
     ns = argparse.Namespace(rounds=3, steps_per_turn=2)
-    docs = profile._profile_rounds(live, ns, tmp_path, Sampler(), lambda m: None, probe=control.Probe("cpu"))
+    docs = record.profile_rounds(live, ns, tmp_path, Sampler(), lambda m: None, probe=control.Probe("cpu"))
     assert set(docs) == {"mm", "relu", control.OWNER_PREFIX + "mm", control.OWNER_PREFIX + "relu"}
     for v in ("mm", "relu"):
         evs = docs[v]["traceEvents"]
@@ -114,7 +114,7 @@ def test_control_probe_runs_before_every_turn_in_steps_cut_from_the_variants_tra
 def test_probe_times_reads_each_roles_gpu_time_per_turn():
     """probe_times on the shape of a Kineto trace: role ranges on the CPU, launches with correlation ids inside them,
     GPU ops carrying those ids (a role's memset counts with its kernel)."""
-    from kernels.lab.control import PROBE_LABEL
+    from kernels.runner.control import PROBE_LABEL
 
     evs, corr = [], iter(range(1, 100))
 

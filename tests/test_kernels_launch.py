@@ -11,7 +11,7 @@ from tests._kernels_env import torch
 # isort: split
 import triton  # noqa: E402
 
-from kernels.ops import launch  # noqa: E402
+from kernels.ops import launch, launch_triton  # noqa: E402
 
 
 class _Compiled:
@@ -118,6 +118,29 @@ def test_plans_refuse_a_tensor_passed_twice(gpu_like):
     assert plans.replays == 0
 
 
+FIRE_SOURCE = """\
+def fire(a, stream):
+    _fn(_g[0], _g[1], _g[2], stream, _f, *_h, _m, None, None, None, *_d0(a[0]), *_d1(a[1]), *_d2(a[2]), a[3].data_ptr(), a[4], a[5], a[6], *_tail)
+"""
+# the op plan of test_raw_launch_and_plans_pass_the_same_c_arguments: output allocated, launcher entry checked, the
+# weight copy dereferenced, then the C call with the descriptors' encodings looked up by data pointer
+REPLAY_SOURCE = """\
+def replay(inputs):
+    o = inputs[0].new_empty(128, 256)
+    stream = _stream(_dev)
+    if _t0._launchers.get(_s0) is not _h0 or _t0.cache.get(_k0) is not _c0:
+        return None
+    w0_1 = _w0_1()
+    if w0_1 is None:
+        return None
+    try:
+        _fn0(132, 1, 1, stream, 11, *_hd0, _m0, None, None, None, *_e0_0(inputs[0]), *_e0_1(w0_1), *_e0_2(o), inputs[0].data_ptr(), _v0_4, _v0_5, _v0_6, *_tl0)
+    except TypeError:
+        _slow(_h0, ((inputs[0], _b0_0), (w0_1, _b0_1), (o, _b0_2), inputs[0], _v0_4, _v0_5, _v0_6,), _dev)
+    return o
+"""
+
+
 def test_raw_launch_and_plans_pass_the_same_c_arguments():
     """The generated raw launch (a launcher entry's `fire`) and an op plan's written-out C call hand Triton's C launch
     function the same arguments: the 13 leading ones (grid, stream, function, cooperative, pdl, scratch, metadata,
@@ -169,7 +192,9 @@ def test_raw_launch_and_plans_pass_the_same_c_arguments():
         return ["MAP", arg.base.data_ptr(), *arg.shape, *arg.strides]
 
     with (
-        mock.patch.object(launch, "types", _types.SimpleNamespace(BuiltinFunctionType=CLaunch)),
+        mock.patch.object(launch_triton, "types", _types.SimpleNamespace(BuiltinFunctionType=CLaunch)),
+        mock.patch.object(launch_triton, "RAW_SUPPORTED", True),  # the stand-in is Triton 3.6's launcher
+        mock.patch.object(launch, "RAW_LAUNCH", True),
         mock.patch.object(nv, "make_tensordesc_arg", encode),
         mock.patch.object(launch, "INTERPRETING", False),
         mock.patch.object(launch, "_hooks_set", lambda: False),
@@ -210,6 +235,10 @@ def test_raw_launch_and_plans_pass_the_same_c_arguments():
                 x.data_ptr(), 128, 256, 64, True,
             )  # fmt: skip
         assert plans.replays == 2
+        # the generated sources, as they are: a change here changes what every launch on the GPU runs
+        fire = tuned._launchers[("spec",)][5]
+        assert fire.source == FIRE_SOURCE
+        assert plans.plans[("key",)].source == REPLAY_SOURCE.format(w=id(w))
 
 
 def test_a_measurement_inside_a_recorded_call_stays_out_of_its_plan():
@@ -269,3 +298,31 @@ def test_the_gluon_dual_gemm_is_a_candidate_only_up_to_k_2048(monkeypatch):
         ran.append(k)
         hopper_gemm.persistent_gated(x, wg, wu, act_id("silu"))
     assert ran == [hopper_gemm.WS_MAX_K + 64, hopper_gemm.WS_MAX_K, "measured", "gluon"]
+
+
+def test_the_raw_launch_is_gated_to_the_triton_releases_it_reads():
+    """The generated C call is written against Triton 3.5-3.6's launcher; any other release (this machine's 3.9
+    included) keeps Triton's launcher object, whatever the launcher looks like."""
+    assert launch_triton.triton_version("3.6.0") == (3, 6)
+    assert launch_triton.triton_version("3.5.1+git4a3a1b2") == (3, 5)
+    assert launch_triton.triton_version("nightly") == (0, 0)
+    assert [launch_triton.raw_supported(v) for v in ((3, 4), (3, 5), (3, 6), (3, 7), (4, 0))] == [
+        False, True, True, False, False,
+    ]  # fmt: skip
+    with mock.patch.object(launch_triton, "RAW_SUPPORTED", False):
+        assert launch_triton.raw_plan(object(), (), (), (1, 1, 1)) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "mode"), [("", "raw"), ("raw", "raw"), ("fast", "fast"), (" JIT ", "jit"), ("turbo", None)]
+)
+def test_one_launch_switch(monkeypatch, value, mode):
+    """FUSELENS_LAUNCH=jit|fast|raw (default raw) is the one switch; anything else is refused, naming the choices."""
+    from fuselens import settings
+
+    monkeypatch.setenv("FUSELENS_LAUNCH", value)
+    if mode is None:
+        with pytest.raises(ValueError, match="jit, fast, raw"):
+            settings.launch_mode()
+    else:
+        assert settings.launch_mode() == mode

@@ -10,9 +10,9 @@ from tests._kernels_env import DEVICE, ON_GPU, rel_err, torch
 pytest.importorskip("transformers", reason="decoder-layer workloads need transformers")
 
 # isort: split
-from kernels.lab import profile  # noqa: E402
 from kernels.models import layer  # noqa: E402
 from kernels.models.variants import LAYER_VARIANTS, VariantUnavailable, build  # noqa: E402
+from kernels.runner import options, record  # noqa: E402
 
 TINY = {
     "gemma-layer": layer.LayerShape(hidden=64, intermediate=160, heads=4, kv_heads=1, head_dim=16),
@@ -29,7 +29,7 @@ def _tiny(workload, dtype=torch.float32, batch=2, seq=12):
 
 def test_runner_defaults_match_the_module():
     for name, shape in layer.DEFAULT_SHAPES.items():
-        d = profile.LAYER_DEFAULTS[name]
+        d = options.LAYER_DEFAULTS[name]
         assert (d["batch"], d["seq"]) == (layer.DEFAULT_BATCH, layer.DEFAULT_SEQ)
         assert (d["d_model"], d["hidden"], d["heads"], d["kv_heads"], d["head_dim"]) == (
             shape.hidden,
@@ -38,7 +38,7 @@ def test_runner_defaults_match_the_module():
             shape.kv_heads,
             shape.head_dim,
         )
-    assert profile.LAYER_WORKLOADS == layer.LAYER_WORKLOADS
+    assert options.LAYER_WORKLOADS == layer.LAYER_WORKLOADS
 
 
 def test_gemma_layer_is_transformers_own():
@@ -112,7 +112,7 @@ def test_attention_backend_read_from_the_trace(tmp_path):
             fn(x)
         prof.export_chrome_trace(str(tmp_path / "t.json"))
         path.write_bytes(gzip.compress((tmp_path / "t.json").read_bytes()))
-        facts[name] = profile.attention_facts(path)
+        facts[name] = record.attention_facts(path)
     assert facts["eager"]["attention_backend"] == "none"
     assert facts["sdpa"]["attention_backend"] in ("flash_for_cpu", "flash", "efficient", "cudnn", "math")
 

@@ -1,11 +1,11 @@
-"""The in-sequence ("warm") Nsight Compute measurement's bookkeeping (kernels.lab.ncu): steps split by launch position,
+"""The in-sequence ("warm") Nsight Compute measurement's bookkeeping (kernels.runner.ncu): steps split by launch position,
 medians per kernel, the warm figures merged beside the flushed ones, on a real ncu CSV of the HF eager forward."""
 
 from pathlib import Path
 
 import pytest
 
-from kernels.lab import ncu
+from kernels.runner import ncu
 
 CSV = Path(__file__).resolve().parent.parent / "sample_traces" / "hf_geglu_bf16" / "eager.ncu.csv"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.lab import ncu, profile
+from kernels.runner import ncu, options, run
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -15,7 +15,7 @@ KEYS = {"event", "variant", "done", "total", "message"}
 
 
 def _run(argv, capsys):
-    rc = profile.run(argv)
+    rc = run.run(argv)
     lines = [json.loads(ln) for ln in capsys.readouterr().out.splitlines() if ln.strip()]
     for ln in lines:
         assert set(ln) >= KEYS, ln
@@ -42,7 +42,7 @@ def _run(argv, capsys):
 )
 def test_bad_arguments_exit_2_with_one_line(argv, needle, capsys, tmp_path):
     rc, lines = _run([*argv, "--out", str(tmp_path / "o")], capsys)
-    assert rc == profile.EXIT_BAD_ARGS
+    assert rc == options.EXIT_BAD_ARGS
     assert lines[-1]["event"] == "done" and needle in lines[-1]["message"]
     assert not (tmp_path / "o").exists()
 
@@ -51,7 +51,7 @@ def test_out_must_be_a_folder(capsys, tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
     rc, lines = _run(["--out", str(f)], capsys)
-    assert rc == profile.EXIT_BAD_ARGS and "not a folder" in lines[-1]["message"]
+    assert rc == options.EXIT_BAD_ARGS and "not a folder" in lines[-1]["message"]
 
 
 def test_no_gpu_exits_3(capsys, tmp_path):
@@ -59,7 +59,7 @@ def test_no_gpu_exits_3(capsys, tmp_path):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     rc, lines = _run(["--out", str(tmp_path / "o"), "--variants", "eager"], capsys)
-    assert rc == profile.EXIT_NO_GPU
+    assert rc == options.EXIT_NO_GPU
     assert [ln["event"] for ln in lines] == ["start", "done"] and "no CUDA GPU" in lines[-1]["message"]
 
 
@@ -67,7 +67,7 @@ def test_workloads_list_matches_module():
     pytest.importorskip("torch")
     from kernels.models.workloads import WORKLOADS
 
-    assert profile.WORKLOADS == WORKLOADS
+    assert options.WORKLOADS == WORKLOADS
 
 
 def test_ncu_csv_parser_on_real_output():

@@ -228,3 +228,62 @@ def test_forward_only_variants_still_say_so():
         torch.ops.fuselens.glu_mlp_train(*z, "gelu", "cublas")
     with pytest.raises(ValueError, match="needs the TMA dual GEMM"):
         torch.ops.fuselens.glu_mlp_train(*z, "silu", "dual")
+
+
+@pytest.mark.parametrize("workload", ["swiglu", "plain"])
+def test_the_backward_fills_no_zero_gradients(workload):
+    """The saved [g | u] (pre) and h are outputs that take no gradient: the backward must not be handed zero-filled
+    [M, 2h] / [M, h] gradients for them (an allocation and a memset of 1.5 x the activations per step)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    m, d, h = 77, 40, 56
+    model = _model(workload, d, h, 14).to(DEVICE)
+    x = randn(m, d, dtype=torch.float32, seed=15)
+    y = _fused(model, x)
+    filled = []
+
+    class Fills(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.__name__.split(".")[0] in ("zeros", "zeros_like", "new_zeros", "fill_", "zero_"):
+                shape = tuple(out.shape) if isinstance(out, torch.Tensor) else None
+                if shape and shape[0] == m and shape[-1] in (h, 2 * h):
+                    filled.append((func.__name__, shape))
+            return out
+
+    with Fills():
+        y.backward(randn(m, d, dtype=torch.float32, seed=16))
+    assert filled == []
+    assert all(p.grad is not None for p in model.parameters())
+
+
+@pytest.mark.skipif(not ON_GPU, reason="CUDA memory statistics")
+@pytest.mark.parametrize("forward", ["cublas", "dual"])
+def test_step_peak_memory_is_the_saved_activations_and_the_weight_gradients(forward):
+    """A training step's peak allocation (above what was allocated before it) is the larger of the forward's
+    (gu, h, y, and the dual GEMM's interleaved weight) and the backward's after h is released (gu, y, dW_down and
+    the [2h, d] gate/up weight gradient): no [M, h] gradient of h, no zero-filled gradients, h not held to the end."""
+    m, d, h = 1024, 512, 1536
+    dt = torch.bfloat16
+    model = _model("swiglu", d, h, 17).to(DEVICE, dt)
+    x = randn(m, d, dtype=dt, seed=18)
+    dy = randn(m, d, dtype=dt, seed=19)
+    params = tuple(model.parameters())
+
+    def step():
+        _fused(model, x, forward).backward(dy)
+        for p in params:
+            p.grad = None
+
+    step()  # tunes the kernels (scratch copies), off the measured step
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    step()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    e = dt.itemsize
+    gu, hh, y, wd, wgu = 2 * m * h * e, m * h * e, m * d * e, d * h * e, 2 * h * d * e
+    fwd = gu + hh + y + (wgu if forward == "dual" else 0)
+    bwd = gu + y + wd + wgu
+    assert peak <= max(fwd, bwd) + 2**20, (peak, fwd, bwd)

@@ -168,10 +168,10 @@ def test_bench_and_sweep_entry_points_reach_every_tuner():
     """kernels.bench's autotune_choices() runs after every timing, and a renamed tuner once crashed it there, at the
     end of a 4-minute GPU run (run 9). Without a GPU the caches are empty; the lookup itself must work. The sweep
     must name a config list for each TMA tuner it forces, and those lists must be the tuners' own."""
-    from kernels.lab import bench, sweep
+    from kernels.lab import forward_bench, sweep
     from kernels.ops import hopper_gemm
 
-    choices = bench.autotune_choices()
+    choices = forward_bench.autotune_choices()
     tuners = {"gating", "gemm_act_pointer", "dual_gemm_pointer", "tma_dual", "tma_single", "tma_gated"}
     assert set(choices) == tuners | {"gated_triton_or_gluon"}
     assert hopper_gemm._single_tuned.configs == hopper_gemm.SINGLE_CONFIGS
@@ -297,10 +297,10 @@ def test_bench_verdicts_on_the_committed_h100_results():
     import json
     from pathlib import Path
 
-    from kernels.lab import bench
+    from kernels.lab import forward_bench
 
     res = json.loads((Path(__file__).parent.parent / "bench/results/kernels_h100_80gb_hbm3.json").read_text())
-    verdicts = {text: ok for ok, text in bench.targets(res)}
+    verdicts = {text: ok for ok, text in forward_bench.targets(res)}
 
     def verdict(start):
         return next(ok for text, ok in verdicts.items() if text.startswith(start))
@@ -309,14 +309,14 @@ def test_bench_verdicts_on_the_committed_h100_results():
     assert verdict("gating gelu_tanh fp16: fuselens 47.1 us < inductor") == "tie"
     assert verdict("gating gelu_tanh fp32: fuselens 96.8 us < inductor") is False
     assert verdict("gating gelu_tanh bf16: fuselens 46.8 us < liger") is True
-    rendered = bench.to_markdown(res)
+    rendered = forward_bench.to_markdown(res)
     assert "- TIE: gating gelu_tanh fp16" in rendered and "- MISSED: gating gelu_tanh fp32" in rendered
 
 
 def test_shape_sweep_verdicts_and_merge():
     """The shape sweep's verdict (kernels/lab/shapes.py) against the fastest peer is three-way: a lead within the
     larger pass-to-pass spread is a TIE. Rows merge into an existing results file by id, other sections stay."""
-    from kernels.lab import bench, shapes
+    from kernels.lab import forward_bench, shapes
 
     def v(us, p0, p1):
         return {"us": us, "us_passes": [p0, p1], "spread_us": abs(p0 - p1)}
@@ -339,7 +339,7 @@ def test_shape_sweep_verdicts_and_merge():
     assert "| **40.0** | dual_gemm | 0.80 | 0.80 (compile) | 20.00 | 25.00 " + rates in md and "| WIN |" in md
     old = {"gating": [1], "mlp": [2], "shapes": [{"id": "a"}, {"id": "r", "old": True}], "shape_ceilings_tflops": {}}
     new = {"shapes": [row], "shape_ceilings_tflops": {"bf16": 790.0}, "env": {"git_commit": "c"}, "created_utc": "t"}
-    merged = bench.merge_results(old, new)
+    merged = forward_bench.merge_results(old, new)
     assert merged["gating"] == [1] and merged["mlp"] == [2]
     assert [r["id"] for r in merged["shapes"]] == ["a", "r"] and "old" not in merged["shapes"][1]
     assert merged["runs"][-1]["commit"] == "c"
@@ -350,7 +350,7 @@ def test_ceiling_is_timed_at_the_rows_duty_cycle():
     row's forwards: a Llama-3-8B forward (3.9 ms, 51 calls, 25 between rests) against a 1.39 ms 8192³ matmul gets 70
     matmuls between rests and 143 in all; the HF forward (164 µs, 200 calls) 3 and 24; a tiny row at least 5."""
     from kernels.lab import shapes
-    from kernels.lab.timing import QUEUE_CHUNK
+    from kernels.ops.timing import QUEUE_CHUNK
 
     assert shapes.duty_matched(3900.0, 51, 1393.0) == (143, 70)
     assert shapes.duty_matched(164.0, 200, 1393.0) == (24, 3)
@@ -364,7 +364,7 @@ def test_ceiling_is_timed_at_the_rows_duty_cycle():
 def test_merge_lists_only_runs_whose_figures_remain():
     """A bench file folded from several GPU commands lists the runs behind its figures: a run whose shape rows were all
     re-measured drops out; a run that measured another section (gating, mlp) stays; rows of unknown run keep all."""
-    from kernels.lab import bench
+    from kernels.lab import forward_bench
 
     def run(utc, sections, ids):
         res = {"created_utc": utc, "command": f"bench {utc}", "sections": sections, "env": {"git_commit": utc}}
@@ -373,17 +373,17 @@ def test_merge_lists_only_runs_whose_figures_remain():
         return res
 
     full = run("t0", None, []) | {"gating": [1], "mlp": [2]}
-    f = bench.merge_results(full, run("t1", ["shapes"], ["a", "b"]))
-    f = bench.merge_results(f, run("t2", ["shapes"], ["b"]))
+    f = forward_bench.merge_results(full, run("t1", ["shapes"], ["a", "b"]))
+    f = forward_bench.merge_results(f, run("t2", ["shapes"], ["b"]))
     assert [r["created_utc"] for r in f["runs"]] == ["t0", "t1", "t2"]
-    f = bench.merge_results(f, run("t3", ["shapes"], ["a"]))
+    f = forward_bench.merge_results(f, run("t3", ["shapes"], ["a"]))
     assert [r["created_utc"] for r in f["runs"]] == ["t0", "t2", "t3"]  # t1's rows are all re-measured
     assert {r["id"]: r["run_utc"] for r in f["shapes"]} == {"a": "t3", "b": "t2"}
-    f = bench.merge_results(f, run("t4", None, []) | {"gating": [3], "mlp": [4]})
+    f = forward_bench.merge_results(f, run("t4", None, []) | {"gating": [3], "mlp": [4]})
     assert [r["created_utc"] for r in f["runs"]] == ["t2", "t3", "t4"]  # t0's sections were re-measured by t4
     legacy = {"created_utc": "u", "runs": [{"created_utc": "u0", "sections": ["shapes"]}, {"created_utc": "u"}]}
     legacy["shapes"] = [{"id": "a"}, {"id": "z"}]  # rows from before rows named their run
-    f = bench.merge_results(legacy, run("t5", ["shapes"], ["a"]))
+    f = forward_bench.merge_results(legacy, run("t5", ["shapes"], ["a"]))
     assert [r["created_utc"] for r in f["runs"]] == ["u0", "u", "t5"]
 
 

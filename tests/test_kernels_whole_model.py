@@ -8,9 +8,9 @@ from tests._kernels_env import DEVICE, ON_GPU, torch
 pytest.importorskip("transformers", reason="whole-model workloads need transformers")
 
 # isort: split
-from kernels.lab import profile  # noqa: E402
 from kernels.models import whole_model  # noqa: E402
 from kernels.models.variants import LAYER_VARIANTS, VariantUnavailable, build  # noqa: E402
+from kernels.runner import options  # noqa: E402
 
 TINY = {
     "llama-model": whole_model.ModelShape(hidden=64, intermediate=96, heads=4, kv_heads=2, head_dim=16, layers=3, vocab=101),
@@ -27,7 +27,7 @@ def _tiny(workload, batch=2, seq=11):
 
 def test_runner_defaults_match_the_module():
     for name, shape in whole_model.DEFAULT_SHAPES.items():
-        d = profile.MODEL_DEFAULTS[name]
+        d = options.MODEL_DEFAULTS[name]
         assert (d["batch"], d["seq"]) == (whole_model.DEFAULT_BATCH, whole_model.DEFAULT_SEQ)
         assert (d["d_model"], d["hidden"], d["heads"], d["kv_heads"], d["head_dim"], d["layers"], d["vocab"]) == (
             shape.hidden,
@@ -38,7 +38,7 @@ def test_runner_defaults_match_the_module():
             shape.layers,
             shape.vocab,
         )
-    assert profile.MODEL_WORKLOADS == whole_model.MODEL_WORKLOADS
+    assert options.MODEL_WORKLOADS == whole_model.MODEL_WORKLOADS
 
 
 @pytest.mark.parametrize("workload", whole_model.MODEL_WORKLOADS)
@@ -79,18 +79,18 @@ def test_training_step_updates_every_weight_and_lowers_the_loss():
 
 
 def test_runner_arguments():
-    ns = profile.build_parser().parse_args(["--workload", "llama-model", "--layers", "16", "--train", "--out", "x"])
-    assert profile.validate(ns) == ["eager", "sdpa", "compile", "compile-fuselens"]
+    ns = options.build_parser().parse_args(["--workload", "llama-model", "--layers", "16", "--train", "--out", "x"])
+    assert options.validate(ns) == ["eager", "sdpa", "compile", "compile-fuselens"]
     assert (ns.layers, ns.vocab, ns.heads, ns.batch, ns.seq) == (16, 32000, 16, 4, 1024)
-    est = profile.estimate_bytes(ns.workload, ns.batch * ns.seq, ns.d_model, ns.hidden, ns.dtype, True, ns)
-    assert 8 * 2**30 < est < profile.MAX_EST_BYTES  # 16 layers of saved activations and scores, AdamW state
+    est = options.estimate_bytes(ns.workload, ns.batch * ns.seq, ns.d_model, ns.hidden, ns.dtype, True, ns)
+    assert 8 * 2**30 < est < options.MAX_EST_BYTES  # 16 layers of saved activations and scores, AdamW state
     for argv, msg in (
         (["--workload", "llama-model", "--layers", "0"], "--layers must be between 1"),
         (["--workload", "geglu", "--layers", "4"], "apply to the whole-model workloads"),
         (["--workload", "gemma-model", "--vocab", "999999"], "--vocab must be between 1"),
     ):
-        with pytest.raises(profile.BadArgs, match=msg):
-            profile.validate(profile.build_parser().parse_args([*argv, "--out", "x"]))
+        with pytest.raises(options.BadArgs, match=msg):
+            options.validate(options.build_parser().parse_args([*argv, "--out", "x"]))
 
 
 def test_model_flops():
@@ -104,12 +104,12 @@ def test_model_flops():
 
 def test_the_profile_page_runs_a_whole_model():
     """The dashboard's Profile form: a whole model takes --layers and its own widths, and refuses MLP variants."""
-    from app_pages.profile_job import Params
+    from app_core.profile_job import Params
 
     p = Params(workload="llama-model", batch=4, seq=1024, variants=("eager", "compile"), train=True, layers=8)
-    argv = p.argv(profile.Path("/tmp/out"))
+    argv = p.argv(options.Path("/tmp/out"))
     assert argv[argv.index("--layers") + 1] == "8" and "--d-model" not in argv and "--train" in argv
-    assert profile.validate(profile.build_parser().parse_args(argv[argv.index("--workload") :])) == ["eager", "compile"]
+    assert options.validate(options.build_parser().parse_args(argv[argv.index("--workload") :])) == ["eager", "compile"]
     bad = Params(workload="gemma-model", variants=("liger",), layers=0).problems()
     assert any("liger not for whole models" in b for b in bad) and any("layers must be" in b for b in bad)
     assert any("sdpa not for MLP" in b for b in Params(workload="geglu", variants=("sdpa",)).problems())

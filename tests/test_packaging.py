@@ -37,7 +37,7 @@ def test_every_module_folder_is_a_listed_package():
     listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
     on_disk = {
         ".".join(p.parent.relative_to(ROOT).parts)
-        for top in ("analyzer", "app_pages", "fuselens", "kernels")
+        for top in ("analyzer", "app_core", "app_pages", "fuselens", "kernels")
         for p in (ROOT / top).rglob("__init__.py")
     }
     assert on_disk <= listed, sorted(on_disk - listed)

@@ -1,4 +1,4 @@
-"""The slide export's layout (app_pages.export.for_slide) and the fusion-group chart's row labels: what a PNG pasted
+"""The slide export's layout (app_core.export.for_slide) and the fusion-group chart's row labels: what a PNG pasted
 into a review shows, checked on the figures the app exports (real traces, no browser)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from analyzer import diff_runs, load_trace, summarize
 from analyzer.figures import compare as cf
 from analyzer.figures import timeline as tl
-from app_pages import export
+from app_core import export
 from tests.conftest import ROOT
 
 LAYER = ROOT / "tests" / "data" / "layer_h100"

@@ -210,7 +210,7 @@ def test_dashboard_pages_agree_with_summary():
         ]
         refs[run.label] = _reference(fresh)
     checked = 0
-    from app_pages.ui import cell  # the page shows figures as text ("—" when unknown), formatted by ui.cell
+    from app_core.ui import cell  # the page shows figures as text ("—" when unknown), formatted by ui.cell
 
     for _, row in at.dataframe[0].value.iterrows():
         ref = refs[row["run"]].get(row["full name"])

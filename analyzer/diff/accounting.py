@@ -60,6 +60,11 @@ class Accounting:
             return 1.0
         return 1.0 - self.base_time_us["unexplained"] / total
 
+    def base_shares(self) -> dict[str, float]:
+        """Each baseline bucket's share of the baseline's GPU time per step (all 0 when it has none)."""
+        total = sum(self.base_time_us.values()) or 1.0
+        return {b: self.base_time_us[b] / total for b in BASE_BUCKETS}
+
     @property
     def reliable(self) -> bool:
         return self.explained_time_share >= RELIABLE_SHARE
@@ -93,17 +98,54 @@ def _removable(row) -> bool:
     return bool(ops) and ops <= REMOVABLE_OPS and not row.is_gemm
 
 
-def account(bseq: RunSeq, cseq: RunSeq, res: GroupResult, kernel_list) -> Accounting:
-    """The buckets of both steps from the matcher's result (analyzer.diff.match.group_kernels). kernel_list: the
-    diff's one way of listing kernels (name, op, shapes, count and time per step)."""
+def kernel_list(rows: list) -> list[dict]:
+    """The diff's one way of listing kernels: by name, op and shapes, with count and time per step, most time
+    first (unmatched, unexplained, removed and new kernels alike)."""
+    agg: dict[tuple, dict] = {}
+    for r in rows:
+        key = (str(r.name), str(r.op_name), r.dims)
+        a = agg.get(key)
+        if a is None:
+            a = agg[key] = {
+                "name": str(r.name),
+                "category": str(r.category),
+                "op": str(r.op_name),
+                "shapes": key[2],
+                "count_per_step": 0,
+                "time_us_per_step": 0.0,
+            }
+        a["count_per_step"] += 1
+        a["time_us_per_step"] += float(r.dur_us)
+    return sorted(agg.values(), key=lambda a: -a["time_us_per_step"])
+
+
+def account(bseq: RunSeq, cseq: RunSeq, res: GroupResult) -> Accounting:
+    """The buckets of both steps from the matcher's result (analyzer.diff.match.group_kernels)."""
     b_rows, c_rows = bseq.records, cseq.records
-    bb = ["" for _ in b_rows]
+    bb, cb = _claimed_buckets(res, c_rows, len(b_rows))
+    _fill_base_buckets(bb, b_rows, res)
+    _fill_candidate_buckets(cb, c_rows, res)
+    bt, bn = _tally(b_rows, bb, BASE_BUCKETS)
+    ct, cn = _tally(c_rows, cb, CAND_BUCKETS)
+    return Accounting(
+        base_bucket=bb,
+        cand_bucket=cb,
+        base_time_us=bt,
+        cand_time_us=ct,
+        base_count=bn,
+        cand_count=cn,
+        unexplained=kernel_list([r for r, b in zip(b_rows, bb, strict=True) if b == "unexplained"]),
+        removed=kernel_list([r for r, b in zip(b_rows, bb, strict=True) if b == "removed"]),
+        new=kernel_list([r for r, b in zip(c_rows, cb, strict=True) if b == "new"]),
+    )
+
+
+def _claimed_buckets(res: GroupResult, c_rows: list, n_base: int) -> tuple[list[str], list[str]]:
+    """Both steps' buckets from the alignment's pairs and the groups ('' where neither placed a kernel)."""
+    bb = ["" for _ in range(n_base)]
     cb = ["" for _ in c_rows]
-    matched_calls = set()
     for i, j, _ in res.pairs:
         bb[i], cb[j] = "matched", "matched"
-        if b_rows[i].op_index >= 0:
-            matched_calls.add(b_rows[i].op_index)
     for g in res.groups:
         if g.kind == "kernel choice":
             for m in g.members:
@@ -116,6 +158,12 @@ def account(bseq: RunSeq, cseq: RunSeq, res: GroupResult, kernel_list) -> Accoun
             bb[m] = "replaced" if library else "fused"
         for j in g.fused:
             cb[j] = "fused"
+    return bb, cb
+
+
+def _fill_base_buckets(bb: list[str], b_rows: list, res: GroupResult) -> None:
+    """Baseline kernels no pair or group placed: a helper of a matched call, removed work, or unexplained."""
+    matched_calls = {b_rows[i].op_index for i, _, _ in res.pairs if b_rows[i].op_index >= 0}
     for i, r in enumerate(b_rows):
         if bb[i]:
             continue
@@ -125,30 +173,22 @@ def account(bseq: RunSeq, cseq: RunSeq, res: GroupResult, kernel_list) -> Accoun
             bb[i] = "removed"
         else:
             bb[i] = "unexplained"
+
+
+def _fill_candidate_buckets(cb: list[str], c_rows: list, res: GroupResult) -> None:
+    """Candidate kernels no pair or group placed: a helper of a matched call, else new."""
     c_matched_calls = {c_rows[j].op_index for _, j, _ in res.pairs if c_rows[j].op_index >= 0}
     for j, r in enumerate(c_rows):
         if not cb[j] and r.role in ("helper", "memop") and r.op_index >= 0 and r.op_index in c_matched_calls:
             cb[j] = "matched"  # the candidate's split-K reduce or workspace memset of a GEMM call that pairs
         cb[j] = cb[j] or "new"
 
-    def tally(rows, buckets, names):
-        t = dict.fromkeys(names, 0.0)
-        n = dict.fromkeys(names, 0)
-        for r, b in zip(rows, buckets, strict=True):
-            t[b] += float(r.dur_us)
-            n[b] += 1
-        return t, n
 
-    bt, bn = tally(b_rows, bb, BASE_BUCKETS)
-    ct, cn = tally(c_rows, cb, CAND_BUCKETS)
-    return Accounting(
-        base_bucket=bb,
-        cand_bucket=cb,
-        base_time_us=bt,
-        cand_time_us=ct,
-        base_count=bn,
-        cand_count=cn,
-        unexplained=kernel_list([r for r, b in zip(b_rows, bb, strict=True) if b == "unexplained"]),
-        removed=kernel_list([r for r, b in zip(b_rows, bb, strict=True) if b == "removed"]),
-        new=kernel_list([r for r, b in zip(c_rows, cb, strict=True) if b == "new"]),
-    )
+def _tally(rows: list, buckets: list[str], names: tuple[str, ...]) -> tuple[dict[str, float], dict[str, int]]:
+    """Time and count per bucket."""
+    t = dict.fromkeys(names, 0.0)
+    n = dict.fromkeys(names, 0)
+    for r, b in zip(rows, buckets, strict=True):
+        t[b] += float(r.dur_us)
+        n[b] += 1
+    return t, n

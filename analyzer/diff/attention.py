@@ -121,50 +121,63 @@ def backward_chains(rows: list, left: list[int]) -> list[Chain]:
         r = rows[sm]
         if "softmax_backward" not in (r.op_ops | r.name_ops) or r.io.output is None or sm in used:
             continue
-        score = r.io.output.numel
-        near = [
-            i
-            for i in range(max(0, sm - CHAIN_SPAN), min(len(rows), sm + CHAIN_SPAN + 1))
-            if i in left_set and i not in used and rows[i].is_gemm and rows[i].gemm is not None
-            and rows[i].role == "main" and _batched(rows[i])
-        ]  # fmt: skip
-        grads = []
-        for i in near:
-            g = rows[i].gemm
-            if g.batch > 1 and score % g.batch == 0 and {g.m * g.n, g.m * g.k, g.n * g.k} & {score // g.batch}:
-                grads.append(i)
-        if len(grads) < 2:
-            continue
-        bh = rows[grads[0]].gemm.batch
-        plane = score // bh
-        dims = sorted({d for i in grads for d in (rows[i].gemm.m, rows[i].gemm.n, rows[i].gemm.k)})
-        head_dim = min(dims)
-        qk = [d for d in dims if d != head_dim] or [head_dim]
-        q_len, kv_len = (qk[0], qk[-1]) if len(qk) > 1 else (qk[0], plane // qk[0])
-        lo, hi = min(grads[0], sm), max(grads[-1], sm)
-        members = set(grads) | {sm}
-        evidence = {sm: f"softmax_backward over the B·H={bh} S_q={q_len} S_k={kv_len} scores"}
-        for i in grads:
-            evidence[i] = f"attention-gradient GEMM B·H={bh} ({rows[i].gemm.label()}): the attention's shapes"
-        for i in range(lo + 1, hi):
-            t = rows[i]
-            if i in left_set and i not in members and not t.is_gemm and t.kind == "kernel" and (
-                (t.io.output is not None and t.io.output.numel == score) or any(x.numel == score for x in t.io.inputs)
-            ):  # fmt: skip
-                members.add(i)
-                evidence[i] = "works on the score-sized gradient between the attention-gradient GEMMs"
-        # GQA: repeat_kv's backward sums dK and dV over each KV head's query heads, right after the last GEMM
-        qkv = bh * q_len * head_dim
-        for i in range(hi + 1, min(len(rows), hi + 4)):
-            t = rows[i]
-            if i in left_set and "sum" in (t.op_ops | t.name_ops) and any(x.numel == qkv for x in t.io.inputs):
-                members.add(i)
-                evidence[i] = "sums dK / dV over the query heads sharing a KV head (repeat_kv's backward)"
-        chain = Chain(grads[0], grads[-1], bh, q_len, kv_len, head_dim, head_dim, sorted(members), evidence,
-                      backward=True)  # fmt: skip
-        chains.append(chain)
-        used.update(members)
+        chain = _backward_chain(rows, left_set, used, sm)
+        if chain is not None:
+            chains.append(chain)
+            used.update(chain.members)
     return chains
+
+
+def _backward_chain(rows: list, left_set: set[int], used: set[int], sm: int) -> Chain | None:
+    """The backward chain around the softmax_backward at sm, or None with fewer than two gradient GEMMs."""
+    score = rows[sm].io.output.numel
+    grads = _gradient_gemms(rows, left_set, used, sm, score)
+    if len(grads) < 2:
+        return None
+    bh = rows[grads[0]].gemm.batch
+    plane = score // bh
+    dims = sorted({d for i in grads for d in (rows[i].gemm.m, rows[i].gemm.n, rows[i].gemm.k)})
+    head_dim = min(dims)
+    qk = [d for d in dims if d != head_dim] or [head_dim]
+    q_len, kv_len = (qk[0], qk[-1]) if len(qk) > 1 else (qk[0], plane // qk[0])
+    lo, hi = min(grads[0], sm), max(grads[-1], sm)
+    members = set(grads) | {sm}
+    evidence = {sm: f"softmax_backward over the B·H={bh} S_q={q_len} S_k={kv_len} scores"}
+    for i in grads:
+        evidence[i] = f"attention-gradient GEMM B·H={bh} ({rows[i].gemm.label()}): the attention's shapes"
+    for i in range(lo + 1, hi):
+        t = rows[i]
+        if i in left_set and i not in members and not t.is_gemm and t.kind == "kernel" and (
+            (t.io.output is not None and t.io.output.numel == score) or any(x.numel == score for x in t.io.inputs)
+        ):  # fmt: skip
+            members.add(i)
+            evidence[i] = "works on the score-sized gradient between the attention-gradient GEMMs"
+    # GQA: repeat_kv's backward sums dK and dV over each KV head's query heads, right after the last GEMM
+    qkv = bh * q_len * head_dim
+    for i in range(hi + 1, min(len(rows), hi + 4)):
+        t = rows[i]
+        if i in left_set and "sum" in (t.op_ops | t.name_ops) and any(x.numel == qkv for x in t.io.inputs):
+            members.add(i)
+            evidence[i] = "sums dK / dV over the query heads sharing a KV head (repeat_kv's backward)"
+    return Chain(grads[0], grads[-1], bh, q_len, kv_len, head_dim, head_dim, sorted(members), evidence,
+                 backward=True)  # fmt: skip
+
+
+def _gradient_gemms(rows: list, left_set: set[int], used: set[int], sm: int, score: int) -> list[int]:
+    """Batched GEMMs within CHAIN_SPAN of sm whose batch divides the score size and whose two of M, N, K span one
+    [S_q, S_k] plane of it: the attention's gradient GEMMs."""
+    near = [
+        i
+        for i in range(max(0, sm - CHAIN_SPAN), min(len(rows), sm + CHAIN_SPAN + 1))
+        if i in left_set and i not in used and rows[i].is_gemm and rows[i].gemm is not None
+        and rows[i].role == "main" and _batched(rows[i])
+    ]  # fmt: skip
+    grads = []
+    for i in near:
+        g = rows[i].gemm
+        if g.batch > 1 and score % g.batch == 0 and {g.m * g.n, g.m * g.k, g.n * g.k} & {score // g.batch}:
+            grads.append(i)
+    return grads
 
 
 def _build(rows: list, left: set[int], qk: int, pv: int) -> Chain | None:

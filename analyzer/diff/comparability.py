@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 
 from analyzer.diff.align import NO_PREDECESSOR, launch_text
+from analyzer.diff.measures import spread_pct, weighted_median
 from analyzer.fmt import finite, short_name
-from analyzer.steps import spread_range  # noqa: F401  (re-exported: one rule for every shown spread)
 
 MIN_TOLERANCE_PCT = 3.0  # clock/power drift below this is normal between two recordings on one H100
 UNSTABLE_SPREAD_PCT = 10.0  # control group varying more than this within one run: conditions changed mid-run
@@ -79,7 +79,8 @@ class Comparability:
     control_weight: tuple = field(default=(None, None), repr=False, compare=False)
     # the factor per kernel class ('compute': GEMM/attention, 'memory': everything else) among the control kernels;
     # a lower SM clock or a time-sliced neighbour slows compute-bound kernels far more than memory-bound ones
-    # (round 0, H100 under a concurrent matmul load: cuBLAS GEMMs 1.17-1.22×, Inductor's pointwise kernel 0.99×)
+    # (tests/data/comparability/h100_hf_geglu_skew_round0, H100 under a concurrent matmul load: cuBLAS GEMMs
+    # 1.17-1.22×, Inductor's pointwise kernel 0.99×)
     class_factors: dict = field(default_factory=dict)
     # per GPU op of the candidate's representative step, the factor its time is divided by: (point, other) — point
     # takes its class's factor, or for a class without control kernels 1.0 (memory-bound) / the overall factor
@@ -185,13 +186,65 @@ def control_keys(rows: pd.DataFrame) -> pd.Series:
     return key.where(is_kernel, "")
 
 
+@dataclass
+class _Controls:
+    """A pair's control group before any verdict: identical calls (pairs), the same-context ones used (upairs) and
+    their (call, context) cells, the weights and spreads of their time, and the runner's probe."""
+
+    pairs: pd.DataFrame
+    cells: pd.DataFrame
+    upairs: pd.DataFrame
+    spreads: dict
+    share: float
+    n_kernels: int
+    probe: dict | None
+    trace_ok: bool
+    base_kernel_us: float
+    steps: list[int]
+    excl_text: str
+    common: dict  # the fields every Comparability of the pair carries
+
+
 def check(bseq, cseq, probes: tuple = (None, None)) -> Comparability:
     """The comparability of candidate run cseq against baseline run bseq (RunSeqs; see the module doc). probes: each
     run's control probe from its runner manifest (analyzer.runmeta.recorded_probe), or None."""
+    ctl = _controls(bseq, cseq, probes)
+    early = _without_enough_controls(bseq, cseq, ctl)
+    if early is not None:
+        return early
+    factor, class_factors, class_ranges, spreads, what = _measured_factor(bseq, cseq, ctl)
+    c = cseq.rows
+    point, other, lo, hi = _candidate_factors(kernel_classes(c), class_factors, class_ranges, factor)
+    known = [x for x in spreads.values() if x is not None]
+    if ctl.probe is not None:
+        known += [x for x in ctl.probe["spreads"].values() if x is not None]
+    tol = max([MIN_TOLERANCE_PCT, *known])
+    verdict, reason = _verdict(bseq, cseq, ctl, factor, class_factors, spreads, what, tol)
+    ratios = ctl.cells["ratio"].to_numpy(float) if len(ctl.cells) else np.array([factor])
+    return Comparability(
+        verdict=verdict,
+        reason=reason + ctl.excl_text,
+        factor=float(factor),
+        kernel_ratio_range=[float(ratios.min()), float(ratios.max())],
+        within_run_spread_pct=spreads,
+        tolerance_pct=float(tol),
+        steps=ctl.steps,
+        notes=_check_notes(c, class_factors, ctl),
+        class_factors=class_factors,
+        class_ratio_ranges=class_ranges,
+        candidate_factors=(point, other),
+        candidate_factor_bounds=(lo, hi),
+        source="trace" if ctl.trace_ok else "probe",
+        tier="same context" if ctl.trace_ok else "probe",
+        **ctl.common,
+    )
+
+
+def _controls(bseq, cseq, probes: tuple) -> _Controls:
+    """The control group: identical calls paired, those in the same context used, and the probe read."""
     b, c = bseq.rows, cseq.rows
     kb, kc = control_keys(b), control_keys(c)
     base_kernel_us = float(b["dur_us"].to_numpy(dtype=float).sum())
-    steps = [_n_steps(bseq), _n_steps(cseq)]
     pairs = _call_pairs(b, kb, c, kc)
     cells, used = _context_cells(bseq, cseq, pairs)
     upairs = pairs[used]
@@ -200,19 +253,16 @@ def check(bseq, cseq, probes: tuple = (None, None)) -> Comparability:
     wc = np.zeros(len(c))
     wb[upairs["pos_b"].to_numpy(int)] = 1.0
     wc[upairs["pos_c"].to_numpy(int)] = 1.0
-    spreads = {"base": spread_pct(per_step_us(bseq, wb)), "candidate": spread_pct(per_step_us(cseq, wc))}
     ctrl_b = float(upairs["dur_b"].sum())
     ctrl_c = float(upairs["dur_c"].sum())
     share = ctrl_b / base_kernel_us if base_kernel_us > 0 else 0.0
-    listed = _listed(upairs, cells, bseq, b)
     n_kernels = int(upairs["key"].nunique())
     trace_factor = (
-        _weighted_median(cells["ratio"].to_numpy(float), cells["weight_us"].to_numpy(float)) if len(cells) else None
+        weighted_median(cells["ratio"].to_numpy(float), cells["weight_us"].to_numpy(float)) if len(cells) else None
     )
     probe = _probe(*probes)
-    trace_ok = len(cells) > 0 and share >= MIN_CONTROL_SHARE
     common = {
-        "control_kernels": listed,
+        "control_kernels": _listed(upairs, cells, bseq, b),
         "n_control_kernels": n_kernels,
         "n_control_calls": len(upairs),
         "control_us_per_step": [ctrl_b, ctrl_c],
@@ -223,103 +273,128 @@ def check(bseq, cseq, probes: tuple = (None, None)) -> Comparability:
         "probe": probe["json"] if probe else None,
         "identical_kernels": _identical(bseq, cseq, pairs, used, probe),
     }
-    excl_text = _excluded_text(excluded, bseq.label, cseq.label)
-    if probe is None and not trace_ok:
-        shifted = _other_context(bseq, cseq, pairs, base_kernel_us, steps, common, excl_text)
-        if shifted is not None:
-            return shifted
-    if probe is None and not len(cells):
+    return _Controls(
+        pairs=pairs,
+        cells=cells,
+        upairs=upairs,
+        spreads={"base": spread_pct(per_step_us(bseq, wb)), "candidate": spread_pct(per_step_us(cseq, wc))},
+        share=share,
+        n_kernels=n_kernels,
+        probe=probe,
+        trace_ok=len(cells) > 0 and share >= MIN_CONTROL_SHARE,
+        base_kernel_us=base_kernel_us,
+        steps=[_n_steps(bseq), _n_steps(cseq)],
+        excl_text=_excluded_text(excluded, bseq.label, cseq.label),
+        common=common,
+    )
+
+
+def _without_enough_controls(bseq, cseq, ctl: _Controls) -> Comparability | None:
+    """Without the probe and with too little in the same context: the other-context tier, else not checkable.
+    None when the same-context calls or the probe can decide."""
+    if ctl.probe is not None or ctl.trace_ok:
+        return None
+    shifted = _other_context(bseq, cseq, ctl.pairs, ctl.base_kernel_us, ctl.steps, ctl.common, ctl.excl_text)
+    if shifted is not None:
+        return shifted
+    if not len(ctl.cells):
         why = (
             "no kernel ran identically in both runs (same name, launch config and shapes)"
-            if not len(pairs)
+            if not len(ctl.pairs)
             else "no kernel ran identically in both runs in the same context"
         )
         return _unchecked(
             f"{why}: {cseq.label} and {bseq.label} share no control group, so their GPU conditions cannot be compared"
-            f"{excl_text}",
-            spreads,
-            steps,
-            **common,
+            f"{ctl.excl_text}",
+            ctl.spreads,
+            ctl.steps,
+            **ctl.common,
         )
-    if probe is None and not trace_ok:
-        return _unchecked(
-            f"the kernels identical in both runs, in the same context, take {share:.1%} of {bseq.label}'s kernel "
-            f"time per step (under {MIN_CONTROL_SHARE:.0%}): too little to tell the GPU's conditions apart{excl_text}",
-            spreads,
-            steps,
-            **common,
-        )
-    probe_what = probe_read = ""
+    return _unchecked(
+        f"the kernels identical in both runs, in the same context, take {ctl.share:.1%} of {bseq.label}'s kernel "
+        f"time per step (under {MIN_CONTROL_SHARE:.0%}): too little to tell the GPU's conditions apart{ctl.excl_text}",
+        ctl.spreads,
+        ctl.steps,
+        **ctl.common,
+    )
+
+
+def _measured_factor(bseq, cseq, ctl: _Controls) -> tuple[float, dict, dict, dict, str]:
+    """The factor that normalises, per class with its ranges, the spreads it rests on and what it says.
+
+    The traces' own same-context calls when they carry enough of the step (they ran inside the profiled steps:
+    under a concurrent load the workload's GEMMs slowed 1.16-1.20×, the probe's 1.21-1.23×, and the traces' factor
+    normalises to within 1.6 points of the CUDA events where the probe's misses by 4), else the probe; the verdict
+    weighs both."""
+    probe = ctl.probe
+    probe_read = ""
     if probe is not None:
         pf = probe["class_factors"]
         probe_read = f"{pf.get('compute', probe['factor']):.3f}× (GEMM) and {pf.get('memory', probe['factor']):.3f}× (elementwise)"
-        probe_what = (
-            f"the runner's control probe ({probe['text']}, the same sequence in the same context before each of "
-            f"{probe['turns']} turns) ran {probe_read} as long in {cseq.label}"
-        )
-    # the factor that normalises: the traces' own same-context calls when they carry enough of the step (they ran
-    # inside the profiled steps: under a concurrent load the workload's GEMMs slowed 1.16-1.20×, the probe's 1.21-1.23×,
-    # and the traces' factor normalises to within 1.6 points of the CUDA events where the probe's misses by 4), else
-    # the probe; the verdict weighs both
-    if trace_ok:
-        factor = trace_factor
-        class_factors, class_ranges = {}, {}
-        for k, g in cells.groupby("cls", sort=True):
-            class_factors[str(k)] = _weighted_median(g["ratio"].to_numpy(float), g["weight_us"].to_numpy(float))
-            class_ranges[str(k)] = [float(g["ratio"].min()), float(g["ratio"].max())]
+    if not ctl.trace_ok:
+        factor = probe["factor"]
         what = (
-            f"{_calls_text(n_kernels, len(upairs))} identical in both runs and in the same context ({share:.0%} of "
-            f"{bseq.label}'s kernel time) ran {factor:.3f}× as long in {cseq.label} ({100.0 * (factor - 1.0):+.1f}%)"
+            f"the runner's control probe ({probe['text']}, the same sequence in the same context before each of "
+            f"{probe['turns']} turns) ran {probe_read} as long in {cseq.label} ({100.0 * (factor - 1.0):+.1f}% overall)"
         )
-        if probe is not None:
-            what += f"; the runner's control probe read {probe_read}"
-    else:
-        factor, class_factors, class_ranges = probe["factor"], probe["class_factors"], probe["class_ranges"]
-        spreads = probe["spreads"]
-        what = f"{probe_what} ({100.0 * (factor - 1.0):+.1f}% overall)"
-    point, other, lo, hi = _candidate_factors(kernel_classes(c), class_factors, class_ranges, factor)
-    by_class = ", ".join(f"{k} {v:.3f}" for k, v in class_factors.items())
-    if "memory" not in class_factors:
-        by_class += "; memory-bound kernels: no control kernel, taken at 1.0"
-    elif "compute" not in class_factors:
-        by_class += "; GEMM/attention: no control kernel, taken at the overall factor"
-    known = [x for x in spreads.values() if x is not None]
+        return factor, probe["class_factors"], probe["class_ranges"], probe["spreads"], what
+    factor = ctl.common["trace_factor"]
+    class_factors, class_ranges = {}, {}
+    for k, g in ctl.cells.groupby("cls", sort=True):
+        class_factors[str(k)] = weighted_median(g["ratio"].to_numpy(float), g["weight_us"].to_numpy(float))
+        class_ranges[str(k)] = [float(g["ratio"].min()), float(g["ratio"].max())]
+    what = (
+        f"{_calls_text(ctl.n_kernels, len(ctl.upairs))} identical in both runs and in the same context ({ctl.share:.0%} "
+        f"of {bseq.label}'s kernel time) ran {factor:.3f}× as long in {cseq.label} ({100.0 * (factor - 1.0):+.1f}%)"
+    )
     if probe is not None:
-        known += [x for x in probe["spreads"].values() if x is not None]
-    tol = max([MIN_TOLERANCE_PCT, *known])
+        what += f"; the runner's control probe read {probe_read}"
+    return factor, class_factors, class_ranges, ctl.spreads, what
+
+
+def _verdict(
+    bseq, cseq, ctl: _Controls, factor: float, class_factors: dict, spreads: dict, what: str, tol: float
+) -> tuple[str, str]:
+    """'skewed' when any factor measured lies beyond the tolerance or a run's control time varied by more than
+    UNSTABLE_SPREAD_PCT, else 'comparable'; with its reason."""
     # every factor measured is evidence of the conditions: the overall one, each class's, and the probe's per class
-    evidence = [factor, *class_factors.values(), *(probe["class_factors"].values() if probe else [])]
+    evidence = [factor, *class_factors.values(), *(ctl.probe["class_factors"].values() if ctl.probe else [])]
     worst = max(evidence, key=lambda f: abs(f - 1.0))
     dev = 100.0 * (worst - 1.0)
     unstable = [(lab, x) for lab, x in (("base", spreads["base"]), ("candidate", spreads["candidate"])) if x]
     unstable = [(lab, x) for lab, x in unstable if x > UNSTABLE_SPREAD_PCT]
     if abs(dev) > tol:
-        verdict = "skewed"
+        by_class = ", ".join(f"{k} {v:.3f}" for k, v in class_factors.items())
+        if "memory" not in class_factors:
+            by_class += "; memory-bound kernels: no control kernel, taken at 1.0"
+        elif "compute" not in class_factors:
+            by_class += "; GEMM/attention: no control kernel, taken at the overall factor"
         why = "" if worst == factor else f" (the largest deviation: {worst:.3f}×)"
-        reason = (
+        return "skewed", (
             f"{what}, beyond the ±{tol:.1f}% tolerance{why}: the GPU ran under other conditions (clock, power, "
             f"temperature, other load); normalised figures divide {cseq.label}'s kernel times by their class's "
             f"factor ({by_class})"
         )
-    elif unstable:
-        verdict = "skewed"
+    if unstable:
         who = ", ".join(f"{bseq.label if lab == 'base' else cseq.label} {x:.1f}%" for lab, x in unstable)
-        reason = (
-            f"{what}, but {'the probe' if not trace_ok else 'their time per step'} varied by more than "
+        return "skewed", (
+            f"{what}, but {'the probe' if not ctl.trace_ok else 'their time per step'} varied by more than "
             f"{UNSTABLE_SPREAD_PCT:.0f}% within a run ({who}): conditions changed while it was recorded"
         )
-    else:
-        verdict = "comparable"
-        reason = f"{what}, within the ±{tol:.1f}% tolerance"
-    reason += excl_text
-    ratios = cells["ratio"].to_numpy(float) if len(cells) else np.array([factor])
+    return "comparable", f"{what}, within the ±{tol:.1f}% tolerance"
+
+
+def _check_notes(c: pd.DataFrame, class_factors: dict, ctl: _Controls) -> list[str]:
+    """What the verdict cannot see: a memory-bound control group (a clock drop barely shows), and a probe that
+    read other factors than the same-context kernels."""
     notes = []
     if "compute" not in class_factors and (kernel_classes(c) == "compute").any():
         notes.append(
             "no GEMM or attention kernel is identical in both runs: the control group is memory-bound, and a lower "
             "SM clock barely shows in memory-bound kernels, so a clock difference may go unseen"
         )
-    if probe is not None and trace_ok:
+    probe = ctl.probe
+    if probe is not None and ctl.trace_ok:
         off = [
             f"{k} {probe['class_factors'][k]:.3f} against {v:.3f}"
             for k, v in class_factors.items()
@@ -330,23 +405,7 @@ def check(bseq, cseq, probes: tuple = (None, None)) -> Comparability:
                 f"the runner's control probe, between turns, read {'; '.join(off)} for the same-context kernels inside "
                 "the steps: the normalised figures use the latter, measured where the work ran"
             )
-    return Comparability(
-        verdict=verdict,
-        reason=reason,
-        factor=float(factor),
-        kernel_ratio_range=[float(ratios.min()), float(ratios.max())],
-        within_run_spread_pct=spreads,
-        tolerance_pct=float(tol),
-        steps=steps,
-        notes=notes,
-        class_factors=class_factors,
-        class_ratio_ranges=class_ranges,
-        candidate_factors=(point, other),
-        candidate_factor_bounds=(lo, hi),
-        source="trace" if trace_ok else "probe",
-        tier="same context" if trace_ok else "probe",
-        **common,
-    )
+    return notes
 
 
 def _other_context(bseq, cseq, pairs: pd.DataFrame, base_kernel_us: float, steps, common: dict, excl_text: str):
@@ -363,7 +422,7 @@ def _other_context(bseq, cseq, pairs: pd.DataFrame, base_kernel_us: float, steps
         return None
     ratio = (pairs["dur_c"] / pairs["dur_b"]).to_numpy(float)
     w = pairs["dur_b"].to_numpy(float)
-    factor = _weighted_median(ratio, w)
+    factor = weighted_median(ratio, w)
     wb = np.zeros(len(bseq.rows))
     wc = np.zeros(len(cseq.rows))
     wb[pairs["pos_b"].to_numpy(int)] = 1.0
@@ -376,7 +435,7 @@ def _other_context(bseq, cseq, pairs: pd.DataFrame, base_kernel_us: float, steps
     cls = pairs["cls"].to_numpy()
     for k in sorted(set(cls)):
         m = cls == k
-        class_factors[str(k)] = _weighted_median(ratio[m], w[m])
+        class_factors[str(k)] = weighted_median(ratio[m], w[m])
         # the conditions' factor lies within a context effect of each ratio: the normalised ranges carry it
         class_ranges[str(k)] = [float(ratio[m].min()) * (1 - a), float(ratio[m].max()) * (1 + a)]
     n_kernels = int(pairs["key"].nunique())
@@ -673,7 +732,7 @@ def _probe(pb: dict | None, pc: dict | None) -> dict | None:
     r = uc / ub
     roles = [pb["roles"][i] for i in ctrl]
     classes = {PROBE_CLASSES[x]: j for j, x in enumerate(roles)}
-    factor = _weighted_median(r.ravel(), ub.ravel())
+    factor = weighted_median(r.ravel(), ub.ravel())
     spec = pb.get("spec") or {}
     mnk = spec.get("gemm_mnk") or []
     what = {
@@ -685,7 +744,7 @@ def _probe(pb: dict | None, pc: dict | None) -> dict | None:
     med_b, med_c = np.median(ub, axis=0), np.median(uc, axis=0)
     return {
         "factor": factor,
-        "class_factors": {k: _weighted_median(r[:, j], ub[:, j]) for k, j in sorted(classes.items())},
+        "class_factors": {k: weighted_median(r[:, j], ub[:, j]) for k, j in sorted(classes.items())},
         "class_ranges": {k: [float(r[:, j].min()), float(r[:, j].max())] for k, j in sorted(classes.items())},
         "spreads": {"base": spread_pct(ub.sum(axis=1)), "candidate": spread_pct(uc.sum(axis=1))},
         "turns": n,
@@ -702,33 +761,6 @@ def _probe(pb: dict | None, pc: dict | None) -> dict | None:
 
 def _n_steps(seq) -> int:
     return len(seq.steps_with_signature)
-
-
-def spread_pct(values) -> float | None:
-    """Relative spread of per-step values, in % of their median: (max − min) / median, or (p90 − p10) / median
-    from 10 values on (one outlier step in 20 does not set it). None for fewer than 2 values or a zero median."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size < 2:
-        return None
-    med = float(np.median(v))
-    if med <= 0:
-        return None
-    lo, hi = spread_range(v)
-    return 100.0 * (hi - lo) / med
-
-
-def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
-    """The weighted median, interpolated: each value sits at the midpoint of its weight on the cumulative scale (x
-    sorted), and the median is read off at half the total weight, linearly between neighbours. With many cells it is
-    the plain weighted median; with two or three (a short step) it moves smoothly between them instead of jumping to
-    whichever is heavier (two equal weights: their mean; weights 0.7 and 0.3: 30% of the way to the lighter one)."""
-    order = np.argsort(x, kind="stable")
-    x, w = np.asarray(x, float)[order], np.asarray(w, float)[order]
-    if len(x) == 1:
-        return float(x[0])
-    mid = np.cumsum(w) - w / 2.0
-    return float(np.interp(w.sum() / 2.0, mid, x))
 
 
 def _unchecked(reason: str, spreads: dict, steps: list[int], **common) -> Comparability:

@@ -4,7 +4,7 @@
     h.change_pct, h.basis, h.verdict, h.reason      # what `diff --json` prints as `headline`
     headline_text(h.to_json(), "compile", "eager")  # the one line every surface leads with
 
-Pure: it takes what analyzer.diff.core already computed (per-step times with their ranges over the steady steps and
+Pure: it takes what analyzer.diff.model already computed (per-step times with their ranges over the steady steps and
 the call each range gives, the CUDA-event times from the runner's manifest, the comparability verdict) and picks.
 
 The basis, best-supported first (docs/DIFF.md, "The headline"):
@@ -38,7 +38,7 @@ from analyzer.fmt import finite, fmt_pct, fmt_us
 # in compile-fuselens (+7.7%), a 4,096-token layer of a colleague's went from 69 to 455 µs of idle in a 1,529 µs step
 # (+25%: GPU time -75.7%, span -47%). Below 10% the two figures tell the same story to within a tenth of the step.
 HOST_SHARE = 0.10
-RESOLUTION_PCT = 0.5  # as analyzer.diff.core.RESOLUTION: a change below 0.5% is a tie whatever the ranges say
+RESOLUTION_PCT = 0.5  # as analyzer.diff.measures.RESOLUTION: a change below 0.5% is a tie whatever the ranges say
 VERDICTS = ("faster", "slower", "tie", "uncertain")
 BASES = ("cuda_events", "span", "normalised_gpu_time", "gpu_time")
 BASIS_TEXT = {
@@ -121,25 +121,12 @@ def decide(
     time at the baseline's conditions or None (no factor, or one that does not normalise); raw: the GPU time as
     recorded; idle, span: per step; comparability: analyzer.diff.comparability.Comparability or None."""
     base, cand = labels
-    verdict_c = comparability.verdict if comparability is not None else "not checkable"
-    factor = comparability.factor if comparability is not None else None
-    ib, ic = idle.us
-    sb = span.us[0]
-    host = bool(
-        finite(ib) and finite(ic) and finite(sb) and sb is not None and sb > 0 and abs(ic - ib) > HOST_SHARE * sb
-    )
+    host = _host_bound(idle, span)
     if normalised is not None and normalised.known:
         trace_name, trace_fig = "GPU time, normalised", normalised
     else:
         trace_name, trace_fig = "GPU time", raw
-    if events is not None and events.known:
-        basis, fig = "cuda_events", events
-    elif host and ic > ib and span.known:
-        basis, fig = "span", span
-    elif normalised is not None and normalised.known:
-        basis, fig = "normalised_gpu_time", normalised
-    else:
-        basis, fig = "gpu_time", raw
+    basis, fig = _basis(events, normalised, raw, idle, span, host)
     pct = fig.change_pct
     verdict = _verdict_of(fig) or "uncertain"
     what = {
@@ -152,24 +139,10 @@ def decide(
         f"{what}: {fmt_us(fig.us[0])} → {fmt_us(fig.us[1])} per step, {fmt_pct(pct)}, "
         + _verdict_words(verdict if _verdict_of(fig) else None)
     ]
-    # another figure that calls the opposite beyond its own spread: uncertain, both named
-    if basis == "cuda_events" and _opposite(_verdict_of(fig), _verdict_of(trace_fig)):
+    contradicted, said = _cross_check(basis, fig, trace_name, trace_fig, comparability, cand)
+    if contradicted:
         verdict = "uncertain"
-        parts.append(
-            f"but the trace's {_said(trace_name, trace_fig)} calls the opposite, each beyond its spread: "
-            + _conditions_words(comparability, cand)
-            + "; quote neither until a recording with the runner's control probe settles it"
-        )
-    elif basis == "span" and _opposite(_verdict_of(fig), _verdict_of(trace_fig)):
-        verdict = "uncertain"
-        parts.append(
-            f"but the trace's {_said(trace_name, trace_fig)} calls the opposite, each beyond its spread: the "
-            "difference is the host's launch time, which the profiler itself slows, so whether the step is "
-            "faster outside the profiler needs a timing with CUDA events (the runner's median_us)"
-        )
-    elif basis == "cuda_events" and trace_fig.known:
-        agree = "agrees" if _verdict_of(trace_fig) == _verdict_of(fig) else "does not contradict it"
-        parts.append(f"the trace's {_said(trace_name, trace_fig)} {agree}")
+    parts += said
     unstable = _unstable(comparability, labels)
     if basis != "cuda_events" and unstable:
         verdict = "uncertain"
@@ -178,30 +151,9 @@ def decide(
             f"more than {UNSTABLE_SPREAD_PCT:.0f}% from step to step), so no per-step figure of that trace settles "
             "the change: time both runs with CUDA events (the runner) to quote one"
         )
-    if verdict_c == "skewed" and factor is not None:
-        parts.append(
-            f"the GPU ran under other conditions in {cand} (SKEWED, factor {factor:.3f}): the raw GPU time "
-            f"{fmt_pct(raw.change_pct)} is off by them, do not quote it"
-        )
-    elif basis == "gpu_time" and verdict_c == "not checkable":
-        parts.append(f"the GPU's conditions could not be checked ({base} and {cand} share no control group)")
-    elif basis == "gpu_time" and comparability is not None and comparability.source == "context":
-        parts.append(
-            f"conditions checked only on kernels in another context (factor {factor:.3f}, within "
-            f"±{comparability.tolerance_pct:.1f}%): a change inside that tolerance is not settled by the trace alone"
-        )
+    parts += _conditions_parts(basis, comparability, raw, labels)
     if host:
-        who = cand if ic > ib else base
-        parts.append(
-            f"the GPU was waiting on the host in {who}: idle per step {fmt_us(ib)} → {fmt_us(ic)} "
-            f"({100 * abs(ic - ib) / sb:.0f}% of {base}'s {fmt_us(sb)} step span), so the step span changed "
-            f"{fmt_pct(span.change_pct)} where the GPU time changed {fmt_pct(raw.change_pct)}"
-            + (
-                "; the CUDA events queue launches ahead, so they leave the host out too"
-                if basis == "cuda_events"
-                else ""
-            )
-        )
+        parts.append(_host_words(basis, idle, span, raw, labels))
     return Headline(
         change_pct=pct,
         basis=basis,
@@ -210,6 +162,88 @@ def decide(
         us_per_step=[fig.us[0], fig.us[1]],
         range_us_per_step=[fig.ranges[0], fig.ranges[1]],
         host_bound=host,
+    )
+
+
+def _host_bound(idle: Figure, span: Figure) -> bool:
+    """The GPU waited on the host: idle per step moved by more than HOST_SHARE of the baseline's step span."""
+    ib, ic = idle.us
+    sb = span.us[0]
+    return bool(
+        finite(ib) and finite(ic) and finite(sb) and sb is not None and sb > 0 and abs(ic - ib) > HOST_SHARE * sb
+    )
+
+
+def _basis(
+    events: Figure | None, normalised: Figure | None, raw: Figure, idle: Figure, span: Figure, host: bool
+) -> tuple[str, Figure]:
+    """The figure to quote: CUDA events, else the step span when the candidate waited longer on the host, else the
+    normalised GPU time, else the GPU time as recorded."""
+    ib, ic = idle.us
+    if events is not None and events.known:
+        return "cuda_events", events
+    if host and ic > ib and span.known:
+        return "span", span
+    if normalised is not None and normalised.known:
+        return "normalised_gpu_time", normalised
+    return "gpu_time", raw
+
+
+def _cross_check(
+    basis: str, fig: Figure, trace_name: str, trace_fig: Figure, comparability, cand: str
+) -> tuple[bool, list[str]]:
+    """The trace's own GPU time against a quoted figure from outside it (CUDA events, step span): (whether it calls
+    the opposite beyond its spread, what to say)."""
+    if basis == "cuda_events" and _opposite(_verdict_of(fig), _verdict_of(trace_fig)):
+        return True, [
+            f"but the trace's {_said(trace_name, trace_fig)} calls the opposite, each beyond its spread: "
+            + _conditions_words(comparability, cand)
+            + "; quote neither until a recording with the runner's control probe settles it"
+        ]
+    if basis == "span" and _opposite(_verdict_of(fig), _verdict_of(trace_fig)):
+        return True, [
+            f"but the trace's {_said(trace_name, trace_fig)} calls the opposite, each beyond its spread: the "
+            "difference is the host's launch time, which the profiler itself slows, so whether the step is "
+            "faster outside the profiler needs a timing with CUDA events (the runner's median_us)"
+        ]
+    if basis == "cuda_events" and trace_fig.known:
+        agree = "agrees" if _verdict_of(trace_fig) == _verdict_of(fig) else "does not contradict it"
+        return False, [f"the trace's {_said(trace_name, trace_fig)} {agree}"]
+    return False, []
+
+
+def _conditions_parts(basis: str, comparability, raw: Figure, labels: tuple[str, str]) -> list[str]:
+    """What the GPU conditions' check says about the quoted figure: skewed, not checkable, or checked only on
+    kernels in another context."""
+    base, cand = labels
+    verdict_c = comparability.verdict if comparability is not None else "not checkable"
+    factor = comparability.factor if comparability is not None else None
+    if verdict_c == "skewed" and factor is not None:
+        return [
+            f"the GPU ran under other conditions in {cand} (SKEWED, factor {factor:.3f}): the raw GPU time "
+            f"{fmt_pct(raw.change_pct)} is off by them, do not quote it"
+        ]
+    if basis == "gpu_time" and verdict_c == "not checkable":
+        return [f"the GPU's conditions could not be checked ({base} and {cand} share no control group)"]
+    if basis == "gpu_time" and comparability is not None and comparability.source == "context":
+        return [
+            f"conditions checked only on kernels in another context (factor {factor:.3f}, within "
+            f"±{comparability.tolerance_pct:.1f}%): a change inside that tolerance is not settled by the trace alone"
+        ]
+    return []
+
+
+def _host_words(basis: str, idle: Figure, span: Figure, raw: Figure, labels: tuple[str, str]) -> str:
+    """Which run waited on the host, and how far the step span and the GPU time parted because of it."""
+    base, cand = labels
+    ib, ic = idle.us
+    sb = span.us[0]
+    who = cand if ic > ib else base
+    return (
+        f"the GPU was waiting on the host in {who}: idle per step {fmt_us(ib)} → {fmt_us(ic)} "
+        f"({100 * abs(ic - ib) / sb:.0f}% of {base}'s {fmt_us(sb)} step span), so the step span changed "
+        f"{fmt_pct(span.change_pct)} where the GPU time changed {fmt_pct(raw.change_pct)}"
+        + ("; the CUDA events queue launches ahead, so they leave the host out too" if basis == "cuda_events" else "")
     )
 
 

@@ -34,12 +34,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analyzer.diff.align import Alignment, RunSeq, lis
+from analyzer.diff.align import Alignment, RunSeq
 from analyzer.diff.attention import attention_chains, backward_chains, moves_scores
+from analyzer.diff.blocks import lis
+from analyzer.diff.flow import FLOW_LOOKBACK, SIDE_ROLES, feeds, flow_edges
 from analyzer.fmt import short_name
 from analyzer.opinfo import names
 from analyzer.opinfo.names import (
-    POINTWISE_OPS,
     NameVerdict,
     canonical_ops,
     inductor_name_verdict,
@@ -49,15 +50,12 @@ from analyzer.opinfo.names import (
 from analyzer.opinfo.tensors import Tensor
 from analyzer.phases import is_optimizer_kernel
 
-_SIDE_ROLES = ("memop", "helper")
 # A replaced kernel sits within this many kernels of where its replacement lands on the base axis (HF GEGLU: 2;
 # an eager transformer block's norm or MLP tail: ~10). Beyond it, in unrelated runs, names alone would pair
 # kernels from different layers.
-MAX_CLAIM_DISTANCE = 24  # not the work of an op call: never a fusion member on their own evidence
+MAX_CLAIM_DISTANCE = 24
 EXTRA_ANCHORS = 2  # see module doc, evidence 1
 MAX_RECLAIMS = 2  # passes that claim again without the stray pairs the previous pass found
-FRESH_SCAN = 8  # same-sized producers looked at for one not read yet, before the latest one is taken
-FLOW_LOOKBACK = 8  # kernels between a producer and its reader; HF GEGLU eager: gelu -> mul is 2 apart
 _POSITION = "position: new work between the same matched kernels"
 
 
@@ -408,7 +406,7 @@ def _claim_by_ops_in_segment(st: _Claims) -> None:
         return (pos - edges[seg]) / max(edges[seg + 1] - edges[seg], 1)
 
     for i in st.left_b:
-        if i in st.claim or b_rows[i].role in _SIDE_ROLES:
+        if i in st.claim or b_rows[i].role in SIDE_ROLES:
             continue
         ops_b = _base_ops(b_rows[i])
         seg = st.segment_b(i)
@@ -453,7 +451,7 @@ def _claim_by_position(st: _Claims) -> None:
         cs.append(st.coord[j])
         js.append(j)
     for i in st.left_b:
-        if i in st.claim or st.b_rows[i].role in _SIDE_ROLES:
+        if i in st.claim or st.b_rows[i].role in SIDE_ROLES:
             continue
         hit = by_gap.get(bisect.bisect_left(st.al.anchors_b, i))  # as many anchors before i as before j: same gap
         if hit is None:
@@ -476,7 +474,7 @@ def _claim_by_data_flow(st: _Claims) -> None:
         seen = len(st.claim)  # members as the round began: rank < seen
         new: list[int] = []
         for i in todo:
-            if i in st.claim or b_rows[i].role in _SIDE_ROLES:
+            if i in st.claim or b_rows[i].role in SIDE_ROLES:
                 continue
             best = None
             for m in range(i - FLOW_LOOKBACK, i + FLOW_LOOKBACK + 1):
@@ -488,7 +486,7 @@ def _claim_by_data_flow(st: _Claims) -> None:
                 if not st.room(j, i):
                     continue
                 p, q = (i, m) if i < m else (m, i)
-                if _feeds(b_rows[p], b_rows[q]):
+                if feeds(b_rows[p], b_rows[q]):
                     key = (abs(m - i), st.first_rank[j], st.rank[m])
                     if best is None or key < best[0]:
                         best = (key, j, m)
@@ -533,12 +531,12 @@ def _claim_epilogues(st: _Claims, groups_by_c: dict[int, Group]) -> list[tuple[i
     pair_of_b = {p[0]: p for p in al.pairs}
     absorbed: set[tuple[int, int, str]] = set()
     for i in st.left_b:
-        if i in st.claim or b_rows[i].is_gemm or b_rows[i].role in _SIDE_ROLES or i in st.chain_of:
+        if i in st.claim or b_rows[i].is_gemm or b_rows[i].role in SIDE_ROLES or i in st.chain_of:
             continue  # an epilogue is pointwise work: a GEMM, a split-K reduction or attention scores are not
         ops_i = _base_ops(b_rows[i])
         for p in range(i - 1, max(-1, i - FLOW_LOOKBACK - 1), -1):
             pr = pair_of_b.get(p)
-            if pr is None or not b_rows[p].is_gemm or not _feeds(b_rows[p], b_rows[i]):
+            if pr is None or not b_rows[p].is_gemm or not feeds(b_rows[p], b_rows[i]):
                 continue
             cj = pr[1]
             if abs(al.base_coord(cj, n_c, n_b) - p) > FLOW_LOOKBACK:
@@ -562,7 +560,7 @@ def _claim_side_work(st: _Claims, groups_by_c: dict[int, Group]) -> None:
     group_of_call = {b_rows[m].op_index: g for g in groups_by_c.values() for m in g.members if b_rows[m].op_index >= 0}
     for i in st.left_b:
         g = group_of_call.get(b_rows[i].op_index)
-        if i not in st.claim and b_rows[i].role in _SIDE_ROLES and g is not None:
+        if i not in st.claim and b_rows[i].role in SIDE_ROLES and g is not None:
             g.side.append(i)
             st.claim[i] = (g.fused[0], "side work of a replaced op call")
 
@@ -740,75 +738,6 @@ def _epilogue_ops(c_row, b_gemm) -> frozenset[str]:
     return extra - {"mm"}
 
 
-def _feeds(producer, reader) -> bool:
-    """Can the producer kernel's output be one of the reader's inputs? Same element count (views and reshapes are
-    free) and dtype, and not two kernels of one op call (an op's kernels share its shapes, not a tensor)."""
-    out = producer.io.output
-    if out is None or _siblings(producer, reader):
-        return False
-    return any(_same_tensor(out, t) for t in reader.io.linkable)
-
-
-def _siblings(a, b) -> bool:
-    """Two kernels of one op call share its shapes, not a tensor; two op calls of one autograd backward node
-    (MulBackward0: grad·other and grad·self) compute separate gradients and do not feed each other."""
-    return (a.op_index >= 0 and a.op_index == b.op_index) or (a.node >= 0 and a.node == b.node)
-
-
-def _same_tensor(a: Tensor, b: Tensor) -> bool:
-    return a.numel == b.numel and (a.dtype == b.dtype or None in (a.dtype, b.dtype))
-
-
-def flow_edges(
-    rows: list, order: list[int], lookback: int | None = None, consumers: set[int] | None = None
-) -> list[tuple[int, int, Tensor]]:
-    """(producer, consumer, tensor) edges among `order` (positions, increasing): each input of a consumer comes from
-    the latest earlier producer whose output has its element count and dtype and that no earlier consumer read
-    (else the latest such producer; each producer once per consumer).
-    lookback: producers at most that many places earlier in `order`; consumers: only edges into these positions.
-
-    Producers are indexed by element count, so each input walks back over same-sized outputs only, not over every
-    earlier member of a 1000-kernel group."""
-    by_numel: dict[int, list[int]] = {}  # element count -> places in `order` of producers with a known output
-    for ci, ppos in enumerate(order):
-        out = rows[ppos].io.output
-        if out is not None:
-            by_numel.setdefault(out.numel, []).append(ci)
-    edges = []
-    read: set[int] = set()  # producers whose output an earlier consumer already took
-    for ci, cpos in enumerate(order):
-        if consumers is not None and cpos not in consumers:
-            continue
-        reader = rows[cpos]
-        start = 0 if lookback is None else max(0, ci - lookback)
-        used: set[int] = set()
-        for t in reader.io.linkable:
-            places = by_numel.get(t.numel)
-            if not places:
-                continue
-            hits = []  # matching producers, latest first; the first one nobody read yet wins (RoPE's add reads
-            for x in range(bisect.bisect_left(places, ci) - 1, -1, -1):  # q·cos, not the cat that mul already read)
-                pi = places[x]
-                if pi < start or len(hits) >= FRESH_SCAN:
-                    break
-                ppos = order[pi]
-                if ppos in used or _siblings(rows[ppos], reader) or not _same_tensor(rows[ppos].io.output, t):
-                    continue
-                hits.append(ppos)
-                if ppos not in read:
-                    break
-            fresh = next((p for p in hits if p not in read), None)
-            # a second reader of a tensor only for a reader whose op says what it reads (an aten op): an Inductor
-            # kernel's recorded args mix its inputs with its outputs (the residual x beside the o_proj output)
-            if fresh is not None or (hits and str(reader.op_name or "").startswith("aten::")):
-                ppos = fresh if fresh is not None else hits[0]
-                out = rows[ppos].io.output
-                edges.append((ppos, cpos, out if out.dtype or not t.dtype else t))  # a cat's: its reader's dtype
-                used.add(ppos)
-        read |= used
-    return edges
-
-
 def _intermediates(g: Group, b_rows: list) -> None:
     edges = g.edges if g.edges is not None else flow_edges(b_rows, g.members)
     by_p: dict[int, Intermediate] = {}
@@ -820,103 +749,6 @@ def _intermediates(g: Group, b_rows: list) -> None:
     known = all(b_rows[m].io.inputs and b_rows[m].io.output is not None for m in g.members)
     # one kernel replaced by one kernel: no tensor passes between replaced kernels, 0 bytes avoided by the rule
     g.bytes_complete = len(g.members) == 1 or (bool(known) and all(not math.isnan(i.nbytes) for i in g.intermediates))
-
-
-# --- what is left: round trips a run still makes --------------------------------------------------------------------
-
-
-@dataclass
-class RoundTrip:
-    producer: int
-    consumers: list[int]
-    tensor: Tensor
-    kind: str  # 'attention scores' | 'GEMM epilogue' | 'GEMM prologue' | 'pointwise chain'
-
-    @property
-    def bytes(self) -> float:
-        return self.tensor.nbytes * (1 + len(self.consumers))
-
-
-# what would keep each kind of round trip on chip (shown beside it)
-ROUND_TRIP_FIXES = {
-    "attention scores": "an attention kernel (SDPA: flash / cuDNN / memory-efficient) computes QKᵀ, mask, softmax and PV "
-    "in one pass and never writes the scores",
-    "GEMM epilogue": "a GEMM-epilogue fusion (GEMM + the pointwise work in one kernel) would keep this tensor on chip",
-    "GEMM prologue": "fusing this kernel into the GEMM that reads its output (a prologue: e.g. RMSNorm into the QKV "
-    "projections) would keep this tensor on chip",
-    "pointwise chain": "fusing the two kernels would keep this tensor on chip",
-}
-PROLOGUE_LOOKBACK = 3  # a norm's output is read by the GEMM(s) right after it (q, k, v projections: 1-3 kernels)
-
-
-def _is_pointwise(row) -> bool:
-    if row.category in ("pointwise", "normalization"):
-        return True
-    ops = row.op_ops or row.name_ops
-    return bool(ops) and ops <= POINTWISE_OPS
-
-
-def _is_cast(row) -> bool:
-    ops = row.op_ops or row.name_ops
-    return bool(ops) and ops <= {"copy"} and not row.is_gemm
-
-
-def remaining_round_trips(seq: RunSeq) -> list[RoundTrip]:
-    """Tensors a run writes to HBM and reads straight back, by what would remove the round trip:
-    - attention scores: inside an eager attention chain (QKᵀ GEMM … PV GEMM, analyzer.diff.attention);
-    - GEMM epilogue: a GEMM output read by a pointwise / norm kernel;
-    - pointwise chain: a pointwise / norm output read by another;
-    - GEMM prologue: a normalization's output (or the cast that ends it) read by the GEMM(s) right after it. An
-      Inductor/user norm kernel does not say which of its tensor args it wrote: the arg with the GEMM input's size
-      and dtype is taken for its output (a norm writes its normalized input).
-    Found by shape and order (flow_edges, FLOW_LOOKBACK); other producers whose output we cannot tell (Inductor or
-    user kernels) are not counted, so this is a lower bound."""
-    rows = seq.records
-    order = list(range(len(rows)))
-    chain_of = {m: ch for ch in attention_chains(rows, order) for m in ch.members}
-    consumers = {i for i in order if (_is_pointwise(rows[i]) or i in chain_of) and rows[i].io.inputs}
-    by_p: dict[int, RoundTrip] = {}
-    for p, cpos, t in flow_edges(rows, order, lookback=FLOW_LOOKBACK, consumers=consumers) if consumers else []:
-        pr = rows[p]
-        if p in chain_of and chain_of[p] is chain_of.get(cpos):
-            kind = "attention scores"
-        elif pr.is_gemm:
-            if rows[cpos].is_gemm:
-                continue
-            kind = "GEMM epilogue"
-        elif _is_pointwise(pr):
-            kind = "pointwise chain"
-        else:
-            continue
-        by_p.setdefault(p, RoundTrip(p, [], t, kind)).consumers.append(cpos)
-    for c in order:  # GEMM prologues
-        r = rows[c]
-        if not r.is_gemm or r.gemm is None or c in chain_of:
-            continue
-        a = r.io.inputs[0] if r.io.inputs else None
-        looked = 0
-        for p in range(c - 1, -1, -1):
-            pr = rows[p]
-            if pr.kind != "kernel" or pr.role in _SIDE_ROLES:
-                continue  # a GEMM's workspace memset sits between it and the norm
-            looked += 1
-            if looked > PROLOGUE_LOOKBACK:
-                break
-            if pr.is_gemm and pr.kind == "kernel" and p != c:
-                if pr.io.inputs and a is not None and _same_tensor(pr.io.inputs[0], a):
-                    continue  # a sibling projection reading the same input (q, k, v): look past it
-                break
-            out = pr.io.output if (pr.category == "normalization" or _is_cast(pr)) else None
-            if out is None and pr.category == "normalization":
-                out = next((t for t in pr.io.inputs if a is not None and _same_tensor(t, a)), None)
-            if a is not None and out is not None and _same_tensor(out, a) and p not in chain_of:
-                rt = by_p.get(p)
-                if rt is None:
-                    rt = by_p[p] = RoundTrip(p, [], out, "GEMM prologue")
-                if rt.kind == "GEMM prologue":
-                    rt.consumers.append(c)
-                break
-    return [by_p[p] for p in sorted(by_p)]
 
 
 def member_bytes(row) -> float:

@@ -110,8 +110,30 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
             y=0.5,
             font=dict(size=16),
         )
-    # Each row says what the group computes first (RoPE, RMSNorm, …), then the fused kernel: Inductor names two RoPE
-    # kernels after the attention op that follows them, so the kernel name alone read the same on both rows.
+    names = _group_names(rows)
+    _add_group_bars(fig, diff, cd, rows, names)
+    fig.update_layout(
+        template=TEMPLATE,
+        barmode="group",
+        title=_title(
+            diff,
+            f"Fusion groups: {cd.label} vs {cd.base_label} — {fmt_bytes(cd.hbm_bytes_avoided_per_step)} HBM traffic "
+            f"avoided, {fmt_saved(cd.time_saved_us_per_step)} per step",
+        ),
+        height=max(360, 170 + 80 * max(len(rows), 1)),
+    )
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_yaxes(showticklabels=False, row=1, col=2)
+    fig.update_xaxes(tickformat="~s", ticksuffix="B", row=1, col=2)  # '50MB', not a bare '50M'
+    fig.update_xaxes(ticksuffix=" µs", row=1, col=1)
+    return fig
+
+
+def _group_names(rows) -> list[str]:
+    """One distinct y label per group.
+
+    Each row says what the group computes first (RoPE, RMSNorm, …), then the fused kernel: Inductor names two RoPE
+    kernels after the attention op that follows them, so the kernel name alone read the same on both rows."""
     names = []
     for f in rows:
         kind = html_text(getattr(f, "pattern", "") or "", 40)
@@ -122,6 +144,12 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
         while n in names:
             n += " "
         names.append(n)
+    return names
+
+
+def _add_group_bars(fig: go.Figure, diff, cd, rows, names: list[str]) -> None:
+    """Baseline and candidate bars of each group: kernel time (left), estimated HBM bytes (right), "unknown" where a
+    byte estimate is missing."""
     hover_rep = ["<br>".join(label(x, 70) for x in f.replaces) for f in rows]
     base_t = [f.base_time_us_per_step for f in rows]
     cand_t = [f.candidate_time_us_per_step for f in rows]
@@ -181,21 +209,6 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
             textposition="middle right", textfont=dict(color="#7B8794", size=12), showlegend=False,
             hovertemplate="%{y}<br>no byte estimate (see the estimate basis)<extra></extra>", row=1, col=2,
         )  # fmt: skip
-    fig.update_layout(
-        template=TEMPLATE,
-        barmode="group",
-        title=_title(
-            diff,
-            f"Fusion groups: {cd.label} vs {cd.base_label} — {fmt_bytes(cd.hbm_bytes_avoided_per_step)} HBM traffic "
-            f"avoided, {fmt_saved(cd.time_saved_us_per_step)} per step",
-        ),
-        height=max(360, 170 + 80 * max(len(rows), 1)),
-    )
-    fig.update_yaxes(autorange="reversed", automargin=True)
-    fig.update_yaxes(showticklabels=False, row=1, col=2)
-    fig.update_xaxes(tickformat="~s", ticksuffix="B", row=1, col=2)  # '50MB', not a bare '50M'
-    fig.update_xaxes(ticksuffix=" µs", row=1, col=1)
-    return fig
 
 
 def time_breakdown_figure(diff, label_: str | None = None) -> go.Figure:

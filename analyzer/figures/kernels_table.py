@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analyzer.cells import spreadsheet_safe
-from analyzer.dram import predict_step
+from analyzer.dram import device_of, predict_step
 from analyzer.fmt import base_name, safe_text
 
 # Display order: where the time goes and how close to the roofs first, then what the kernel is. Units in names, like the schema; "(est.)" marks the estimates (bytes, FLOPs and what rests on them).
@@ -184,4 +184,24 @@ def measured_bytes(step_kernels: pd.DataFrame, ncu: dict, gpu=None, device=None)
         "kernels_estimated": int(len(est)),
         "kernels_measured": int(len(meas)),
     }
+    # NaN, not an error, where there is nothing to divide by (a page shows "—")
+    totals["measured / estimate"] = (
+        totals["measured_bytes"] / totals["estimated_bytes"] if totals["estimated_bytes"] else float("nan")
+    )
+    totals["measured / predicted"] = (
+        totals["measured_bytes"] / totals["predicted_dram_bytes"] if totals["predicted_dram_bytes"] else float("nan")
+    )
     return df, totals
+
+
+def measured_step(steps: pd.DataFrame, steps_used) -> int:
+    """The step a runner's Nsight Compute pass stands for: the last steady-state step, else the first recorded one."""
+    return int(steps_used[-1]) if steps_used else int(steps["step"].iloc[0])
+
+
+def run_measured_bytes(trace, steps_used, ncu: dict) -> tuple[pd.DataFrame, dict]:
+    """`measured_bytes` for one run: the kernels of its measured step (`measured_step`) against its ncu side file,
+    with the trace's GPU and deviceProperties for the DRAM prediction."""
+    step = measured_step(trace.steps, steps_used)
+    k = trace.kernels
+    return measured_bytes(k[k["step"] == step], ncu, trace.gpu, device_of(trace))

@@ -11,6 +11,8 @@ the GPU, workload, shapes and dtype in a subtitle line under the title.
 
 from __future__ import annotations
 
+import re
+
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -109,8 +111,6 @@ def wrap(text: str, width: int, max_lines: int = 3) -> str:
     """Break already-escaped text into lines of about `width` characters at spaces, '_', '-' or '/' (Plotly does
     not wrap): a title or tick label is then shown whole instead of cut at the chart's edge ("…79.8 µs saved per",
     "geglu_compile_b…"). Beyond `max_lines`, the last line ends in '…'."""
-    import re
-
     lines, cur = [], ""
     for tok in re.findall(r"[^\s_\-/]+[\s_\-/]*|[\s_\-/]+", str(text)):
         while len(tok) > width:  # one long token: hard-break it

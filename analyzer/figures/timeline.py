@@ -59,6 +59,13 @@ class StepView:
             return 0.0
         return float(self.gpu["end_us"].max() - self.gpu["ts_us"].min())
 
+    @property
+    def extent_us(self) -> float:
+        """Where the drawing ends: the last GPU op's end since the origin (t = 0; the CPU ops may start it earlier)."""
+        if self.gpu.empty:
+            return 0.0
+        return float(np.nanmax((self.gpu["end_us"] - self.origin_us).to_numpy()))
+
 
 def step_view(
     label: str, gpu_ops: pd.DataFrame, step: int, *, cpu_ops: pd.DataFrame | None = None, with_cpu: bool = False
@@ -223,6 +230,37 @@ def bars_frame(
     if sequence:
         views = [StepView(v.label, v.step, v.gpu, None, v.origin_us) for v in views]
         max_bars, window = max(max_bars, sum(len(v.gpu) for v in views) + 1), None
+    parts, lane_names = _lane_parts(views)
+    info = {"kernels": int(sum(len(v.gpu) for v in views)), "merged": False, "bin_us": 0.0, "lanes": lane_names}
+    cols = ["row", "lane", "lane_y", "s", "e", "category", "n", "hover", "text"]
+    if not parts:
+        return pd.DataFrame(columns=cols), info | {"bars": 0, "total_before_merge": 0}
+    df = pd.concat(parts, ignore_index=True, sort=False)
+    df["lane_key"] = df["row"].to_numpy(np.int64) * _LANE_STRIDE + df["lane_y"].to_numpy(np.int64)
+    if window is not None:
+        lo, hi = window
+        df = df[(df["e"] >= lo) & (df["s"] <= hi)]
+    total = len(df)
+    if total > max_bars:
+        df, bin_us = _merged_bars(df, max_bars, window)
+        info |= {"merged": True, "bin_us": bin_us}
+    else:
+        df = _single_bars(df)
+    df["lane"] = [lane_names[int(r)][int(y)] for r, y in zip(df["row"], df["lane_y"], strict=True)]
+    df["lane_y"] = df["lane_y"].astype(float)
+    df["text"] = _bar_text(df)
+    if sequence:  # slots in launch order within each run (hover computed above from real times)
+        df = df.sort_values(["row", "s", "lane_y"], kind="stable")
+        slot = df.groupby("row").cumcount().to_numpy(dtype=float)
+        df["s"], df["e"] = slot, slot + 0.9
+    info["bars"] = len(df)
+    info["total_before_merge"] = total
+    return df[cols], info
+
+
+def _lane_parts(views: list[StepView]) -> tuple[list[pd.DataFrame], dict[int, list[str]]]:
+    """(one frame of ops per run and side, lane names per run): CPU ops in lane 0 when shown, then one lane per
+    stream."""
     parts = []
     lane_names: dict[int, list[str]] = {}
     for row, v in enumerate(views):
@@ -243,47 +281,47 @@ def bars_frame(
             parts.append(g)
             names += [f"stream {st}" if st >= 0 else "stream ?" for st in streams]
         lane_names[row] = names
-    info = {"kernels": int(sum(len(v.gpu) for v in views)), "merged": False, "bin_us": 0.0, "lanes": lane_names}
-    cols = ["row", "lane", "lane_y", "s", "e", "category", "n", "hover", "text"]
-    if not parts:
-        return pd.DataFrame(columns=cols), info | {"bars": 0, "total_before_merge": 0}
-    df = pd.concat(parts, ignore_index=True, sort=False)
-    df["lane_key"] = df["row"].to_numpy(np.int64) * _LANE_STRIDE + df["lane_y"].to_numpy(np.int64)
-    if window is not None:
-        lo, hi = window
-        df = df[(df["e"] >= lo) & (df["s"] <= hi)]
-    total = len(df)
-    if total > max_bars:
-        lo = window[0] if window else float(df["s"].min())
-        hi = window[1] if window else float(df["e"].max())
-        n_lanes = max(1, df["lane_key"].nunique())
-        bins = int(np.clip(max_bars // (2 * n_lanes), 100, 3000))  # ≤ 2 bars per bin (one wide, one merged)
-        bin_us = max((hi - lo) / bins, 1e-3)
-        is_gpu = (df["kind"] == "gpu").to_numpy()
-        out = []
-        for part, hover in ((df[is_gpu], _kernel_hover), (df[~is_gpu], _cpu_hover)):
-            if part.empty:
-                continue
-            m = _merge_small(part, bin_us)
-            need = m["hover"].isna().to_numpy() if "hover" in m else np.ones(len(m), bool)
-            if need.any():
-                m.loc[need, "hover"] = hover(m[need])
-            out.append(m)
-        df = pd.concat(out, ignore_index=True, sort=False)
-        df["row"] = df["lane_key"] // _LANE_STRIDE
-        df["lane_y"] = df["lane_key"] % _LANE_STRIDE
-        info |= {"merged": True, "bin_us": bin_us}
-    else:
-        df = df.assign(n=1)
-        gpu_mask = df["kind"] == "gpu"
-        hover = pd.Series("", index=df.index, dtype=object)
-        if gpu_mask.any():
-            hover[gpu_mask] = _kernel_hover(df[gpu_mask])
-        if (~gpu_mask).any():
-            hover[~gpu_mask] = _cpu_hover(df[~gpu_mask])
-        df["hover"] = hover
-    df["lane"] = [lane_names[int(r)][int(y)] for r, y in zip(df["row"], df["lane_y"], strict=True)]
-    df["lane_y"] = df["lane_y"].astype(float)
+    return parts, lane_names
+
+
+def _merged_bars(df: pd.DataFrame, max_bars: int, window) -> tuple[pd.DataFrame, float]:
+    """(bars, bin width in µs): ops shorter than a bin merged per lane so that at most about max_bars are drawn."""
+    lo = window[0] if window else float(df["s"].min())
+    hi = window[1] if window else float(df["e"].max())
+    n_lanes = max(1, df["lane_key"].nunique())
+    bins = int(np.clip(max_bars // (2 * n_lanes), 100, 3000))  # ≤ 2 bars per bin (one wide, one merged)
+    bin_us = max((hi - lo) / bins, 1e-3)
+    is_gpu = (df["kind"] == "gpu").to_numpy()
+    out = []
+    for part, hover in ((df[is_gpu], _kernel_hover), (df[~is_gpu], _cpu_hover)):
+        if part.empty:
+            continue
+        m = _merge_small(part, bin_us)
+        need = m["hover"].isna().to_numpy() if "hover" in m else np.ones(len(m), bool)
+        if need.any():
+            m.loc[need, "hover"] = hover(m[need])
+        out.append(m)
+    df = pd.concat(out, ignore_index=True, sort=False)
+    df["row"] = df["lane_key"] // _LANE_STRIDE
+    df["lane_y"] = df["lane_key"] % _LANE_STRIDE
+    return df, bin_us
+
+
+def _single_bars(df: pd.DataFrame) -> pd.DataFrame:
+    """One bar per op, with its hover."""
+    df = df.assign(n=1)
+    gpu_mask = df["kind"] == "gpu"
+    hover = pd.Series("", index=df.index, dtype=object)
+    if gpu_mask.any():
+        hover[gpu_mask] = _kernel_hover(df[gpu_mask])
+    if (~gpu_mask).any():
+        hover[~gpu_mask] = _cpu_hover(df[~gpu_mask])
+    df["hover"] = hover
+    return df
+
+
+def _bar_text(df: pd.DataFrame) -> list[str]:
+    """The label inside each bar: 'n×' for merged bars, else the op's short label."""
     names = df["name"].fillna("") if "name" in df else pd.Series("", index=df.index)
     ops = df["ops"].fillna("") if "ops" in df else pd.Series("", index=df.index)
     labels: dict[tuple, str] = {}  # one label per distinct (name, ops, category): names repeat layer after layer
@@ -296,14 +334,7 @@ def bars_frame(
             labels[key] = html_text(short_label(nm, "" if k == "cpu op" else op), 40)
         return labels[key]
 
-    df["text"] = [label(n, nm, op, k) for n, nm, op, k in zip(df["n"], names, ops, df["category"], strict=True)]
-    if sequence:  # slots in launch order within each run (hover computed above from real times)
-        df = df.sort_values(["row", "s", "lane_y"], kind="stable")
-        slot = df.groupby("row").cumcount().to_numpy(dtype=float)
-        df["s"], df["e"] = slot, slot + 0.9
-    info["bars"] = len(df)
-    info["total_before_merge"] = total
-    return df[cols], info
+    return [label(n, nm, op, k) for n, nm, op, k in zip(df["n"], names, ops, df["category"], strict=True)]
 
 
 def timeline_figure(
@@ -330,11 +361,7 @@ def timeline_figure(
     views = [v for v in views if not (v.gpu.empty and (v.cpu is None or v.cpu.empty))]
     bars, info = bars_frame(views, max_bars=max_bars, window=window, sequence=sequence)
     use_gl = (info["bars"] > svg_limit) if webgl is None else bool(webgl)
-    # Axis unit: µs for one forward, ms or s for a training step (hovers always say µs).
-    x_max = float(bars["e"].max()) if len(bars) else 0.0
-    unit, div = ("s", 1e6) if x_max >= 2e7 else ("ms", 1e3) if x_max >= 2e4 else ("µs", 1.0)
-    if sequence:
-        unit, div = "GPU ops", 1.0
+    unit, div = _x_unit(bars, sequence)
     lane_px = SEQUENCE_LANE_PX if sequence else LANE_PX
     lanes = info["lanes"]
     n_rows = max(1, len(views))
@@ -351,85 +378,10 @@ def timeline_figure(
         row_heights=[h / sum(heights) for h in heights],
         subplot_titles=titles or None,
     )
-    shown_legend: set[str] = set()
-    order = {c: i for i, c in enumerate(CATEGORY_COLORS)}
-    groups = sorted(bars.groupby(["row", "category"], sort=False), key=lambda g: (order.get(g[0][1], 99), g[0][0]))
     label_bars = not use_gl and info["bars"] <= label_limit  # names inside bars: a screenshot explains itself
-    for (row, cat), part in groups:
-        color = CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"])
-        show = cat not in shown_legend
-        shown_legend.add(cat)
-        common = dict(name=str(cat), legendgroup=str(cat), showlegend=show)
-        if use_gl:
-            k = len(part)
-            xs = np.empty(3 * k)
-            ys = np.empty(3 * k)
-            xs[0::3], xs[1::3], xs[2::3] = part["s"].to_numpy() / div, part["e"].to_numpy() / div, np.nan
-            ys[0::3] = ys[1::3] = part["lane_y"].to_numpy()
-            ys[2::3] = np.nan
-            fig.add_trace(
-                go.Scattergl(
-                    x=xs, y=ys, mode="lines", line=dict(color=color, width=lane_px * 0.55), hoverinfo="skip", **common
-                ),
-                row=row + 1,
-                col=1,
-            )
-            # Hover targets at bar midpoints (WebGL lines hover only at vertices).
-            fig.add_trace(
-                go.Scattergl(
-                    x=((part["s"] + part["e"]) / 2 / div).to_numpy(),
-                    y=part["lane_y"].to_numpy(),
-                    mode="markers",
-                    marker=dict(color=color, size=4, opacity=0.01),
-                    hovertext=part["hover"].to_numpy(),
-                    hoverinfo="text",
-                    name=str(cat),
-                    legendgroup=str(cat),
-                    showlegend=False,
-                ),
-                row=row + 1,
-                col=1,
-            )
-        else:
-            fig.add_trace(
-                go.Bar(
-                    orientation="h",
-                    base=(part["s"] / div).to_numpy(),
-                    x=((part["e"] - part["s"]) / div).to_numpy(),
-                    y=part["lane_y"].to_numpy(),
-                    width=0.62,
-                    marker=dict(color=color, line=dict(width=0)),
-                    hovertext=part["hover"].to_numpy(),
-                    hoverinfo="text",
-                    text=part["text"].to_numpy() if label_bars and not sequence else None,
-                    textposition="inside",
-                    insidetextanchor="middle",
-                    textangle=0,
-                    constraintext="inside",
-                    **common,
-                ),
-                row=row + 1,
-                col=1,
-            )
-    for row in range(n_rows):
-        names = lanes.get(row, [])
-        fig.update_yaxes(
-            tickmode="array",
-            tickvals=list(range(len(names))),
-            ticktext=names,
-            range=[len(names) - 0.5, -0.5] if names else [0.5, -0.5],  # first lane on top
-            showgrid=False,
-            zeroline=False,
-            fixedrange=True,  # zoom in time only; lanes stay put
-            row=row + 1,
-            col=1,
-        )
-    # Where each run's GPU work for the step ends: the shorter step is the point of the whole exercise.
-    for row, v in enumerate(views):
-        if v.gpu.empty:
-            continue
-        end = float(len(v.gpu)) if sequence else float(v.gpu["end_us"].max() - v.origin_us)
-        fig.add_vline(x=end / div, line=dict(color="#444", width=1, dash="dot"), row=row + 1, col=1)
+    _add_bars(fig, bars, use_gl=use_gl, text=label_bars and not sequence, div=div, lane_px=lane_px)
+    _lane_axes(fig, lanes, n_rows)
+    _step_ends(fig, views, sequence, div)
     fig.update_xaxes(showgrid=True, gridcolor="rgba(0,0,0,0.08)", zeroline=False)
     x_title = (
         "GPU ops in launch order, one equal slot each (hover for times)"
@@ -457,21 +409,134 @@ def timeline_figure(
     for ann in fig.layout.annotations:  # subplot titles: left-aligned, like lane groups in Perfetto
         ann.update(x=0.0, xanchor="left", font=dict(size=13))
     if sequence:  # a vertical label in each slot (bar text cannot turn inside a horizontal bar), where slots fit one
-        # The runs share one x-axis, so a slot is as narrow as the longest run makes it: a 76-op compile step under
-        # a 246-op eager one has 246 slots' widths too, and its labels overprinted.
-        widest = int(bars.groupby("row").size().max()) if len(bars) else 0
-        fits = bars if widest <= SEQUENCE_LABEL_SLOTS else bars.iloc[0:0]
-        # Plain dicts with explicit axis refs, set once: add_annotation(row=, col=) per label cost ~70 ms each
-        # (a grid lookup and a full validation per call), 22 s for a 322-op step.
-        extra = [
-            dict(
-                x=(b.s + b.e) / 2, y=b.lane_y, text=b.text if len(b.text) <= 18 else b.text[:17] + "…",
-                textangle=-90, showarrow=False, font=dict(size=10, color="#1f1f1f"),
-                xref="x" if b.row == 0 else f"x{int(b.row) + 1}", yref="y" if b.row == 0 else f"y{int(b.row) + 1}",
-            )
-            for b in fits.itertuples(index=False)
-        ]  # fmt: skip
-        if extra:
-            fig.update_layout(annotations=[*fig.layout.annotations, *extra])
-        fig.layout.meta = {**fig.layout.meta, "labels": len(extra)}
+        _sequence_labels(fig, bars)
     return fig
+
+
+def _x_unit(bars: pd.DataFrame, sequence: bool) -> tuple[str, float]:
+    """(unit, divisor of µs): µs for one forward, ms or s for a training step (hovers always say µs); GPU ops in
+    sequence mode."""
+    if sequence:
+        return "GPU ops", 1.0
+    x_max = float(bars["e"].max()) if len(bars) else 0.0
+    return ("s", 1e6) if x_max >= 2e7 else ("ms", 1e3) if x_max >= 2e4 else ("µs", 1.0)
+
+
+def _add_bars(fig: go.Figure, bars: pd.DataFrame, *, use_gl: bool, text: bool, div: float, lane_px: float) -> None:
+    """One trace per (run, category), in category order, each category once in the legend: WebGL lines with hover
+    markers, or SVG bars (with their names inside when `text`)."""
+    shown_legend: set[str] = set()
+    order = {c: i for i, c in enumerate(CATEGORY_COLORS)}
+    groups = sorted(bars.groupby(["row", "category"], sort=False), key=lambda g: (order.get(g[0][1], 99), g[0][0]))
+    for (row, cat), part in groups:
+        color = CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"])
+        show = cat not in shown_legend
+        shown_legend.add(cat)
+        common = dict(name=str(cat), legendgroup=str(cat), showlegend=show)
+        if use_gl:
+            _add_gl_part(fig, part, row, color, common, div, lane_px)
+        else:
+            _add_bar_part(fig, part, row, color, common, div, text)
+
+
+def _add_gl_part(fig: go.Figure, part: pd.DataFrame, row: int, color: str, common: dict, div: float, lane_px) -> None:
+    cat = common["name"]
+    k = len(part)
+    xs = np.empty(3 * k)
+    ys = np.empty(3 * k)
+    xs[0::3], xs[1::3], xs[2::3] = part["s"].to_numpy() / div, part["e"].to_numpy() / div, np.nan
+    ys[0::3] = ys[1::3] = part["lane_y"].to_numpy()
+    ys[2::3] = np.nan
+    fig.add_trace(
+        go.Scattergl(
+            x=xs, y=ys, mode="lines", line=dict(color=color, width=lane_px * 0.55), hoverinfo="skip", **common
+        ),
+        row=row + 1,
+        col=1,
+    )
+    # Hover targets at bar midpoints (WebGL lines hover only at vertices).
+    fig.add_trace(
+        go.Scattergl(
+            x=((part["s"] + part["e"]) / 2 / div).to_numpy(),
+            y=part["lane_y"].to_numpy(),
+            mode="markers",
+            marker=dict(color=color, size=4, opacity=0.01),
+            hovertext=part["hover"].to_numpy(),
+            hoverinfo="text",
+            name=str(cat),
+            legendgroup=str(cat),
+            showlegend=False,
+        ),
+        row=row + 1,
+        col=1,
+    )
+
+
+def _add_bar_part(fig: go.Figure, part: pd.DataFrame, row: int, color: str, common: dict, div: float, text) -> None:
+    fig.add_trace(
+        go.Bar(
+            orientation="h",
+            base=(part["s"] / div).to_numpy(),
+            x=((part["e"] - part["s"]) / div).to_numpy(),
+            y=part["lane_y"].to_numpy(),
+            width=0.62,
+            marker=dict(color=color, line=dict(width=0)),
+            hovertext=part["hover"].to_numpy(),
+            hoverinfo="text",
+            text=part["text"].to_numpy() if text else None,
+            textposition="inside",
+            insidetextanchor="middle",
+            textangle=0,
+            constraintext="inside",
+            **common,
+        ),
+        row=row + 1,
+        col=1,
+    )
+
+
+def _lane_axes(fig: go.Figure, lanes: dict, n_rows: int) -> None:
+    """Each run's lanes as y ticks, first lane on top."""
+    for row in range(n_rows):
+        names = lanes.get(row, [])
+        fig.update_yaxes(
+            tickmode="array",
+            tickvals=list(range(len(names))),
+            ticktext=names,
+            range=[len(names) - 0.5, -0.5] if names else [0.5, -0.5],  # first lane on top
+            showgrid=False,
+            zeroline=False,
+            fixedrange=True,  # zoom in time only; lanes stay put
+            row=row + 1,
+            col=1,
+        )
+
+
+def _step_ends(fig: go.Figure, views: list[StepView], sequence: bool, div: float) -> None:
+    # Where each run's GPU work for the step ends: the shorter step is the point of the whole exercise.
+    for row, v in enumerate(views):
+        if v.gpu.empty:
+            continue
+        end = float(len(v.gpu)) if sequence else float(v.gpu["end_us"].max() - v.origin_us)
+        fig.add_vline(x=end / div, line=dict(color="#444", width=1, dash="dot"), row=row + 1, col=1)
+
+
+def _sequence_labels(fig: go.Figure, bars: pd.DataFrame) -> None:
+    """A vertical label in each slot where the slots of the widest run fit one."""
+    # The runs share one x-axis, so a slot is as narrow as the longest run makes it: a 76-op compile step under
+    # a 246-op eager one has 246 slots' widths too, and its labels overprinted.
+    widest = int(bars.groupby("row").size().max()) if len(bars) else 0
+    fits = bars if widest <= SEQUENCE_LABEL_SLOTS else bars.iloc[0:0]
+    # Plain dicts with explicit axis refs, set once: add_annotation(row=, col=) per label cost ~70 ms each
+    # (a grid lookup and a full validation per call), 22 s for a 322-op step.
+    extra = [
+        dict(
+            x=(b.s + b.e) / 2, y=b.lane_y, text=b.text if len(b.text) <= 18 else b.text[:17] + "…",
+            textangle=-90, showarrow=False, font=dict(size=10, color="#1f1f1f"),
+            xref="x" if b.row == 0 else f"x{int(b.row) + 1}", yref="y" if b.row == 0 else f"y{int(b.row) + 1}",
+        )
+        for b in fits.itertuples(index=False)
+    ]  # fmt: skip
+    if extra:
+        fig.update_layout(annotations=[*fig.layout.annotations, *extra])
+    fig.layout.meta = {**fig.layout.meta, "labels": len(extra)}

@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 
 from analyzer.codes import factorize
+from analyzer.opinfo import gemm as gemm_reader
 from analyzer.opinfo import names
+from analyzer.opinfo.tensors import tensors
 
 # ---------------------------------------------------------------------------------------------------
 # The table. Each row: (regex searched anywhere in the name, category, library, ops rule).
@@ -390,9 +392,6 @@ def template_ops(name: str, ops: str, dims, types) -> str:
     `triton_poi_fused__unsafe_view_gelu_mul_0` wrote (gelu and mul are the producers of its A). A fused prologue or
     epilogue shows in the buffers: an operand beyond A, B and the output (a bias, a residual, the second input of a
     product). Without one, the name's other ops are the inputs' producers, and the kernel is its GEMM alone."""
-    from analyzer.opinfo import gemm as gemm_reader
-    from analyzer.opinfo.tensors import tensors
-
     dec = names.inductor(name)
     if dec is None or "flex_attention" in dec.words:
         return ops
@@ -410,8 +409,6 @@ def template_ops(name: str, ops: str, dims, types) -> str:
 def refine_templates(gpu: pd.DataFrame) -> pd.Series:
     """template_ops for the rows of Inductor GEMM templates launched under their own cpu_op (others: ops as is),
     worked out once per distinct (name, input dims, input types)."""
-    from analyzer.opinfo import gemm as gemm_reader
-
     ops = gpu["ops"]
     names_ = gpu["name"].astype(object)
     codes, uniques = factorize(names_.to_numpy(dtype=object), na_sentinel=True)

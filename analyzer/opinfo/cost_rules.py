@@ -506,6 +506,12 @@ def fuselens(c: Call) -> Estimate:
 FUSELENS_TRAIN_OPS = frozenset(
     ["fuselens::glu_mlp_train", "fuselens::glu_mlp_backward", "fuselens::gelu_mlp_train", "fuselens::gelu_mlp_backward"]
 )
+# torch.library.register_autograd runs a training op's forward inside an autograd.Function whose range
+# (GeneratedBackwardFor_<namespace>_<op>_<overload>, recording the op's tensor inputs, its str arguments dropped) is
+# the innermost op over the forward's kernels: the same op for these rules.
+_TRAIN_WRAPPERS = {
+    f"GeneratedBackwardFor_fuselens_{n}_mlp_train_default": f"fuselens::{n}_mlp_train" for n in ("glu", "gelu")
+}
 
 
 def fuselens_train(c: Call) -> Estimate:
@@ -513,13 +519,15 @@ def fuselens_train(c: Call) -> Estimate:
     glu_mlp_train(x [M, d], w_gate [h, d], w_up, w_down [d, h], act, forward):
       gating kernel: reads g and u ([M, h] each, the halves of gu), writes h [M, h];
       dual GEMM (+ save): reads x, w_gate, w_up (as their interleaved copy, the same bytes), writes h, g, u; 2 GEMMs;
-    glu_mlp_backward(dy [M, d], x, gu [M, 2h], h, w_gate, w_up, w_down [d, h], act, need_dx) and
-    gelu_mlp_backward(dy, x, pre [M, h], h, w1, w2 [d, h], act, need_dx), dH kernel: reads dY and W_down, reads the
-      saved activations and writes their gradients over them; one GEMM M x h x d (the epilogue's work not counted)."""
-    op, args = c.op, c.args
+    glu_mlp_backward(dy [M, d], x, gu [M, 2h], w_gate, w_up, w_down [d, h], act, need_dx) and
+    gelu_mlp_backward(dy, x, pre [M, h], w1, w2 [d, h], act, need_dx), dH kernel: reads dY and W_down, reads the
+      saved activations and writes their gradients over them; one GEMM M x h x d (the epilogue's work not counted).
+      W_down is the third argument from the end: so also in traces of the older schema, which passed h after the
+      saved activations (glu: 9 arguments, gelu: 8)."""
+    op, args = _TRAIN_WRAPPERS.get(c.op, c.op), c.args
     if op.endswith("_backward"):
         dy, saved = _arg(args, 0), _arg(args, 2)
-        wd = _arg(args, 6 if op == "fuselens::glu_mlp_backward" else 5)
+        wd = _arg(args, len(args) - 3) if len(args) >= 6 else None
         if dy is None or saved is None or wd is None or len(dy.shape) != 2 or len(wd.shape) != 2:
             return unknown(f"{op}: expected dy [M, d], the saved activations and W_down [d, h]")
         m, d, h = dy.shape[0], dy.shape[1], wd.shape[1]
@@ -602,7 +610,7 @@ def _functional(c: Call) -> bool:
 RULES: tuple[tuple[str, Callable[[Call], bool], Callable[[Call], Estimate]], ...] = (
     ("Triton kernel under a cpu_op of its own name", _launches_itself, triton_args),
     ("fuselens:: custom ops", lambda c: c.op in FUSELENS_OPS, fuselens),
-    ("fuselens:: training ops", lambda c: c.op in FUSELENS_TRAIN_OPS, fuselens_train),
+    ("fuselens:: training ops", lambda c: c.op in FUSELENS_TRAIN_OPS or c.op in _TRAIN_WRAPPERS, fuselens_train),
     ("GEMM aten ops", lambda c: c.op.startswith("aten::") and names.is_gemm_op(c.op), gemm),
     ("attention aten ops", lambda c: c.op in ATTENTION_FWD or c.op in ATTENTION_BWD, attention),
     ("normalization aten ops", lambda c: c.op in NORM_OPS or c.op in NORM_BWD_OPS, normalization),

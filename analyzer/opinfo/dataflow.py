@@ -98,24 +98,7 @@ def tensor_io(op_name: str, dims, types, concrete=None, strides=None) -> TensorI
     if not ts:
         return TensorIO((), None)
     if base in names.GEMM_OPS or gemm.is_template(op_name):
-        g = gemm.read(op_name, ts)
-        if not isinstance(g, gemm.Gemm):
-            return TensorIO(tuple(ts), None)
-        if g.out is not None and gemm.is_template(op_name):
-            return TensorIO((g.a, g.b), g.out)
-        if base in ("linear", "matmul") and len(ts[0].shape) > 2 and g.batch == 1:
-            shape = (*ts[0].shape[:-1], g.n)
-        elif base in ("bmm", "baddbmm") or g.batch != 1:
-            shape = (g.batch, g.m, g.n)
-        else:
-            shape = (g.m, g.n)
-        n_in = {"mm": 2, "_scaled_mm": 2, "_int_mm": 2, "bmm": 2, "matmul": 2}.get(base, 3)
-        ins = tuple(ts[:n_in])
-        # a 2-D B read transposed is a Linear weight ([N, K] as [K, N]): a parameter, never a tensor a kernel of the
-        # step wrote (a Gemma layer's up-projection weight [16384, 2048] has the element count of the GELU output)
-        weight = g.b if isinstance(g.b, Tensor) and g.b.transposed and len(g.b.shape) == 2 else None
-        fresh = tuple(t for t in ins if t is not weight) if weight is not None else None
-        return TensorIO(ins, Tensor(shape, g.dtype), fresh)
+        return _gemm_io(op_name, base, ts)
     if base == "copy" and len(ts) >= 2:  # copy_(dst, src): reads src, writes dst
         return TensorIO((ts[1],), ts[0])
     if base in _CASTS:  # the target dtype is an argument the trace does not type: size unknown, never guessed
@@ -133,12 +116,41 @@ def tensor_io(op_name: str, dims, types, concrete=None, strides=None) -> TensorI
     if base in _DIM_REDUCTIONS:
         return TensorIO(tuple(ts), _reduced(ts[0], concrete))
     if ops and ops <= names.POINTWISE_OPS:
-        if inplace:
-            return TensorIO(tuple(ts), ts[0])
-        try:
-            shape = broadcast(*(t.shape for t in ts))
-        except ValueError:
-            return TensorIO(tuple(ts), None)
-        dtype = "bool" if ops <= names.COMPARISON_OPS else dtypes.promote(dts)
-        return TensorIO(tuple(ts), Tensor(shape, dtype))
+        return _pointwise_io(ts, ops, dts, inplace)
     return TensorIO(tuple(ts), None)
+
+
+def _gemm_io(op_name: str, base: str, ts: list[Tensor]) -> TensorIO:
+    """A GEMM's operands and its [M, N] output (batched: [B, M, N]; linear/matmul keep the leading dims; a template
+    its output buffer); a transposed 2-D B (a Linear weight) is not linkable to a kernel of the step."""
+    g = gemm.read(op_name, ts)
+    if not isinstance(g, gemm.Gemm):
+        return TensorIO(tuple(ts), None)
+    if g.out is not None and gemm.is_template(op_name):
+        return TensorIO((g.a, g.b), g.out)
+    if base in ("linear", "matmul") and len(ts[0].shape) > 2 and g.batch == 1:
+        shape = (*ts[0].shape[:-1], g.n)
+    elif base in ("bmm", "baddbmm") or g.batch != 1:
+        shape = (g.batch, g.m, g.n)
+    else:
+        shape = (g.m, g.n)
+    n_in = {"mm": 2, "_scaled_mm": 2, "_int_mm": 2, "bmm": 2, "matmul": 2}.get(base, 3)
+    ins = tuple(ts[:n_in])
+    # a 2-D B read transposed is a Linear weight ([N, K] as [K, N]): a parameter, never a tensor a kernel of the
+    # step wrote (a Gemma layer's up-projection weight [16384, 2048] has the element count of the GELU output)
+    weight = g.b if isinstance(g.b, Tensor) and g.b.transposed and len(g.b.shape) == 2 else None
+    fresh = tuple(t for t in ins if t is not weight) if weight is not None else None
+    return TensorIO(ins, Tensor(shape, g.dtype), fresh)
+
+
+def _pointwise_io(ts: list[Tensor], ops, dts: list, inplace: bool) -> TensorIO:
+    """A pointwise op writes the broadcast shape of its inputs in the promoted dtype (bool for comparisons); in
+    place, its first input."""
+    if inplace:
+        return TensorIO(tuple(ts), ts[0])
+    try:
+        shape = broadcast(*(t.shape for t in ts))
+    except ValueError:
+        return TensorIO(tuple(ts), None)
+    dtype = "bool" if ops <= names.COMPARISON_OPS else dtypes.promote(dts)
+    return TensorIO(tuple(ts), Tensor(shape, dtype))

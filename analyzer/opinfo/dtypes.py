@@ -7,6 +7,7 @@ templates spell C++ types ('CatArrayBatchedCopy<c10::BFloat16, …>', 'OpaqueTyp
 
 from __future__ import annotations
 
+import json
 from typing import NamedTuple
 
 
@@ -125,8 +126,6 @@ def peak_key(short_name: str | None, kernel_name: str = "") -> str | None:
 
 def peak_keys(type_lists) -> set[str]:
     """Peak keys of the dtypes named in KERNEL_SUMMARY 'dtypes' cells (JSON lists of 'Input type' names)."""
-    import json
-
     keys: set[str] = set()
     for cell in type_lists:
         try:

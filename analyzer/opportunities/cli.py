@@ -8,14 +8,14 @@ from __future__ import annotations
 import sys
 
 from analyzer.fmt import fmt_bytes, fmt_pct, fmt_us, json_text, safe_block, safe_text, short_name, text_table
+from analyzer.opportunities.predict import plan_opportunities
+from analyzer.opportunities.shares import plan_shares
+from analyzer.pipeline import load_summary
+from analyzer.runmeta import attach_manifest
 
 
 def load_plan(path: str):
     """The plan of one trace file: its summary (through the cache) with the runner's manifest facts, if any."""
-    from analyzer.opportunities import plan_opportunities
-    from analyzer.pipeline import load_summary
-    from analyzer.runmeta import attach_manifest
-
     summary = load_summary(path)
     attach_manifest(summary.trace, path)
     return plan_opportunities(summary)
@@ -33,7 +33,7 @@ def run(args) -> int:
 def headline(j: dict) -> list[str]:
     """The plan's first lines: now, predicted, and by whom (CLI and dashboard)."""
     now, pred = j["gpu_busy_us_per_step"], j["predicted_gpu_busy_us_per_step"]
-    change = (pred - now) / now * 100 if now else float("nan")
+    change = plan_shares(j)["change_pct"]
     out = [
         f"GPU busy per step now {fmt_us(now)} → predicted {fmt_us(pred)} ({fmt_pct(change)}) with every opportunity "
         f"in the plan taken ({len(j['plan'])} of {len(j['opportunities'])}; an alternative to a larger one is not "

@@ -5,7 +5,7 @@ model's bytes, tensors from analyzer.opinfo.dataflow) and finds, in this order (
 
 * **explicit attention**: QKᵀ GEMM … softmax … PV GEMM (analyzer.diff.attention.attention_chains, by shapes);
 * **memory-bound groups**: pointwise / reduction / normalization kernels joined by the tensors they pass
-  (analyzer.diff.match.flow_edges: same element count and dtype, latest producer), between compute anchors (GEMMs,
+  (analyzer.diff.flow.flow_edges: same element count and dtype, latest producer), between compute anchors (GEMMs,
   attention, collectives). A group may reach across an anchor that neither reads from it nor feeds it (HF GEGLU:
   GELU, then the up GEMM, then the gated product), never across one that does both (RMSNorm → q projection →
   RoPE). Each group is named by what it computes (norm, norm + residual, RoPE, gated activation, cross-entropy,
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from analyzer.diff.align import RunSeq
 from analyzer.diff.attention import attention_chains
-from analyzer.diff.match import FLOW_LOOKBACK, flow_edges
+from analyzer.diff.flow import FLOW_LOOKBACK, flow_edges
 from analyzer.opinfo import names
 from analyzer.opinfo.tensors import Tensor
 
@@ -177,9 +177,18 @@ def find_groups(seq: RunSeq) -> list[Group]:
     a dual GEMM, which overlaps the gated activation it would absorb."""
     rows = seq.records
     kernels = [i for i, r in enumerate(rows) if r.kind == "kernel"]
+    groups, taken = _whole_region_groups(rows, kernels)
+    edges = flow_edges(rows, kernels, lookback=FLOW_LOOKBACK)
+    groups += _memory_groups(rows, kernels, taken, edges)
+    groups.extend(_dual_gemms(rows, groups, edges))
+    return groups
+
+
+def _whole_region_groups(rows: list, kernels: list[int]) -> tuple[list[Group], set[int]]:
+    """(groups, their kernels): explicit attention, eager attention backward and the optimizer step, found first so
+    their kernels join no pointwise group."""
     groups: list[Group] = []
     taken: set[int] = set()
-
     for ch in attention_chains(rows, kernels):
         groups.append(
             Group(
@@ -200,8 +209,12 @@ def find_groups(seq: RunSeq) -> list[Group]:
     if opt is not None:
         groups.append(opt)
         taken.update(opt.members)
+    return groups, taken
 
-    edges = flow_edges(rows, kernels, lookback=FLOW_LOOKBACK)
+
+def _memory_groups(rows: list, kernels: list[int], taken: set[int], edges: list) -> list[Group]:
+    """Connected fusible kernels not taken, cut into stages: each piece of two or more a memory-bound group, a lone
+    kernel a GEMM epilogue when it reads a GEMM's output."""
     nodes = [i for i in kernels if i not in taken and _fusible(rows[i]) and rows[i].io.inputs]
     node_set = set(nodes)
     inner = [(p, c, t) for p, c, t in edges if p in node_set and c in node_set]
@@ -221,6 +234,7 @@ def find_groups(seq: RunSeq) -> list[Group]:
         if i is not None and i == piece_of.get(e[1]):
             by_piece.setdefault(i, []).append(e)
     tensor_of = {(p, c): t for p, c, t in edges}
+    groups: list[Group] = []
     for i, piece in enumerate(pieces):
         sub = by_piece.get(i, [])
         for comp in _components(piece, sub):
@@ -233,8 +247,6 @@ def find_groups(seq: RunSeq) -> list[Group]:
                 epi = _epilogue(rows, comp[0], edges_in, tensor_of)
                 if epi is not None:
                     groups.append(epi)
-
-    groups.extend(_dual_gemms(rows, groups, edges))
     return groups
 
 

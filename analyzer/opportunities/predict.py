@@ -27,6 +27,7 @@ import numpy as np
 from analyzer.diff.align import RunSeq, sequence
 from analyzer.diff.match import Intermediate
 from analyzer.fmt import clean_json, fmt_bytes, short_name
+from analyzer.opinfo import optim
 from analyzer.opportunities import takers as tk
 from analyzer.opportunities.detect import ACTIVATIONS, Group, find_groups
 from analyzer.runmeta import run_facts
@@ -65,6 +66,28 @@ class Opportunity:
     alternative_to: int | None = None  # an overlapping opportunity that saves more (the plan takes that one)
     backward: bool = False
     count: int = 1  # identical occurrences per step (one per layer of a model), summed into this row
+    # a taker whose own kernel was measured at this problem saves what it measured, not the ideal saved_us
+    saved_us_by_taker: dict[str, float] = field(default_factory=dict)
+
+    def saving_us(self, takers: set[str] | None = None) -> float:
+        """µs saved when the best of `takers` (None: any) that can take it does."""
+        if takers is None:  # the all-tools plan ranks and takes by the ideal
+            return self.saved_us
+        who = [t for t in self.takers if t in takers]
+        return max((self.saved_us_by_taker.get(t, self.saved_us) for t in who), default=float("nan"))
+
+    def lead_taker(self) -> dict | None:
+        """The taker predicted to save most here, its µs, and whether that figure was measured (ties: list order);
+        the other takers' measured figures beside it. None when nobody can take it."""
+        if not self.takers:
+            return None
+        best = max(self.takers, key=lambda t: _finite(self.saved_us_by_taker.get(t, self.saved_us)))
+        return {
+            "who": best,
+            "saved_us_per_step": self.saved_us_by_taker.get(best, self.saved_us),
+            "measured": best in self.saved_us_by_taker,
+            "others_measured_us_per_step": {t: v for t, v in self.saved_us_by_taker.items() if t != best},
+        }
 
     def to_json(self) -> dict:
         return {
@@ -81,6 +104,8 @@ class Opportunity:
             "fused_bytes_per_step": self.fused_bytes,
             "predicted_fused_us_per_step": self.fused_us,
             "predicted_saved_us_per_step": self.saved_us,
+            "predicted_saved_us_per_step_measured_by_taker": self.saved_us_by_taker,
+            "lead_taker": self.lead_taker(),
             "arithmetic": self.arithmetic,
             "takers": [{"who": t, "how": tk.HOW[t]} for t in self.takers],
             "taker_notes": self.taker_notes,
@@ -108,17 +133,19 @@ class Plan:
         """Non-overlapping opportunities some taker in `takers` can run (None: any), most µs saved first."""
         chosen: list[Opportunity] = []
         used: set[int] = set()
-        for o in self.instances or self.opportunities:
+        pool = self.instances or self.opportunities
+        for o in sorted(pool, key=lambda o: -_finite(o.saving_us(takers))):  # stable: ties keep the ranking
             if not o.takers or (takers is not None and not set(o.takers) & takers):
                 continue
-            if not math.isfinite(o.saved_us) or o.saved_us <= 0 or used & set(o.members):
+            saved = o.saving_us(takers)
+            if not math.isfinite(saved) or saved <= 0 or used & set(o.members):
                 continue
             chosen.append(o)
             used |= set(o.members)
         return chosen
 
     def predicted_busy_us(self, takers: set[str] | None = None) -> float:
-        return self.gpu_busy_us - sum(o.saved_us for o in self.choose(takers))
+        return self.gpu_busy_us - sum(o.saving_us(takers) for o in self.choose(takers))
 
     def by_taker(self) -> dict[str, float]:
         out = {t: self.predicted_busy_us({t}) for t in tk.ALL if any(t in o.takers for o in self.opportunities)}
@@ -152,6 +179,10 @@ class Plan:
                 "notes": self.notes,
             }
         )
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else -1e18
 
 
 def roofs(summary, seq: RunSeq) -> Roofs:
@@ -320,8 +351,6 @@ def _predict_optimizer(rows, g: Group):
     """Multi-tensor kernels' bytes are not recorded (TensorList shapes are empty), but their passes over the
     parameter-sized lists are (analyzer.opinfo.optim): the fused step makes its passes at the rate these kernels made
     theirs."""
-    from analyzer.opinfo import optim
-
     calls: dict[int, str] = {}
     for m in g.members:
         ops = [o for o in (rows[m].op_ops or rows[m].name_ops or ()) if o.startswith("_foreach_")]
@@ -371,67 +400,14 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
     opps: list[Opportunity] = []
     notes: list[str] = list(seq.notes)
     for g in find_groups(seq):
-        unknown = [m for m in g.members if rows[m].bytes is None or not np.isfinite(rows[m].bytes)]
-        if unknown and g.kind in ("memory", "epilogue", "dual_gemm", "attention"):
-            # a kernel the cost model cannot size stays a kernel of its own; the rest of the group is still priced
-            notes.append(f"{g.pattern}: {', '.join(str(rows[m].op_name) for m in unknown)} has no byte estimate "
-                         "and is left out of the group")  # fmt: skip
-            g.members = [m for m in g.members if m not in unknown]
-            g.edges = [e for e in g.edges if e[0] in g.members and e[1] in g.members]
-            if len(g.members) < 2 or (g.kind != "memory" and set(unknown) & set(g.gemms)):
-                continue
-        if g.kind == "memory":
-            pred = _predict_memory(rows, g, r)
-        elif g.kind == "optimizer":
-            pred = _predict_optimizer(rows, g)
-        elif g.kind == "attention_backward":
-            pred = _predict_attention_backward(rows, flops_col, g)
-        else:
-            pred = _predict_compute(rows, flops_col, g, r)
+        if not _drop_unsized(rows, g, notes):
+            continue
+        pred = _predict(rows, flops_col, g, r)
         if pred is None:
             notes.append(f"{g.pattern} at kernels {g.members[:4]}…: not predicted (its passes are not known)")
             continue
-        total, avoided, fused, fused_us, lines = pred
-        now = float(sum(rows[m].dur_us for m in g.members))
-        saved = now - fused_us
-        lines.append(f"saved {_us(now)} − {_us(fused_us)} = {_us(saved)} per step")
-        who, t_notes = tk.available(tk.takers_for(g.kind, g.pattern), training, amd)
-        for t in who:
-            gm = rows[g.gemms[0]].gemm if g.gemms else None
-            if t in tk.FUSELENS:
-                if gm is not None:
-                    line = tk.measured(t, gpu_name, gm.m, gm.k, gm.n, gm.dtype or "")
-                else:
-                    out = rows[g.members[-1]].io.output
-                    shape = out.shape if out is not None else ()
-                    mm = int(np.prod(shape[:-1])) if len(shape) > 1 else 0
-                    line = tk.measured(t, gpu_name, mm, 0, shape[-1] if shape else 0, out.dtype if out else "",
-                                       _act(rows, g.members))  # fmt: skip
-                if line:
-                    t_notes.append(f"{t}: {line}")
-        outs = [rows[m].io.output for m in g.members if rows[m].io.output is not None]
-        big = max(outs, key=lambda t: t.nbytes if t.nbytes == t.nbytes else 0, default=None)
-        opps.append(
-            Opportunity(
-                0,
-                g.pattern,
-                g.kind,
-                g.members,
-                _kernel_rows(rows, g.members),
-                now,
-                total,
-                avoided,
-                fused,
-                fused_us,
-                saved,
-                lines,
-                who,
-                t_notes,
-                g.evidence,
-                _tensor_text(big) if big else "",
-                backward=g.backward,
-            )  # fmt: skip
-        )
+        opps.append(_opportunity(rows, g, pred, training, amd, gpu_name))
+    _price_measured_takers(opps, rows, gpu_name)
     opps.sort(key=lambda o: (-(o.saved_us if math.isfinite(o.saved_us) else -1e18), o.members[0]))
     for i, o in enumerate(opps, start=1):
         o.id = i
@@ -440,9 +416,98 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
     return Plan(summary.trace.meta.source, gpu_name, busy, seq.step_shown, r, rows_, training, notes, seq, opps, row_of)
 
 
-def _aggregate(opps: list[Opportunity]) -> tuple[list[Opportunity], dict[int, int]]:
-    """Identical occurrences (same pattern, kernels' ops, largest tensor and takers: one per layer) summed into one
-    row, ranked by the total; each smaller overlapping occurrence points at the row the plan takes instead."""
+def _price_measured_takers(opps: list[Opportunity], rows, gpu_name: str | None) -> None:
+    """A FuseLens GEMM taker measured at exactly an opportunity's GEMM problem on this GPU saves what it measured
+    (takers.measured_saving_us); the opportunity's own saved_us stays the ideal, which the all-tools plan ranks by."""
+    for o in opps:
+        gemm = next((rows[m].gemm for m in o.members if rows[m].gemm is not None), None)
+        if gemm is None:
+            continue
+        for t in o.takers:
+            got = tk.measured_saving_us(t, gpu_name, gemm.m, gemm.k, gemm.n, gemm.dtype or "")
+            if got is not None:
+                o.saved_us_by_taker[t] = got[0]
+                o.arithmetic.append(got[1])
+
+
+def _drop_unsized(rows, g: Group, notes: list[str]) -> bool:
+    """Leave the kernels the cost model cannot size out of a priced group (saying so in `notes`); False when what is
+    left is no group to price."""
+    unknown = [m for m in g.members if rows[m].bytes is None or not np.isfinite(rows[m].bytes)]
+    if unknown and g.kind in ("memory", "epilogue", "dual_gemm", "attention"):
+        # a kernel the cost model cannot size stays a kernel of its own; the rest of the group is still priced
+        notes.append(f"{g.pattern}: {', '.join(str(rows[m].op_name) for m in unknown)} has no byte estimate "
+                     "and is left out of the group")  # fmt: skip
+        g.members = [m for m in g.members if m not in unknown]
+        g.edges = [e for e in g.edges if e[0] in g.members and e[1] in g.members]
+        if len(g.members) < 2 or (g.kind != "memory" and set(unknown) & set(g.gemms)):
+            return False
+    return True
+
+
+def _predict(rows, flops_col, g: Group, r):
+    """The prediction of one group by its kind: (total, avoided, fused bytes, fused µs, arithmetic lines) or None."""
+    if g.kind == "memory":
+        return _predict_memory(rows, g, r)
+    if g.kind == "optimizer":
+        return _predict_optimizer(rows, g)
+    if g.kind == "attention_backward":
+        return _predict_attention_backward(rows, flops_col, g)
+    return _predict_compute(rows, flops_col, g, r)
+
+
+def _measured_notes(rows, g: Group, who: list[str], gpu_name) -> list[str]:
+    """What FuseLens's own kernels among the takers measured on this GPU at this group's shape."""
+    out = []
+    for t in who:
+        gm = rows[g.gemms[0]].gemm if g.gemms else None
+        if t in tk.FUSELENS:
+            if gm is not None:
+                line = tk.measured(t, gpu_name, gm.m, gm.k, gm.n, gm.dtype or "")
+            else:
+                o = rows[g.members[-1]].io.output
+                shape = o.shape if o is not None else ()
+                mm = int(np.prod(shape[:-1])) if len(shape) > 1 else 0
+                line = tk.measured(t, gpu_name, mm, 0, shape[-1] if shape else 0, o.dtype if o else "",
+                                   _act(rows, g.members))  # fmt: skip
+            if line:
+                out.append(f"{t}: {line}")
+    return out
+
+
+def _opportunity(rows, g: Group, pred: tuple, training: bool, amd: bool, gpu_name) -> Opportunity:
+    """One priced group: now − fused = saved, with the takers that can do it here and what they measured."""
+    total, avoided, fused, fused_us, lines = pred
+    now = float(sum(rows[m].dur_us for m in g.members))
+    saved = now - fused_us
+    lines.append(f"saved {_us(now)} − {_us(fused_us)} = {_us(saved)} per step")
+    who, t_notes = tk.available(tk.takers_for(g.kind, g.pattern), training, amd)
+    t_notes += _measured_notes(rows, g, who, gpu_name)
+    outs = [rows[m].io.output for m in g.members if rows[m].io.output is not None]
+    big = max(outs, key=lambda t: t.nbytes if t.nbytes == t.nbytes else 0, default=None)
+    return Opportunity(
+        0,
+        g.pattern,
+        g.kind,
+        g.members,
+        _kernel_rows(rows, g.members),
+        now,
+        total,
+        avoided,
+        fused,
+        fused_us,
+        saved,
+        lines,
+        who,
+        t_notes,
+        g.evidence,
+        _tensor_text(big) if big else "",
+        backward=g.backward,
+    )  # fmt: skip
+
+
+def _alternatives(opps: list[Opportunity]) -> dict[int, int]:
+    """{id: id of the chosen instance it overlaps}: instances, most saved first, as the all-tools plan takes them."""
     owner: dict[int, int] = {}  # kernel position -> the chosen instance holding it
     alt: dict[int, int] = {}
     for o in opps:  # instances, most saved first: what the all-tools plan takes, and what each smaller one overlaps
@@ -451,29 +516,44 @@ def _aggregate(opps: list[Opportunity]) -> tuple[list[Opportunity], dict[int, in
             alt[o.id] = hit
         elif o.takers and math.isfinite(o.saved_us) and o.saved_us > 0:  # what Plan.choose() takes
             owner.update(dict.fromkeys(o.members, o.id))
+    return alt
+
+
+def _summed(inst: list[Opportunity]) -> Opportunity:
+    """Identical occurrences as one row: figures summed, the first one's arithmetic shown × n."""
+    first = inst[0]
+    n = len(inst)
+    row = Opportunity(
+        0, first.pattern, first.kind, sorted(m for o in inst for m in o.members),
+        [dict(k) for o in inst for k in o.kernels] if n == 1 else first.kernels,
+        sum(o.time_us for o in inst), sum(o.bytes for o in inst), sum(o.bytes_avoided for o in inst),
+        sum(o.fused_bytes for o in inst), sum(o.fused_us for o in inst), sum(o.saved_us for o in inst),
+        list(first.arithmetic), first.takers, first.taker_notes, first.evidence, first.shape,
+        backward=first.backward, count=n,
+        saved_us_by_taker={t: sum(o.saved_us_by_taker[t] for o in inst) for t in first.saved_us_by_taker
+                           if all(t in o.saved_us_by_taker for o in inst)},
+    )  # fmt: skip
+    if n > 1:
+        row.arithmetic = [f"per occurrence ({n} per step, e.g. one per layer; the first one's figures):"] + [
+            "  " + line for line in first.arithmetic
+        ]
+        row.arithmetic.append(
+            f"× {n}: {_us(row.time_us)} now − {_us(row.fused_us)} fused = {_us(row.saved_us)} per step"
+        )
+    return row
+
+
+def _aggregate(opps: list[Opportunity]) -> tuple[list[Opportunity], dict[int, int]]:
+    """Identical occurrences (same pattern, kernels' ops, largest tensor and takers: one per layer) summed into one
+    row, ranked by the total; each smaller overlapping occurrence points at the row the plan takes instead."""
+    alt = _alternatives(opps)
     groups: dict[tuple, list[Opportunity]] = {}
     for o in opps:
         key = (o.pattern, o.shape, tuple(k["op"] for k in o.kernels), tuple(o.takers), o.id in alt)
         groups.setdefault(key, []).append(o)
     rows = []
     for inst in groups.values():
-        first = inst[0]
-        n = len(inst)
-        row = Opportunity(
-            0, first.pattern, first.kind, sorted(m for o in inst for m in o.members),
-            [dict(k) for o in inst for k in o.kernels] if n == 1 else first.kernels,
-            sum(o.time_us for o in inst), sum(o.bytes for o in inst), sum(o.bytes_avoided for o in inst),
-            sum(o.fused_bytes for o in inst), sum(o.fused_us for o in inst), sum(o.saved_us for o in inst),
-            list(first.arithmetic), first.takers, first.taker_notes, first.evidence, first.shape,
-            backward=first.backward, count=n,
-        )  # fmt: skip
-        if n > 1:
-            row.arithmetic = [f"per occurrence ({n} per step, e.g. one per layer; the first one's figures):"] + [
-                "  " + line for line in first.arithmetic
-            ]
-            row.arithmetic.append(
-                f"× {n}: {_us(row.time_us)} now − {_us(row.fused_us)} fused = {_us(row.saved_us)} per step"
-            )
+        row = _summed(inst)
         row._inst = inst  # noqa: SLF001  (row -> its instances, for the ids below)
         rows.append(row)
     rows.sort(key=lambda o: (-(o.saved_us if math.isfinite(o.saved_us) else -1e18), o.members[0]))

@@ -7,10 +7,13 @@ over steady steps), the same figure the baseline's prediction starts from.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from analyzer.opportunities import takers as tk
+from analyzer.opportunities.cli import load_plan
+from analyzer.pipeline import load_summary
 
 # runner variant -> the tools it applies. The layer and model variants other than eager run the sdpa model
 # ('sdpa/compile: no mask tensor, is_causal' in their manifests), so their compiled variants take SDPA too.
@@ -59,11 +62,6 @@ def variant_takers(variant: str, workload: str) -> set[str] | None:
 
 def pairs(root: str | Path, cases: list[str] | None = None) -> list[Pair]:
     """Every eager trace under root/<case>/ with a fused variant beside it."""
-    import json
-
-    from analyzer.opportunities.cli import load_plan
-    from analyzer.pipeline import load_summary
-
     out = []
     for case_dir in sorted(Path(root).iterdir()):
         if not case_dir.is_dir() or (cases and case_dir.name not in cases):

@@ -11,11 +11,14 @@ same way, marked internal).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import orjson
 
+from analyzer.errors import FuseLensError
 from analyzer.fmt import fmt_bytes, fmt_num, fmt_pct, json_text, safe_text
+from analyzer.readers.cache import ENV_OFF
 
 
 def add_arguments(r: argparse.ArgumentParser) -> None:
@@ -42,13 +45,11 @@ def _add_extras(r: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: `python -m analyzer` imports this module to build the ranks sub-parser on every command, and the ranks
+    # engine pulls in pandas (0.6 s)
     from analyzer.ranks import analyze_ranks
 
     if getattr(args, "no_cache", False):
-        import os
-
-        from analyzer.readers.cache import ENV_OFF
-
         os.environ[ENV_OFF] = "1"  # the worker processes inherit it
     against = list(getattr(args, "against", None) or [])
     sources = [args.path, *against]
@@ -172,8 +173,6 @@ def render_text(doc: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from analyzer.errors import FuseLensError
-
     parser = argparse.ArgumentParser(prog="python -m analyzer.ranks.cli", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)

@@ -20,11 +20,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import pandas as pd
 
 from analyzer.errors import TraceError
 from analyzer.fmt import unique_labels
 from analyzer.ranks.inputs import RankInput, discover
+from analyzer.ranks.local import LocalEngine
+from analyzer.ranks.ray_engine import RayEngine
 from analyzer.ranks.spread import compare, spread
 from analyzer.ranks.worker import DiffJob, SummaryJob, cached_rank
 
@@ -54,8 +58,6 @@ class RankReport:
 
     def per_rank_frame(self):
         """One row per (set, rank): median step GPU time and its split — for tables and figures."""
-        import pandas as pd
-
         rows = []
         for s in self.sets:
             for e in s["ranks"]:
@@ -65,8 +67,6 @@ class RankReport:
 
     def category_frame(self):
         """Long table (set, rank, category, time_us): median per-step GPU time by category."""
-        import pandas as pd
-
         rows = []
         for s in self.sets:
             for e in s["ranks"]:
@@ -93,26 +93,12 @@ def analyze_ranks(
     base of the comparison. diff_rank: 'slowest' (default), 'all', a rank number, or None for no full diff."""
     if not isinstance(sources, (list, tuple)) or (sources and isinstance(sources[0], tuple)):
         sources = [sources]
-    if labels is not None and len(labels) != len(sources):
-        raise TraceError("--labels", f"{len(labels)} labels for {len(sources)} rank sets")
-    sets_inputs = [discover(src, None if labels is None else labels[i]) for i, src in enumerate(sources)]
-    set_labels = unique_labels([inputs[0].set_label for inputs in sets_inputs])
-    sets_inputs = [[_relabel(i, lab) for i in inputs] for inputs, lab in zip(sets_inputs, set_labels, strict=True)]
-
+    sets_inputs, set_labels = _discover_sets(sources, labels)
     jobs = [SummaryJob(inp) for inputs in sets_inputs for inp in inputs]
     biggest = max(i.est_json_bytes for i in (j.input for j in jobs))
     # Diff jobs hold base + candidates at once: size the pool for that when a comparison will run.
     per_task = _task_bytes(biggest * (len(sources) if len(sources) > 1 and diff_rank is not None else 1))
-    # On a cluster Ray's scheduler sizes the parallelism (CPUs and the memory hint per task); --workers only caps
-    # the tasks in flight. On this machine we size it ourselves, from cores and free memory.
-    remote = engine == "ray" and bool(address)
-    n_workers = (
-        max(0, workers or 0)
-        if remote
-        else plan_workers(
-            workers, len(jobs), per_task, sum(j.input.est_json_bytes for j in jobs) if engine == "local" else None
-        )
-    )
+    n_workers = _worker_count(engine, address, workers, jobs, per_task)
 
     # Ranks already in the columnar cache are answered here, without a worker (local engine: the parent sees the
     # same files; a cluster's paths may not exist on the driver).
@@ -130,17 +116,43 @@ def analyze_ranks(
         report = RankReport(sets=sets, engine=eng.name, workers=n_workers)
         if len(sets) > 1:
             report.compare = compare([s["ranks"] for s in sets], set_labels)
-            targets = _diff_targets(sets, diff_rank)
-            by_rank = []
-            for s, inputs in zip(sets, sets_inputs, strict=True):
-                by_name = {i.name: i for i in inputs}
-                by_rank.append({e["rank"]: by_name[e["file"]] for e in s["ranks"]})
-            djobs = [DiffJob(r, tuple(b[r] for b in by_rank), tuple(set_labels)) for r in targets]
-            for job, res in zip(djobs, eng.map(djobs), strict=True):
-                entry = {"rank": job.rank, "labels": list(set_labels)}
-                entry.update({"result": res["diff"]} if res["ok"] else {"error": res["error"]})
-                report.diffs.append(entry)
+            report.diffs = _rank_diffs(eng, sets, sets_inputs, set_labels, diff_rank)
     return report
+
+
+def _discover_sets(sources: list, labels: list[str] | None) -> tuple[list[list[RankInput]], list[str]]:
+    """(each set's inputs, the sets' labels made unique)."""
+    if labels is not None and len(labels) != len(sources):
+        raise TraceError("--labels", f"{len(labels)} labels for {len(sources)} rank sets")
+    sets_inputs = [discover(src, None if labels is None else labels[i]) for i, src in enumerate(sources)]
+    set_labels = unique_labels([inputs[0].set_label for inputs in sets_inputs])
+    sets_inputs = [[_relabel(i, lab) for i in inputs] for inputs, lab in zip(sets_inputs, set_labels, strict=True)]
+    return sets_inputs, set_labels
+
+
+def _worker_count(engine: str, address: str | None, workers: int, jobs: list, per_task: int) -> int:
+    # On a cluster Ray's scheduler sizes the parallelism (CPUs and the memory hint per task); --workers only caps
+    # the tasks in flight. On this machine we size it ourselves, from cores and free memory.
+    if engine == "ray" and bool(address):
+        return max(0, workers or 0)
+    total = sum(j.input.est_json_bytes for j in jobs) if engine == "local" else None
+    return plan_workers(workers, len(jobs), per_task, total)
+
+
+def _rank_diffs(eng, sets: list[dict], sets_inputs: list, set_labels: list[str], diff_rank) -> list[dict]:
+    """The full fusion diff of the chosen rank(s) across the sets, one worker job per rank."""
+    targets = _diff_targets(sets, diff_rank)
+    by_rank = []
+    for s, inputs in zip(sets, sets_inputs, strict=True):
+        by_name = {i.name: i for i in inputs}
+        by_rank.append({e["rank"]: by_name[e["file"]] for e in s["ranks"]})
+    djobs = [DiffJob(r, tuple(b[r] for b in by_rank), tuple(set_labels)) for r in targets]
+    diffs = []
+    for job, res in zip(djobs, eng.map(djobs), strict=True):
+        entry = {"rank": job.rank, "labels": list(set_labels)}
+        entry.update({"result": res["diff"]} if res["ok"] else {"error": res["error"]})
+        diffs.append(entry)
+    return diffs
 
 
 def _build_set(label: str, inputs: list[RankInput], results: list[dict]) -> dict:
@@ -250,8 +262,6 @@ def _short(ranks: list[int]) -> str:
 
 
 def _relabel(inp: RankInput, label: str) -> RankInput:
-    from dataclasses import replace
-
     return inp if inp.set_label == label else replace(inp, set_label=label)
 
 
@@ -296,11 +306,7 @@ def _engine(engine: str, workers: int, address: str | None, ship: str, task_byte
     if engine == "local":
         if address:
             raise TraceError("--address", "only meaningful with --engine ray")
-        from analyzer.ranks.local import LocalEngine
-
         return LocalEngine(workers, max_json_bytes=max_json_bytes)
     if engine == "ray":
-        from analyzer.ranks.ray_engine import RayEngine
-
         return RayEngine(workers, address=address, ship=ship, task_memory_bytes=task_bytes)
     raise TraceError("--engine", f"unknown engine {engine!r} (local or ray)")

@@ -22,6 +22,8 @@ from pathlib import Path, PurePosixPath
 
 from analyzer.errors import TraceError
 from analyzer.readers.files import open_regular
+from analyzer.readers.load import GzipGuard
+from fuselens import settings
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 ENV_MAX_MEMBER_BYTES = "FUSELENS_RANKS_MAX_MEMBER_BYTES"
@@ -30,7 +32,7 @@ ENV_MAX_MEMBERS = "FUSELENS_RANKS_MAX_MEMBERS"
 
 def _env_count(name: str, default: int) -> tuple[int, str | None]:
     """(a positive whole number from the environment, else `default`; why the setting is not one, else None)."""
-    raw = os.environ.get(name, "").strip()
+    raw = settings.text(name)
     if not raw:
         return default, None
     try:
@@ -46,7 +48,7 @@ def _env_count(name: str, default: int) -> tuple[int, str | None]:
 # guard (GzipGuard: ratio and padding, refused past 256 MiB of output) and this cap. 4 GiB leaves room for the
 # decoded tables of a 2 GB trace on a 24 GiB machine; FUSELENS_RANKS_MAX_MEMBER_BYTES overrides it.
 MAX_MEMBER_BYTES, _MEMBER_BYTES_PROBLEM = _env_count(ENV_MAX_MEMBER_BYTES, 4 << 30)
-# Thousands of ranks are real (issue 7); 65,536 members is above any job we know of and bounds the zip directory
+# Jobs of thousands of ranks are real; 65,536 members is above any job we know of and bounds the zip directory
 # walk (a crafted central directory can list millions of entries).
 MAX_MEMBERS, _MEMBERS_PROBLEM = _env_count(ENV_MAX_MEMBERS, 65_536)
 
@@ -248,8 +250,6 @@ def read_member(zf: zipfile.ZipFile, member: str, zip_name: str) -> bytes:
     """A zip member's bytes, inflated 1 MiB at a time through the loader's bomb guard (the same ratio and padding
     rules as a gzip trace: analyzer.readers.load.GzipGuard) and under MAX_MEMBER_BYTES whatever its header claims
     (zip bombs lie): a 3 MB zip holding a 3 GiB member is refused after ~256 MiB, not read whole."""
-    from analyzer.readers.load import GzipGuard
-
     source = f"{zip_name}/{member}"
     guard = GzipGuard(" ".join(source.split()))
     out = bytearray()

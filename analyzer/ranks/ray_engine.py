@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
 from analyzer.errors import TraceError
 from analyzer.ranks.inputs import with_data
 from analyzer.ranks.worker import DiffJob, SummaryJob, run_job
+from fuselens import settings
 
 
 def _ray():
@@ -124,7 +126,7 @@ CONNECT_TIMEOUT_S = 5.0
 
 def connect_timeout_s() -> float:
     """$FUSELENS_RAY_CONNECT_TIMEOUT_S (> 0), else 5 s; TraceError (one line naming it) when it is not a number."""
-    raw = os.environ.get(ENV_CONNECT_TIMEOUT, "").strip()
+    raw = settings.text(ENV_CONNECT_TIMEOUT)
     if not raw:
         return CONNECT_TIMEOUT_S
     try:
@@ -142,8 +144,6 @@ _DEFAULT_PORTS = {"ray://": 10001, "": 6379}
 def reachable(address: str, timeout_s: float | None = None) -> None:
     """Raise TraceError (one line) unless something accepts a TCP connection at `address` ('host:port',
     'ray://host[:port]'); 'auto' and 'local' are left to Ray (they name no socket)."""
-    import socket
-
     addr = address.strip()
     if addr in ("auto", "local") or not addr:
         return

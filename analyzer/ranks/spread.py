@@ -3,7 +3,7 @@
 Two "slowest" ranks, because in a synchronous job they differ: every rank's step ends at the same collective, so
 the straggler is the rank with the most compute; the others show the wait as longer NCCL kernels. Ranking by total
 GPU time (compute + communication) therefore often names a *waiting* rank; `straggler_rank` (most compute) is the
-one to look at, `slowest_rank` (most GPU time, the issue's definition) is kept beside it.
+one to look at, `slowest_rank` (most GPU time, the simpler definition) is kept beside it.
 """
 
 from __future__ import annotations

@@ -13,10 +13,15 @@ import gc
 from dataclasses import dataclass
 
 import numpy as np
+import orjson
 
+from analyzer.diff import diff_runs
 from analyzer.errors import DiffError, TraceError
 from analyzer.fmt import clean_json
+from analyzer.pipeline import load_summary
 from analyzer.ranks.inputs import RankInput, read_input
+from analyzer.readers import cache
+from analyzer.readers.limits import default_limits
 
 COMM = ("communication",)
 MEMORY = ("memcpy", "memset")
@@ -60,9 +65,6 @@ def cached_rank(inp: RankInput) -> dict | None:
     stat memo and one entry's header: no hash, no pandas), so the parent asks before starting any worker: a second
     `ranks` on the same set answers without a pool, and a first one costs the parent a stat per file. Shipped
     bytes and zip members are left to their workers (they would have to be hashed or inflated to be keyed)."""
-    from analyzer.readers import cache
-    from analyzer.readers.limits import default_limits
-
     if inp.data is not None or inp.member or not inp.path or not (cache.enabled() and default_limits()):
         return None
     key = cache.known_key(inp.path)
@@ -73,9 +75,6 @@ RANK_KIND = "rank"  # the per-rank result's entry in the columnar cache (derived
 
 
 def summarize_rank(inp: RankInput) -> dict:
-    from analyzer.pipeline import load_summary
-    from analyzer.readers import cache
-
     src, name = read_input(inp)
     key = cache.usable_key(src)
     hit = None if key is None else cache.lookup_json(key, RANK_KIND)
@@ -110,9 +109,6 @@ def _rank_result(summary) -> dict:
 
 
 def diff_rank(job: DiffJob) -> dict:
-    from analyzer.diff import diff_runs
-    from analyzer.pipeline import load_summary
-
     summaries = []
     for inp in job.inputs:
         src, name = read_input(inp)
@@ -120,8 +116,6 @@ def diff_rank(job: DiffJob) -> dict:
     diff = diff_runs(summaries[0], summaries[1:], labels=list(job.labels))
     out = diff.to_json()
     if isinstance(out, (str, bytes)):
-        import orjson
-
         out = orjson.loads(out)
     return clean_json(out)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import orjson
 
 from analyzer.readers.files import open_regular
+from fuselens import settings
 
 log = logging.getLogger("fuselens.cache")
 
@@ -35,7 +36,7 @@ DEFAULT_MAX_BYTES = 4 << 30
 
 # ---------------------------------------------------------------------------------------------------- settings
 def cache_dir() -> Path:
-    env = os.environ.get(ENV_DIR, "").strip()
+    env = settings.text(ENV_DIR)
     if env:
         return Path(env).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
@@ -46,11 +47,11 @@ def enabled(flag: bool | None = None) -> bool:
     """The argument wins; else on unless $FUSELENS_NO_CACHE is set to something other than '' / '0'."""
     if flag is not None:
         return bool(flag)
-    return os.environ.get(ENV_OFF, "").strip().lower() in ("", "0", "false", "no")
+    return settings.text(ENV_OFF).lower() in ("", "0", "false", "no")
 
 
 def max_bytes() -> int:
-    env = os.environ.get(ENV_MAX_BYTES, "").strip()
+    env = settings.text(ENV_MAX_BYTES)
     try:
         return int(float(env)) if env else DEFAULT_MAX_BYTES
     except ValueError:

@@ -32,6 +32,7 @@ from analyzer.readers.batches import CHUNK_BYTES, batches_in, event_batches, eve
 from analyzer.readers.columns import Accumulator
 from analyzer.readers.document import EVENT_BOUNDARY
 from analyzer.schema import RawTrace
+from fuselens import settings
 
 
 def decode_events(
@@ -104,7 +105,7 @@ def _worker_count(workers: int | None, n_bytes: int) -> int:
     import threading
 
     if workers is None:
-        env = os.environ.get(ENV_WORKERS, "").strip()
+        env = settings.text(ENV_WORKERS)
         if env.isdigit():
             workers = int(env)
         elif (

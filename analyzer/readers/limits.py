@@ -1,12 +1,12 @@
 """The loader's limits as the environment sets them, without importing the loader (numpy, msgspec): the cache's
-light path (cache.summary_json) must know whether a load would use the default limits before it reads anything.
+light path (analyzer.pipeline.summary_json) must know whether a load would use the default limits before it reads anything.
 
 The values, defaults and meaning: analyzer.readers.load (decompression_cap, gzip_ratio_limit, GzipGuard).
 """
 
 from __future__ import annotations
 
-import os
+from fuselens import settings
 
 ENV_MAX_DECOMPRESSED = "FUSELENS_MAX_DECOMPRESSED_BYTES"
 ENV_MAX_GZIP_RATIO = "FUSELENS_MAX_GZIP_RATIO"
@@ -18,6 +18,6 @@ def default_limits(max_decompressed_bytes=None, max_gzip_ratio=None) -> bool:
     return (
         max_decompressed_bytes is None
         and max_gzip_ratio is None
-        and not os.environ.get(ENV_MAX_DECOMPRESSED, "").strip()
-        and not os.environ.get(ENV_MAX_GZIP_RATIO, "").strip()
+        and not settings.text(ENV_MAX_DECOMPRESSED)
+        and not settings.text(ENV_MAX_GZIP_RATIO)
     )

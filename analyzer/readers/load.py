@@ -44,6 +44,7 @@ from analyzer.readers.files import open_regular
 from analyzer.readers.limits import ENV_MAX_DECOMPRESSED, ENV_MAX_GZIP_RATIO
 from analyzer.readers.repair import parse_document
 from analyzer.schema import RawTrace
+from fuselens import settings
 
 try:  # zlib-ng: the same inflate, ~3.5× faster on runs of whitespace (a bomb is refused sooner), CRC-32 ~5×
     from zlib_ng import zlib_ng as zlib
@@ -68,7 +69,7 @@ def decompression_cap(override: int | None = None) -> int:
 
 def _env_number(name: str, what: str) -> float | None:
     """A limit from the environment: None when unset or blank; TraceError naming the variable when not a number."""
-    env = os.environ.get(name, "").strip()
+    env = settings.text(name)
     if not env:
         return None
     try:

@@ -4,7 +4,7 @@
 #                                          record-fuselens | record-roofs | record-layer | record-layer-quick | record-model | record-model-big | record-model-32 | record-model-h100 | record-llama-layer | record-templates |
 #                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | bench-rows | bench-llm-floor | ncu-warm | ncu-warm-hf |
-#                                           ncu-warm-plain | gemm-reread | train-tests | bench-train | record-train
+#                                           ncu-warm-plain | gemm-reread | train-tests | bench-train | record-train | bench-hf-plain
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
 set -uo pipefail
@@ -18,7 +18,7 @@ if ls wheels/liger_kernel-*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 # The device copy's .git can be older than its working tree: pass FUSELENS_GIT_COMMIT=$(git rev-parse HEAD) from the
-# calling machine so manifests and bench files name the code they ran (kernels/lab/envinfo.py marks a dirty tree).
+# calling machine so manifests and bench files name the code they ran (kernels/runner/envinfo.py marks a dirty tree).
 
 facts() {
   { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
@@ -122,7 +122,7 @@ record_llama_layer() {  # Llama-style (SwiGLU, 16 q heads, 4 KV heads, head_dim 
   rec llama_layer_bf16 "${LAYER_LIMIT_S:-240}" --workload llama-layer --variants eager,sdpa,compile,compile-fuselens --dtype bf16
 }
 
-# Flushed + in-sequence ("warm") Nsight Compute DRAM bytes per kernel (kernels/lab/ncu.py) with the traces they belong to,
+# Flushed + in-sequence ("warm") Nsight Compute DRAM bytes per kernel (kernels/runner/ncu.py) with the traces they belong to,
 # for the DRAM model (analyzer/dram.py). Case folders get an "h200_" prefix on an H200 so both cards' sets can sit side
 # by side in sample_traces/. plain h=8192: an 8192x8192 bf16 intermediate (134 MB) that no L2 holds.
 ncu_report() {  # one line per variant: flushed and warm step bytes, replay passes, L2 size (or the error)
@@ -137,7 +137,7 @@ for v in json.loads((d / "manifest.json").read_text())["variants"]:
 PY
 }
 
-probe_report() {  # one line per variant: the control probe's median kernel times (kernels/lab/control.py)
+probe_report() {  # one line per variant: the control probe's median kernel times (kernels/runner/control.py)
   python3 - "$R/sample_traces/$1" <<'PY'
 import json, statistics, sys, pathlib
 d = pathlib.Path(sys.argv[1])
@@ -255,7 +255,7 @@ gemm_reread() {
 
 train_tests() {  # the training ops' gradients against float64 on the GPU (fused dH kernel), compile, the variant
   echo "== GPU tests: tests/test_kernels_train.py"
-  timeout "$(left "${TRAIN_TESTS_LIMIT_S:-150}")" python3 -m pytest -q -rfE -p no:cacheprovider tests/test_kernels_train.py \
+  timeout "$(left "${TRAIN_TESTS_LIMIT_S:-240}")" python3 -m pytest -q -rfE -p no:cacheprovider tests/test_kernels_train.py \
     >"$R/logs/train_tests.txt" 2>&1
   echo "train-tests rc=$?: $(tail -1 "$R/logs/train_tests.txt")"
   grep -E "^FAILED|^ERROR|AssertionError" "$R/logs/train_tests.txt" | head -20
@@ -350,6 +350,7 @@ for step in "$@"; do
     record-skew) record_skew ;; gemm-reread) gemm_reread ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; ncu-floor) ncu_floor ;; two-models) two_models ;;
+    bench-hf-plain) bench --shapes hf-plain ;;
     bench-llm) bench --shapes llm ;; bench-rows) bench_rows ;; bench-llm-floor) bench_llm_floor ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
     train-tests) train_tests ;; bench-train) bench_train ;; record-train) record_train ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;

@@ -117,7 +117,7 @@ def main() -> None:
     if a.child:
         _run(a.child, a.out)
         return
-    from kernels.lab import ncu
+    from kernels.runner import ncu
 
     env = dict(os.environ)
     me = [sys.executable, "-m", "kernels.lab.gemm_reread", "--out", str(a.out)]

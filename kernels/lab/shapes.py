@@ -1,9 +1,9 @@
 """The bench's shape sweep: the MLP forwards users bring, FuseLens beside its peers at each one.
 
-    python -m kernels.bench --shapes llm          (the issue-16 rows)   --shapes llm-dtypes   (the other dtypes)
+    python -m kernels.bench --shapes llm          (the LLM rows)   --shapes llm-dtypes   (the other dtypes)
 
 Per row: eager, compile, liger (gated MLPs) and fuselens (whatever path its first-call measurement chose,
-kernels.models.dispatch), each timed like the rest of the bench (kernels.lab.timing: CUDA events, L2 flushed by a
+kernels.models.dispatch), each timed like the rest of the bench (kernels.ops.timing: CUDA events, L2 flushed by a
 read before every call, launches queued ahead, so GPU time) in two interleaved passes, the second in reverse order; a row's µs is the mean of
 the two passes' medians and their difference is its noise. Reported: µs, × compile, × the fastest peer, × the
 compute floor (FLOPs over this GPU's matmul rate for the dtype, measured in the row's own passes at the row's duty
@@ -27,10 +27,10 @@ import time
 
 import torch
 
-from kernels.lab.timing import QUEUE_CHUNK, graphed, median_us, pass_orders
 from kernels.models import dispatch
 from kernels.models.variants import VariantUnavailable, build
 from kernels.models.workloads import DTYPES, build_model, make_input, mlp_flops
+from kernels.ops.timing import QUEUE_CHUNK, graphed, median_us, pass_orders
 
 # (id, what, workload, dtype, tokens, d_model, hidden)
 LLM_ROWS = [
@@ -53,7 +53,20 @@ DTYPE_ROWS = [
     ("unaligned-fp32", "GEGLU, unaligned rows", "geglu", "fp32", 77, 1001, 3000),
     ("decode-fp16", "SwiGLU, decode", "swiglu", "fp16", 16, 4096, 14336),
 ]
-SHAPE_SETS = {"llm": LLM_ROWS, "llm-dtypes": DTYPE_ROWS, "llm-all": LLM_ROWS + DTYPE_ROWS}
+# The plain Hugging Face MLP (GPT-2 / BERT-base: 768 -> 3072, and a wide 768 -> 8192) at the runner's default
+# 64 x 128 tokens and at one token: the problems a fusion plan quotes GEMM+act's measured saving at.
+HF_PLAIN_ROWS = [
+    ("hf-plain-bf16", "plain, HF MLP", "plain", "bf16", 8192, 768, 3072),
+    ("hf-plain-h8192-bf16", "plain, HF MLP, hidden 8192", "plain", "bf16", 8192, 768, 8192),
+    ("hf-plain-1tok-bf16", "plain, HF MLP, one token", "plain", "bf16", 1, 768, 3072),
+]
+SHAPE_SETS = {
+    "llm": LLM_ROWS,
+    "llm-dtypes": DTYPE_ROWS,
+    "llm-all": LLM_ROWS + DTYPE_ROWS,
+    "hf-plain": HF_PLAIN_ROWS,
+    "all": LLM_ROWS + DTYPE_ROWS + HF_PLAIN_ROWS,
+}
 PEERS = ("eager", "compile", "liger")
 CEILING = "ceiling"  # the dtype's ceiling matmul, timed in the row's passes at the row's duty cycle (duty_matched)
 LAUNCH_BOUND_TOKENS = 512

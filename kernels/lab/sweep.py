@@ -2,10 +2,10 @@
 
     python -m kernels.lab.sweep [--out FILE.md] [--n-iter 100]
 
-Why: the autotuner reports only its winner. Run 5 (docs/KERNELS.md) could not say why 128 x 256 tiles were never
+Why: the autotuner reports only its winner, and it could not say why 128 x 256 tiles were never
 chosen for the plain MLP's GEMM + bias + GELU; a table of every config's time, next to the same config with the
 activation switched off and next to cuBLAS at the same shape, separates "slow main loop" from "slow epilogue" from
-"does not fit". Same timing as the bench (kernels.lab.timing: CUDA events, L2 flushed by a read, launches queued
+"does not fit". Same timing as the bench (kernels.ops.timing: CUDA events, L2 flushed by a read, launches queued
 ahead); each row also carries its relative error against float64, so a fast wrong config cannot hide. Needs a
 CUDA GPU with sm_90+.
 """
@@ -23,10 +23,10 @@ import triton.language as tl
 
 from kernels.lab import sweep_kernels
 from kernels.lab.sweep_kernels import LIBDEVICE_GELU, act_f32_with_libdevice
-from kernels.lab.timing import median_us
 from kernels.ops import hopper_gemm
 from kernels.ops.activations import TORCH_ACTS, act_id, epilogue_act_id, tanh_approx
 from kernels.ops.launch import config_text, forced
+from kernels.ops.timing import median_us
 
 # (name, M, K, N, dtype, activation): the plain MLP's fc1 (GEMM + bias + GELU) and the HF GEGLU gate/up projection.
 SINGLE_CASES = [("plain fc1", 8192, 768, 3072, torch.bfloat16, "gelu")]
@@ -86,7 +86,7 @@ def sweep_single(name, M, K, N, dt, act, n_iter: int) -> list[str]:
     ref = F.gelu(x.double() @ w.double().T + b.double())
     tflop = 2 * M * N * K / 1e12
     lines = [f"\n### {name}: act(x W^T + b), M={M} K={K} N={N} {str(dt)[6:]} {act}\n"]
-    lines.append("| config | µs | TFLOP/s | µs, no activation | µs, libdevice erf (run 5's epilogue) | rel err |")
+    lines.append("| config | µs | TFLOP/s | µs, no activation | µs, libdevice erf (the first epilogue) | rel err |")
     lines.append("|---|---:|---:|---:|---:|---:|")
     t = _time(partial(F.linear, x, w, b), n_iter)
     lines.append(f"| cuBLAS F.linear (GEMM + bias) | {t:.1f} | {tflop / t * 1e6:.0f} | | | |")
@@ -99,14 +99,14 @@ def sweep_single(name, M, K, N, dt, act, n_iter: int) -> list[str]:
 
 
 def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
-    """Each config with the shipped epilogue (8-row gate/up blocks, tanh.approx) next to run 9's pieces: the
+    """Each config with the shipped epilogue (8-row gate/up blocks, tanh.approx) next to the earlier pieces: the
     exp2 + rcp activation, the 1-row interleave (element-wise shared-memory stores), and no activation at all."""
     x, wg, wu, ref = _gated_inputs(M, K, N, dt, act, seed=2)
     tflop = 2 * 2 * M * N * K / 1e12
     lines = [f"\n### {name}: act(x Wg^T) * (x Wu^T), M={M} K={K} N={N} {str(dt)[6:]} {act}\n"]
     lines.append(
         "| config | µs (shipped: 8-row blocks, tanh.approx) | TFLOP/s | µs, 8-row, exp2 + rcp | µs, 1-row, exp2 + rcp"
-        " (run 9) | µs, 8-row, no activation | µs, 1-row, no activation | rel err |"
+        " (earlier) | µs, 8-row, no activation | µs, 1-row, no activation | rel err |"
     )
     lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     t = _time(partial(F.linear, x, torch.cat([wg, wu])), n_iter)
@@ -123,7 +123,7 @@ def sweep_gated(name, M, K, N, dt, act, n_iter: int) -> list[str]:
 
 
 # Configs tried at the LLM shapes (big N and K: 4096 x 11008 .. 4096 x 14336) beside the shipped ones
-# (hopper_gemm.GATED_CONFIGS and GATED_CONFIGS_LLM); run r1's other candidates are in hopper_gemm's notes.
+# (hopper_gemm.GATED_CONFIGS and GATED_CONFIGS_LLM); other candidates tried are in hopper_gemm's notes.
 EXPLORE_GATED = [
     hopper_gemm.gated_config(128, 128, 64, 4, 8, group_m=4),
     hopper_gemm.gated_config(128, 128, 64, 3, 8, group_m=32),

@@ -15,7 +15,7 @@ after another would be ranked partly by when they ran. Here, per shape:
   - the dtype's matmul ceiling (the bench's 8192^3 cuBLAS matmul, fastest of three passes) in the same process.
 Candidates of one table take turns (PASSES passes over all of them, every other pass reversed), so slow drift of
 clock or temperature hits all alike; a row's us is the mean of its passes and `spread` their difference. Each row carries the SM clock and
-power that NVML read during its timed calls (kernels.lab.conditions.Sampler: the clock is instantaneous, power an
+power that NVML read during its timed calls (kernels.runner.conditions.Sampler: the clock is instantaneous, power an
 average over ~1 s) and its relative error against the same GEMM in float32.
 """
 
@@ -28,30 +28,30 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from kernels.lab.conditions import Sampler, gpu_limits
-from kernels.lab.timing import median_us, pass_orders
 from kernels.ops import hopper_gemm, ws_gemm
 from kernels.ops.activations import TORCH_ACTS, act_id, epilogue_act_id
 from kernels.ops.gemm_common import m_bucket
 from kernels.ops.launch import config_text, forced
+from kernels.ops.timing import median_us, pass_orders
+from kernels.runner.conditions import Sampler, gpu_limits
 
 PASSES = 2
-# (name, tokens, d_model, hidden, dtype): the issue-16 rows whose x floor is above 1.05, then Llama-2-7B (met: 0.97)
+# (name, tokens, d_model, hidden, dtype): the LLM rows (kernels.lab.shapes) whose x floor is above 1.05, then Llama-2-7B (met: 0.97)
 FLOOR_CASES = [
     ("TinyLlama", 2048, 2048, 5632, torch.float16),
     ("TinyLlama", 2048, 2048, 5632, torch.bfloat16),
     ("Llama-3-8B", 8192, 4096, 14336, torch.bfloat16),
     ("Llama-2-7B", 4096, 4096, 11008, torch.bfloat16),
 ]
-# Down projection candidates: the single-GEMM configs within 2% of cuBLAS at every LLM shape in round s5-A (H100,
-# bench/results/sweep_floor_h100_80gb_hbm3.md); 256 x 128 and 128 x 128 tiles were 5-40% slower there.
+# Down projection candidates: the single-GEMM configs within 2% of cuBLAS at every LLM shape on the H100
+# (bench/results/sweep_floor_h100_80gb_hbm3.md); 256 x 128 and 128 x 128 tiles were 5-40% slower there.
 DOWN_CONFIGS = [
     hopper_gemm.single_config(128, 256, 64, 3, 8, subtile=True),
     hopper_gemm.single_config(128, 256, 64, 3, 8),
     hopper_gemm.single_config(128, 256, 64, 4, 8, group_m=4, subtile=True),
     hopper_gemm.single_config(128, 256, 64, 4, 8, group_m=16, subtile=True),
 ]
-# Gate/up candidates: the best single-launch configs of round s5-A at each LLM shape (128 x 128 s3 GROUP_M 8 at
+# Gate/up candidates: the best single-launch configs on the H100 at each LLM shape (128 x 128 s3 GROUP_M 8 at
 # Llama-3-8B, s3 GROUP_M 16 at Llama-2-7B, 128 x 64 s5 at TinyLlama; the autotuner's s4 GROUP_M 16), then the same
 # 128 x 128 tiles with the split-K wave tail (TAIL). TinyLlama's 2048 x 5632 output in 128x128 tiles is 704 tiles =
 # 5.33 waves on 132 SMs (the last wave a third full, ~11% of the kernel idle).

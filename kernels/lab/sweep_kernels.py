@@ -1,8 +1,8 @@
 """Kernels the sweep times only for before/after rows; nothing ships them (kernels.ops never imports this).
 
-  fuselens_dual_gemm_glu_2dot_kernel  run 2's persistent TMA kernel: two 128-wide dots per K step on the separate gate
+  fuselens_dual_gemm_glu_2dot_kernel  the first persistent TMA kernel: two 128-wide dots per K step on the separate gate
                                       and up weights (DUAL), or one GEMM + bias + act; bench variant `fuselens-tma2`
-  libdevice_gemm_bias_act             the shipped single GEMM + bias + act kernel compiled with run 5's epilogue GELU,
+  libdevice_gemm_bias_act             the shipped single GEMM + bias + act kernel compiled with the first epilogue GELU,
                                       libdevice erf (ACT 4), instead of the erfc fit (kernels.ops.activations)
 
 Both kernels call the shipped activations; the libdevice one is the shipped kernel's own source, compiled with
@@ -30,7 +30,7 @@ LIBDEVICE_GELU = 4  # the ACT id activations reserves for this
 
 @triton.jit
 def act_f32_with_libdevice(g, ACT: tl.constexpr):
-    """act_f32, plus ACT 4: GELU through libdevice erf (the pre-run-9 epilogue; ~64 SASS instructions per element)."""
+    """act_f32, plus ACT 4: GELU through libdevice erf (the first epilogue; ~64 SASS instructions per element)."""
     if ACT == 4:  # noqa: SIM108 (a constexpr branch: only one side is compiled)
         out = 0.5 * g * (1.0 + tl.math.erf(g * 0.7071067811865476))
     else:
@@ -147,11 +147,11 @@ def gemm_2dot(x, w0, w1=None, bias=None, act_id: int = 3) -> torch.Tensor:
 
 
 def dual_gemm_2dot(x, w_gate, w_up, act_id: int) -> torch.Tensor:
-    """act(x @ w_gate^T) * (x @ w_up^T) through run 2's kernel (the bench's `fuselens-tma2`)."""
+    """act(x @ w_gate^T) * (x @ w_up^T) through the first persistent TMA kernel (the bench's `fuselens-tma2`)."""
     return gemm_2dot(x, w_gate, w_up, None, act_id)
 
 
 def libdevice_gemm_bias_act(x, w, bias) -> torch.Tensor:
-    """GELU(x @ w^T + bias) through the shipped single-GEMM kernel with run 5's libdevice-erf epilogue."""
+    """GELU(x @ w^T + bias) through the shipped single-GEMM kernel with the first, libdevice-erf epilogue."""
     out = torch.empty((x.shape[0], w.shape[0]), device=x.device, dtype=x.dtype)
     return hopper_gemm.launch_single(x, w, bias, LIBDEVICE_GELU, out, tuned=libdevice_single_tuned)

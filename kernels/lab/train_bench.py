@@ -5,7 +5,7 @@
 Per row: eager, compile, liger (gated MLPs) and fuselens (the path its first training call measured faster:
 kernels.models.dispatch.choose_train), each step = forward, then backward of a fixed random dY (y.backward(dy)),
 the weights' .grad cleared after it (x needs no gradient, as the runner's --train step). Timed like the forward
-bench (kernels.lab.timing: CUDA events, L2 flushed by a read before every call, launches queued ahead) in two
+bench (kernels.ops.timing: CUDA events, L2 flushed by a read before every call, launches queued ahead) in two
 passes, the second in reverse order; µs = the mean of the two medians, spread = their difference.
 Columns: µs, × the fastest peer, × the floor (3 × the forward's matmul FLOPs over the dtype's 8192³ matmul rate,
 the fastest of three 30-call bursts, measured at the start of the run), peak memory of the step above what was
@@ -26,11 +26,11 @@ from pathlib import Path
 
 import torch
 
-from kernels.lab import envinfo
-from kernels.lab.timing import median_us, pass_orders
 from kernels.models import dispatch
 from kernels.models.variants import VariantUnavailable, build
 from kernels.models.workloads import DTYPES, build_model, make_input, mlp_flops
+from kernels.ops.timing import median_us, pass_orders
+from kernels.runner import envinfo
 
 # (id, what, workload, dtype, tokens, d_model, hidden)
 TRAIN_ROWS = [

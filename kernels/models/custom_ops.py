@@ -22,24 +22,22 @@ node each, no graph break).
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from kernels.ops.dual_gemm import dual_gemm_gated
 from kernels.ops.gating import fused_gating
 from kernels.ops.gemm_act import gemm_bias_act as _gemm_bias_act
-from kernels.ops.launch import Plans
+from kernels.ops.launch import LAUNCH_MODE, Plans
 
 # Registered with torch.library.Library (define + kernels), not @torch.library.custom_op: the latter wraps every call
-# in an autograd function and a torch._dynamo.disable frame, ~20 us of host time per call on the run-9 H100 host
+# in an autograd function and a torch._dynamo.disable frame, ~20 us of host time per call on the H100 host
 # (scripts/host_overhead.py: glu_gating 61.0 us through custom_op vs 41.1 us calling the wrapper directly).
 #
 # One Python kernel per call. Each entry from the C++ dispatcher into Python (PythonKernelHolder: GIL, IValue ->
 # PyObject conversion of every argument, the call, the result back) costs a few microseconds of host time, so the
 # computing kernel sits on the Autograd key itself: it refuses inputs that need a gradient and launches the Triton
 # kernel in the same Python call. (A guard on Autograd that redispatches to a CUDA kernel enters Python twice per
-# call: 16.2 us per glu_gating call vs 10.6 calling the wrapper directly on the r2 H200 host.) Calls that carry
+# call: 16.2 us per glu_gating call vs 10.6 calling the wrapper directly on an H200 host.) Calls that carry
 # other dispatch keys below autograd (FakeTensor / FunctionalTensor under torch.compile and other Python modes:
 # the Python key; C++ functionalization: Functionalize) are redispatched below autograd, where the fake kernel
 # (register_fake) or the plain CPU/CUDA kernels serve them. The CPU kernels serve TRITON_INTERPRET=1 runs.
@@ -177,14 +175,14 @@ _GEMM_BIAS_ACT = torch.ops.fuselens.gemm_bias_act.default._op
 _is_compiling = torch.compiler.is_compiling
 
 # Unobserved calls skip the dispatcher. Its entry into the Python kernel cost ~8 us of host time per call on the
-# round-A H100 host (fuselens::glu_gating 26.6 us, the same plan replay called from Python 18.2), more than
+# H100 host (fuselens::glu_gating 26.6 us, the same plan replay called from Python 18.2), more than
 # anything else left in an op call. The entry only matters to whoever can see it, so the wrappers take it whenever
 # something might: the profiler (the trace's fuselens::<op> with its Input Dims), Dynamo (above), TorchScript tracing,
 # a torch-function mode (torch.device(...), FX), a dispatch mode or functorch transform (they add keys to the
 # thread's included dispatch keys: FakeTensorMode, TorchDispatchMode, vmap/grad), and any tensor that is not a
 # plain Tensor or Parameter (FakeTensor, FunctionalTensor, DTensor...). Otherwise the wrapper calls the op's Autograd
-# kernel itself: the same gradient refusal, plans and kernels. FUSELENS_OP_DIRECT=0 always enters the dispatcher.
-OP_DIRECT = os.environ.get("FUSELENS_OP_DIRECT", "1") != "0"
+# kernel itself: the same gradient refusal, plans and kernels. FUSELENS_LAUNCH=jit always enters the dispatcher.
+OP_DIRECT = LAUNCH_MODE != "jit"
 _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 _profiling = torch.autograd._profiler_enabled
 _function_mode = torch._C._is_torch_function_mode_enabled

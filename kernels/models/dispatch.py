@@ -22,7 +22,7 @@ expensive (the HF shape: dual GEMM 164 us vs 223 for cuBLAS + gating), and can l
 SMs idle or rows are not 16-byte aligned (the pointer kernel then competes with cuBLAS's tuned kernels).
 
 The probe (`choose`): each candidate is warmed up (which also tunes its Triton kernels), then timed like the bench
-(kernels.lab.timing: CUDA events, L2 flushed by a read, launches queued ahead) in two interleaved passes; the
+(kernels.ops.timing: CUDA events, L2 flushed by a read, launches queued ahead) in two interleaved passes; the
 fastest mean wins. Inside CUDA-graph capture, or for CPU tensors (the interpreter), there is nothing to time: the
 first path applies. Decisions are cached in-process (`decisions()`), and a profiler trace names the path that ran
 as a record_function range `fuselens::path=<path>` around the forward.
@@ -30,12 +30,12 @@ as a record_function range `fuselens::path=<path>` around the forward.
 
 from __future__ import annotations
 
-import os
 import weakref
 
 import torch
 import torch.nn.functional as F
 
+from fuselens import settings
 from kernels.models import custom_ops as ops
 from kernels.models.workloads import GatedMLP, PlainMLP
 
@@ -49,7 +49,7 @@ PROBE_PASSES = 2
 
 # FUSELENS_PATH=<path> skips the measurement wherever that path applies: the runner sets it for its Nsight Compute
 # child process, so the bytes it counts are those of the path the traced run chose (read once, at import).
-FORCED_PATH = os.environ.get("FUSELENS_PATH") or None
+FORCED_PATH = settings.forced_path()
 _DECISIONS: dict[tuple, str] = {}
 _GENERATION = [0]  # bumped by clear(): the models' own decision dicts (fuselens_forward) start over
 _PROBES: dict[tuple, dict[str, float]] = {}
@@ -181,7 +181,7 @@ def tma_down_applies(model, x2d: torch.Tensor) -> bool:
 
 
 def _time_us(fn) -> float:
-    from kernels.lab.timing import median_us
+    from kernels.ops.timing import median_us
 
     n = 40
     est = median_us(fn, n_iter=5, warmup=0, flush_l2=True)["median_us"]

@@ -1,4 +1,4 @@
-"""Whole decoder layers from Hugging Face `transformers` (issue 14): the code a HF user runs, random weights, no downloads.
+"""Whole decoder layers from Hugging Face `transformers`: the code a HF user runs, random weights, no downloads.
 
   gemma-layer  GemmaDecoderLayer: RMSNorm -> q/k/v proj -> RoPE -> causal attention -> o_proj -> residual add ->
                RMSNorm -> GEGLU MLP (gelu_tanh) -> residual add. Default size Gemma-2B-like: hidden 2048,

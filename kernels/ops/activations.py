@@ -53,7 +53,7 @@ def gelu_erf_f32(g):
     """Exact (erf) GELU, g * Phi(g), as max(g, 0) - |g| Phi(-|g|), Phi(-|g|) = 0.5 erfc(|g| / sqrt 2): 12 fp32
     operations and two MUFU ops (rcp, exp2).
 
-    Why not libdevice erf: in the plain MLP's fc1 GEMM epilogue (run 9b, H100, 8192 x 768 -> 3072) erff is ~64
+    Why not libdevice erf: in the plain MLP's fc1 GEMM epilogue (H100, 8192 x 768 -> 3072) erff is ~64
     SASS instructions per element, takes 128 x 256 tiles to 255 registers with 72 B of stack spills, and the kernel
     to 105.8 us at 128 x 128 tiles (70.6 with no activation) and 128 us at 128 x 256 (62); this form: 81.5 us. The
     epilogue runs on one program's 8 warps per SM, so its instruction count and dependency chain, not HBM, set its
@@ -116,7 +116,7 @@ def act_id(activation: str) -> int:
 
 # Why the GEMM epilogues take tanh.approx for bf16 outputs: there the activation runs on the same warps as the
 # tensor-core main loop, after it, and the exp2 + rcp form costs two MUFU ops per element, at the SM's 16 per clock
-# (run 9b, H100: 12.7 us of the HF gated kernel's 119). tanh.approx is ONE MUFU op: run 10 timed the kernel at
+# (H100: 12.7 us of the HF gated kernel's 119). tanh.approx is ONE MUFU op: the H100 timed the kernel at
 # 108.9 us with it vs 115.8 with exp2 + rcp (same layout, same run). Its error, measured on the H100 (the sweep's
 # accuracy table, 2^22 inputs in [-12, 12] vs float64): tanh 7.8e-6 absolute at most; the bf16 outputs of
 # gelu_tanh / silu are at most 1 / 2 bf16 steps from float64 rounded to bf16 -- less than eager's own error, which

@@ -1,7 +1,7 @@
 """Persistent TMA GEMM with fused epilogues, for Hopper (sm_90) and newer: the fast path behind
 kernels.ops.dual_gemm (act(X Wg^T) * (X Wu^T)) and kernels.ops.gemm_act (act(X W^T + b)).
 
-Why a second GEMM kernel: run 1 on the H100 (docs/KERNELS.md) measured the pointer-based kernels at ~490 TFLOP/s
+Why a second GEMM kernel: on the H100 (docs/KERNELS.md) we measured the pointer-based kernels at ~490 TFLOP/s
 for the dual GEMM and slower than cuBLAS + GELU for the plain MLP. At K = 768 each output tile has only 12 K-steps
 of 64, so a non-persistent kernel spends a large share of every tile filling the pipeline and draining the
 epilogue. Here:
@@ -124,8 +124,8 @@ def fuselens_gemm_bias_act_kernel(
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
     SUBTILE: tl.constexpr,
 ):  # fmt: skip
-    """act(X W^T + b), one accumulator. Run 3 timed a shared two-accumulator kernel (the sweep's 2-dot kernel) at 107 us for the plain
-    MLP's first layer (cuBLAS + bias: 61 us); run 4 timed this one at 106 us with 128 x 128 tiles chosen, while the
+    """act(X W^T + b), one accumulator. On the H100 a shared two-accumulator kernel (the sweep's 2-dot kernel) took 107 us for the plain
+    MLP's first layer (cuBLAS + bias: 61 us); this one took 106 us with 128 x 128 tiles chosen, while the
     gated kernel's 128 x 256 accumulator ran at 640 TFLOP/s. SUBTILE stores a 128 x 256 tile as two 128 x 128
     halves (as Triton's persistent-matmul tutorial does), halving the epilogue's shared-memory buffer (64 -> 32 KB)
     so 128 x 256 tiles fit with 3-4 pipeline stages."""
@@ -164,19 +164,19 @@ def single_config(bm, bn, bk, stages, warps, group_m=8, subtile=False):
     )
 
 
-# Run 9 (H100, python -m kernels.lab.sweep, bench/results/sweep_h100_80gb_hbm3.md): with no activation every 128 x 256 config
-# runs at cuBLAS speed (62-64 us vs 62.4 for F.linear); the libdevice-erf epilogue adds 35-66 us (run 9b), which
-# is what run 5 saw. The epilogue runs on the 8 warps of one program per SM, so its instruction count, not HBM, is its cost:
+# On the H100 (python -m kernels.lab.sweep, bench/results/sweep_h100_80gb_hbm3.md): with no activation every 128 x 256 config
+# runs at cuBLAS speed (62-64 us vs 62.4 for F.linear); the libdevice-erf epilogue adds 35-66 us, which
+# is what the first single-GEMM kernel paid. The epilogue runs on the 8 warps of one program per SM, so its instruction count, not HBM, is its cost:
 # erff is ~64 SASS instructions per element (both branches, range checks), activations.gelu_erf_f32 ~17.
 # Registers and shared memory from Triton 3.6 for sm_90 (compiled without a GPU, cuobjdump -res-usage): 128 x 256
 # tiles take 165-187 registers and no stack with the new GELU (libdevice: 255 + 64-72 B of spills).
-# Two programs of one warpgroup per SM (so one's epilogue overlaps the other's wgmma) measured slower in run 9a
+# Two programs of one warpgroup per SM (so one's epilogue overlaps the other's wgmma) measured slower on the H100
 # (126-155 us: two stages and 64-row tiles do not feed the tensor cores), so the grid stays one program per SM.
 SINGLE_CONFIGS = [
     single_config(128, 256, 64, 3, 8),  # 214 KB of shared memory
     single_config(128, 256, 64, 3, 8, subtile=True),  # 181 KB
     single_config(128, 256, 64, 4, 8, subtile=True),  # 230 KB (H100/H200 limit: 227 KiB = 232,448 B)
-    single_config(128, 128, 64, 4, 8),  # run 4's pick on the H100 (~106 us with libdevice erf)
+    single_config(128, 128, 64, 4, 8),  # the H100's pick with libdevice erf (~106 us)
     single_config(256, 128, 64, 3, 8, subtile=True),
 ]
 
@@ -192,12 +192,12 @@ def gated_config(bm, bn, bk, stages, warps, group_m=8, tail=False):
 # BN is the OUTPUT width; the weight tile is 2 BN rows. Per stage, bf16 128 x 128 x 64: X 16 KB + W 32 KB.
 GATED_CONFIGS = [
     gated_config(128, 128, 64, 3, 8),
-    gated_config(128, 128, 64, 4, 8),  # run 3's pick on the H100 (118 us for 8192 x 768 -> 3072); 229 KB
+    gated_config(128, 128, 64, 4, 8),  # the H100's pick for 1-row blocks (118 us for 8192 x 768 -> 3072); 229 KB
     gated_config(128, 128, 64, 4, 8, group_m=16),
-    # Run 9b also timed 16 warps (100 registers, four warps per scheduler for the epilogue): 127 us, slower; the
+    # On the H100, 16 warps (100 registers, four warps per scheduler for the epilogue): 127 us, slower; the
     # gelu_tanh epilogue (12.7 us) is bound by the SM's 16 MUFU ops per clock, not by latency.
-    # Run 9d: BK 128 with 2 stages 146 us, BK 32 with 7 stages 124 us: both slower than BK 64 with 4 stages.
-    # Run 10b: 110.8-112.6 us with 8-row blocks + tanh.approx (bf16); the epilogue is now ~6 us of it.
+    # BK 128 with 2 stages 146 us, BK 32 with 7 stages 124 us: both slower than BK 64 with 4 stages.
+    # This config: 110.8-112.6 us with 8-row blocks + tanh.approx (bf16); the epilogue is now ~6 us of it.
 ]
 # Few rows (M <= 1024): 128 x 128 tiles leave SMs idle (333 x 2816: 3 x 22 = 66 tiles on 132 SMs); 64-row tiles
 # (one warpgroup, 64 x 256 wgmma) and 64-column outputs double the tile count. Tuned only for such M (prune_gated).
@@ -288,8 +288,8 @@ def interleave_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor, rows: int = GAT
 
 
 # id(w_gate) -> (weakref to w_gate, weakref to w_up, w_gate version, w_up version, rows, interleaved copy). Keyed by the
-# tensor OBJECT, checked through weak references (an entry is dropped when its weight is freed): run 5 keyed it by
-# data_ptr + version, and a test's fresh weights that the CUDA caching allocator placed at a freed weight's address
+# tensor OBJECT, checked through weak references (an entry is dropped when its weight is freed): keying it by
+# data_ptr + version failed: and a test's fresh weights that the CUDA caching allocator placed at a freed weight's address
 # got the stale copy (rel err 1.41). (WeakKeyDictionary cannot hold tensors: it compares keys with ==.)
 _INTERLEAVED: dict[int, tuple] = {}
 
@@ -325,7 +325,7 @@ def _sms(dev: int) -> int:
 
 def persistent_gated(x, w_gate, w_up, act_id: int, rows: int = GATE_UP_ROWS, out=None, ws: bool = True) -> torch.Tensor:
     """act(x @ w_gate^T) * (x @ w_up^T) through the interleaved-weight kernel; callers validate inputs.
-    rows: the weight's gate/up block height (1 = the run-3 layout, kept for the sweep's before/after rows).
+    rows: the weight's gate/up block height (1 = the first interleaved layout, kept for the sweep's before/after rows).
     out: an [M, N] tensor of x's dtype to write, when the caller already has one (one allocation per call, not two).
     ws: False keeps the Triton kernel (the sweeps time its configs); True lets a first-call measurement pick the
     warp-specialised Gluon kernel where it applies and is faster (WS_CHOICE)."""

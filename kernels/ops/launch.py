@@ -8,16 +8,22 @@ Why not `triton.autotune` + `kernel[grid](...)`:
     wrapper and always holds the device, dtype, activation and every other constexpr flag.
   - Host time. Every call through the autotuner builds argument dicts, runs the config's pre_hook and then
     JITFunction.run binds and specialises every argument again: 30-40 us of the 47-85 us of host time per op call
-    measured on the H100 host (docs/KERNELS.md, run 9d). After the first call for a key, `launch` calls the
+    measured on the H100 host (scripts/host_overhead.py; docs/KERNELS.md). After the first call for a key, `launch` calls the
     compiled kernel's launcher with a cached grid rule and the constexpr tail already in signature order.
 
-TMA descriptors: a wrapper passes a (tensor, block) pair where the kernel takes a tensor descriptor. Triton 3.6's own
-launch path turns each host TensorDescriptor into a CUtensorMap on every call (make_tensordesc_arg ->
-cuTensorMapEncodeTiled, in a Python loop over the arguments): with three descriptors that was most of the 39 us per
-TMA op call on the r2 H200 host. Here the fast path calls the generated C launcher itself (`_raw_plan`) with each
-descriptor's encoding taken from a cache keyed by what the encoding depends on (data pointer, shape, strides; the
-launcher entry fixes dtype and block): weights hit always, and activations hit whenever the caching allocator hands
-back the same address. The cache holds encodings, never tensors.
+TMA descriptors: a wrapper passes a (tensor, block) pair where the kernel takes a tensor descriptor; the fast path
+hands it to the generated C launch call with a cached encoding (kernels.ops.launch_triton, which holds every line
+that reads Triton's internals, behind a version gate).
+
+FUSELENS_LAUNCH (fuselens.settings.launch_mode; docs/KERNELS.md, "Launch") picks how much of this runs:
+  raw (default)  op calls skip the dispatcher when unobserved (kernels.models.custom_ops.OP_DIRECT), replay their
+                 plans (below), and launch through the generated C call (RAW_LAUNCH) where launch_triton applies;
+  fast           the same, but every launch goes through Triton's launcher object (it encodes TMA descriptors on
+                 every call);
+  jit            Triton's own path: every op call enters the dispatcher and every launch goes through
+                 JITFunction.run (no launcher cache, no plans): the reference when a fast path is suspected.
+scripts/host_overhead.py switches each layer alone through the module attributes FAST_LAUNCH, RAW_LAUNCH, OP_PLANS
+and custom_ops.OP_DIRECT.
 
 Specialisation: Triton compiles a kernel per "specialisation" of its integer and pointer arguments (an int equal to 1,
 or divisible by 16; a pointer 16-byte aligned). A compiled kernel reused for an argument outside its specialisation
@@ -28,198 +34,28 @@ alignment (data_ptr & 15), the device, dtype and constexpr flags, which fix the 
 from __future__ import annotations
 
 import contextlib
-import inspect
-import os
-import types
 import weakref
 from collections.abc import Callable
 from threading import get_ident
 
 import torch
 
+from fuselens import settings
+from kernels.ops.launch_triton import (
+    c_call_source,
+    cacheable,
+    launcher_call,
+    ptr_keyed,
+)
+from kernels.ops.launch_triton import descriptors as _descriptors
+from kernels.ops.launch_triton import hooks_set as _hooks_set
+from kernels.ops.launch_triton import raw_plan as _raw_plan
 from kernels.ops.triton_util import INTERPRETING, timed_both_ways
 
-# FUSELENS_FAST_LAUNCH=0 sends every call through JITFunction.run (scripts/host_overhead.py times both ways).
-FAST_LAUNCH = os.environ.get("FUSELENS_FAST_LAUNCH", "1") != "0"
-# FUSELENS_RAW_LAUNCH=0 keeps the fast path on Triton's launcher object (CudaLauncher.__call__, which encodes every
-# TMA descriptor per call) instead of the generated C launch function with cached encodings.
-RAW_LAUNCH = os.environ.get("FUSELENS_RAW_LAUNCH", "1") != "0"
-_DESC_CACHE_MAX = 64  # encodings kept per descriptor argument of one launcher entry (then the cache starts over)
-
-try:
-    from triton.tools.tensor_descriptor import TensorDescriptor
-except ImportError:  # Triton < 3.4: no host-side descriptors (kernels.ops.hopper_gemm then has no TMA path)
-    TensorDescriptor = None
-
-
-try:  # Triton >= 3.4: launch enter/exit hooks (set by profilers such as proton) live in knobs.runtime
-    from triton import knobs as _knobs
-
-    _RUNTIME = _knobs.runtime
-except (ImportError, AttributeError):
-    _RUNTIME = None
-
-
-def _hook_active(hook) -> bool:
-    # Triton 3.6 keeps each hook as a HookChain (never None; active when it holds calls), 3.4-3.5 as a callable or None
-    if hook is None:
-        return False
-    calls = getattr(hook, "calls", None)
-    return True if calls is None else bool(calls)
-
-
-def _hooks_set() -> bool:
-    """With a launch hook set, launches take Triton's own path, which calls it. (Triton 3.6's own path also builds a
-    launch-metadata dict and calls the empty hook chains on every launch, hooks or not; the fast path does neither.)"""
-    return _RUNTIME is None or _hook_active(_RUNTIME.launch_enter_hook) or _hook_active(_RUNTIME.launch_exit_hook)
-
-
-if _RUNTIME is not None and hasattr(_RUNTIME.launch_enter_hook, "calls"):  # Triton 3.6: one check per launch, inline
-
-    def _hooks_set() -> bool:  # noqa: F811
-        return bool(_RUNTIME.launch_enter_hook.calls or _RUNTIME.launch_exit_hook.calls)
-
-
-_DESC_TEMPLATES: dict[tuple, object] = {}
-
-
-def tensor_desc(t: torch.Tensor, block: tuple):
-    """TensorDescriptor(t, t.shape, t.stride(), block) for a tensor the wrapper already checked (16-byte aligned base
-    and rows, contiguous last dim, no empty dim): the first one per (dtype, block) is built and validated by Triton;
-    later ones copy its fields and set base, shape and strides, skipping __post_init__'s checks (~2 us of host time
-    per descriptor)."""
-    tmpl = _DESC_TEMPLATES.get((t.dtype, block))
-    if tmpl is None:
-        d = TensorDescriptor(t, t.shape, t.stride(), list(block))
-        tmpl = object.__new__(TensorDescriptor)
-        tmpl.__dict__.update(d.__dict__)
-        tmpl.base = None  # the template holds no tensor
-        _DESC_TEMPLATES[(t.dtype, block)] = tmpl
-        return d
-    d = object.__new__(TensorDescriptor)
-    d.__dict__.update(tmpl.__dict__)
-    d.base, d.shape, d.strides = t, t.shape, t.stride()
-    return d
-
-
-def _descriptors(a) -> tuple:
-    """The arguments with each (tensor, block) pair made a TensorDescriptor (Triton's own launch path)."""
-    return tuple(tensor_desc(v[0], v[1]) if type(v) is tuple else v for v in a)
-
-
-def _raw_plan(compiled, a: tuple, tail: tuple, grid: tuple):
-    """A function fire(args, stream) calling the generated C launch function of a compiled kernel directly, or None
-    where this Triton's launcher is not the one this was written against (Triton 3.5-3.6: CudaLauncher.__call__(gridX,
-    gridY, gridZ, stream, function, *args) -> self.launch(grid, stream, function, cooperative, pdl, global scratch,
-    profile scratch, *args), self.launch being the C function or, with descriptor arguments, a Python `inner` that
-    encodes them and then calls it). `a`: this launch's runtime arguments ((tensor, block) pairs for descriptors).
-
-    fire passes each tensor as its data pointer (an int: the C function then skips its data_ptr call and the
-    cuPointerGetAttribute check per pointer argument; the wrappers have checked the devices) and each descriptor as
-    its cached encoding; it is generated per launcher entry, so a call is one Python frame around the C call."""
-    if not RAW_LAUNCH:
-        return None
-    try:
-        from triton.backends.nvidia import driver as nv
-
-        launcher = compiled.run
-        params = list(inspect.signature(type(launcher).__call__).parameters)
-        if params != ["self", "gridX", "gridY", "gridZ", "stream", "function", "args"]:
-            return None
-        if getattr(launcher, "global_scratch_size", 0) or getattr(launcher, "profile_scratch_size", 0):
-            return None  # the launcher would allocate scratch per call
-        fn = launcher.launch
-        metas = {}
-        desc_at = [i for i, v in enumerate(a) if type(v) is tuple]
-        if not isinstance(fn, types.BuiltinFunctionType):
-            free = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ()), strict=True))
-            raw, indices, tmetas = free.get("launcher"), free.get("tensordesc_indices"), free.get("tensordesc_meta")
-            if not isinstance(raw, types.BuiltinFunctionType) or indices is None or tmetas is None:
-                return None
-            if sorted(indices) != desc_at or None in tmetas:
-                return None  # descriptors where the wrapper passed none, or lowered without TMA
-            metas = dict(zip(desc_at, tmetas, strict=True))
-            fn = raw
-        elif desc_at:
-            return None
-        make = nv.make_tensordesc_arg
-        n_params = len(inspect.signature(make).parameters)
-        if metas and n_params not in (2, 3):
-            return None
-        head = (launcher.launch_cooperative_grid, launcher.launch_pdl, None, None)
-        # the C function's leading arguments: grid (3), stream, function, head, kernel metadata, launch metadata and
-        # the two hooks; a Triton whose format differs is left on its own launcher object
-        marked = hasattr(launcher, "profile_scratch_size") and hasattr(launcher, "launch_pdl")  # "iiiKKppOOOOOO"
-        if getattr(nv, "_BASE_ARGS_FORMAT_LEN", 13 if marked else None) != 5 + len(head) + 4:
-            return None
-        ns = {"_fn": fn, "_g": tuple(grid), "_f": compiled.function, "_h": head, "_m": compiled.packed_metadata}
-        ns["_tail"] = tuple(tail)
-        parts = []
-        for i, v in enumerate(a):
-            if i in metas:
-                ns[f"_d{i}"] = _desc_lookup(make, n_params, metas[i])
-                parts.append(f"*_d{i}(a[{i}])")
-            elif isinstance(v, torch.Tensor):
-                parts.append(f"a[{i}].data_ptr()")
-            else:
-                parts.append(f"a[{i}]")
-        src = (
-            "def fire(a, stream):\n"
-            f"    _fn(_g[0], _g[1], _g[2], stream, _f, *_h, _m, None, None, None, {', '.join(parts)}, *_tail)\n"
-        )
-        exec(compile(src, f"<fuselens launch {getattr(compiled, 'name', '')}>", "exec"), ns)  # noqa: S102
-        fire = ns["fire"]
-        # for op plans (_replay_code), which write the C call out themselves: what each argument is
-        fire.kinds = tuple(
-            "desc" if i in metas else "ptr" if isinstance(v, torch.Tensor) else "val" for i, v in enumerate(a)
-        )
-        fire.ns = ns
-        return fire
-    except (ImportError, AttributeError, TypeError, ValueError):
-        return None
-
-
-def _ptr_keyed(lookup: Callable, block) -> Callable:
-    """tensor -> lookup((tensor, block)), cached by the tensor's data pointer alone: for op plans, whose key fixes
-    shapes and strides."""
-    cache: dict = {}
-
-    def by_ptr(t):
-        p = t.data_ptr()
-        enc = cache.get(p)
-        if enc is None:
-            if len(cache) >= _DESC_CACHE_MAX:
-                cache.clear()
-            enc = cache[p] = lookup((t, block))
-        return enc
-
-    by_ptr.cache = cache
-    return by_ptr
-
-
-def _desc_lookup(make, n_params: int, meta) -> Callable:
-    """(tensor, block) -> Triton's [CUtensorMap, *shape, *strides] for one descriptor argument, from a cache keyed by
-    what the encoding depends on (the launcher entry fixes dtype and block)."""
-    cache: dict = {}
-
-    def lookup(v):
-        t, block = v
-        k = (t.data_ptr(), t.shape, t.stride())
-        enc = cache.get(k)
-        if enc is None:
-            if len(cache) >= _DESC_CACHE_MAX:
-                cache.clear()
-            enc = cache[k] = _encode(make, n_params, t, block, meta)
-        return enc
-
-    lookup.cache = cache
-    return lookup
-
-
-def _encode(make, n_params: int, t: torch.Tensor, block, meta) -> list:
-    """[CUtensorMap, *shape, *strides]: what Triton's launcher passes for one descriptor argument."""
-    d = tensor_desc(t, block)
-    return make(d, meta) if n_params == 2 else make(d, meta, None)
+LAUNCH_MODE = settings.launch_mode()
+FAST_LAUNCH = LAUNCH_MODE != "jit"  # a launcher entry cached per spec; off: every launch through JITFunction.run
+RAW_LAUNCH = LAUNCH_MODE == "raw"  # the generated C launch call (launch_triton.raw_plan) where it applies
+OP_PLANS = LAUNCH_MODE != "jit"  # op calls replayed from their recorded launches (below)
 
 
 def _fire(hit: tuple, a, device_index: int, descriptors: Callable = _descriptors) -> None:
@@ -234,16 +70,12 @@ def _fire(hit: tuple, a, device_index: int, descriptors: Callable = _descriptors
             return
         except TypeError:  # arguments the C function's format refuses (_raw_plan misread this Triton): its own path
             pass
-    _key, _cfg, compiled, tail, g, _ = hit
-    compiled.run(
-        g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None, None,
-        *descriptors(a), *tail,
-    )  # fmt: skip
+    launcher_call(hit, a, stream, descriptors)
 
 
 # ---------------------------------------------------------------- op plans: one op call replayed as its launches
 # An op call (kernels.models.custom_ops) validates its inputs, picks a kernel (TMA or pointer), allocates its output and
-# builds each launch's arguments: ~10-20 us of Python on the r1/r2 hosts, the same work every call for inputs of the
+# builds each launch's arguments: ~10-20 us of Python on the H100 and H200 hosts, the same work every call for inputs of the
 # same shapes, strides, dtypes and alignment. `Plans` records the launches of one such call (the second with a given
 # key: the first may tune and measure) and replays them for later calls with the same key: allocate the output,
 # substitute this call's tensors into the recorded arguments, fire each launch from its cached launcher entry. Recorded
@@ -261,7 +93,6 @@ def _record(tuned, spec, hit, a) -> None:
         rec.append((tuned, spec, hit, a))
 
 
-OP_PLANS = os.environ.get("FUSELENS_OP_PLANS", "1") != "0"
 _PLANS_MAX = 256  # plans kept per op (then the dict starts over)
 _BUILDING = object()
 
@@ -351,7 +182,7 @@ def _build_plan(rec: list, inputs: tuple, out):
 def _replay_code(launches: list, first: int, shape: tuple, device_index: int) -> Callable:
     """The plan as one generated function: allocate the output, check each launcher entry is still the cached one,
     dereference the weight copies, and call each entry's `fire` with this call's arguments written out (no loop
-    over a template per call: ~13 list appends and branches per launch on the r1 H100 host's cProfile)."""
+    over a template per call: ~13 list appends and branches per launch on the H100 host's cProfile)."""
     ns = {"_stream": getattr(torch._C, "_cuda_getCurrentRawStream", None), "_dev": device_index}
     ns["_slow"] = _fire
     # the sizes as literal ints: new_empty(16, 3072) parses ~0.5 us faster than new_empty((16, 3072)) (dev box)
@@ -391,26 +222,18 @@ def _replay_code(launches: list, first: int, shape: tuple, device_index: int) ->
         # pointer alone (the plan's key fixes the inputs' shapes and strides; the output's are the plan's own)
         fns = fire.ns
         ns.update({f"_fn{k}": fns["_fn"], f"_m{k}": fns["_m"], f"_tl{k}": fns["_tail"], f"_hd{k}": fns["_h"]})
-        grid = ", ".join(str(int(n)) for n in fns["_g"])
-        c_args = []
-        for j, (kind, t) in enumerate(zip(fire.kinds, tensors, strict=True)):
-            if kind == "ptr":
-                c_args.append(f"{t}.data_ptr()")
-            elif kind == "desc":
-                ns[f"_e{k}_{j}"] = _ptr_keyed(fns[f"_d{j}"], tmpl[j][1])
-                c_args.append(f"*_e{k}_{j}({t})")
-            else:
-                c_args.append(t)
+        for j, kind in enumerate(fire.kinds):
+            if kind == "desc":
+                ns[f"_e{k}_{j}"] = ptr_keyed(fns[f"_d{j}"], tmpl[j][1])
         lines.append("    try:")
-        lines.append(
-            f"        _fn{k}({grid}, stream, {int(fns['_f'])}, *_hd{k}, _m{k}, None, None, None, {', '.join(c_args)},"
-            f" *_tl{k})"
-        )
+        lines.append("        " + c_call_source(k, fns["_g"], fns["_f"], fire.kinds, tensors))
         lines.append("    except TypeError:")
         lines.append(f"        _slow(_h{k}, {call_args}, _dev)")
     lines.append("    return o")
-    exec(compile("\n".join(lines) + "\n", "<fuselens op plan>", "exec"), ns)  # noqa: S102
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, "<fuselens op plan>", "exec"), ns)  # noqa: S102
     replay = ns["replay"]
+    replay.source = src  # tests/test_kernels_launch.py snapshots it
     replay.launches = len(launches)  # for scripts/host_overhead.py's diagnostics
     replay.desc_caches = [v.cache for k, v in ns.items() if k.startswith("_e")]
     return replay
@@ -503,8 +326,15 @@ class Tuned:
         grid = grid_fn(cfg)
         compiled = self.kernel.run(*_descriptors(a), grid=grid, warmup=False, **consts, **cfg.all_kwargs())
         tail = self._tail(len(a), {**consts, **cfg.kwargs})
-        if tail is not None and all(hasattr(compiled, n) for n in ("run", "function", "packed_metadata")):
-            self._launchers[spec] = (key, cfg, compiled, tail, grid, _raw_plan(compiled, a, tail, grid))
+        if tail is not None and cacheable(compiled):
+            self._launchers[spec] = (
+                key,
+                cfg,
+                compiled,
+                tail,
+                grid,
+                _raw_plan(compiled, a, tail, grid) if RAW_LAUNCH else None,
+            )
         if _RECORDING:
             _record(self, spec, self._launchers.get(spec), a)
 
@@ -575,8 +405,15 @@ class Fixed:
             *self._descriptors(args), grid=grid, warmup=False, **consts, **self.options
         )  # fmt: skip
         tail = constexpr_tail(self.kernel, len(args), consts)
-        if tail is not None and all(hasattr(compiled, n) for n in ("run", "function", "packed_metadata")):
-            self._launchers[spec] = (spec, None, compiled, tail, grid, _raw_plan(compiled, args, tail, grid))
+        if tail is not None and cacheable(compiled):
+            self._launchers[spec] = (
+                spec,
+                None,
+                compiled,
+                tail,
+                grid,
+                _raw_plan(compiled, args, tail, grid) if RAW_LAUNCH else None,
+            )
 
 
 def forced(forces, fn):

@@ -37,18 +37,18 @@ def num_sms(device_index: int) -> int:
 
 @functools.lru_cache(maxsize=8)
 def sm_capability(device_index: int) -> tuple[int, int]:
-    # cached: torch.cuda.get_device_capability costs ~3 us of host time per call (run 9d, scripts/host_overhead.py)
+    # cached: torch.cuda.get_device_capability costs ~3 us of host time per call (H100 host, scripts/host_overhead.py)
     import torch
 
     return torch.cuda.get_device_capability(device_index)
 
 
 def autotune_bench(kernel_call, quantiles, n_iter: int = 40):
-    """The autotuner's timing, made the same as the bench's (kernels.lab.timing): L2 flushed by a read, launches queued
+    """The autotuner's timing, made the same as the bench's (kernels.ops.timing): L2 flushed by a read, launches queued
     ahead. Triton's default (do_bench) zeroes its flush buffer, and the dirty lines it leaves are written back
-    inside the next timed call; on the run-1 H100 that made every 151 MB gating kernel time ~57 us and could rank
+    inside the next timed call; on the H100 that made every 151 MB gating kernel time ~57 us and could rank
     configs by how they absorb someone else's write-back. Returns [median, p10, p90] in ms, as Triton expects."""
-    from kernels.lab.timing import median_us
+    from kernels.ops.timing import median_us
 
     r = median_us(kernel_call, n_iter=n_iter, warmup=3, flush_l2=True, flush="read")
     return [r["median_us"] / 1e3, r["p10_us"] / 1e3, r["p90_us"] / 1e3][: len(quantiles) if quantiles else 1]
@@ -59,7 +59,7 @@ def timed_both_ways(calls: dict, n_iter: int = 20) -> dict:
     of its two medians. A GPU that slows down under load would otherwise favour whichever ran first (LLM-sized GEMMs
     held for ~100 ms run at the 700 W power limit, SM clock 1485-1665 MHz against 1958-1980 for 35 ms bf16 bursts on
     the H100: bench/results/sweep_floor_h100_80gb_hbm3.md)."""
-    from kernels.lab.timing import pass_orders
+    from kernels.ops.timing import pass_orders
 
     times = dict.fromkeys(calls, 0.0)
     for order in pass_orders(calls):

@@ -3,8 +3,8 @@ one tile running while the tensor cores work on the next.
 
 Why a second dual GEMM: the Triton kernel of kernels.ops.hopper_gemm runs its epilogue on the same warps as its
 wgmma, after each tile's K loop, so at K = 2048 (TinyLlama: 32 K steps per tile) the tensor pipe is busy only 78-82%
-of the time (ncu, docs/KERNELS.md round s5-B). Triton 3.6's own `warp_specialize` does not split that loop on sm_90
-(session 6, history row S6-x). Here the split is written out (docs/KERNELS.md, history row S6-g):
+of the time (ncu on the H100, docs/KERNELS.md). Triton 3.6's own `warp_specialize` does not split that loop on
+sm_90. Here the split is written out (docs/KERNELS.md, the warp-specialised dual GEMM):
   - one producer warp issues the TMA loads of X and of the interleaved [gate; up] weight tile into a ring of STAGES
     shared-memory stages (`ready` / `empty` mbarriers per stage);
   - two consumer warpgroups take alternate output tiles of BM x BN; each K step is ONE wgmma of width 2 BN, as in
@@ -15,7 +15,7 @@ of the time (ncu, docs/KERNELS.md round s5-B). Triton 3.6's own `warp_specialize
     an older completion of the same stage: without the turns, consumer 1 ran ahead on stale data at K = 2048);
   - tiles walk in bands of GROUP_M row tiles (32: every row tile of a 2048-token input, so a wave's weight columns
     are read once from HBM; 8 measured 146 us, 16 138, 32 133 at TinyLlama fp16 on the H100).
-Measured at TinyLlama's gate/up (2048 x 2048 -> 5632, H100, session 6, same run): with 4 stages fp16 132.5 us, bf16
+Measured at TinyLlama's gate/up (2048 x 2048 -> 5632, H100, all in one process): with 4 stages fp16 132.5 us, bf16
 129.2, against the Triton kernel's 140.3 / 133.4 and cuBLAS's [gate; up] GEMM without any activation 135.6 / 132.7;
 with 5 stages (below) 128.3 / 124.6. hopper_gemm.persistent_gated runs it where its first-call measurement finds it
 faster (hopper_gemm.WS_CHOICE).

@@ -1,4 +1,4 @@
-"""Issue 13 in a real browser: one odd file never breaks the dashboard, nothing is fetched from the network, and a
+"""Robustness in a real browser: one odd file never breaks the dashboard, nothing is fetched from the network, and a
 profile run survives the tab that started it being reloaded.
 
 `streamlit run app.py` (the project's .streamlit/config.toml) + Playwright on /usr/bin/chromium, selecting by
@@ -90,7 +90,7 @@ def test_good_pair_beside_broken_files_offline(tmp_path):
 
 
 def test_a_closed_tab_does_not_orphan_its_run(tmp_path):
-    """Item 7: the tab that started a profile run is closed (or reloaded into a new session): the next tab takes the
+    """The tab that started a profile run is closed (or reloaded into a new session): the next tab takes the
     run over, with its Cancel button, instead of everyone seeing "busy" until the 1800 s limit. (A plain reload
     reconnects to the same session in this Streamlit and keeps its Cancel button: checked first.)"""
     env = {

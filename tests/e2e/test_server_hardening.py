@@ -1,4 +1,4 @@
-"""The real server's exposure (issue 13 item 9): Host allow-list against DNS rebinding, no file watcher, offline.
+"""The real server's exposure: Host allow-list against DNS rebinding, no file watcher, offline.
 
 A raw WebSocket upgrade, as a rebinding page's script would send it: the Host is the attacker's name (its DNS now
 points at 127.0.0.1) and the Origin matches that Host, so the browser's same-origin checks pass. Only the Host
@@ -48,5 +48,5 @@ def test_config_turns_the_file_watcher_off_and_fetches_nothing():
     assert cfg["server"]["runOnSave"] is False
     assert cfg["browser"]["gatherUsageStats"] is False
     assert "localhost" in cfg["server"]["allowedHosts"] and "*" not in cfg["server"]["allowedHosts"]
-    app = (h.ROOT / "app_pages" / "main.py").read_text()  # the script body app.py and `fuselens app` run
+    app = (h.ROOT / "app_core" / "main.py").read_text()  # the script body app.py and `fuselens app` run
     assert 'page_icon=":' not in app  # a :material:/emoji favicon is fetched from a CDN
