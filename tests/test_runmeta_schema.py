@@ -71,3 +71,28 @@ def test_schema_and_runmeta_refuse_the_same_damage(where, value):
     assert list(_validator("manifest").iter_errors(doc))
     with pytest.raises(runmeta.SideFileError):
         runmeta.check_manifest(doc)
+
+
+def test_the_runners_manifest_writer_matches_the_schema(tmp_path):
+    """What kernels.runner.manifest writes (its header on this CPU machine, a recorded variant's entry and a failed
+    one, as kernels.runner.run puts them together) is accepted by the JSON Schema and by runmeta, and reads back
+    as the facts a diff states."""
+    from kernels.runner import manifest as runner_manifest
+    from kernels.runner import options
+    from kernels.runner.record import Live
+
+    ns = options.build_parser().parse_args(["--out", str(tmp_path)])
+    options.validate(ns)  # fills the workload's default sizes, as the runner does before it writes anything
+    doc = runner_manifest.header(ns)
+    assert doc["schema"] == runmeta.MANIFEST_SCHEMA
+    live = Live("eager", None, 1.5, times_us=[100.0 + i for i in range(20)], launch_us=[110.0 + i for i in range(20)])
+    cond = {"profiled": {"sm_clock_mhz": {"median": 1980, "min": 1965, "max": 1980}, "n_samples": 12}}
+    recorded = {"name": "eager", **runner_manifest.recorded_entry(live, "eager.json.gz", cond, None, False)}
+    doc["variants"] = [recorded, {"name": "liger", "status": "failed", "message": "liger-kernel is not installed"}]
+    doc = json.loads(json.dumps(doc, indent=1))  # as written to manifest.json
+    errors = [f"{'/'.join(map(str, e.path))}: {e.message}" for e in _validator("manifest").iter_errors(doc)]
+    assert not errors, errors[:3]
+    assert runmeta.load_manifest(json.dumps(doc).encode()) == doc
+    facts = runmeta.manifest_entry_facts(doc, recorded)
+    assert facts["median_us"] == recorded["median_us"] and facts["conditions"]["sm_clock_mhz"]["median"] == 1980
+    assert facts["workload"] == ns.workload and facts["shapes"]["tokens"] == ns.batch * ns.seq
