@@ -7,7 +7,7 @@ __all__ = ["DiffError", "FuseLensError", "TraceError", "load_trace", "summarize"
 
 def __getattr__(name):  # lazy, so `import analyzer` stays cheap and modules land independently
     if name == "load_trace":
-        from analyzer.readers.load import load_trace
+        from analyzer.pipeline import load_trace
 
         return load_trace
     if name == "summarize":

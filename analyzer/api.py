@@ -13,19 +13,6 @@ else an outside caller needs is re-exported here (pyproject's import-linter cont
 from __future__ import annotations
 
 from analyzer.diff import BYTES_RULE, ESTIMATES, Diff, diff_runs, run_phases
-from analyzer.diff.facts import (
-    ENTRY_NUMBERS,
-    MANIFEST_KEY,
-    conditions_text,
-    diff_context,
-    entry_problems,
-    manifest_entry_facts,
-    ncu_problem,
-    recorded_conditions,
-    run_facts,
-    side_number,
-    workload_parts,
-)
 from analyzer.diff.headline import BASIS_TEXT, headline_text
 from analyzer.errors import DiffError, FuseLensError, TraceError
 from analyzer.fmt import (
@@ -48,12 +35,33 @@ from analyzer.opportunities import plan_opportunities as opportunities
 from analyzer.opportunities.compare import predicted_vs_achieved, table_rows
 from analyzer.opportunities.shares import plan_shares
 from analyzer.perfetto import step_trace_bytes
+from analyzer.pipeline import load_summary, load_trace
 from analyzer.ranks.inputs import est_bytes_json
 from analyzer.readers import cache as _cache
-from analyzer.readers.cache import content_key, load_summary
-from analyzer.readers.load import decompression_cap, gzip_ratio_limit, load_trace
+from analyzer.readers.cache import content_key
+from analyzer.readers.load import decompression_cap, gzip_ratio_limit
 from analyzer.report import fusions_csv, report_html
-from analyzer.runmeta import SideFileError, check_manifest, check_ncu, decode_json, read_manifest, read_ncu
+from analyzer.runmeta import (
+    ENTRY_NUMBERS,
+    MANIFEST_KEY,
+    MANIFEST_SCHEMA,
+    SideFileError,
+    attach_manifest,
+    check_manifest,
+    check_ncu,
+    conditions_text,
+    decode_json,
+    diff_context,
+    entry_problems,
+    manifest_entry_facts,
+    ncu_problem,
+    read_manifest,
+    read_ncu,
+    recorded_conditions,
+    run_facts,
+    side_number,
+    workload_parts,
+)
 from analyzer.steps import REPRESENTATIVE, pick_step, recorded_steps, step_op_counts
 from analyzer.summary import Summary, summarize
 from analyzer.trace import Trace
@@ -91,6 +99,8 @@ __all__ = [
     "read_manifest",
     "read_ncu",
     "MANIFEST_KEY",
+    "MANIFEST_SCHEMA",
+    "attach_manifest",
     "ENTRY_NUMBERS",
     "entry_problems",
     "manifest_entry_facts",

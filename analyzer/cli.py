@@ -43,6 +43,9 @@ def build_parser(prog: str = "python -m analyzer") -> argparse.ArgumentParser:
 
     sub.add_parser("columns", help="print the column contract of every table as Markdown")
 
+    j = sub.add_parser("schema", help="print the JSON Schema of a runner side file (docs/schemas/*.schema.json)")
+    j.add_argument("kind", choices=("manifest", "ncu"), help="manifest.json or <variant>.ncu.json")
+
     c = sub.add_parser("cache", help="where the columnar trace cache is, its size; --clear empties it")
     c.add_argument("--clear", action="store_true", help="delete every cached trace")
     return parser
@@ -89,6 +92,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m analyzer") -> int
     try:
         if args.command == "cache":
             return _cache_command(args)
+        if args.command == "schema":
+            from analyzer.runmeta import schema_text
+
+            sys.stdout.write(schema_text(args.kind))
+            return 0
         if args.command == "summary":
             from analyzer.summary_cli import run
         elif args.command == "diff":

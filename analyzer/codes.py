@@ -11,7 +11,7 @@ allocation (orjson 3.13), so a 2 M-kernel trace took 8.2 GB for one key column, 
 it was freed. Here:
 * a column of str / None (names, categories) is factorized by hash, in C;
 * any other column (shape lists) is keyed first by object identity — the decoder gives equal snippets ONE
-  shared object (``analyzer.readers.decode.take``), so a million rows hold a few hundred distinct objects — by
+  shared object (``analyzer.readers.columns.take``), so a million rows hold a few hundred distinct objects — by
   reading the object array's pointers as integers (no object per row). Only the distinct objects are
   serialised (``msgspec.json.encode``: ~70 B per result), and equal texts from distinct objects share a code.
   A list and a tuple with the same items share a code (JSON cannot tell them apart).

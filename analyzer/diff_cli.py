@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 from analyzer.diff import diff_runs
-from analyzer.diff.facts import attach_manifest, manifest_note, manifest_problem
 from analyzer.diff.output_text import text_lines
 from analyzer.errors import DiffError
 from analyzer.fmt import json_text, safe_block, safe_text
-from analyzer.readers.load import load_trace
+from analyzer.pipeline import load_trace
 from analyzer.report import report_html, report_markdown
+from analyzer.runmeta import attach_manifest, manifest_note, manifest_problem
 from analyzer.summary import summarize
 
 REPORT_SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}

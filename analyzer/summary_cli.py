@@ -3,7 +3,7 @@
 TraceError propagates to analyzer.cli.main, which prints one line and exits 2.
 
 Both outputs are made from Summary.to_json() alone, so a trace already in the columnar cache is answered from its
-summary entry's header (analyzer.readers.cache.summary_json) without importing numpy's tables, pandas or the
+summary entry's header (analyzer.pipeline.summary_json) without importing numpy's tables, pandas or the
 analysis modules: 0.2 s for a 1 GiB trace in a fresh process on an idle box, against 1.25 s through the tables.
 """
 
@@ -28,11 +28,11 @@ TOP_KERNELS = 15
 
 
 def run(args) -> int:
-    from analyzer.readers import cache
+    from analyzer.pipeline import load_summary, summary_json
 
-    j = cache.summary_json(args.trace)
+    j = summary_json(args.trace)
     if j is None:  # not cached yet (or the cache is off): read, analyse, summarise, and store for next time
-        j = cache.load_summary(args.trace).to_json()
+        j = load_summary(args.trace).to_json()
     if args.json:
         sys.stdout.write(json_text(j) + "\n")
     else:

@@ -153,7 +153,7 @@ def load_set(sample: SampleSet, origin: str = "sample", variants: tuple[str, ...
             except api.SideFileError as err:
                 state.add_error(f"{err}; not attached")
                 measured = None
-            problem = state.ncu_problem(ncu_name, measured) if measured is not None else None
+            problem = state.ncu_refusal(ncu_name, measured) if measured is not None else None
             if problem:
                 state.add_error(problem)
                 measured = None

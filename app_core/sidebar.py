@@ -50,7 +50,7 @@ def _ingest(files) -> None:
         bar.progress(1.0)
         for name, doc in side:
             if state.is_manifest(doc):
-                n = state.attach_manifest(doc, name)
+                n = state.attach_uploaded_manifest(doc, name)
                 state.add_note(f"{name}: run context attached to {n} trace(s).")
             elif not state.attach_ncu(name, doc):
                 state.add_error(f"{name}: Nsight Compute bytes, but no loaded trace of that variant")

@@ -39,7 +39,7 @@ import streamlit as st
 from analyzer import api
 from analyzer.api import (
     ENTRY_NUMBERS,
-    MANIFEST_KEY,
+    MANIFEST_SCHEMA,
     FuseLensError,
     content_key,
     decompression_cap,
@@ -49,7 +49,6 @@ from analyzer.api import (
     file_label,
     gzip_ratio_limit,
     load_summary,
-    manifest_entry_facts,
     release_freed_memory,
     safe_text,
     side_number,
@@ -63,7 +62,6 @@ log = logging.getLogger("fuselens.app")
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = samples_dir()  # the clone's sample_traces/, else the copy an installed wheel carries
-MANIFEST_SCHEMA = "fuselens.profile/1"
 MAX_SIDE_FILE_BYTES = 4 << 20  # manifest.json / <variant>.ncu.json are kBs; 4 MB of `{},` decodes to ~100 MB of objects
 
 
@@ -401,15 +399,10 @@ def read_side_file(name: str, data: bytes) -> dict | str | None:
     return f"{where}: not a runner manifest or Nsight Compute file; left out" if named else None
 
 
-def manifest_facts(manifest: dict, entry: dict) -> dict:
-    """The facts a Diff states for one run, from an uploaded runner manifest and the run's entry in it."""
-    return manifest_entry_facts(manifest, entry)
-
-
 def _apply_facts(run: Run) -> None:
     """Put the manifest facts where analyzer.diff looks for them (this session's copy of the trace meta)."""
     if run.context and run.variant:
-        run.trace.meta.extra[MANIFEST_KEY] = manifest_facts(run.context, run.variant)
+        api.attach_manifest(run.trace, manifest=run.context, entry=run.variant)  # one mapping for every source
 
 
 def measured_roofs(run: Run) -> dict:
@@ -443,7 +436,7 @@ def clean_entry(entry: dict, where: str = "manifest.json") -> tuple[dict, list[s
     return out, [f"{where}: variant {name}: {b}; left out" for b in bad]
 
 
-def attach_manifest(manifest: dict, name: str = "manifest.json") -> int:
+def attach_uploaded_manifest(manifest: dict, name: str = "manifest.json") -> int:
     """Give loaded runs whose file matches a manifest variant's trace that manifest's context. Returns how many."""
     by_trace = {str(v.get("trace")): v for v in manifest.get("variants", []) if isinstance(v, dict)}
     n = 0
@@ -459,10 +452,10 @@ def attach_manifest(manifest: dict, name: str = "manifest.json") -> int:
     return n
 
 
-def ncu_problem(name: str, doc: object) -> str | None:
+def ncu_refusal(name: str, doc: object) -> str | None:
     """One line naming an Nsight Compute side file and what is malformed in it, or None."""
-    why = api.ncu_problem(doc)
-    return f"{name}: {why}; measured bytes not attached" if why else None
+    why = api.ncu_problem(doc, name)
+    return f"{why}; measured bytes not attached" if why else None
 
 
 def attach_ncu(name: str, doc: dict) -> bool:
@@ -470,7 +463,7 @@ def attach_ncu(name: str, doc: dict) -> bool:
 
     A malformed file (a counter that is not a number) is refused with one error line; True then too (it was
     recognised, its problem said)."""
-    problem = ncu_problem(name, doc)
+    problem = ncu_refusal(name, doc)
     if problem:
         add_error(problem)
         return True

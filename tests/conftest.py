@@ -67,7 +67,7 @@ def pytest_unconfigure(config):
 
 @functools.cache
 def _load(path: str):
-    from analyzer.readers.load import load_trace
+    from analyzer.pipeline import load_trace
 
     return load_trace(path)
 

@@ -29,8 +29,7 @@ def test_every_public_name_resolves_to_its_defining_module():
     changes one import in api.py, never a caller)."""
     from analyzer.diff import diff_runs
     from analyzer.opportunities import plan_opportunities
-    from analyzer.readers.cache import load_summary
-    from analyzer.readers.load import load_trace
+    from analyzer.pipeline import load_summary, load_trace
     from analyzer.summary import summarize
 
     missing = [n for n in api.__all__ if not hasattr(api, n)]

@@ -16,8 +16,8 @@ import orjson
 import pandas as pd
 import pytest
 
-from analyzer import load_trace, schema, summarize
-from analyzer.readers import cache
+from analyzer import load_trace, pipeline, schema, summarize
+from analyzer.readers import cache, cache_format, cache_key
 from tests.conftest import ROOT, TRACES, reference_events
 
 TABLES = ("gpu_ops", "cpu_ops", "launches", "annotations", "steps", "step_categories")
@@ -56,7 +56,7 @@ def test_cached_and_uncached_loads_are_identical(key, cache_dir):
     (entry,) = cache.entries()
     assert entry.name.startswith(cache.content_key(path) + "-" + cache.version())
     second = load_trace(path)  # reads the entry
-    assert cache.lookup(cache.content_key(path), "x") is not None
+    assert pipeline.lookup_trace(cache.content_key(path), "x") is not None
     for t in (first, second):
         assert_same_trace(fresh, t)
     # the same content uploaded under another name: a hit, named as uploaded
@@ -82,7 +82,9 @@ def assert_same_summary(a, b):
         elif isinstance(x, pd.DataFrame):
             pd.testing.assert_frame_equal(x, y, check_exact=True, obj=f.name)
         else:  # per_step holds NaN for unknown figures: compare through a NaN-keeping encoding, types included
-            assert cache._exact_json(x, f.name, nonfinite=True) == cache._exact_json(y, f.name, nonfinite=True)
+            assert cache_format.exact_json(x, f.name, nonfinite=True) == cache_format.exact_json(
+                y, f.name, nonfinite=True
+            )
             assert type(x) is type(y)
 
 
@@ -90,24 +92,24 @@ def assert_summary_cached_identical(path, fresh_summary):
     """load_summary: the first call stores the summary entry, the second reads it; both equal summarize() of an
     uncached load, and so does the CLI's header-only answer (summary_json)."""
     key = cache.content_key(path)
-    cache.summary_path(key).unlink(missing_ok=True)
-    first = cache.load_summary(path)
-    assert cache.summary_path(key).is_file()  # stored: the comparisons below read it back
-    second = cache.load_summary(path)
+    cache.derived_path(key, cache.SUMMARY).unlink(missing_ok=True)
+    first = pipeline.load_summary(path)
+    assert cache.derived_path(key, cache.SUMMARY).is_file()  # stored: the comparisons below read it back
+    second = pipeline.load_summary(path)
     for s in (first, second):
         assert_same_summary(fresh_summary, s)
-    assert cache.lookup_summary(key, fresh_summary.trace) is not None
-    assert cache.summary_json(path) == orjson.loads(orjson.dumps(fresh_summary.to_json()))
+    assert pipeline.lookup_summary(key, fresh_summary.trace) is not None
+    assert pipeline.summary_json(path) == orjson.loads(orjson.dumps(fresh_summary.to_json()))
 
 
 def test_a_cached_summary_is_the_uncached_summary(cache_dir):
     path = TRACES["h100_bert"]
     assert_summary_cached_identical(path, summarize(load_trace(path, cache=False)))
     data = path.read_bytes()
-    up = cache.load_summary(data, name="upload.json.gz")  # same content, uploaded: a hit, renamed
+    up = pipeline.load_summary(data, name="upload.json.gz")  # same content, uploaded: a hit, renamed
     assert up.trace.meta.source == "upload.json.gz"
-    assert_same_summary(up, cache.load_summary(data, name="upload.json.gz", key=cache.content_key(data)))
-    assert cache.summary_json(path, name="x.json")["source"] == "x.json"
+    assert_same_summary(up, pipeline.load_summary(data, name="upload.json.gz", key=cache.content_key(data)))
+    assert pipeline.summary_json(path, name="x.json")["source"] == "x.json"
     assert len(cache.entries()) == 2 and sum(map(cache.is_derived, cache.entries())) == 1
 
 
@@ -117,31 +119,31 @@ def test_a_first_upload_is_hashed_once(cache_dir, monkeypatch):
     data = TRACES["h100_bert"].read_bytes()
     key = cache.content_key(data)
     hashed = []
-    real_hash = cache._hash
-    monkeypatch.setattr(cache, "_hash", lambda b: hashed.append(len(b)) or real_hash(b))
-    summary = cache.load_summary(data, name="upload.json.gz", key=key)
+    real_hash = cache_key._hash
+    monkeypatch.setattr(cache_key, "_hash", lambda b: hashed.append(len(b)) or real_hash(b))
+    summary = pipeline.load_summary(data, name="upload.json.gz", key=key)
     assert hashed == [] and summary.trace.meta.source == "upload.json.gz"
-    assert cache.lookup(key, "x") is not None and cache.summary_path(key).is_file()
+    assert pipeline.lookup_trace(key, "x") is not None and cache.derived_path(key, cache.SUMMARY).is_file()
 
 
 def test_a_schema_change_makes_the_entry_stale(cache_dir, monkeypatch):
     path = TRACES["h100_bert"]
     load_trace(path)
     (old,) = cache.entries()
-    cache.load_summary(path)
-    old_summary = cache.summary_path(cache.content_key(path))
+    pipeline.load_summary(path)
+    old_summary = cache.derived_path(cache.content_key(path), cache.SUMMARY)
     assert old_summary.is_file()
     bumped = tuple(dataclasses.replace(c, doc=c.doc + " (v2)") if c.name == "bytes" else c for c in schema.GPU_OPS)
     monkeypatch.setitem(schema.TABLES, "gpu_ops", bumped)
-    assert cache.summary_json(path) is None  # the CLI's light path never reads the old summary either
-    assert cache.lookup(cache.content_key(path), "x") is None  # never read …
+    assert pipeline.summary_json(path) is None  # the CLI's light path never reads the old summary either
+    assert pipeline.lookup_trace(cache.content_key(path), "x") is None  # never read …
     assert not old.exists() and not old_summary.exists()  # … and deleted
     trace = load_trace(path)
     (new,) = cache.entries()
     assert new != old and cache.version() in new.name
     assert_same_trace(load_trace(path, cache=False), trace)
-    summary = cache.load_summary(path)
-    assert cache.summary_path(cache.content_key(path)) != old_summary
+    summary = pipeline.load_summary(path)
+    assert cache.derived_path(cache.content_key(path), cache.SUMMARY) != old_summary
     assert_same_summary(summarize(load_trace(path, cache=False)), summary)
 
 
@@ -149,10 +151,10 @@ def test_a_code_change_makes_the_entry_stale(cache_dir, monkeypatch):
     path = TRACES["h100_bert"]
     load_trace(path)
     (old,) = cache.entries()
-    cache.load_summary(path)
-    old_summary = cache.summary_path(cache.content_key(path))
+    pipeline.load_summary(path)
+    old_summary = cache.derived_path(cache.content_key(path), cache.SUMMARY)
     monkeypatch.setattr(cache, "_code_hash", lambda: "an edited analyzer")
-    assert cache.summary_json(path) is None
+    assert pipeline.summary_json(path) is None
     load_trace(path)
     (new,) = cache.entries()
     assert new != old and not old.exists() and not old_summary.exists()
@@ -163,7 +165,7 @@ def test_a_changed_file_gets_its_own_entry(cache_dir, tmp_path):
     path = tmp_path / "t.json"
     path.write_bytes(orjson.dumps({**top, "traceEvents": events}))
     before = load_trace(path)
-    before_summary = cache.load_summary(path)
+    before_summary = pipeline.load_summary(path)
     k = next(i for i, e in enumerate(events) if e.get("cat") == "kernel")
     events = [dict(e) for e in events]
     events[k]["dur"] = events[k]["dur"] + 1000.0  # same name, size and (after a write) any mtime
@@ -172,11 +174,11 @@ def test_a_changed_file_gets_its_own_entry(cache_dir, tmp_path):
     assert len(cache.entries()) == 3  # two traces, the first one's summary
     assert after.gpu_ops["dur_us"].sum() == pytest.approx(before.gpu_ops["dur_us"].sum() + 1000.0)
     assert_same_trace(load_trace(path, cache=False), after)
-    assert cache.summary_json(path) is None  # the new content has no summary yet: never the old one's
-    after_summary = cache.load_summary(path)
+    assert pipeline.summary_json(path) is None  # the new content has no summary yet: never the old one's
+    after_summary = pipeline.load_summary(path)
     assert_same_summary(summarize(load_trace(path, cache=False)), after_summary)
     assert after_summary.to_json() != before_summary.to_json()
-    assert cache.summary_json(path) == orjson.loads(orjson.dumps(after_summary.to_json()))
+    assert pipeline.summary_json(path) == orjson.loads(orjson.dumps(after_summary.to_json()))
 
 
 def test_a_same_size_rewrite_in_place_is_never_served_stale(cache_dir, tmp_path):
@@ -188,9 +190,9 @@ def test_a_same_size_rewrite_in_place_is_never_served_stale(cache_dir, tmp_path)
     path.write_bytes(orjson.dumps({**top, "traceEvents": events}))
     os.utime(path, ns=(1_000_000_000, 1_000_000_000))
     time.sleep(2.1)  # past the racy window: the memo is written
-    before = cache.load_summary(path)
-    assert orjson.loads(cache._memo_path(path).read_bytes())["key"] == cache.content_key(path)
-    assert cache.summary_json(path) is not None
+    before = pipeline.load_summary(path)
+    assert orjson.loads(cache_key._memo_path(path).read_bytes())["key"] == cache.content_key(path)
+    assert pipeline.summary_json(path) is not None
     st = path.stat()
     k = next(i for i, e in enumerate(events) if e.get("cat") == "kernel" and "dur" in e)
     text = orjson.dumps(events[k]["dur"]).decode()
@@ -204,8 +206,8 @@ def test_a_same_size_rewrite_in_place_is_never_served_stale(cache_dir, tmp_path)
     st2 = path.stat()
     assert (st2.st_size, st2.st_mtime_ns, st2.st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino)
     assert cache.content_key(path) == cache.content_key(data)  # hashed again, not the memo's old key
-    assert cache.summary_json(path) is None
-    after = cache.load_summary(path)
+    assert pipeline.summary_json(path) is None
+    after = pipeline.load_summary(path)
     assert after.trace.gpu_ops["dur_us"].sum() != before.trace.gpu_ops["dur_us"].sum()
     assert_same_summary(summarize(load_trace(path, cache=False)), after)
 
@@ -216,7 +218,7 @@ def _damage(entry, damage, other_entry):
         entry.write_bytes(data[: len(data) // 2])
     elif damage == "flip":  # one byte inside the data region: its hash catches it
         with open(entry, "rb") as f:
-            _, start = cache._read_header(f)
+            _, start = cache_format.read_header(f)
         b = bytearray(data)
         b[(start + len(b)) // 2] ^= 0x40
         entry.write_bytes(bytes(b))
@@ -234,22 +236,25 @@ def _damage(entry, damage, other_entry):
 def test_a_corrupt_summary_entry_is_rebuilt_never_trusted(cache_dir, damage):
     path, other = TRACES["h100_bert"], TRACES["mi300_bert"]
     fresh = summarize(load_trace(path, cache=False))
-    cache.load_summary(path)
-    cache.load_summary(other)
-    entry, other_entry = cache.summary_path(cache.content_key(path)), cache.summary_path(cache.content_key(other))
+    pipeline.load_summary(path)
+    pipeline.load_summary(other)
+    entry, other_entry = (
+        cache.derived_path(cache.content_key(path), cache.SUMMARY),
+        cache.derived_path(cache.content_key(other), cache.SUMMARY),
+    )
     _damage(entry, damage, other_entry)
     damaged = entry.read_bytes()
     if damage == "flip":  # the header (and its summary JSON) is intact: the CLI's light path may use it …
-        assert cache.summary_json(path) == orjson.loads(orjson.dumps(fresh.to_json()))
+        assert pipeline.summary_json(path) == orjson.loads(orjson.dumps(fresh.to_json()))
     else:
-        assert cache.summary_json(path) is None
+        assert pipeline.summary_json(path) is None
         assert not entry.exists()
         entry.write_bytes(damaged)
-    assert cache.lookup_summary(cache.content_key(path), fresh.trace) is None  # … the tables are never trusted
+    assert pipeline.lookup_summary(cache.content_key(path), fresh.trace) is None  # … the tables are never trusted
     assert not entry.exists()
-    assert_same_summary(fresh, cache.load_summary(path))
+    assert_same_summary(fresh, pipeline.load_summary(path))
     assert entry.exists()  # rebuilt
-    assert_same_summary(fresh, cache.load_summary(path))
+    assert_same_summary(fresh, pipeline.load_summary(path))
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "other_entry"])
@@ -271,7 +276,7 @@ def test_a_corrupt_entry_is_rebuilt_never_trusted(cache_dir, damage):
         load_trace(other)
         (o,) = [p for p in cache.entries() if p != entry]
         entry.write_bytes(o.read_bytes())
-    assert cache.lookup(cache.content_key(path), "x") is None
+    assert pipeline.lookup_trace(cache.content_key(path), "x") is None
     assert not entry.exists()
     assert_same_trace(fresh, load_trace(path))
     assert entry.exists()  # rebuilt
@@ -313,7 +318,7 @@ def test_size_bound_evicts_least_recently_used(cache_dir, monkeypatch):
 def test_an_uncacheable_value_skips_the_store(cache_dir):
     trace = load_trace(TRACES["h100_bert"], cache=False)
     trace.meta.extra["odd"] = float("nan")  # JSON has no NaN: it would come back as null
-    assert cache.store("0" * 32, trace) is None
+    assert pipeline.store_trace("0" * 32, trace) is None
     assert not cache.entries()
 
 
@@ -374,7 +379,7 @@ def test_object_columns_are_dictionary_encoded(cache_dir):
     path = TRACES["hta_diff_control"]
     load_trace(path)
     (entry,) = cache.entries()
-    manifest, arrays = cache._read_container(entry)
+    manifest, arrays = cache_format.read_container(entry)
     codes = arrays["cpu_ops/name#codes"]
     values = orjson.loads(memoryview(arrays["cpu_ops/name#values"]))
     assert codes.dtype == np.int32 and len(values) < len(codes) // 10
@@ -386,21 +391,21 @@ def test_an_unchanged_path_is_not_hashed_again_but_a_rewrite_is(cache_dir, tmp_p
     path.write_bytes(TRACES["h100_bert"].read_bytes())
     time.sleep(2.1)  # last changed (ctime) over 2 s ago: the key may be remembered
     key = cache.content_key(path)
-    memo = cache._memo_path(path)
+    memo = cache_key._memo_path(path)
     assert orjson.loads(memo.read_bytes())["key"] == key
     forged = memo.read_bytes().replace(key.encode(), b"f" * 32)
     memo.write_bytes(forged)
     assert cache.content_key(path) == key  # a memo without this cache's seal is ignored: the file is hashed again
     doc = orjson.loads(forged)
     doc.pop("seal")
-    memo.write_bytes(orjson.dumps(cache._sealed(doc)))  # sealed by the owner: trusted
+    memo.write_bytes(orjson.dumps(cache_key._sealed(doc)))  # sealed by the owner: trusted
     assert cache.content_key(path) == "f" * 32  # the memo was used: no hash
     path.write_bytes(TRACES["mi300_bert"].read_bytes())  # a rewrite changes mtime/ctime/size: hashed again
     assert cache.content_key(path) == cache.content_key(TRACES["mi300_bert"].read_bytes())
     fresh = tmp_path / "fresh.json.gz"
     fresh.write_bytes(TRACES["h100_bert"].read_bytes())  # changed just now: a racy timestamp, never remembered
     cache.content_key(fresh)
-    assert not cache._memo_path(fresh).exists()
+    assert not cache_key._memo_path(fresh).exists()
 
 
 def test_a_cached_rank_set_is_answered_without_workers(cache_dir, tmp_path, monkeypatch):
@@ -465,7 +470,7 @@ def test_hashing_a_big_file_keeps_its_pages_out_of_the_process(tmp_path):
     env = dict(os.environ, FUSELENS_CACHE_DIR=str(tmp_path / "cache"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     out = out.stdout.split()
-    assert out[0] == cache._hash(path.read_bytes())
+    assert out[0] == cache_key._hash(path.read_bytes())
     assert int(out[1]) < 64 << 20, f"hashing raised the peak RSS by {int(out[1]) >> 20} MiB"
 
 
@@ -477,26 +482,26 @@ def test_an_entry_forged_by_someone_who_can_write_the_folder_is_rebuilt(cache_di
     key_a = cache.content_key(a.read_bytes())
     attacker = tmp_path / "attacker"
     monkeypatch.setenv(cache.ENV_DIR, str(attacker))
-    forged = cache.store(key_a, load_trace(b, cache=False))
+    forged = pipeline.store_trace(key_a, load_trace(b, cache=False))
     assert forged is not None
     monkeypatch.setenv(cache.ENV_DIR, str(cache_dir))
     cache_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy(forged, cache.entry_path(key_a))
-    assert cache.lookup(key_a, "a") is None  # the seal is not this cache's: never read …
+    assert pipeline.lookup_trace(key_a, "a") is None  # the seal is not this cache's: never read …
     assert not cache.entry_path(key_a).exists()  # … and deleted
     t = load_trace(a)
     assert t.meta.gpu_name == load_trace(a, cache=False).meta.gpu_name != load_trace(b, cache=False).meta.gpu_name
-    assert cache.lookup(key_a, "a") is not None  # the owner's own entry is trusted
+    assert pipeline.lookup_trace(key_a, "a") is not None  # the owner's own entry is trusted
 
 
 def test_a_secret_that_is_not_the_owners_is_never_used(cache_dir):
     load_trace(TRACES["h100_bert"])
     (secret,) = cache_dir.glob(".secret-*")
-    assert secret.stat().st_mode & 0o777 == 0o600 and secret.stat().st_size == cache.SECRET_BYTES
+    assert secret.stat().st_mode & 0o777 == 0o600 and secret.stat().st_size == cache_key.SECRET_BYTES
     secret.chmod(0o644)  # readable by others: someone may know it
-    cache._secret_for.cache_clear()
+    cache_key._secret_for.cache_clear()
     try:
         key = cache.content_key(TRACES["h100_bert"].read_bytes())
-        assert cache.lookup(key, "t") is None  # sealed under the old secret, which is no longer trusted
+        assert pipeline.lookup_trace(key, "t") is None  # sealed under the old secret, which is no longer trusted
     finally:
-        cache._secret_for.cache_clear()
+        cache_key._secret_for.cache_clear()

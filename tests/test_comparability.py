@@ -18,9 +18,9 @@ import pytest
 from analyzer import summarize
 from analyzer.diff import diff_runs
 from analyzer.diff.comparability import MIN_TOLERANCE_PCT
-from analyzer.diff.facts import attach_manifest
 from analyzer.diff.measures import spread_pct, weighted_median
-from analyzer.readers.load import load_trace
+from analyzer.pipeline import load_trace
+from analyzer.runmeta import attach_manifest
 from analyzer.steps import spread_range
 from tests.conftest import DATA, ROOT, TRACES
 
@@ -386,7 +386,7 @@ def test_a_damaged_probe_record_is_ignored_and_the_traces_decide(tmp_path):
     identical down projection in another context, within its widened tolerance."""
     import shutil
 
-    from analyzer.diff.facts import recorded_probe
+    from analyzer.runmeta import recorded_probe
 
     src = PROBE / "plain_8192tok_h8192_bf16"
     doc = json.loads((src / "manifest.json").read_text())

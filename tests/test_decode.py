@@ -12,8 +12,11 @@ import pandas as pd
 import pytest
 
 from analyzer import load_trace
+from analyzer.readers import batches as batch_mod
 from analyzer.readers import decode
-from analyzer.readers.decode import floats, ints
+from analyzer.readers.coerce import floats, ints
+from analyzer.readers.document import EVENT_BOUNDARY, split_document, split_events_unchecked
+from analyzer.readers.events import Event
 from tests.conftest import TRACES, loaded_trace, reference_events
 
 
@@ -85,15 +88,18 @@ def test_memop_bytes_and_rocm_string_bytes():
 def test_small_chunks_give_identical_tables(monkeypatch):
     """Chunked decode (cut at '},{' boundaries, factorized args across chunks) equals one-chunk decode."""
     path = TRACES["h100_qwen"]
-    whole = load_trace(path)
-    monkeypatch.setattr(decode, "CHUNK_BYTES", 50_000)  # 8.6 MB of JSON → ~170 chunks
+    monkeypatch.setenv(decode.ENV_WORKERS, "1")  # one process: every batch goes through event_batches
+    whole = load_trace(path, cache=False)
     original = decode.event_batches
+    calls = []
 
-    def small(events, chunk_bytes=None, buf=None):
-        return original(events, 50_000, buf)
+    def small(events, chunk_bytes=None, buf=None, release=False):
+        calls.append(1)
+        return original(events, 50_000, buf, release)  # 8.6 MB of JSON → ~170 chunks
 
     monkeypatch.setattr(decode, "event_batches", small)
-    chunked = load_trace(path)
+    chunked = load_trace(path, cache=False)
+    assert calls  # the small chunks were used (a cache hit would read neither)
     for table in ("gpu_ops", "cpu_ops", "launches", "annotations", "steps", "step_categories"):
         pd.testing.assert_frame_equal(getattr(chunked, table), getattr(whole, table), obj=table)
 
@@ -105,11 +111,11 @@ def test_chunk_cut_inside_a_string_moves_to_the_next_boundary():
     k = next(i for i, e in enumerate(events) if e.get("cat") == "kernel")
     events[k] = {**events[k], "name": "evil},{name" + "x" * 10}
     blob = orjson.dumps({"traceEvents": events})
-    form, header, raw = decode.split_document(blob)
+    form, header, raw = split_document(blob)
     cut_at = blob.index(b"evil},{") - blob.index(b"[")  # first chunk boundary search starts right on the fake one
-    batches = list(decode.event_batches(raw, chunk_bytes=max(1, cut_at - 2)))
+    batches = list(batch_mod.event_batches(raw, chunk_bytes=max(1, cut_at - 2)))
     assert sum(len(b) for b in batches) == len(events)
-    names = [e.name for b in batches for e in b if isinstance(e, decode.Event)]
+    names = [e.name for b in batches for e in b if isinstance(e, Event)]
     assert "evil},{name" + "x" * 10 in names
 
 
@@ -153,7 +159,7 @@ def test_names_are_interned():
 def test_process_labels_and_categories_recorded():
     tr = loaded_trace(TRACES["h100_bert"])
     assert tr.meta.n_events == len(reference_events(TRACES["h100_bert"])[1])
-    form, header, raw = decode.split_document(gzip.decompress(TRACES["h100_bert"].read_bytes()))
+    form, header, raw = split_document(gzip.decompress(TRACES["h100_bert"].read_bytes()))
     d = decode.decode_events(form, header, raw)
     assert d.categories["kernel"] == 60 and d.categories["python_function"] == 1385
     assert any(re.match(r"python", x) for x in d.process_labels)
@@ -164,7 +170,7 @@ def test_parallel_decode_equals_sequential(key):
     """Forked workers (each a byte range of the events) merge into exactly the sequential result."""
     raw = TRACES[key].read_bytes()
     buf = bytearray(gzip.decompress(raw))
-    form, header, events = decode.split_document(buf)
+    form, header, events = split_document(buf)
     seq = decode.decode_events(form, header, events, buf, workers=1)
     par = decode.decode_events(form, header, events, buf, workers=2)
     assert par.n_events == seq.n_events and par.categories == seq.categories
@@ -204,9 +210,9 @@ def test_parallel_decode_falls_back_where_the_split_lands_inside_an_event():
     """The worker's byte range would start inside a nested list of objects: it cannot be read alone, so the
     events are decoded in one process: the same columns, never a partial result."""
     buf = _events_doc(2000, nested_at=1000)
-    form, header, events = decode.split_document(buf)
-    view, _, pos, end = decode._events_span(events, buf)
-    cut = decode._BOUNDARY.search(view, pos + (end - pos) // 2, end)
+    form, header, events = split_document(buf)
+    view, _, pos, end = batch_mod.events_span(events, buf)
+    cut = EVENT_BOUNDARY.search(view, pos + (end - pos) // 2, end)
     assert b'"b"' in bytes(view[cut.start() - 20 : cut.end() + 10])  # the split is inside the nested list
     seq = decode.decode_events(form, header, events, buf, workers=1)
     par = decode.decode_events(form, header, events, buf, workers=2)
@@ -259,7 +265,7 @@ def test_a_worker_failing_after_pages_were_given_back_reads_the_file_again(tmp_p
     monkeypatch.setenv(decode.ENV_WORKERS, "1")
     want = load_trace(path, cache=False)
     calls = {"released": 0}
-    release = decode._release
+    release = decode.release_pages
 
     def counting_release(buf, a, b):
         calls["released"] += 1
@@ -270,7 +276,7 @@ def test_a_worker_failing_after_pages_were_given_back_reads_the_file_again(tmp_p
 
         os._exit(3)
 
-    monkeypatch.setattr(decode, "_release", counting_release)
+    monkeypatch.setattr(decode, "release_pages", counting_release)
     monkeypatch.setattr(decode, "_decode_child", dying_worker)
     monkeypatch.setenv(decode.ENV_WORKERS, "2")
     got = load_trace(path, cache=False)
@@ -282,16 +288,16 @@ def test_a_worker_failing_after_pages_were_given_back_reads_the_file_again(tmp_p
 @pytest.mark.parametrize("key", sorted(TRACES))
 def test_unchecked_split_finds_what_the_validating_split_finds_or_declines(key):
     data = gzip.decompress(TRACES[key].read_bytes()) if TRACES[key].suffix == ".gz" else TRACES[key].read_bytes()
-    quick = decode.split_events_unchecked(data)
+    quick = split_events_unchecked(data)
     if quick is None:  # e.g. deviceProperties written after the events: split_document's case
         return
-    full = decode.split_document(data)
+    full = split_document(data)
     assert quick[:2] == full[:2] and bytes(quick[2]) == bytes(full[2])
 
 
 def test_unchecked_split_takes_the_benchmark_layout():
     data = gzip.decompress((Path(__file__).parent / "data/hta/trace_diff/control/control.json.gz").read_bytes())
-    quick, full = decode.split_events_unchecked(data), decode.split_document(data)
+    quick, full = split_events_unchecked(data), split_document(data)
     assert quick is not None and quick[:2] == full[:2] and bytes(quick[2]) == bytes(full[2])
 
 
@@ -307,7 +313,7 @@ def test_unchecked_split_takes_the_benchmark_layout():
     ],
 )
 def test_unchecked_split_declines_what_it_cannot_vouch_for(doc):
-    assert decode.split_events_unchecked(doc) is None
+    assert split_events_unchecked(doc) is None
 
 
 def test_a_syntax_error_the_unchecked_split_let_through_reads_the_file_the_whole_way(tmp_path):
@@ -317,7 +323,7 @@ def test_a_syntax_error_the_unchecked_split_let_through_reads_the_file_the_whole
     events = [ev % (i, b"NaN" if i == 500 else b"2", i) for i in range(1000)]
     path = tmp_path / "nan.json"
     path.write_bytes(b'{"schemaVersion":1,"traceEvents":[' + b",".join(events) + b'],"traceName":"t"}')
-    assert decode.split_events_unchecked(path.read_bytes()) is not None
+    assert split_events_unchecked(path.read_bytes()) is not None
     t = load_trace(path, cache=False)
     assert len(t.gpu_ops) == 1000 and t.gpu_ops["dur_us"].isna().sum() == 1
     assert any("NaN" in w for w in t.meta.warnings)

@@ -12,8 +12,8 @@ import math
 import pytest
 
 from analyzer.diff import diff_runs
-from analyzer.diff.facts import attach_manifest
 from analyzer.errors import DiffError
+from analyzer.runmeta import attach_manifest
 from analyzer.summary import summarize
 from tests.conftest import SAMPLE_TRACES, TRACES, loaded_trace
 
@@ -466,7 +466,7 @@ def test_unrelated_runs_are_flagged():
 
 
 def test_manifest_document_gives_the_same_facts_as_the_file_beside_the_trace():
-    from analyzer.diff.facts import manifest_doc_facts, manifest_entry_facts, manifest_facts
+    from analyzer.runmeta import manifest_doc_facts, manifest_entry_facts, manifest_facts
 
     path = _sample("hf_geglu_bf16", "compile")
     doc = json.loads((path.parent / "manifest.json").read_text())

@@ -131,7 +131,7 @@ BUNDLED = SAMPLE_TRACES / "gemma_layer_bf16"
 
 @pytest.fixture(scope="module")
 def bundled_diff():
-    from analyzer.diff.facts import attach_manifest
+    from analyzer.runmeta import attach_manifest
 
     runs = []
     for v in ("eager", "sdpa", "compile", "compile-fuselens"):

@@ -215,7 +215,7 @@ def test_predicted_saving_matches_the_measured_one(case, variants):
     within 10% of the measured saving (H100 eager → compile: 100.7 predicted, 94.6 measured, 100.7 logical; the
     last-first gating kernel: 124.8 vs 123.1, more than its 100.7 logical)."""
     from analyzer import diff_runs
-    from analyzer.diff.facts import attach_manifest
+    from analyzer.runmeta import attach_manifest
 
     def run(v):
         t = load_trace(SAMPLES / case / f"{v}.json.gz")

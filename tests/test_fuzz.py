@@ -97,7 +97,7 @@ def check_strict_json(doc) -> None:
 
 
 def load(data: bytes, name: str = NAME):
-    from analyzer.readers.load import load_trace
+    from analyzer.pipeline import load_trace
 
     try:
         trace = load_trace(data, name=name)
@@ -131,7 +131,7 @@ def test_load_raises_only_one_line_trace_errors(data):
 @settings(BASE, max_examples=N_VALID)
 @given(doc=synthetic_doc())
 def test_undamaged_synthetic_traces_load_completely(doc):
-    from analyzer.readers.load import load_trace
+    from analyzer.pipeline import load_trace
 
     data = json.dumps(doc).encode()
     events = [e for e in doc["traceEvents"] if isinstance(e, dict)]
@@ -151,7 +151,7 @@ def test_undamaged_synthetic_traces_load_completely(doc):
 def base_summary():
     """A real, small, undamaged run to diff fuzzed runs against: the TraceLens MI300 torch.compile'd block
     (12 kernels, 4 Triton fusions) — small, so a diff costs ~0.1 s."""
-    from analyzer.readers.load import load_trace
+    from analyzer.pipeline import load_trace
     from analyzer.summary import summarize
 
     return summarize(load_trace(ROOT / "tests/data/tracelens/mi300_compiled_transformer_block_triton.json.gz"))
@@ -251,7 +251,7 @@ def test_names_that_are_not_clean_utf8(data, must_load):
 )
 def test_any_file_name_gives_a_one_line_message(name):
     """Found by this suite (a line break in a file name made a multi-line TraceError); fixed in errors.py."""
-    from analyzer.readers.load import load_trace
+    from analyzer.pipeline import load_trace
 
     with pytest.raises(TraceError) as ei:
         load_trace(b"not a trace", name=name)
@@ -263,7 +263,7 @@ def test_any_file_name_gives_a_one_line_message(name):
 @given(name=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=80))
 def test_drawn_file_names_give_one_line_messages(name):
     """Any printable name: the message stays one line and names the file."""
-    from analyzer.readers.load import load_trace
+    from analyzer.pipeline import load_trace
 
     with pytest.raises(TraceError) as ei:
         load_trace(b"[1, 2", name=name)
@@ -312,8 +312,8 @@ def test_side_files_are_typed_or_one_line_and_their_readers_never_raise(data):
     import copy
 
     from analyzer import runmeta
-    from analyzer.diff.facts import conditions_text, manifest_doc_facts, workload_text
     from analyzer.fmt import clean_json, json_text
+    from analyzer.runmeta import conditions_text, manifest_doc_facts, workload_text
 
     doc = copy.deepcopy(_probe_manifest())
     paths = list(_manifest_paths(doc))

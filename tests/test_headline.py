@@ -19,9 +19,9 @@ import pytest
 from analyzer import summarize
 from analyzer.diff import diff_runs
 from analyzer.diff.comparability import CONTEXT_ALLOWANCE_PCT, MIN_TOLERANCE_PCT
-from analyzer.diff.facts import attach_manifest
 from analyzer.diff.headline import VERDICTS, Figure, decide, headline_text
-from analyzer.readers.load import load_trace
+from analyzer.pipeline import load_trace
+from analyzer.runmeta import attach_manifest
 from tests.conftest import DATA, SAMPLE_TRACES
 
 COMP = DATA / "comparability"

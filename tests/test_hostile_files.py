@@ -76,7 +76,7 @@ def test_a_fifo_where_a_cache_entry_should_be_is_not_read(tmp_path, cache_env):
     try:
         key = cache.content_key(trace.read_bytes())
         d.mkdir(parents=True, exist_ok=True)
-        for path in (cache.entry_path(key), cache.summary_path(key), cache.derived_path(key, "rank")):
+        for path in (cache.entry_path(key), cache.derived_path(key, cache.SUMMARY), cache.derived_path(key, "rank")):
             os.mkfifo(path)
     finally:
         del os.environ["FUSELENS_CACHE_DIR"]

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from analyzer import summarize
-from analyzer.diff.facts import conditions_text, recorded_conditions
-from analyzer.readers.load import load_trace
+from analyzer.pipeline import load_trace
+from analyzer.runmeta import conditions_text, recorded_conditions
 from kernels.runner.conditions import Sampler
 from kernels.runner.control import probe_times as control_probe_times
 from kernels.runner.interleave import round_orders, split_trace

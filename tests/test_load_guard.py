@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from analyzer import TraceError, load_trace
-from analyzer.readers.decode import skip_ws, skip_ws_back
+from analyzer.readers.document import skip_ws, skip_ws_back
 from analyzer.readers.load import DEFAULT_MAX_GZIP_RATIO, ENV_MAX_GZIP_RATIO, GzipGuard, gzip_ratio_limit
 from tests.conftest import TRACES, loaded_trace, reference_events
 

@@ -220,7 +220,7 @@ def report():
 
 def test_real_set_per_rank_summaries_match_single_trace_summaries(report):
     from analyzer.fmt import clean_json
-    from analyzer.readers.load import load_trace
+    from analyzer.pipeline import load_trace
     from analyzer.summary import summarize
 
     (s,) = report.sets

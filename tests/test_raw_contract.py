@@ -11,7 +11,8 @@ import pytest
 
 from analyzer import schema
 from analyzer.readers import decode
-from analyzer.readers.load import parse_document, read_path
+from analyzer.readers.load import read_path
+from analyzer.readers.repair import parse_document
 from analyzer.trace import build_trace
 from tests.conftest import TRACES, loaded_trace, reference_events
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from analyzer import runmeta
-from analyzer.diff.facts import manifest_beside, manifest_doc_facts, recorded_conditions, recorded_probe
+from analyzer.runmeta import manifest_beside, manifest_doc_facts, recorded_conditions, recorded_probe
 from tests.conftest import ROOT, SAMPLE_TRACES
 
 HF = SAMPLE_TRACES / "hf_geglu_bf16"

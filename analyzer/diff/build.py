@@ -30,7 +30,6 @@ from analyzer.diff import comparability
 from analyzer.diff.accounting import Accounting, account, kernel_list
 from analyzer.diff.align import RunSeq, align, sequence
 from analyzer.diff.comparability import Comparability
-from analyzer.diff.facts import run_facts
 from analyzer.diff.flow import round_trip_rows
 from analyzer.diff.match import Group, GroupResult, group_kernels, member_bytes
 from analyzer.diff.measures import range_or_none
@@ -41,6 +40,7 @@ from analyzer.fmt import file_label, finite, safe_text, short_name, unique_label
 from analyzer.opinfo import names
 from analyzer.opinfo.tensors import shape_text
 from analyzer.phases import PHASES, is_training, phase_of_rows, phase_times_us
+from analyzer.runmeta import run_facts
 
 
 def diff_runs(base, candidates: list, labels: list[str] | None = None, steps: list[int | None] | None = None) -> Diff:

@@ -207,7 +207,7 @@ class _Controls:
 
 def check(bseq, cseq, probes: tuple = (None, None)) -> Comparability:
     """The comparability of candidate run cseq against baseline run bseq (RunSeqs; see the module doc). probes: each
-    run's control probe from its runner manifest (analyzer.diff.facts.recorded_probe), or None."""
+    run's control probe from its runner manifest (analyzer.runmeta.recorded_probe), or None."""
     ctl = _controls(bseq, cseq, probes)
     early = _without_enough_controls(bseq, cseq, ctl)
     if early is not None:
@@ -719,7 +719,7 @@ MIN_PROBE_TURNS = 3
 
 
 def _probe(pb: dict | None, pc: dict | None) -> dict | None:
-    """The factor from both runs' control probes (analyzer.diff.facts.recorded_probe), turn k of one run with turn
+    """The factor from both runs' control probes (analyzer.runmeta.recorded_probe), turn k of one run with turn
     k of the other (the same round of the runner), or None when either run has none or they ran different probes."""
     if not pb or not pc or pb.get("spec") != pc.get("spec") or pb.get("kernels") != pc.get("kernels"):
         return None

@@ -21,11 +21,11 @@ import pandas as pd
 from analyzer.diff import output_json, output_text
 from analyzer.diff.accounting import Accounting
 from analyzer.diff.comparability import Comparability
-from analyzer.diff.facts import measured_dram_bytes
 from analyzer.diff.headline import Figure
 from analyzer.diff.headline import decide as decide_headline
 from analyzer.diff.measures import RESOLUTION, call, div, event_range, gbps, range_or_none, saved_range, sub
 from analyzer.fmt import finite
+from analyzer.runmeta import measured_dram_bytes
 from analyzer.schema import CATEGORIES
 
 
@@ -35,7 +35,7 @@ class RunFacts:
 
     label: str
     source: str
-    facts: dict  # gpu, torch, workload, shapes, dtype, variant, … (analyzer.diff.facts.run_facts)
+    facts: dict  # gpu, torch, workload, shapes, dtype, variant, … (analyzer.runmeta.run_facts)
     steps_used: list[int]
     steps_with_signature: list[int]
     step_shown: int

@@ -11,9 +11,9 @@ FusionRow, RunFacts) and never import that module, which imports this one.
 
 from __future__ import annotations
 
-from analyzer.diff.facts import workload_text
 from analyzer.diff.measures import pct, sub
 from analyzer.fmt import clean_json
+from analyzer.runmeta import workload_text
 
 CHANGE_PCT_BASIS = (
     "quote headline.change_pct (its figure in headline.basis, its call in headline.verdict). "

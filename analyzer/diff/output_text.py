@@ -13,9 +13,9 @@ module, which imports this one.
 
 from __future__ import annotations
 
-from analyzer.diff.facts import conditions_text
 from analyzer.diff.headline import headline_text
 from analyzer.fmt import clean_json, finite, fmt_bytes, fmt_pct, fmt_range, fmt_us, fmt_us_spread, short_name
+from analyzer.runmeta import conditions_text
 
 GROUPS_SHOWN = 12  # fusion groups listed in full; a whole model's others are summed in the 'by pattern' line
 UNEXPLAINED_SHOWN = 8

@@ -14,7 +14,6 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyzer.diff.facts import diff_context
 from analyzer.figures.theme import (
     BASELINE_COLOR,
     CATEGORY_COLORS,
@@ -27,6 +26,7 @@ from analyzer.figures.theme import (
     wrap,
 )
 from analyzer.fmt import fmt_bytes, fmt_saved, fmt_us, html_text
+from analyzer.runmeta import diff_context
 
 
 def _title(diff, title: str) -> dict:

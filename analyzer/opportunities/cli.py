@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import sys
 
-from analyzer.diff.facts import attach_manifest
 from analyzer.fmt import fmt_bytes, fmt_pct, fmt_us, json_text, safe_block, safe_text, short_name, text_table
 from analyzer.opportunities.predict import plan_opportunities
 from analyzer.opportunities.shares import plan_shares
-from analyzer.readers import cache
+from analyzer.pipeline import load_summary
+from analyzer.runmeta import attach_manifest
 
 
 def load_plan(path: str):
     """The plan of one trace file: its summary (through the cache) with the runner's manifest facts, if any."""
-    summary = cache.load_summary(path)
+    summary = load_summary(path)
     attach_manifest(summary.trace, path)
     return plan_opportunities(summary)
 

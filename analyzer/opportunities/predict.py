@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analyzer.diff.align import RunSeq, sequence
-from analyzer.diff.facts import run_facts
 from analyzer.diff.match import Intermediate
 from analyzer.fmt import clean_json, fmt_bytes, short_name
 from analyzer.opinfo import optim
 from analyzer.opportunities import takers as tk
 from analyzer.opportunities.detect import ACTIVATIONS, Group, find_groups
+from analyzer.runmeta import run_facts
 
 MIN_ROOF_BYTES = 32 * 2**20  # a kernel moving less spends a visible share of its time starting and draining
 MEMORY_CATEGORIES = ("pointwise", "reduction", "normalization", "memcpy")

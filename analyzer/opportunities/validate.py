@@ -13,7 +13,7 @@ from pathlib import Path
 
 from analyzer.opportunities import takers as tk
 from analyzer.opportunities.cli import load_plan
-from analyzer.readers.cache import load_summary
+from analyzer.pipeline import load_summary
 
 # runner variant -> the tools it applies. The layer and model variants other than eager run the sdpa model
 # ('sdpa/compile: no mask tensor, is_causal' in their manifests), so their compiled variants take SDPA too.

@@ -47,7 +47,7 @@ class LocalEngine:
                 # The server imports numpy/pandas/the analyzer once (~1.2 s here); every worker forked from it then
                 # starts in ~20 ms instead of paying the imports again — which also makes recycling cheap.
                 ctx.set_forkserver_preload(
-                    ["analyzer.ranks.worker", "analyzer.readers.load", "analyzer.summary", "analyzer.diff"]
+                    ["analyzer.ranks.worker", "analyzer.pipeline", "analyzer.summary", "analyzer.diff"]
                 )
             kwargs = {"max_workers": self.workers, "mp_context": ctx}
             if self._max_json_bytes > RECYCLE_ABOVE_JSON_BYTES:

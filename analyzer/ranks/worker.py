@@ -18,6 +18,7 @@ import orjson
 from analyzer.diff import diff_runs
 from analyzer.errors import DiffError, TraceError
 from analyzer.fmt import clean_json
+from analyzer.pipeline import load_summary
 from analyzer.ranks.inputs import RankInput, read_input
 from analyzer.readers import cache
 from analyzer.readers.limits import default_limits
@@ -79,7 +80,7 @@ def summarize_rank(inp: RankInput) -> dict:
     hit = None if key is None else cache.lookup_json(key, RANK_KIND)
     if hit is not None:
         return hit
-    summary = cache.load_summary(src, name=name, key=key)  # load_trace + summarize, both through the cache
+    summary = load_summary(src, name=name, key=key)  # load_trace + summarize, both through the cache
     out = _rank_result(summary)
     if key is not None:
         cache.store_json(key, RANK_KIND, out)
@@ -111,7 +112,7 @@ def diff_rank(job: DiffJob) -> dict:
     summaries = []
     for inp in job.inputs:
         src, name = read_input(inp)
-        summaries.append(cache.load_summary(src, name=name))
+        summaries.append(load_summary(src, name=name))
     diff = diff_runs(summaries[0], summaries[1:], labels=list(job.labels))
     out = diff.to_json()
     if isinstance(out, (str, bytes)):

@@ -1,5 +1,5 @@
 """The loader's limits as the environment sets them, without importing the loader (numpy, msgspec): the cache's
-light path (cache.summary_json) must know whether a load would use the default limits before it reads anything.
+light path (analyzer.pipeline.summary_json) must know whether a load would use the default limits before it reads anything.
 
 The values, defaults and meaning: analyzer.readers.load (decompression_cap, gzip_ratio_limit, GzipGuard).
 """

@@ -1,8 +1,9 @@
-"""Bytes in: paths and uploads, gzip with a cap, JSON repair, truncation recovery → ``Trace``.
+"""Bytes in: paths and uploads, gzip with a cap and a bomb guard; then the stages that make them raw tables.
 
-``load_trace(src, name=None, *, max_decompressed_bytes=None, max_gzip_ratio=None)``
+``read_trace(src, source, *, max_decompressed_bytes=None, max_gzip_ratio=None) -> schema.RawTrace`` (the
+pipeline's ``analyzer.pipeline.load_trace`` builds the ``Trace`` from it, through the cache):
 
-* ``src``: a path (``str`` / ``os.PathLike``) or the raw bytes of an upload (then ``name`` names it in messages).
+* ``src``: a path (``str`` / ``os.PathLike``) or the raw bytes of an upload (``source`` names it in messages).
   Gzip is detected by its magic bytes (1f 8b), never by the file name.
 * Decompression is streamed in 1 MiB steps and refused as soon as the output passes the cap, so a gzip bomb
   (a few KB inflating to many GB) costs at most ``cap`` bytes of memory. Cap: argument
@@ -13,12 +14,9 @@
   ``max_gzip_ratio``, else env ``FUSELENS_MAX_GZIP_RATIO``; 0 = off) or holding ≥ 95% whitespace/NUL is
   refused while it inflates, so a 4 MB file of 4 GiB of spaces is answered after 256 MiB, not 4 GiB.
   The gzip trailer's size field is never used to allocate.
-* Repairs (only tried after the fast decode has failed, so a clean trace pays nothing):
-  - truncated JSON (a killed run leaves the array unclosed; a cut gzip stream): keep every complete event,
-    drop the partial tail, say how many bytes were dropped in ``trace.meta.warnings``;
-  - raw control characters inside strings, ``NaN`` / ``Infinity`` / ``nan`` / ``inf`` / bare ``N/A`` values
-    (→ null, i.e. unknown), trailing commas before ``]`` / ``}``: fixed by targeted byte substitutions;
-  - anything else: ``TraceError('<file>: invalid JSON at line L, column C: …')``.
+* Then, in one direction: the document split (``analyzer.readers.document``; its repairs, only tried after the
+  fast way has failed so a clean trace pays nothing: ``analyzer.readers.repair``) → the event batches and their
+  columns (``analyzer.readers.decode``).
 * Outcomes by input (tests/data/broken/EXPECTED.json is the tested table):
   empty file / whitespace → TraceError; not JSON → TraceError; JSON of another shape → TraceError;
   no events / only metadata events → TraceError; a Chrome, JAX or TensorFlow trace without Kineto
@@ -32,37 +30,26 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
-from msgspec import Raw
 
 from analyzer.errors import TraceError
-from analyzer.readers.decode import (
-    OWNED_BUFFERS,
-    BufferReleased,
-    ShapeError,
-    accumulate_events,
-    finish,
-    skip_ws,
-    split_document,
-    split_events_unchecked,
-)
+from analyzer.readers.batches import OWNED_BUFFERS
+from analyzer.readers.decode import BufferReleased, accumulate_events, finish
+from analyzer.readers.document import BOM, split_events_unchecked
 from analyzer.readers.files import open_regular
-from analyzer.readers.limits import ENV_MAX_DECOMPRESSED, ENV_MAX_GZIP_RATIO, default_limits
+from analyzer.readers.limits import ENV_MAX_DECOMPRESSED, ENV_MAX_GZIP_RATIO
+from analyzer.readers.repair import parse_document
+from analyzer.schema import RawTrace
 from fuselens import settings
 
 try:  # zlib-ng: the same inflate, ~3.5× faster on runs of whitespace (a bomb is refused sooner), CRC-32 ~5×
     from zlib_ng import zlib_ng as zlib
 except ImportError:  # a machine without it (a bare GPU box, a Ray node): the standard library's, same results
     import zlib
-
-if TYPE_CHECKING:  # analyzer.trace imports pandas: a gzip bomb is refused before that (0.25 s idle, 2–3 s busy)
-    from analyzer.trace import Trace
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = 8 * 1024**3
 # 50: real Kineto traces deflate 8-30:1 (the public ResNet-50 traces 28-30:1, the 2 M-kernel dense one 13:1); valid
@@ -91,46 +78,22 @@ def _env_number(name: str, what: str) -> float | None:
         raise TraceError(name, f"not {what}: {env!r}") from None
 
 
-def load_trace(
+def read_trace(
     src: str | os.PathLike | bytes,
-    name: str | None = None,
+    source: str,
     *,
     max_decompressed_bytes: int | None = None,
     max_gzip_ratio: float | None = None,
-    cache: bool | None = None,
-    key: str | None = None,
-) -> Trace:
-    """Read a Kineto trace (path or upload bytes, plain or gzip) into a ``Trace``. Raises ``TraceError``.
+    workers: int | None = None,
+    quick: bool = True,
+) -> RawTrace:
+    """The raw tables of a Kineto trace (path or upload bytes, plain or gzip), its read warnings first; `source`
+    names it in messages. The stages run in one direction: bytes (here) → document (split, else repairs) →
+    event batches and columns (analyzer.readers.decode). Raises ``TraceError``.
 
-    cache: reuse / write the columnar cache (analyzer.readers.cache); None = on unless $FUSELENS_NO_CACHE. A
-    load with a non-default limit (argument or environment) neither reads nor writes it: a cached trace was
-    accepted under the default limits, and must not slip past a stricter (or looser) one.
-    key: the content key of `src` when the caller already has it (cache.load_summary), so the bytes are not
-    hashed a second time (0.1–0.35 s per GB).
-    """
-    from analyzer.readers import cache as cache_mod
-
+    quick: split the events off without their validation pass; anything a batch objects to is read again, the
+    whole way (validation pass, repairs, their warnings)."""
     is_bytes = isinstance(src, (bytes, bytearray, memoryview))
-    source = name or ("upload" if is_bytes else Path(src).name)
-    known, key = key, None
-    if cache_mod.enabled(cache) and default_limits(max_decompressed_bytes, max_gzip_ratio):
-        try:
-            key = known if known is not None else cache_mod.content_key(src)
-        except (OSError, ValueError):
-            key = None  # a missing file, a directory …: the reader below says what is wrong
-        if key is not None:
-            hit = cache_mod.lookup(key, source)
-            if hit is not None:
-                return hit
-    trace = _parse(src, source, is_bytes, max_decompressed_bytes, max_gzip_ratio)
-    if key is not None:
-        cache_mod.store(key, trace)
-    return trace
-
-
-def _parse(
-    src, source: str, is_bytes: bool, max_decompressed_bytes, max_gzip_ratio, workers=None, quick: bool = True
-) -> Trace:
     cap = decompression_cap(max_decompressed_bytes)
     guard = GzipGuard(source, max_gzip_ratio)
     if is_bytes:
@@ -140,7 +103,7 @@ def _parse(
     damaged = any("checksum" in w or "corrupt" in w for w in warnings)
     # the quick split leaves the events' syntax to the batch decode; anything it objects to is read again, the
     # whole way (validation pass, repairs, their warnings)
-    unchecked = split_events_unchecked(data) if quick and not damaged and bytes(data[:3]) != _BOM else None
+    unchecked = split_events_unchecked(data) if quick and not damaged and bytes(data[: len(BOM)]) != BOM else None
     form, header, events, more = (*unchecked, []) if unchecked else parse_document(data, source, damaged)
     warnings += more
     buf = data if isinstance(data, OWNED_BUFFERS) else None
@@ -151,11 +114,25 @@ def _parse(
         acc = accumulate_events(events, buf, workers, release=buf is not None and buf is not src)
     except BufferReleased:  # a decode worker failed after pages were given back: once more, in this process
         del events, buf
-        return _parse(src, source, is_bytes, max_decompressed_bytes, max_gzip_ratio, workers=1, quick=False)
+        return read_trace(
+            src,
+            source,
+            max_decompressed_bytes=max_decompressed_bytes,
+            max_gzip_ratio=max_gzip_ratio,
+            workers=1,
+            quick=False,
+        )
     except (msgspec.DecodeError, RecursionError) as err:
         if unchecked:  # the events were not validated up front: read the file again, the whole way
             del events, buf
-            return _parse(src, source, is_bytes, max_decompressed_bytes, max_gzip_ratio, workers, quick=False)
+            return read_trace(
+                src,
+                source,
+                max_decompressed_bytes=max_decompressed_bytes,
+                max_gzip_ratio=max_gzip_ratio,
+                workers=workers,
+                quick=False,
+            )
         if isinstance(err, RecursionError):
             raise TraceError(source, "JSON nested too deeply to read (msgspec stops at ~1,000 levels)") from None
         # the validation pass skips strings' contents; a batch can still object
@@ -164,9 +141,7 @@ def _parse(
     decoded = finish(acc, form, header)
     del acc
     decoded.warnings[:0] = warnings
-    from analyzer.trace import build_trace
-
-    return build_trace(decoded, source)
+    return decoded
 
 
 # ---------------------------------------------------------------------------------------------------- bytes
@@ -403,216 +378,3 @@ def _gzip_header_len(buf: bytes) -> int | None:
     if flags & 2:  # FHCRC
         pos += 2
     return pos if len(buf) >= pos else None
-
-
-# ---------------------------------------------------------------------------------------------------- JSON
-def parse_document(
-    data, source: str, damaged: bool = False, _utf8_fixed: bool = False
-) -> tuple[str, dict, Raw, list[str]]:
-    """Top-level split with repairs. Returns (form, header, events array view, warnings).
-
-    damaged: the bytes are known to be corrupt (gzip CRC mismatch / broken deflate): a syntax error is then
-    treated as the end of the good data, like a truncation, instead of an error."""
-    if skip_ws(memoryview(data), 0, len(data)) == len(data):
-        raise TraceError(source, "empty file")
-    if bytes(data[:3]) == _BOM:
-        data = memoryview(data)[3:]  # Windows editors prepend a UTF-8 byte-order mark; JSON parsers reject it
-    try:
-        try:
-            return (*split_document(data), [])
-        except msgspec.DecodeError as err:
-            return _repair(data, source, err, damaged)
-    except ShapeError as err:
-        raise TraceError(source, what_it_is(data, source) or str(err)) from None
-    except UnicodeDecodeError:
-        if _utf8_fixed:
-            raise TraceError(source, "invalid UTF-8 that could not be repaired") from None
-        # invalid UTF-8 in a string (a name with Latin-1 bytes): U+FFFD for the bad bytes, then read on — on
-        # every path (the repairs call msgspec again)
-        fixed = bytes(data).decode("utf-8", errors="replace").encode()
-        form, header, events, warnings = parse_document(fixed, source, damaged, _utf8_fixed=True)
-        return form, header, events, [_UTF8_WARNING, *warnings]
-    except RecursionError:
-        raise TraceError(source, "JSON nested too deeply to read (msgspec stops at ~1,000 levels)") from None
-
-
-# What a file that is not JSON text actually is, by its first bytes (after any gzip layer was inflated): a user who
-# zipped a trace, compressed it twice or used another compressor is told that, not "not JSON".
-_MAGIC = (
-    (b"\x1f\x8b", "gzip data inside the gzip (compressed twice): gunzip it once"),
-    (b"PK\x03\x04", "a zip archive: unzip it and load the .json inside (FuseLens reads .json and .json.gz)"),
-    (b"BZh", "bzip2-compressed: decompress it (bunzip2) or recompress it with gzip"),
-    (b"\x28\xb5\x2f\xfd", "zstd-compressed: decompress it (unzstd) or recompress it with gzip"),
-    (b"\xfd7zXZ\x00", "xz-compressed: decompress it (unxz) or recompress it with gzip"),
-    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive: extract the .json inside"),
-)
-_SCALAR_MAX_BYTES = 1 << 16  # a bare JSON value this small is decoded to say what it is ("42")
-
-
-def what_it_is(data, source: str) -> str | None:
-    """One line saying what a file that is not a JSON object/array is, or None when its first bytes say nothing."""
-    head = bytes(memoryview(data)[:16]).lstrip(b" \t\r\n")
-    gz_name = str(source).lower().endswith(".gz")
-    for magic, what in _MAGIC:
-        if head.startswith(magic):
-            if magic == b"\x1f\x8b" or not gz_name:
-                return f"not JSON: {what}"
-            return f"named .gz but not gzip-compressed: {what}"
-    plain_text = "named .gz but not gzip-compressed, and not JSON either" if gz_name else None
-    if len(data) <= _SCALAR_MAX_BYTES:
-        try:
-            value = msgspec.json.decode(bytes(data))
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            return plain_text
-        if isinstance(value, (dict, list)):
-            return None  # an object or array of another shape: split_document's own message says which
-        kind = {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(type(value), "null")
-        shown = msgspec.json.encode(value).decode()[:40]
-        return (
-            f"valid JSON, but {kind} ({shown}), not a trace: a PyTorch profiler trace is a JSON object with "
-            "'traceEvents'"
-        )
-    return plain_text
-
-
-_UTF8_WARNING = "invalid UTF-8 inside some strings was replaced by U+FFFD"
-_BOM = b"\xef\xbb\xbf"
-
-
-_CONTROL_TO_SPACE = bytes.maketrans(bytes(range(0x20)), b" " * 0x20)
-_LOW = bytes(c for c in range(0x20) if c not in (0x09, 0x0A, 0x0D))
-_LOW_CONTROL = re.compile(b"[" + re.escape(_LOW) + b"]")
-_LOW_CONTROL_TO_SPACE = bytes.maketrans(_LOW, b" " * len(_LOW))
-# A bare non-JSON value in value position: after ':' '[' or ',', before ',' ']' '}'.
-_BARE_VALUE = re.compile(rb"([:\[,]\s*)(?:-?Infinity|-?inf|-?nan|NaN|N/A|undefined)(\s*[,\]}])")
-_TRAILING_COMMA = re.compile(rb",(\s*[\]}])")
-
-
-def _repair(data, source: str, first_error: msgspec.DecodeError, damaged: bool) -> tuple[str, dict, Raw, list[str]]:
-    warnings: list[str] = []
-    buf = data
-    err: Exception = first_error
-    if "truncated" not in str(err):
-        buf, fixes = _fix_syntax(buf)
-        if fixes:
-            try:
-                return (*split_document(buf), [f"repaired JSON: {', '.join(fixes)}"])
-            except msgspec.DecodeError as e2:
-                err = e2
-                warnings.append(f"repaired JSON: {', '.join(fixes)}")
-            except ShapeError as e2:
-                raise TraceError(source, str(e2)) from None
-    if "truncated" in str(err):
-        return _recover_truncated(buf, source, warnings)
-    pos = _error_byte(first_error)
-    if damaged and pos is not None:
-        return _recover_truncated(bytes(memoryview(data)[:pos]), source, warnings)
-    raise TraceError(source, f"invalid JSON {_where(data, first_error)}") from None
-
-
-def _error_byte(err: msgspec.DecodeError) -> int | None:
-    m = re.search(r"\(byte (\d+)\)", str(err))
-    return int(m.group(1)) if m else None
-
-
-def _fix_syntax(buf) -> tuple[bytes, list[str]]:
-    fixes = []
-    b = bytes(buf)
-    # Raw control characters: invalid inside JSON strings, mere whitespace outside; ' ' is safe in both places.
-    # \n \r \t are left alone (they are the file's own whitespace; line numbers stay right for messages).
-    if _LOW_CONTROL.search(b):
-        b = b.translate(_LOW_CONTROL_TO_SPACE)
-        fixes.append("control characters → space")
-    new, n = _BARE_VALUE.subn(rb"\1null\2", b)
-    if n:
-        # twice: "[NaN,NaN]" shares the ',' between two matches
-        new, n2 = _BARE_VALUE.subn(rb"\1null\2", new)
-        b = new
-        fixes.append(f"{n + n2} NaN/Infinity/N/A values → null")
-    new, n = _TRAILING_COMMA.subn(rb"\1", b)
-    if n:
-        b = new
-        fixes.append(f"{n} trailing commas removed")
-    try:
-        split_document(b)
-    except msgspec.DecodeError as err:
-        msg = str(err)
-        if "invalid character" in msg:
-            # newlines/tabs raw inside strings (e.g. a multi-line name): blank them all, at the cost of line numbers
-            b2 = b.translate(_CONTROL_TO_SPACE)
-            if b2 != b:
-                try:
-                    split_document(b2)
-                    fixes.append("raw newlines/tabs inside strings → space")
-                    return b2, fixes
-                except (msgspec.DecodeError, ShapeError):
-                    pass
-    except ShapeError:
-        pass
-    return b, fixes
-
-
-def _recover_truncated(buf, source: str, warnings: list[str]):
-    """Keep every complete event of a cut-off file: close the events array after the last complete event."""
-    b = bytes(buf) if not isinstance(buf, bytes) else buf
-    first = b[skip_ws(memoryview(b), 0, len(b)) :][:1]
-    closers = [b"]"] if first == b"[" else [b"]}", b"}"]
-    n = len(b)
-    tried = 0
-    # Candidate cut points, latest first: the last '}' (events closed, trailer cut), then event boundaries '},{'.
-    candidates = []
-    last = b.rfind(b"}")
-    if last >= 0:
-        candidates.append(last)
-    window = 1 << 16
-    for m in _BOUNDARY_BACK(b, window):
-        if m not in candidates:
-            candidates.append(m)
-        if len(candidates) >= 6:
-            break
-    for pos in candidates:
-        for close in closers:
-            tried += 1
-            try:
-                form, header, events = split_document(b[: pos + 1] + close)
-            except (msgspec.DecodeError, ShapeError):
-                continue
-            if b"{" not in bytes(memoryview(events)[:4096]):
-                break  # no complete event survived
-            dropped = n - (pos + 1)
-            warnings.append(
-                f"file is truncated: dropped its last {dropped:,} bytes (an incomplete event"
-                f"{' and the keys after traceEvents' if form == 'object' else ''}); every complete event was kept, but"
-                " whatever was recorded after the cut is missing: the last steps may be partial and the figures"
-                " cover only the steps before it"
-            )
-            return form, header, events, warnings
-    raise TraceError(source, f"truncated JSON with no complete event to recover ({n:,} bytes)")
-
-
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
-
-
-def _BOUNDARY_BACK(b: bytes, window: int):
-    """Positions of '}' in '},{' event boundaries, from the end backwards (searching growing windows)."""
-    end = len(b)
-    seen_from = end
-    while seen_from > 0:
-        start = max(0, seen_from - window)
-        hits = [m.start() for m in _BOUNDARY.finditer(b, start, min(end, seen_from + 64))]
-        for h in reversed(hits):
-            if h < seen_from:
-                yield h
-        seen_from = start
-        window *= 4
-
-
-def _where(data, err: msgspec.DecodeError) -> str:
-    pos = _error_byte(err)
-    reason = re.sub(r"\s*\(byte \d+\)", "", str(err)).replace("JSON is malformed: ", "")
-    if pos is None:
-        return f"({reason})"
-    b = memoryview(data)
-    line = bytes(b[:pos]).count(b"\n") + 1
-    col = pos - (bytes(b[:pos]).rfind(b"\n") + 1) + 1
-    return f"at line {line}, column {col}: {reason}"

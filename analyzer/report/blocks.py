@@ -7,12 +7,12 @@ from __future__ import annotations
 import time
 
 from analyzer.diff import BYTES_RULE, ESTIMATES
-from analyzer.diff.facts import conditions_text, diff_context, workload_parts
 from analyzer.diff.headline import headline_text
 from analyzer.figures.compare import category_time_figure
 from analyzer.fmt import finite, fmt_bytes, fmt_num, fmt_us, fmt_us_spread
 from analyzer.report.candidate import badge_text, candidate_blocks, card
 from analyzer.report.text import num_text
+from analyzer.runmeta import conditions_text, diff_context, workload_parts
 
 
 def title(diff) -> str:

@@ -1,5 +1,5 @@
 """What the runner writes into manifest.json: the run's header (environment, workload, shapes, how it was profiled
-and timed) and one entry per recorded variant. The format is read by analyzer.diff.facts (schema
+and timed) and one entry per recorded variant. The format is read by analyzer.runmeta (schema
 "fuselens.profile/1"); the command's docstring (kernels.runner.options) lists every field."""
 
 from __future__ import annotations
