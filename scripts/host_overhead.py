@@ -242,8 +242,8 @@ def main() -> int:
     )
     with torch.no_grad():
         # Rounds over every row, one column (one setting) at a time, the fastest per cell kept: drift of the host's
-        # speed during the run (on an H200 the same call read 20.8 and 24.7 µs a minute apart: bench/results/host_overhead_h200.json) then moves
-        # every row alike instead of whichever rows ran during a slow spell.
+        # speed during the run (on an H200 the same call read 20.8 and 24.7 µs a minute apart) then moves every row
+        # alike instead of whichever rows ran during a slow spell (bench/results/host_overhead_h200.json).
         plain = {**eager_calls, **entry_calls}
         best: dict = {}
         for _ in range(ROUNDS):
