@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests import test_fuzz as tf  # noqa: E402
-from tests.fuzz_strategies import fuzz_bytes, valid_bytes  # noqa: E402
+from tests.analyzer import test_fuzz as tf  # noqa: E402
+from tests.analyzer.fuzz_strategies import fuzz_bytes, valid_bytes  # noqa: E402
 
 # An example using more CPU than this counts as a hang-class failure (tests use hypothesis' deadline). CPU time, not
 # wall time: on shared cores a niced run can be starved for seconds, which says nothing about the analyzer.
