@@ -95,6 +95,52 @@ def pytest_runtest_setup(item):
         require_data(*mark.args)
 
 
+# The unit tier (`python -m pytest -m unit`, README): in-process checks of one analyzer module on the small public
+# traces in tests/data: no subprocess, no app session, no process pool, no sweep over every recording. It ran in under
+# 60 s on the 2-core machine (README). A module joins by its name here; a test of it marked slow, fuzz or browser
+# stays out (a later -m replaces addopts' one, so the tier deselects those itself).
+UNIT_MODULES = frozenset(
+    {
+        "test_attention",
+        "test_broken_inputs",
+        "test_codes",
+        "test_cost",
+        "test_decode",
+        "test_diff",
+        "test_diff_align",
+        "test_diff_layer",
+        "test_diff_ops",
+        "test_diff_same_program",
+        "test_fmt",
+        "test_gpus",
+        "test_graph_replay",
+        "test_link",
+        "test_load",
+        "test_load_guard",
+        "test_perfetto",
+        "test_raw_contract",
+        "test_steps",
+        "test_summary",
+        "test_templates",
+        "test_tiles",
+        "test_truncated_steps",
+    }
+)
+_NOT_UNIT = ("slow", "fuzz", "browser")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by markers
+def pytest_collection_modifyitems(config, items):
+    gone = sorted(m for m in UNIT_MODULES if not (ROOT / "tests" / "analyzer" / f"{m}.py").is_file())
+    if gone:
+        raise pytest.UsageError(f"tests/conftest.py UNIT_MODULES names files not in tests/analyzer/: {gone}")
+    for item in items:
+        path = Path(str(item.fspath))
+        in_unit_module = path.parent.name == "analyzer" and path.stem in UNIT_MODULES
+        if in_unit_module and not any(item.get_closest_marker(m) for m in _NOT_UNIT):
+            item.add_marker(pytest.mark.unit)
+
+
 def pytest_configure(config):
     """The columnar trace cache (analyzer.readers.cache) goes to a fresh folder per test session: tests never read
     or fill the user's ~/.cache/fuselens, and child processes (CLI, Streamlit server) inherit the setting."""

@@ -43,6 +43,7 @@ def test_predicted_vs_achieved_against_a_fused_run(at):
     assert table.iloc[0]["achieved (µs)"] > 0.9 * table.iloc[0]["predicted saves (µs)"]
 
 
+@pytest.mark.slow  # the slow tier (README): an app run (17 s loaded); fast: test_app_robust's good pair
 def test_plan_page_with_broken_runs_never_fails(tmp_path):
     """Every damaged file of the robustness set (a trace cut before its first kernel, kernel durations as strings,
     broken side files) as the planned run: a plan or a one-line reason, never an exception, "None" or "nan"."""

@@ -1,6 +1,6 @@
 """Issue 13's robustness items on the real app (AppTest): one odd file never breaks Compare for the others.
 
-Every damaged file is derived from the bundled H100 recordings (tests/app_support.broken_set): a trace cut before its first
+Every damaged file is derived from the bundled H100 recordings (tests/support/app_support.broken_set): a trace cut before its first
 kernel event (no GPU op), one whose kernel durations are strings, a runner manifest with
 `"median_us": "abc"`, an eager.ncu.json with `"dram_bytes_read": "abc"`.
 """
@@ -54,6 +54,7 @@ def test_good_pair_still_compared_beside_every_broken_file(broken):
     assert any(w.startswith("truncated_half (truncated_half.json.gz) has no GPU kernel") for w in warns), warns
 
 
+@pytest.mark.slow  # the slow tier (README): an app run (22 s loaded); fast: the good pair test above
 def test_truncated_baseline_and_wrong_types_candidate(broken):
     """Issue item 1: a truncated baseline, a wrong-types candidate: no NaN crash, a stand-in baseline, a warning."""
     at = s.app()
@@ -76,6 +77,7 @@ def test_truncated_baseline_and_wrong_types_candidate(broken):
     assert m["GPU time per step (as recorded)"][0] == "—"  # unknown, not "1.6 µs, -99.3%"
 
 
+@pytest.mark.slow  # the slow tier (README): an app run (24 s loaded); fast: the good pair test above
 def test_only_an_empty_run_beside_one_good_run_says_why(broken):
     at = s.app()
     s.upload(at, broken["truncated"], s.HF / "eager.json.gz")
@@ -85,6 +87,7 @@ def test_only_an_empty_run_beside_one_good_run_says_why(broken):
     assert not at.exception
 
 
+@pytest.mark.slow  # the slow tier (README): an app run (26 s loaded); fast: the good pair test above
 def test_overview_marks_runs_in_doubt(broken):
     at = _everything(broken)
     s.goto(at, "overview")

@@ -50,6 +50,7 @@ def test_points_and_roofs_follow_the_estimates():
     assert fig.layout.meta["points"] == len(pts)
 
 
+@pytest.mark.slow  # the slow tier (README): 2 app runs (47 s loaded); fast: roofline page, manifest roofs
 @pytest.mark.needs_data(s.HF / "manifest.json")
 def test_measured_roofs_from_the_manifest_beside_the_datasheet(tmp_path):
     """Issue 13, Beyond: where the runner measured roofs (`--measure-roofs`: manifest "ceilings"), the Roofline draws

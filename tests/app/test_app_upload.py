@@ -86,6 +86,7 @@ def test_relabel_and_remove():
     assert s.labels(at) == ["eager", "compile", "fuselens"]
 
 
+@pytest.mark.slow  # the slow tier (README): an app run (26 s loaded); fast: uploads, cli/test_side_files
 def test_manifest_and_ncu_uploaded_with_traces_attach_to_them():
     files = [s.HF / "eager.json.gz", s.HF / "compile.json.gz", s.HF / "manifest.json", s.HF / "compile.ncu.json"]
     require_data(*files)
