@@ -6,7 +6,7 @@ EVERY distinct failure instead of stopping at the first (pytest would), with the
 
 A failure is anything but a Trace/DiffError with a one-line message naming the file, a table breaking its column
 contract, non-strict JSON from to_json(), or an example over the time bound. Same strategies and checks as
-tests/test_fuzz.py (which runs a derandomized ~2,600 in CI).
+tests/analyzer/test_fuzz.py (which runs a derandomized ~2,600 in CI).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hypothesis strategies that build Kineto traces and break them — the inputs of tests/test_fuzz.py and
+"""Hypothesis strategies that build Kineto traces and break them — the inputs of tests/analyzer/test_fuzz.py and
 bench/fuzz_long.py (issue 6 item 1).
 
 Two sources of well-formed traces, both then mutated:
@@ -455,7 +455,7 @@ def mutated_doc(draw, max_mutations: int = 6):
 # ------------------------------------------------------------------------------------------------------- to bytes
 
 
-# Bugs found by this fuzzer and not fixed yet, each pinned by an xfail(strict=True) test in tests/test_fuzz.py.
+# Bugs found by this fuzzer and not fixed yet, each pinned by an xfail(strict=True) test in tests/analyzer/test_fuzz.py.
 # While a bug is listed, the CI strategies do not generate its trigger (so CI stays green and keeps finding NEW
 # bugs); bench/fuzz_long.py passes avoid_known=False and still reports them. When the owner fixes one, its strict
 # xfail turns into a failure: delete the xfail mark and the entry here.

@@ -107,7 +107,7 @@ _K = b'{"ph":"X","cat":"kernel","name":"%s","pid":0,"tid":7,"ts":1,"dur":2,"args
 )
 def test_invalid_utf8_is_replaced_on_every_path(data):
     """Bad UTF-8 (Latin-1 bytes in a name) is read as U+FFFD wherever msgspec meets it: typed batch, lenient
-    batch, header, and inside the syntax repair (cases found by tests/test_fuzz.py)."""
+    batch, header, and inside the syntax repair (cases found by tests/analyzer/test_fuzz.py)."""
     t = load_trace(data, name="utf8.json")
     assert len(t.gpu_ops) == 1
     assert any("U+FFFD" in w for w in t.meta.warnings)

@@ -234,7 +234,7 @@ def test_worker_count_policy(monkeypatch):
 
 
 def test_a_string_orjson_refuses_leaves_only_its_own_snippet_unknown():
-    """A surrogate encoded as UTF-8 bytes inside one op's 'Concrete Inputs' (found by tests/test_fuzz.py): that op's
+    """A surrogate encoded as UTF-8 bytes inside one op's 'Concrete Inputs' (found by tests/analyzer/test_fuzz.py): that op's
     value is unknown (None), every other op keeps its own, and loading never raises anything but a TraceError."""
     from analyzer import load_trace
 

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of load → summarize → diff (issue 6 item 1). Strategies: tests/fuzz_strategies.py.
+"""Property-based fuzzing of load → summarize → diff (issue 6 item 1). Strategies: tests/analyzer/fuzz_strategies.py.
 
 Properties, for every generated or mutated trace:
 * load_trace returns a Trace whose every table keeps its column contract (analyzer/schema.py) and whose warnings
@@ -235,7 +235,7 @@ def test_names_that_are_not_clean_utf8(data, must_load):
 
 
 # The invalid-UTF-8 cases this fuzzer found on the lenient-batch and syntax-repair paths (the U+FFFD repair was
-# missing there; fixed) are pinned in tests/test_broken_inputs.py::test_invalid_utf8_is_replaced_on_every_path.
+# missing there; fixed) are pinned in tests/analyzer/test_broken_inputs.py::test_invalid_utf8_is_replaced_on_every_path.
 
 
 @pytest.mark.timeout(60)

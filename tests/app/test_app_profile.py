@@ -2,7 +2,7 @@
 
 On this CPU-only CI machine the GPU work cannot run, so two kinds of test: (1) the REAL runner
 (`python -m kernels.profile`) started by the app's job machinery, which must come back with "no CUDA GPU" and leave
-nothing behind; (2) tests/profile_standin.py, which speaks the runner's protocol and copies real GPU recordings, to
+nothing behind; (2) tests/support/profile_standin.py, which speaks the runner's protocol and copies real GPU recordings, to
 exercise progress, Cancel (whole process tree), timeout, busy and loading results into Compare.
 """
 

@@ -3,7 +3,7 @@ profile run survives the tab that started it being reloaded.
 
 `streamlit run app.py` (the project's .streamlit/config.toml) + Playwright on /usr/bin/chromium, selecting by
 data-testid and waiting for the app to be idle (tests/e2e/harness.py). The damaged files are derived from the
-bundled H100 recordings (tests/app_support.broken_set): a trace cut at 30 %, one with string durations, a manifest
+bundled H100 recordings (tests/support/app_support.broken_set): a trace cut at 30 %, one with string durations, a manifest
 with `"median_us": "abc"`, an eager.ncu.json with `"dram_bytes_read": "abc"`.
 """
 

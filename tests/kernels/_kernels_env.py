@@ -1,4 +1,4 @@
-"""Shared setup for tests/test_kernels_*.py: pick CUDA or the Triton CPU interpreter before kernels/ is imported.
+"""Shared setup for tests/kernels/: pick CUDA or the Triton CPU interpreter before kernels/ is imported.
 
 Without a GPU, TRITON_INTERPRET=1 runs the Triton kernels on the CPU (how CI tests them) at small odd shapes.
 On a GPU, FUSELENS_FULL_SIZE=1 adds the full HF shapes (8192 tokens, d 768, h 3072) to the same checks.

@@ -80,7 +80,7 @@ def test_gradients_match_float64(workload, dname, shape, forward):
     names = ["y", "dx", *(n for n, _ in model.named_parameters())]
     for name, o, e, r in zip(names, ours, eager, ref, strict=True):
         err, eager_err = rel_err(o, r), rel_err(e, r)
-        # the interpreter rounds fp32 -> bf16 by truncation (tests/_kernels_env.py), doubling bf16 rounding errors
+        # the interpreter rounds fp32 -> bf16 by truncation (tests/kernels/_kernels_env.py), doubling bf16 rounding errors
         slack = 3.0 if (dname == "bf16" and not ON_GPU) else 1.5
         assert err < REL_TOL[dname] and err <= slack * eager_err + 2e-6, f"{name}: {err:.2e} vs eager {eager_err:.2e}"
     aligned = dname != "fp32" and m > 64 and (d * dt.itemsize) % 16 == 0 and (h * dt.itemsize) % 16 == 0

@@ -1,4 +1,4 @@
-"""Helpers for the dashboard's AppTest suites (tests/test_app_*.py): a real app.py run, real traces, no mocks.
+"""Helpers for the dashboard's AppTest suites (tests/app/, cli/, e2e/): a real app.py run, real traces, no mocks.
 
 AppTest runs app.py in-process exactly as `streamlit run` would (st.navigation, session state, st.cache_data), and
 uploads go through the sidebar's real st.file_uploader widget, so the tests exercise the same upload handler users
