@@ -131,6 +131,11 @@ _NOT_UNIT = ("slow", "fuzz", "browser")
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by markers
 def pytest_collection_modifyitems(config, items):
+    flat = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
+    if flat:
+        raise pytest.UsageError(
+            f"tests/{flat[0]}: a test file goes in tests/{{analyzer,app,kernels,cli,e2e}}/ (all: {flat})"
+        )
     gone = sorted(m for m in UNIT_MODULES if not (ROOT / "tests" / "analyzer" / f"{m}.py").is_file())
     if gone:
         raise pytest.UsageError(f"tests/conftest.py UNIT_MODULES names files not in tests/analyzer/: {gone}")
