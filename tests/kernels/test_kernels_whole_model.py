@@ -62,6 +62,7 @@ def test_variants_compute_the_same_causal_model(workload):
     assert build("eager", model).attn_implementation == "eager" and model.attn_implementation == "sdpa"
 
 
+@pytest.mark.slow  # the slow tier (README): 5.5 s idle; fast: test_kernels_train's variants train
 def test_training_step_updates_every_weight_and_lowers_the_loss():
     model, ids = _tiny("llama-model")
     fn = build("eager", model, train=True)
