@@ -11,7 +11,7 @@ Chain (per GPU op):
 3. A launch with no External id, one naming no op (2022 traces stamp the correlation id there: HTA's
    trace_diff pair) or one shared by several ops: the innermost cpu_op on the launch's pid/tid whose
    [ts, end] encloses the launch, by interval search (``innermost_enclosing``). On four real traces with their
-   External ids stripped, this finds exactly the op the External id named (tests/test_link.py).
+   External ids stripped, this finds exactly the op the External id named (tests/analyzer/test_link.py).
 4. A correlation that fans out to several GPU ops (a CUDA-graph replay: one cudaGraphLaunch, hundreds of
    kernels) keeps every kernel; they carry the launching op's name but ``shapes_known = False``: that op's
    shapes are not the kernels' shapes.

@@ -48,14 +48,14 @@ RUNS_DIR = runs_dir()  # the clone's runs/; installed, a per-user folder (never 
 KEEP_RUNS = 20  # finished run folders kept in runs/; older ones are pruned when a new run starts
 
 # The runner's own choices and limits (the runner validates again; this is the first line). Both modules import no
-# torch at module level, so the server stays torch-free (tests/test_app_profile.py checks it).
+# torch at module level, so the server stays torch-free (tests/app/test_app_profile.py checks it).
 DTYPES = tuple(DTYPE_BYTES)
 
 # What runs. Module attributes so the tests can point them at a stand-in runner on a machine without a GPU.
 RUNNER_ARGV = [sys.executable, "-m", "kernels.profile"]
 GPU_PROBE_ARGV = ["nvidia-smi", "-L"]
 # Whoever starts the server may point these at another runner / GPU probe (a JSON argument list; the browser test
-# runs the page against tests/profile_standin.py this way). Set only from the server's environment, never a page.
+# runs the page against tests/support/profile_standin.py this way). Set only from the server's environment, never a page.
 RUNNER_ARGV = settings.profile_runner_argv() or RUNNER_ARGV
 GPU_PROBE_ARGV = settings.gpu_probe_argv() or GPU_PROBE_ARGV
 TIMEOUT_S = settings.profile_timeout_s()

@@ -6,7 +6,7 @@ EVERY distinct failure instead of stopping at the first (pytest would), with the
 
 A failure is anything but a Trace/DiffError with a one-line message naming the file, a table breaking its column
 contract, non-strict JSON from to_json(), or an example over the time bound. Same strategies and checks as
-tests/test_fuzz.py (which runs a derandomized ~2,600 in CI).
+tests/analyzer/test_fuzz.py (which runs a derandomized ~2,600 in CI).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests import test_fuzz as tf  # noqa: E402
-from tests.fuzz_strategies import fuzz_bytes, valid_bytes  # noqa: E402
+from tests.analyzer import test_fuzz as tf  # noqa: E402
+from tests.analyzer.fuzz_strategies import fuzz_bytes, valid_bytes  # noqa: E402
 
 # An example using more CPU than this counts as a hang-class failure (tests use hypothesis' deadline). CPU time, not
 # wall time: on shared cores a niced run can be starved for seconds, which says nothing about the analyzer.

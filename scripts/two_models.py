@@ -8,7 +8,7 @@ A GEGLU model and then a SwiGLU model of the HF shape in one process: the second
 This rebuilds that run: every variant of the first model is built, warmed up and timed, then every variant of the
 second. Each forward is timed as triton.testing.do_bench times it (median, L2 zeroed before each call: host-bound
 when the host is slower than the GPU), as the bench does (kernels.ops.timing: GPU time, launches queued ahead),
-and by host time per call (no synchronisation in the loop). tests/test_kernels_gpu.py holds the result to a bound;
+and by host time per call (no synchronisation in the loop). tests/kernels/test_kernels_gpu.py holds the result to a bound;
 this script prints the whole table, and with --root it runs another checkout's kernels/ (the code before the fix:
 `git archive 83c02fe kernels | tar -x -C DIR`, whose package layout it also reads). Needs a CUDA GPU.
 """

@@ -9,7 +9,7 @@ visits every pair of equal keys, again for every block it finds — quadratic in
 against a 116k-op one. Quality: on repeated layers with a kernel missing here and there, the longest block can pair
 layer k with layer k+n and everything after inherits the shift — a real 1,198-op Qwen step with 5% of its kernels
 dropped got 402 of its 1,142 kernels paired (a longest common subsequence: all 1,142). On every step pair the tests
-diff, both give the same pairs and the same Diff (tests/test_diff_align.py). difflib's method is kept, metered, as
+diff, both give the same pairs and the same Diff (tests/analyzer/test_diff_align.py). difflib's method is kept, metered, as
 the reference for those tests and as the fallback for a window too different for Myers; EXACT_WORK > 0 makes
 match_blocks use it first for steps under that many visited pairs.
 """
@@ -40,7 +40,7 @@ class _TooMuchWork(Exception):
 
 def _blocks_exact(a: list, b2j: dict, alo: int, ahi: int, blo: int, bhi: int, limit: float) -> list[tuple]:
     """difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks() of a[alo:ahi] vs b[blo:bhi] as
-    (i, j, size) triples: the same blocks (tests/test_diff_align.py checks it against difflib on real steps).
+    (i, j, size) triples: the same blocks (tests/analyzer/test_diff_align.py checks it against difflib on real steps).
     b2j: each key's positions in b, increasing; they are bisected to the rectangle instead of skipped one by one.
     Raises _TooMuchWork once more than `limit` equal pairs have been visited."""
     work = 0

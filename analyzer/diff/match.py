@@ -120,7 +120,7 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     a claim lies within MAX_CLAIM_DISTANCE kernels of its candidate on the base axis, data flow within FLOW_LOOKBACK
     — so the work is ~49 look-ups per left-over kernel, with the same claims as pairing every left-over baseline
     kernel with every left-over candidate kernel (21 s for two unrelated real steps of 16k and 25k ops; windowed:
-    0.4 s, tests/test_diff_align.py, bench/results/diff.md)."""
+    0.4 s, tests/analyzer/test_diff_align.py, bench/results/diff.md)."""
     b_rows, c_rows = base.records, cand.records
     # 0. same op, same shapes, other kernels (cuDNN picked another algorithm, a library update renamed a kernel):
     #    the same work, so no intermediate can have been avoided

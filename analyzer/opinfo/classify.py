@@ -108,7 +108,7 @@ RULES: tuple[tuple[str, str, str, str], ...] = (
 )
 # fmt: on
 
-# Kernels that truly are 'other' in the real traces (tests/test_classify.py checks every real name is either
+# Kernels that truly are 'other' in the real traces (tests/analyzer/test_classify.py checks every real name is either
 # classified or listed here). Keep it short and say why.
 OTHER_ALLOWLIST: tuple[tuple[str, str], ...] = (
     (r"^triton__\d", "PyTorch 2.0 Inductor naming (signature only, e.g. triton__0d1d2d): no op in the name"),

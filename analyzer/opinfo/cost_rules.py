@@ -606,7 +606,7 @@ def _functional(c: Call) -> bool:
 
 
 # The rules, in order: the first row whose `when` holds computes the estimate. To add a rule (a new op family),
-# add a row above any row that would also match, with a test on a real trace's kernel in tests/test_cost.py.
+# add a row above any row that would also match, with a test on a real trace's kernel in tests/analyzer/test_cost.py.
 RULES: tuple[tuple[str, Callable[[Call], bool], Callable[[Call], Estimate]], ...] = (
     ("Triton kernel under a cpu_op of its own name", _launches_itself, triton_args),
     ("fuselens:: custom ops", lambda c: c.op in FUSELENS_OPS, fuselens),

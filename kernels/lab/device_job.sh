@@ -168,15 +168,15 @@ ncu_warm_plain() {
 check() {
   echo "== full-size kernel checks on the GPU"
   FUSELENS_FULL_SIZE=1 timeout "$(left "${CHECK_LIMIT_S:-300}")" python3 -m pytest -v -rfE -n 8 -p no:cacheprovider \
-    tests/test_kernels_gating.py tests/test_kernels_gemm.py tests/test_kernels_variants.py tests/test_kernels_profile.py \
+    tests/kernels/test_kernels_gating.py tests/kernels/test_kernels_gemm.py tests/kernels/test_kernels_variants.py tests/kernels/test_kernels_profile.py \
     >"$R/logs/check.txt" 2>&1
   echo "check rc=$?: $(grep -c PASSED "$R/logs/check.txt") passed, $(grep -c SKIPPED "$R/logs/check.txt") skipped"
   grep -E "^FAILED|^ERROR|AssertionError|Error:" "$R/logs/check.txt" | sort | uniq | head -20
 }
 
 gpu_tests() {  # launcher fast path vs first call, two models in one process, dispatch + trace label, graph variant
-  echo "== GPU tests: tests/test_kernels_gpu.py"
-  timeout "$(left "${GPU_TESTS_LIMIT_S:-240}")" python3 -m pytest -v -s -rfE -p no:cacheprovider tests/test_kernels_gpu.py \
+  echo "== GPU tests: tests/kernels/test_kernels_gpu.py"
+  timeout "$(left "${GPU_TESTS_LIMIT_S:-240}")" python3 -m pytest -v -s -rfE -p no:cacheprovider tests/kernels/test_kernels_gpu.py \
     >"$R/logs/gpu_tests.txt" 2>&1
   echo "gpu-tests rc=$?: $(grep -c PASSED "$R/logs/gpu_tests.txt") passed"
   grep -E "^FAILED|^ERROR|AssertionError|^\{\('" "$R/logs/gpu_tests.txt" | head -20
@@ -254,8 +254,8 @@ gemm_reread() {
 }
 
 train_tests() {  # the training ops' gradients against float64 on the GPU (fused dH kernel), compile, the variant
-  echo "== GPU tests: tests/test_kernels_train.py"
-  timeout "$(left "${TRAIN_TESTS_LIMIT_S:-240}")" python3 -m pytest -q -rfE -p no:cacheprovider tests/test_kernels_train.py \
+  echo "== GPU tests: tests/kernels/test_kernels_train.py"
+  timeout "$(left "${TRAIN_TESTS_LIMIT_S:-240}")" python3 -m pytest -q -rfE -p no:cacheprovider tests/kernels/test_kernels_train.py \
     >"$R/logs/train_tests.txt" 2>&1
   echo "train-tests rc=$?: $(tail -1 "$R/logs/train_tests.txt")"
   grep -E "^FAILED|^ERROR|AssertionError" "$R/logs/train_tests.txt" | head -20

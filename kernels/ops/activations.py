@@ -18,7 +18,7 @@ from kernels.ops.triton_util import interpreting
 
 # 0.5 erfc(z) = t 2^(P(t) - z^2 log2(e)), t = 1 / (1 + z / 2): the form of Numerical Recipes' erfcc, with P a
 # degree-7 fit (Chebyshev least squares on t in [0.25, 1], i.e. |x| <= 8.5, done in float64; coefficients
-# ascending) of log2(erfc(z) / (2 t)) + z^2 log2(e). tests/test_kernels_gemm.py holds the kernel to float64.
+# ascending) of log2(erfc(z) / (2 t)) + z^2 log2(e). tests/kernels/test_kernels_gemm.py holds the kernel to float64.
 GELU_ERFC_COEFFS = (
     -2.826441266, 1.450869946, 0.5109236643, 0.1146954295, 0.2077880883, -1.14719551, 0.9244825095, -0.2351235026,
 )  # fmt: skip

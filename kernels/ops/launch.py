@@ -233,7 +233,7 @@ def _replay_code(launches: list, first: int, shape: tuple, device_index: int) ->
     src = "\n".join(lines) + "\n"
     exec(compile(src, "<fuselens op plan>", "exec"), ns)  # noqa: S102
     replay = ns["replay"]
-    replay.source = src  # tests/test_kernels_launch.py snapshots it
+    replay.source = src  # tests/kernels/test_kernels_launch.py snapshots it
     replay.launches = len(launches)  # for scripts/host_overhead.py's diagnostics
     replay.desc_caches = [v.cache for k, v in ns.items() if k.startswith("_e")]
     return replay

@@ -20,10 +20,7 @@ pytestmark = [
         not h.CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)"
     ),
     pytest.mark.skipif(importlib.util.find_spec("playwright") is None, reason="needs the playwright package"),
-    pytest.mark.skipif(
-        not (h.ROOT / "sample_traces" / "hf_geglu_bf16" / "eager.json.gz").is_file(),
-        reason="needs sample_traces/hf_geglu_bf16",
-    ),
+    pytest.mark.needs_data(h.ROOT / "sample_traces" / "hf_geglu_bf16" / "eager.json.gz"),
     pytest.mark.timeout(600),
 ]
 HF = h.ROOT / "sample_traces" / "hf_geglu_bf16"

@@ -3,7 +3,7 @@ profile run survives the tab that started it being reloaded.
 
 `streamlit run app.py` (the project's .streamlit/config.toml) + Playwright on /usr/bin/chromium, selecting by
 data-testid and waiting for the app to be idle (tests/e2e/harness.py). The damaged files are derived from the
-bundled H100 recordings (tests/app_support.broken_set): a trace cut at 30 %, one with string durations, a manifest
+bundled H100 recordings (tests/support/app_support.broken_set): a trace cut at 30 %, one with string durations, a manifest
 with `"median_us": "abc"`, an eager.ncu.json with `"dram_bytes_read": "abc"`.
 """
 
@@ -18,18 +18,18 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests import app_support as s
 from tests.e2e import harness as h
+from tests.support import app_support as s
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.slow,
     pytest.mark.skipif(not h.CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium"),
     pytest.mark.skipif(importlib.util.find_spec("playwright") is None, reason="needs the playwright package"),
-    pytest.mark.skipif(not (s.HF / "eager.json.gz").is_file(), reason="needs sample_traces/hf_geglu_bf16"),
+    pytest.mark.needs_data(s.HF / "eager.json.gz"),
     pytest.mark.timeout(900),
 ]
-STANDIN = [sys.executable, str(h.ROOT / "tests" / "profile_standin.py")]
+STANDIN = [sys.executable, str(h.ROOT / "tests" / "support" / "profile_standin.py")]
 FAKE_GPU = [sys.executable, "-c", "print('GPU 0: Stand-in for an H100 (UUID: GPU-0000)')"]
 NONE_WORD = re.compile(r"(?<![\w-])None(?![\w-])")
 

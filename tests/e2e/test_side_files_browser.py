@@ -12,16 +12,16 @@ import importlib.util
 
 import pytest
 
-from tests import app_support as s
+from tests.cli.test_side_files import HOSTILE, PROBE
 from tests.e2e import harness as h
-from tests.test_side_files import HOSTILE, PROBE
+from tests.support import app_support as s
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.slow,
     pytest.mark.skipif(not h.CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium"),
     pytest.mark.skipif(importlib.util.find_spec("playwright") is None, reason="needs the playwright package"),
-    pytest.mark.skipif(not (PROBE / "eager.json.gz").is_file(), reason="needs sample_traces/plain_8192tok_h8192_bf16"),
+    pytest.mark.needs_data(PROBE / "eager.json.gz"),
     pytest.mark.timeout(900),
 ]
 

@@ -22,7 +22,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not h.CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium"),
     pytest.mark.skipif(importlib.util.find_spec("playwright") is None, reason="needs the playwright package"),
-    pytest.mark.skipif(not (LAYER / "eager.json.gz").is_file(), reason="needs tests/data/layer_h100"),
+    pytest.mark.needs_data(LAYER / "eager.json.gz"),
     pytest.mark.timeout(600),
 ]
 

@@ -9,7 +9,7 @@ mistake. Expected kernel counts for truncated files are computed here independen
 standard-library json module walks the original array and records where each event ends; an event survives a
 cut iff it ends before the cut.
 
-EXPECTED.json (read by tests/test_broken_inputs.py): {file: {outcome: 'load'|'error', error: regex,
+EXPECTED.json (read by tests/analyzer/test_broken_inputs.py): {file: {outcome: 'load'|'error', error: regex,
 warnings: [regex], kernels: int|None, note: why}}. EXPECTED.md is the same table for people.
 """
 

@@ -1,0 +1,289 @@
+"""The FuseLens training ops (kernels.models.train_ops, kernels.ops.mlp_backward): gradients against float64 at odd
+shapes in every dtype, through the fused dH kernel (TMA: Hopper, or the interpreter on the CPU) and its fallback;
+autograd and torch.compile see the backward; the fuselens variant trains and names its path in a trace."""
+
+import pytest
+
+from tests.kernels._kernels_env import DEVICE, DTYPES, ON_GPU, REL_TOL, randn, rel_err, seed_of, torch
+
+# isort: split
+# kernels/ only after _kernels_env: it must set TRITON_INTERPRET before triton is imported
+from kernels.models import train_ops  # noqa: E402
+from kernels.models.dispatch import TRAIN_PATHS as _TRAIN_PATHS  # noqa: E402
+from kernels.models.variants import VariantUnavailable, build  # noqa: E402
+from kernels.models.workloads import GatedMLP, PlainMLP, build_model  # noqa: E402
+from kernels.ops import mlp_backward  # noqa: E402
+
+F = torch.nn.functional
+TRAIN_PATHS = {p for paths in _TRAIN_PATHS.values() for p in paths}
+# (tokens, d_model, hidden): odd token counts; the first has 16-byte rows in 2-byte dtypes, so the fused TMA kernel
+# runs (on the GPU and under the interpreter), the second has odd widths, so the fallback epilogue runs
+SHAPES = [(77, 40, 56), (77, 37, 53)] + ([(333, 1000, 2816)] if ON_GPU else [])
+
+
+def _model(workload: str, d: int, h: int, seed: int):
+    torch.manual_seed(seed)
+    if workload == "plain":
+        return PlainMLP(d, h)
+    return GatedMLP(d, h, "gelu_tanh" if workload == "geglu" else "silu")
+
+
+def _fused(model, x, forward="cublas"):
+    if isinstance(model, PlainMLP):
+        return train_ops.gelu_mlp(x, model.fc1.weight, model.fc1.bias, model.fc2.weight, model.fc2.bias)
+    w = model.gate_proj.weight, model.up_proj.weight, model.down_proj.weight
+    return train_ops.glu_mlp(x, *w, model.activation, forward)
+
+
+def _grads(model, fn, x, dy):
+    for p in model.parameters():
+        p.grad = None
+    x = x.detach().requires_grad_()
+    y = fn(model, x)
+    y.backward(dy)
+    return [y.detach(), x.grad, *(p.grad for p in model.parameters())]
+
+
+def _dual_applies(dname, shape) -> bool:
+    m, d, h = shape
+    two_byte = dname != "fp32"
+    return (
+        two_byte and m > 64 and d % 8 == 0 and h % 8 == 0 and (not ON_GPU or torch.cuda.get_device_capability()[0] >= 9)
+    )
+
+
+CASES = [
+    (w, dn, s, f)
+    for w in ("geglu", "swiglu", "plain")
+    for dn in ("fp32", "fp16", "bf16")
+    for s in SHAPES
+    for f in (("cublas", "dual") if w != "plain" and _dual_applies(dn, s) else ("cublas",))
+]
+
+
+@pytest.mark.parametrize(("workload", "dname", "shape", "forward"), CASES)
+def test_gradients_match_float64(workload, dname, shape, forward):
+    """y, dX and every weight (and bias) gradient of the training op against the module in float64 (same rounded
+    weights, input and dY): within the dtype's tolerance and no worse than eager's own gradients in that dtype; with
+    either forward of the gated op (cuBLAS + gating kernel, or the dual GEMM that keeps g and u)."""
+    m, d, h = shape
+    dt = DTYPES[dname]
+    seed = seed_of(workload, dname, shape)
+    model = _model(workload, d, h, seed).to(DEVICE, dt)
+    x = randn(m, d, dtype=dt, seed=seed + 1)
+    dy = randn(m, d, dtype=dt, seed=seed + 2)
+    ref_model = _model(workload, d, h, seed).to(DEVICE, torch.float64)
+    ref_model.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    ref = _grads(ref_model, lambda mod, t: mod(t), x.double(), dy.double())
+    eager = _grads(model, lambda mod, t: mod(t), x, dy)
+    ours = _grads(model, lambda mod, t: _fused(mod, t, forward), x, dy)
+    names = ["y", "dx", *(n for n, _ in model.named_parameters())]
+    for name, o, e, r in zip(names, ours, eager, ref, strict=True):
+        err, eager_err = rel_err(o, r), rel_err(e, r)
+        # the interpreter rounds fp32 -> bf16 by truncation (tests/kernels/_kernels_env.py), doubling bf16 rounding errors
+        slack = 3.0 if (dname == "bf16" and not ON_GPU) else 1.5
+        assert err < REL_TOL[dname] and err <= slack * eager_err + 2e-6, f"{name}: {err:.2e} vs eager {eager_err:.2e}"
+    aligned = dname != "fp32" and m > 64 and (d * dt.itemsize) % 16 == 0 and (h * dt.itemsize) % 16 == 0
+    fused_ok = ON_GPU and torch.cuda.get_device_capability()[0] >= 9 or not ON_GPU
+    ran = train_ops.EPILOGUE_RAN[(model.activation, dt, m, h)]
+    assert ran == ("tma" if aligned and fused_ok else "torch")
+    if ran == "tma" and not ON_GPU:  # the interpreter checks what the GPU's launcher cache needs of the arguments
+        assert mlp_backward._dh_tuned.signature_ok
+        if forward == "dual":
+            assert mlp_backward._save_tuned.signature_ok
+
+
+@pytest.mark.skipif(ON_GPU, reason="the GPU tunes PREFETCH like the tile shape; this runs it under the interpreter")
+@pytest.mark.parametrize("workload", ["swiglu", "plain"])
+def test_prefetching_epilogue_matches_float64(workload, monkeypatch):
+    """The dH kernel with its saved-activation loads hoisted above the K loop (config PREFETCH) gives the same
+    gradients (interpreter, bf16, odd token count)."""
+    monkeypatch.setattr(mlp_backward, "_INTERP_PREFETCH", True)
+    test_gradients_match_float64(workload, "bf16", (77, 40, 56), "cublas")
+
+
+def test_a_dh_kernel_that_cannot_run_falls_back_and_says_so(monkeypatch):
+    """Where the TMA kernel failed to tune (no config compiled on that GPU / Triton) the cuBLAS + torch epilogue runs
+    instead, with the same gradients, and the op's record says why (the bench's "dH epilogue" column)."""
+    m, d, h = 77, 40, 56
+    dev = -1 if DEVICE == "cpu" else torch.cuda.current_device()
+    key = (dev, torch.float16, mlp_backward.GRAD_IDS["silu"], mlp_backward.m_bucket(m), h, d)
+    monkeypatch.setitem(mlp_backward.FAILED, key, "RuntimeError: test")
+    model = _model("swiglu", d, h, 11).to(DEVICE, torch.float16)
+    x, dy = randn(m, d, dtype=torch.float16, seed=12), randn(m, d, dtype=torch.float16, seed=13)
+    ref_model = _model("swiglu", d, h, 11).to(DEVICE, torch.float64)
+    ref_model.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    ref = _grads(ref_model, lambda mod, t: mod(t), x.double(), dy.double())
+    ours = _grads(model, _fused, x, dy)
+    assert train_ops.EPILOGUE_RAN[("silu", torch.float16, m, h)] == "torch (TMA kernel failed: RuntimeError: test)"
+    assert all(rel_err(o, r) < REL_TOL["fp16"] for o, r in zip(ours, ref, strict=True))
+
+
+@pytest.mark.parametrize("activation", ["gelu_tanh", "silu", "gelu"])
+def test_activation_derivatives_match_autograd(activation):
+    """The fallback epilogue's act and act' (the same formulas as the Triton epilogue's) against autograd of the
+    forward activations in float64, tails included."""
+    from kernels.ops.activations import TORCH_ACTS
+
+    g = torch.linspace(-12, 12, 4001, dtype=torch.float64, requires_grad=True)
+    a, da = mlp_backward.act_and_grad_torch(g.detach(), activation)
+    ref = TORCH_ACTS[activation](g)
+    (dref,) = torch.autograd.grad(ref.sum(), g)
+    assert (a - ref.detach()).abs().max() < 1e-12
+    assert (da - dref).abs().max() < 1e-9
+
+
+def test_compiled_training_step_calls_the_ops():
+    """torch.compile (aot_eager: fake tensors, functionalization, AOTAutograd's joint graph; no C++ toolchain) traces
+    the training op and its registered backward as graph nodes, with no graph break, and gives eager's gradients."""
+    model = _model("swiglu", 40, 56, 3).to(DEVICE)
+    x = randn(77, 40, dtype=torch.float32, seed=4)
+    dy = randn(77, 40, dtype=torch.float32, seed=5)
+    ref = _grads(model, _fused, x, dy)
+    seen = []
+
+    def backend(gm, example_inputs):
+        from functorch.compile import make_boxed_func
+        from torch._dynamo.backends.common import aot_autograd
+
+        def record(g, _inputs):
+            seen.extend(f"{n.target} {n.args[:1]}" for n in g.graph.nodes if n.op == "call_function")
+            return make_boxed_func(g)
+
+        return aot_autograd(fw_compiler=record, bw_compiler=record)(gm, example_inputs)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(_fused, backend=backend, fullgraph=True)
+    got = _grads(model, compiled, x, dy)
+    assert any("glu_mlp_train" in s for s in seen) and any("glu_mlp_backward" in s for s in seen), seen
+    for o, r in zip(got, ref, strict=True):
+        assert rel_err(o, r.double()) < 1e-6
+
+
+def test_a_second_backward_is_refused():
+    """The backward overwrites the saved [g | u] with its gradients, so retain_graph + a second backward would be
+    wrong: it raises instead."""
+    model = _model("geglu", 40, 56, 6).to(DEVICE)
+    x = randn(77, 40, dtype=torch.float32, seed=7)
+    y = _fused(model, x)
+    y.sum().backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="second backward"):
+        y.sum().backward()
+
+
+@pytest.mark.parametrize("workload", ["geglu", "plain"])
+def test_fuselens_variant_trains_and_names_its_path(workload):
+    """build('fuselens', train=True) trains (was refused as forward-only): grads equal the module's, and a profiled
+    step holds the path range and the training ops with their input dims."""
+    model = build_model(workload, 40, 56, torch.float32, DEVICE).train()
+    x = randn(2, 9, 40, dtype=torch.float32, seed=8)
+    fn = build("fuselens", model, train=True)
+    ref = _grads(model, lambda mod, t: mod(t), x, torch.ones(2, 9, 40, device=DEVICE))
+    with torch.profiler.profile(record_shapes=True) as prof:
+        got = _grads(model, lambda mod, t: fn(t), x, torch.ones(2, 9, 40, device=DEVICE))
+    for o, r in zip(got, ref, strict=True):
+        assert rel_err(o, r.double()) < 1e-5
+    names = [e.name for e in prof.events()]
+    op = "glu" if workload == "geglu" else "gelu"
+    assert {n for n in names if n.startswith("fuselens::path=")} <= {f"fuselens::path={p}" for p in TRAIN_PATHS}
+    assert any(n.startswith("fuselens::path=") for n in names)
+    if ON_GPU:
+        return  # the GPU measures which path is faster; either is correct
+    assert "fuselens::path=train_fused" in names
+    assert f"fuselens::{op}_mlp_train" in names and f"fuselens::{op}_mlp_backward" in names
+    fwd = next(e for e in prof.events() if e.name == f"fuselens::{op}_mlp_train")
+    assert fwd.input_shapes[0] == [18, 40]
+
+
+def test_fuselens_variant_trains_fp32_weights_under_autocast():
+    """Mixed precision: fp32 weights, torch.autocast to bf16. The training ops take one dtype, so the fuselens path
+    casts x and the weights as autocast does for F.linear; the fp32 weight gradients match eager's under the same
+    autocast (both against float64) and the output is bf16 as eager's is."""
+    dev = torch.device(DEVICE).type
+    model = build_model("swiglu", 40, 56, torch.float32, DEVICE).train()
+    x = randn(77, 40, dtype=torch.float32, seed=9)
+    dy = randn(77, 40, dtype=torch.float32, seed=10)
+    ref_model = build_model("swiglu", 40, 56, torch.float64, DEVICE)
+    ref_model.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    ref = _grads(ref_model, lambda mod, t: mod(t), x.double(), dy.double())
+    fn = build("fuselens", model, train=True)
+    with torch.autocast(dev, dtype=torch.bfloat16):
+        eager = _grads(model, lambda mod, t: mod(t), x, dy)
+        train_ops.EPILOGUE_RAN.clear()
+        ours = _grads(model, lambda mod, t: fn(t), x, dy)
+    if not ON_GPU:  # the training op ran (in bf16), not the module (a GPU measures which path to take)
+        assert ("silu", torch.bfloat16, 77, 56) in train_ops.EPILOGUE_RAN
+    assert ours[0].dtype == eager[0].dtype == torch.bfloat16
+    assert all(p.grad.dtype == torch.float32 for p in model.parameters())
+    for o, e, r in zip(ours[2:], eager[2:], ref[2:], strict=True):
+        err, eager_err = rel_err(o, r), rel_err(e, r)
+        assert err < REL_TOL["bf16"] and err <= 3 * eager_err + 2e-6, (err, eager_err)
+
+
+def test_forward_only_variants_still_say_so():
+    with pytest.raises(VariantUnavailable, match="forward-only"):
+        build("fuselens-gating", build_model("geglu", 16, 32, torch.float32, DEVICE), train=True)
+    z = torch.zeros(2, 8), torch.zeros(4, 8), torch.zeros(4, 8), torch.zeros(8, 4)
+    with pytest.raises(ValueError, match="activation must be"):
+        torch.ops.fuselens.glu_mlp_train(*z, "gelu", "cublas")
+    with pytest.raises(ValueError, match="needs the TMA dual GEMM"):
+        torch.ops.fuselens.glu_mlp_train(*z, "silu", "dual")
+
+
+@pytest.mark.parametrize("workload", ["swiglu", "plain"])
+def test_the_backward_fills_no_zero_gradients(workload):
+    """The saved [g | u] (pre) and h are outputs that take no gradient: the backward must not be handed zero-filled
+    [M, 2h] / [M, h] gradients for them (an allocation and a memset of 1.5 x the activations per step)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    m, d, h = 77, 40, 56
+    model = _model(workload, d, h, 14).to(DEVICE)
+    x = randn(m, d, dtype=torch.float32, seed=15)
+    y = _fused(model, x)
+    filled = []
+
+    class Fills(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.__name__.split(".")[0] in ("zeros", "zeros_like", "new_zeros", "fill_", "zero_"):
+                shape = tuple(out.shape) if isinstance(out, torch.Tensor) else None
+                if shape and shape[0] == m and shape[-1] in (h, 2 * h):
+                    filled.append((func.__name__, shape))
+            return out
+
+    with Fills():
+        y.backward(randn(m, d, dtype=torch.float32, seed=16))
+    assert filled == []
+    assert all(p.grad is not None for p in model.parameters())
+
+
+@pytest.mark.skipif(not ON_GPU, reason="CUDA memory statistics")
+@pytest.mark.parametrize("forward", ["cublas", "dual"])
+def test_step_peak_memory_is_the_saved_activations_and_the_weight_gradients(forward):
+    """A training step's peak allocation (above what was allocated before it) is the larger of the forward's
+    (gu, h, y, and the dual GEMM's interleaved weight) and the backward's after h is released (gu, y, dW_down and
+    the [2h, d] gate/up weight gradient): no [M, h] gradient of h, no zero-filled gradients, h not held to the end."""
+    m, d, h = 1024, 512, 1536
+    dt = torch.bfloat16
+    model = _model("swiglu", d, h, 17).to(DEVICE, dt)
+    x = randn(m, d, dtype=dt, seed=18)
+    dy = randn(m, d, dtype=dt, seed=19)
+    params = tuple(model.parameters())
+
+    def step():
+        _fused(model, x, forward).backward(dy)
+        for p in params:
+            p.grad = None
+
+    step()  # tunes the kernels (scratch copies), off the measured step
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    step()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    e = dt.itemsize
+    gu, hh, y, wd, wgu = 2 * m * h * e, m * h * e, m * d * e, d * h * e, 2 * h * d * e
+    fwd = gu + hh + y + (wgu if forward == "dual" else 0)
+    bwd = gu + y + wd + wgu
+    assert peak <= max(fwd, bwd) + 2**20, (peak, fwd, bwd)
