@@ -1,5 +1,5 @@
 """Hypothesis strategies that build Kineto traces and break them — the inputs of tests/analyzer/test_fuzz.py and
-bench/fuzz_long.py (issue 6 item 1).
+bench/fuzz_long.py.
 
 Two sources of well-formed traces, both then mutated:
 * `synthetic_doc`: a generated trace with the real structure — ProfilerStep annotations, cpu_ops with External id

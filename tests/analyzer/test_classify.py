@@ -153,7 +153,7 @@ def test_real_names_decode(substring, category, library, ops):
     [
         # the Hugging Face post's torch.compile kernel: views dropped, Inductor's op order kept
         ("triton_poi_fused__unsafe_view_gelu_mul_0", ("pointwise", "Triton-Inductor", "gelu+mul")),
-        # a GEMM template's name also lists its inputs' producers (issue #12 bug 5): by the name alone it claims its
+        # a GEMM template's name also lists its inputs' producers: by the name alone it claims its
         # GEMM only; its buffers add an epilogue (template_ops, tested on recorded templates)
         ("triton_tem_fused__unsafe_view_gelu_mm_mul_t_view_1", ("gemm", "Triton-template", "mm")),
         ("triton_tem_fused_addmm_relu_0", ("gemm", "Triton-template", "addmm")),
@@ -202,7 +202,7 @@ def test_table_is_small_data():
 
 
 def test_template_arguments_never_pick_the_library():
-    """Bug 4 (issue #12): vLLM's MoE finalize on B200 carries `cutlass::bfloat16_t` in its template arguments; it is
+    """vLLM's MoE finalize on B200 carries `cutlass::bfloat16_t` in its template arguments; it is
     a gather/reduce of the expert outputs, not a CUTLASS GEMM. A generic launcher's argument still counts."""
     t = loaded_trace(TRACES["b200_vllm"])
     k = t.kernels
@@ -218,7 +218,7 @@ def test_template_arguments_never_pick_the_library():
 
 
 def test_group_norm_kernels_are_group_norm():
-    """Issue #12 bug 5: ATen's group norm runs kernels named like layer norm's (RowwiseMomentsCUDAKernel,
+    """ATen's group norm runs kernels named like layer norm's (RowwiseMomentsCUDAKernel,
     ComputeFusedParamsCUDAKernel, GammaBetaBackwardCUDAKernel1…); the launching op decides. RMS norm backward
     runs cuComputeGradGammaBeta. TraceLens's MI300 normalization trace runs all three."""
     k = loaded_trace(TRACES["mi300_norm"]).kernels
@@ -231,7 +231,7 @@ def test_group_norm_kernels_are_group_norm():
 
 
 def test_cudnn_backward_kernels_are_dgrad_and_wgrad():
-    """Issue #12 bug 5: cuDNN runs forward-named kernels (volta_scudnn_…_stridedB, winogradForward…, volta_sgemm)
+    """cuDNN runs forward-named kernels (volta_scudnn_…_stridedB, winogradForward…, volta_sgemm)
     for a convolution's data and weight gradients; the launching op says which (legacy ResNet-50 trace)."""
     k = loaded_trace(TRACES["legacy_resnet"]).kernels
     conv = k[k["op_name"].str.contains("convolution") & (k["category"] == "gemm") & (k["ops"] != "conv_setup")]

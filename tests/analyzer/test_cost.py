@@ -121,7 +121,7 @@ def test_hf_eager_exact_figures():
 
 @_needs(HF / "compile.json.gz")
 def test_hf_compile_inductor_kernel_reads_gate_and_up_and_writes_over_gate():
-    """Issue #12: the gated product under torch.compile moves 3 × 50.3 MB — it reads gate and up and writes the
+    """The gated product under torch.compile moves 3 × 50.3 MB — it reads gate and up and writes the
     product over gate's buffer (Inductor's in_out_ptr0, passed first in the output's [64,128,3072] shape). Nsight
     Compute on the same H100 (compile.ncu.json): 100,672,000 B read = both args; the write is what the no-reuse
     model adds (28.3 MB of it reached DRAM inside the measured kernel, the rest was still in L2)."""

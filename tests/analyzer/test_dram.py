@@ -1,7 +1,7 @@
 """The L2-aware DRAM model (analyzer.dram) pinned on Nsight Compute counters measured in sequence.
 
 Measurements: `tests/data/ncu_warm_h100_round0/` — ncu `--cache-control none --clock-control none` over 3
-steady-state forwards in a row on an H100 80GB HBM3 (GPU round 0), the same code and kernels as the traces in
+steady-state forwards in a row on an H100 80GB HBM3 (tests/data/ncu_warm_h100_round0), the same code and kernels as the traces in
 `sample_traces/hf_geglu_bf16` and `sample_traces/plain_8192tok_bf16`. The model is run on those traces' steady step
 and compared per kernel (launch order) and per step. docs/COST_MODEL.md ("DRAM model") lists the misses below and
 why; a change to the model that moves them fails here.

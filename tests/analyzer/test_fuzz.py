@@ -1,4 +1,4 @@
-"""Property-based fuzzing of load → summarize → diff (issue 6 item 1). Strategies: tests/analyzer/fuzz_strategies.py.
+"""Property-based fuzzing of load → summarize → diff. Strategies: tests/analyzer/fuzz_strategies.py.
 
 Properties, for every generated or mutated trace:
 * load_trace returns a Trace whose every table keeps its column contract (analyzer/schema.py) and whose warnings

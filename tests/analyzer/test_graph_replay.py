@@ -1,4 +1,4 @@
-"""Issue 12 bug 2: a CUDA-graph replay run diffed against a normal run.
+"""A CUDA-graph replay run diffed against a normal run.
 
 Real H100 recordings (tests/data/cuda_graph_h100_round0): the HF GEGLU forward eager, the same forward captured in a
 torch.cuda.CUDAGraph and replayed, torch.compile, and torch.compile(mode="reduce-overhead"). A replayed kernel has

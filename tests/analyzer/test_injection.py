@@ -1,4 +1,4 @@
-"""Injection (issue 6 item 4): hostile kernel, op, file and run names are inert in every analyzer output.
+"""Injection: hostile kernel, op, file and run names are inert in every analyzer output.
 
 The inputs are REAL traces (TraceLens H100 BERT eager as base, MI300 torch.compile'd block as candidate — a diff
 with real fusion groups) whose kernel and op names are rewritten to carry HTML/JS, Markdown and spreadsheet-formula

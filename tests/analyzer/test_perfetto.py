@@ -1,4 +1,4 @@
-"""Open in Perfetto (issue 13, Beyond): one step of a real trace as a small Kineto JSON with its flows."""
+"""Open in Perfetto: one step of a real trace as a small Kineto JSON with its flows."""
 
 from __future__ import annotations
 

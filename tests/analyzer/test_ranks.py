@@ -1,4 +1,4 @@
-"""Multi-rank sets (issue 7 items 1-2): discovery of folders / zips / uploads, zip safety, rank assignment, the local
+"""Multi-rank sets: discovery of folders / zips / uploads, zip safety, rank assignment, the local
 process-pool engine end to end on a REAL 2-rank set (HTA trace_filter, tests/data/ranks/), spread, comparison."""
 
 from __future__ import annotations

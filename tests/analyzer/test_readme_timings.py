@@ -1,5 +1,5 @@
 """The README's "three measurements of time" paragraph states the bundled recordings' figures as the dashboard
-shows them: the manifest's CUDA-event medians and the traces' GPU time per step (issue 13: README vs app)."""
+shows them: the manifest's CUDA-event medians and the traces' GPU time per step (the README and the app agree)."""
 
 from __future__ import annotations
 

@@ -136,7 +136,7 @@ def test_orphan_kernels_fall_outside_steps():
 
 @pytest.mark.parametrize("key", ["hta_cuda_graph", "hta_diff_test"])
 def test_queued_warm_up_work_is_in_no_step(key):
-    """Bug 3 (issue 12): GPU ops with no launch in the trace (queued before profiling began, still draining when
+    """GPU ops with no launch in the trace (queued before profiling began, still draining when
     the first ProfilerStep opened) were put into that step by GPU time: 2,247 vs 1,375 ops (CUDA-graph rank 0),
     3,117 vs 2,503 (trace_diff 'test'). On each stream they run before every launched op, so they belong to no
     step, and every step of these steady loops holds the same ops. Checked against plain Python per stream."""

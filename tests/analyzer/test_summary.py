@@ -142,7 +142,7 @@ _FLAG_TRACES = sorted(
 )
 @pytest.mark.slow  # the slow tier (README): a sweep or a process pool, several seconds
 def test_no_rate_above_the_hbm_peak_goes_unflagged(path):
-    """Issue #12: an estimated rate above the GPU's HBM peak is physically impossible for DRAM traffic alone; every
+    """An estimated rate above the GPU's HBM peak is physically impossible for DRAM traffic alone; every
     such kernel row carries a flag that says so (and no other row does)."""
     s = summarize(loaded_trace(path))
     k = s.kernels

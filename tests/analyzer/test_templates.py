@@ -1,4 +1,4 @@
-"""Inductor GEMM templates on real H100 recordings (issue #12 bugs 1 and 5): the HF GEGLU MLP under
+"""Inductor GEMM templates on real H100 recordings: the HF GEGLU MLP under
 torch.compile with every GEMM a Triton template (`compile-triton-gemm`), beside eager on the same GPU.
 
 Independent truths: the eager run's cuBLAS GEMMs (aten::mm with [M,K]·[K,N] shapes) of the same problems, and

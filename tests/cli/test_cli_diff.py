@@ -145,7 +145,7 @@ def test_unwritable_report_exit_2(tmp_path):
 
 
 def test_json_states_which_time_its_change_uses(hf_paths, capsys):
-    """Issue 12 bug 6: the change % names its time; busy and span changes sit beside it, with the same per-step
+    """The change % names its time; busy and span changes sit beside it, with the same per-step
     spreads as `summary --json`'s step table."""
     from analyzer.cli import main  # in process: the same code path as the subprocess tests above, no interpreter start
 

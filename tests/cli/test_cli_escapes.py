@@ -1,4 +1,4 @@
-"""Terminal escapes (issue 13 item 6): ANSI CSI, OSC 8 links, OSC titles, BEL, 8-bit C1 and U+202E in kernel names,
+"""Terminal escapes: ANSI CSI, OSC 8 links, OSC titles, BEL, 8-bit C1 and U+202E in kernel names,
 op names, labels and file names never reach a terminal, a Markdown report or a CSV raw.
 
 Inputs are the REAL HF GEGLU eager / torch.compile recordings (sample_traces/, H100) whose kernel and CPU-op names

@@ -1,4 +1,4 @@
-"""Issue 13 on the command line: malformed runner side files and implausible durations (real traces, subprocess)."""
+"""On the command line: malformed runner side files and implausible durations (real traces, subprocess)."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ def test_hf_eager_json_says_five_kernels():
 
 @pytest.mark.needs_data(HF_EAGER)
 def test_step_table_every_step_with_spreads():
-    """Issue 12 bug 6: busy, span and idle per step for EVERY step (warm-up marked), medians and spreads over the
+    """Busy, span and idle per step for EVERY step (warm-up marked), medians and spreads over the
     steady ones, the same figures as the steps table of the trace."""
     from analyzer import load_trace
 

@@ -1,4 +1,4 @@
-"""Issue 13 item 4: a file that is not a trace is told what it actually is (CLI: one line, exit 2; real trace bytes)."""
+"""A file that is not a trace is told what it actually is (CLI: one line, exit 2; real trace bytes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 7 item 3: the same per-rank analysis on Ray gives byte-identical `--json` to the local process pool.
+"""The same per-rank analysis on Ray gives byte-identical `--json` to the local process pool.
 
 Runs the real 2-rank HTA set (tests/data/ranks/hta_trace_filter) through `python -m analyzer ranks … --json` with
 --engine local and --engine ray (a private local Ray: no address), then once more in-process with ship="bytes" (the

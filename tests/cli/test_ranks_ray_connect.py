@@ -1,5 +1,5 @@
-"""`analyzer ranks --engine ray --address …` with nothing listening: one line and exit 2 within seconds (issue 13
-item 8; Ray's own retries took 10+ minutes for a GCS address and ~31 s for ray://)."""
+"""`analyzer ranks --engine ray --address …` with nothing listening: one line and exit 2 within seconds (Ray's own
+retries took 10+ minutes for a GCS address and ~31 s for ray://)."""
 
 from __future__ import annotations
 

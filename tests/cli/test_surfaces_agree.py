@@ -1,4 +1,4 @@
-"""One figure, every surface (issue 12): each kernel's bytes and GB/s read the same in `summary --json`, `diff --json`,
+"""One figure, every surface: each kernel's bytes and GB/s read the same in `summary --json`, `diff --json`,
 the report (HTML and Markdown), the CSV exports and the dashboard pages.
 
 The Summary's kernel table (KERNEL_SUMMARY, what `summary --json` prints) is the reference; every other surface that

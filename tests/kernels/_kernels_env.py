@@ -49,7 +49,7 @@ _VS_EAGER = 1.25 if ON_GPU else 3.0
 def rel_err_ok(ours: float, eager: float, dname: str) -> bool:
     """Within the dtype's tolerance and not worse than eager's own error (x1.25 on a GPU) plus a small slack.
     fp32: a K = 3072 dot product in fp32 carries ~1e-7..1e-6 of summation-order error, and cuBLAS (split/tree
-    order) often lands under our sequential K loop (run 3, H100: fp32 8192 x 768 x 3072 failed the x1.25 rule),
+    order) often lands under our sequential K loop (on an H100, fp32 8192 x 768 x 3072 failed the x1.25 rule),
     so fp32 only has to stay under 1e-5, far below tf32's ~3e-4 (the error we would see if tf32 slipped in)."""
     if dname == "fp32":
         return ours < REL_TOL[dname]

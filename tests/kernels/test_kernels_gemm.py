@@ -64,7 +64,7 @@ def test_dual_gemm_gated(impl, shape, dname, act):
     M, K, N = shape
     x, (wg, wu) = _inputs(M, K, N, dname, seed=seed_of(shape, dname, act), n_weights=2)
     _skip_if_no_tma(impl, x, wg, wu)
-    if impl == "tma2":  # run 2's kernel, kept for the sweep and the bench's before/after rows
+    if impl == "tma2":  # the first persistent TMA kernel, kept for the sweep and the bench's before/after rows
         out = sweep_kernels.dual_gemm_2dot(x, wg, wu, epilogue_act_id(act, x.dtype))
     else:
         out = dual_gemm_gated(x, wg, wu, act, impl=impl)
@@ -233,7 +233,7 @@ def test_cpu_tensor_on_gpu_machine_is_refused():
 
 
 def test_interleaved_weight_cache_is_keyed_by_tensor_not_address():
-    # Run 5 on the H100: a test's fresh weights landed at the address of an earlier test's freed weights (the CUDA
+    # On the H100 a test's fresh weights landed at the address of an earlier test's freed weights (the CUDA
     # caching allocator reuses blocks), the cache keyed on data_ptr + version returned the stale interleaved copy,
     # and the output was garbage (rel err 1.41). Same situation here, made deterministic with set_().
     owner = randn(24, 16, dtype=torch.float16, seed=31)

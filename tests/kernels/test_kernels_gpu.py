@@ -3,7 +3,7 @@
 - the launcher's fast path (the compiled kernel called directly after the first call for a key) gives the same
   results as the first call, for every wrapper, with new inputs each call;
 - two models of the same shape in one process (GEGLU then SwiGLU, and back) each keep their own tuning and their
-  own speed: the second model used to reuse the first one's autotune entries and ran 2x slower (issue 16);
+  own speed: the second model used to reuse the first one's autotune entries and ran 2x slower;
 - the dispatch probe picks a path per (model kind, activation, dtype, shape) and the trace names it;
 - the warp-specialised Gluon dual GEMM (kernels.ops.ws_gemm, sm_90 only) against float64 at odd shapes, per dtype and
   activation, and hopper_gemm's first-call choice between it and the Triton kernel.

@@ -83,7 +83,7 @@ def test_profile_rounds_on_cpu_interleaves_and_splits(tmp_path):
         want = {"mm": "aten::mm", "add": "aten::add", "relu": "aten::relu"}[v]
         assert want in ops and not ({"aten::mm", "aten::add", "aten::relu"} - {want}) & ops
     assert all(len(s) == 6 for s in steps.values())
-    # round 1: mm add relu, round 2: add relu mm, round 3: relu mm add (2 steps per turn, after 3 warm-up steps)
+    # first turn: mm add relu, second: add relu mm, third: relu mm add (2 steps per turn, after 3 warm-up steps)
     assert steps["mm"] == [3, 4, 13, 14, 17, 18]
     assert steps["add"] == [5, 6, 9, 10, 19, 20]
     assert [m[0] for m in sampler.marks] == ["mm", "add", "relu", "add", "relu", "mm", "relu", "mm", "add"]
@@ -205,7 +205,7 @@ def test_recorded_conditions_read_back_and_text():
 
 
 def test_runner_manifest_carries_clocks_power_temperature_per_variant():
-    """The interleaving runner's manifests from the H100 (round 1): every variant's conditions while profiled and
+    """The interleaving runner's manifests from the H100 (tests/data/prewindow_h100_round1): every variant's conditions while profiled and
     timed, and the sampler that took them; under a concurrent matmul load the card draws 3x the power."""
     skew = DATA / "comparability" / "h100_hf_geglu_skew_round1"
     power = {}

@@ -166,7 +166,7 @@ def test_dispatch_key_buckets_tokens_and_names_everything_else():
 
 def test_bench_and_sweep_entry_points_reach_every_tuner():
     """kernels.bench's autotune_choices() runs after every timing, and a renamed tuner once crashed it there, at the
-    end of a 4-minute GPU run (run 9). Without a GPU the caches are empty; the lookup itself must work. The sweep
+    end of a 4-minute GPU run. Without a GPU the caches are empty; the lookup itself must work. The sweep
     must name a config list for each TMA tuner it forces, and those lists must be the tuners' own."""
     from kernels.lab import forward_bench, sweep
     from kernels.ops import hopper_gemm
@@ -390,8 +390,8 @@ def test_merge_lists_only_runs_whose_figures_remain():
 @pytest.mark.parametrize("gpu", ["h100_80gb_hbm3", "h200"])
 def test_committed_shape_sweep_verdicts_recompute(gpu):
     """The committed shape sweeps (bench/results/kernels_<gpu>.json; the runs list names each run's commit) re-judged
-    here: each row's verdict and fastest peer follow from its own timings, and no row is a LOSS on either card. Every
-    row of both files was measured at one commit (session 6, 5fedbde). The two session-4 losses: fp32 HF SwiGLU runs
+    here: each row's verdict and fastest peer follow from its own timings, and no row is a LOSS on either card (each
+    row's run_utc names its entry in the runs list). The two rows that once lost: fp32 HF SwiGLU runs
     cat_gating (H100 2507.9 vs compile 2510.8 us, H200 2466.3 vs liger 2469.4: thin wins), 77 x 1001 -> 3000 bf16 a
     padded path (H100 pad_dual_gemm 30.1 vs 62.2, H200 pad_cat_gating 28.9 vs 59.3)."""
     import copy
