@@ -40,6 +40,7 @@ from analyzer.diff.blocks import lis
 from analyzer.diff.flow import FLOW_LOOKBACK, SIDE_ROLES, feeds, flow_edges
 from analyzer.fmt import short_name
 from analyzer.opinfo import names
+from analyzer.opinfo.classify import gemm_capacity
 from analyzer.opinfo.names import (
     NameVerdict,
     canonical_ops,
@@ -174,6 +175,8 @@ class _Claims:
         }
         base_names = frozenset(r.name for r in b_rows if r.kind == "kernel")
         self.caps = {j: _claim_cap(c_rows[j], base_names) for j in self.left_c}
+        self.gemm_caps = {j: gemm_capacity(c_rows[j].name) for j in self.left_c}  # GEMMs its name says it runs
+        self.gemm_claims = dict.fromkeys(self.left_c, 0)
         self.n_claims = dict.fromkeys(self.left_c, 0)
         self.spent: dict[int, dict[str, int]] = {}  # capped cand pos -> op it computes -> op call whose kernel took it
         self.rank: dict[int, int] = {}  # base pos -> its place in claim's order
@@ -234,6 +237,8 @@ class _Claims:
             return False  # position or an op name is no evidence that an attention chain went into this kernel
         if i is not None and (not self.in_stretch(j, i) or self.name_verdict(j, i).allowed is False):
             return False  # the op lies outside the candidate's stretch, or its name rules the op out
+        if i is not None and self.b_rows[i].is_gemm and self.gemm_claims[j] >= (self.gemm_caps[j] or 1 << 30):
+            return False  # it already replaced every GEMM its name says it runs
         cap = self.caps[j]
         if cap is None:
             return True
@@ -250,6 +255,7 @@ class _Claims:
         self.first_rank.setdefault(j, self.rank[i])
         self.claim[i] = (j, how)
         self.n_claims[j] += 1
+        self.gemm_claims[j] += bool(self.b_rows[i].is_gemm)
         if self.caps[j] is not None:
             self.spent.setdefault(j, {}).update(dict.fromkeys(_base_ops(self.b_rows[i]), self.b_rows[i].op_index))
 

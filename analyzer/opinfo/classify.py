@@ -354,6 +354,24 @@ def classify_one(name: str) -> tuple[str, str, str]:
     return "other", _library(head), ""
 
 
+GEMM_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear"})
+
+
+def gemm_capacity(name: str) -> int | None:
+    """How many GEMMs a kernel computes by its own name, where the classifier's table spells its ops out (the
+    FuseLens kernels: 'mm+mm+act+mul' for the dual GEMM, 'mm+act_backward+mul' for the dH kernel): a fused kernel
+    never replaces more GEMMs than it runs. None where the name does not say (vendor kernels are capped per op call
+    elsewhere, Inductor's by their names' op lists)."""
+    head = names.function_name(name)
+    for rx, _category, library, ops_rule in _COMPILED:
+        if rx.search(head):
+            if library != "Triton-user" or ops_rule.startswith("@"):
+                return None
+            n = sum(op in GEMM_OPS for op in ops_rule.split("+"))
+            return n or None
+    return None
+
+
 # The launching op says what a shared kernel computes for it: ATen's group norm runs kernels named like layer norm's
 # (RowwiseMomentsCUDAKernel, ComputeFusedParamsCUDAKernel, GammaBetaBackwardCUDAKernel1), RMS norm backward runs
 # layer norm's cuComputeGradGammaBeta, and cuDNN runs forward-named kernels (volta_scudnn_…, winogradForward…,
