@@ -407,7 +407,8 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
             notes.append(f"{g.pattern} at kernels {g.members[:4]}…: not predicted (its passes are not known)")
             continue
         opps.append(_opportunity(rows, g, pred, training, amd, gpu_name))
-    _price_measured_takers(opps, rows, gpu_name)
+    if not training:  # the forward bench measured inference; a training step's kernels also save for backward
+        _price_measured_takers(opps, rows, gpu_name)
     opps.sort(key=lambda o: (-(o.saved_us if math.isfinite(o.saved_us) else -1e18), o.members[0]))
     for i, o in enumerate(opps, start=1):
         o.id = i

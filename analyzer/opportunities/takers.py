@@ -28,7 +28,9 @@ FL_GATING = "FuseLens gating"
 FUSED_OPT = "fused optimizer"
 FUSELENS = (FL_DUAL, FL_ACT, FL_GATING)
 ALL = (COMPILE, AUTOTUNE, SDPA, LIGER, FL_DUAL, FL_ACT, FL_GATING, FUSED_OPT)
-INFERENCE_ONLY = frozenset(FUSELENS)  # fuselens::* ops have no backward (kernels/models/custom_ops.py)
+# The FuseLens MLP paths train (fuselens::glu_mlp_train / gelu_mlp_train: kernels/models/train_ops.py); the
+# standalone gating kernel (the fuselens-gating variant) is forward-only
+INFERENCE_ONLY = frozenset({FL_GATING})
 
 HOW = {
     COMPILE: "torch.compile(model): Inductor fuses the chain into one Triton kernel",
@@ -73,7 +75,7 @@ def available(takers: list[str], training: bool, amd: bool = False) -> tuple[lis
             notes.append(f"{t}: NVIDIA only (its inline PTX does not compile on ROCm)")
         elif t in INFERENCE_ONLY and training:
             kept.remove(t)
-            notes.append(f"{t}: inference only (fuselens::* ops have no backward yet)")
+            notes.append(f"{t}: inference only (the standalone gating op has no backward)")
     return kept, notes
 
 
