@@ -354,9 +354,6 @@ def classify_one(name: str) -> tuple[str, str, str]:
     return "other", _library(head), ""
 
 
-GEMM_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear"})
-
-
 def gemm_capacity(name: str) -> int | None:
     """How many GEMMs a kernel computes by its own name, where the classifier's table spells its ops out (the
     FuseLens kernels: 'mm+mm+act+mul' for the dual GEMM, 'mm+act_backward+mul' for the dH kernel): a fused kernel
@@ -367,7 +364,7 @@ def gemm_capacity(name: str) -> int | None:
         if rx.search(head):
             if library != "Triton-user" or ops_rule.startswith("@"):
                 return None
-            n = sum(op in GEMM_OPS for op in ops_rule.split("+"))
+            n = sum(op in names.GEMM_OPS for op in ops_rule.split("+"))
             return n or None
     return None
 

@@ -409,7 +409,7 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
         opps.append(_opportunity(rows, g, pred, training, amd, gpu_name))
     if not training:  # the forward bench measured inference; a training step's kernels also save for backward
         _price_measured_takers(opps, rows, gpu_name)
-    opps.sort(key=lambda o: (-(o.saved_us if math.isfinite(o.saved_us) else -1e18), o.members[0]))
+    opps.sort(key=lambda o: (-_finite(o.saved_us), o.members[0]))
     for i, o in enumerate(opps, start=1):
         o.id = i
     rows_, row_of = _aggregate(opps)
@@ -557,7 +557,7 @@ def _aggregate(opps: list[Opportunity]) -> tuple[list[Opportunity], dict[int, in
         row = _summed(inst)
         row._inst = inst  # noqa: SLF001  (row -> its instances, for the ids below)
         rows.append(row)
-    rows.sort(key=lambda o: (-(o.saved_us if math.isfinite(o.saved_us) else -1e18), o.members[0]))
+    rows.sort(key=lambda o: (-_finite(o.saved_us), o.members[0]))
     row_of: dict[int, int] = {}
     for i, row in enumerate(rows, start=1):
         row.id = i
