@@ -4,7 +4,8 @@
 #                                          record-fuselens | record-roofs | record-layer | record-layer-quick | record-model | record-model-big | record-model-32 | record-model-h100 | record-llama-layer | record-templates |
 #                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | bench-rows | bench-llm-floor | ncu-warm | ncu-warm-hf |
-#                                           ncu-warm-plain | gemm-reread | train-tests | bench-train | record-train | bench-hf-plain
+#                                           ncu-warm-plain | gemm-reread | train-tests | bench-train | record-train | bench-hf-plain |
+#                                           bench-users | train-kernels | ws-tests
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
 set -uo pipefail
@@ -269,6 +270,24 @@ bench_train() {  # forward + backward per variant -> kernels_train_<gpu>.md (TRA
   grep -E "Error|budget" "$R/logs/bench_train.err" | head -8
 }
 
+ws_tests() {  # the warp-specialised Gluon kernels against float64 (forward dual GEMM, training dH and save), launch tests
+  echo "== GPU tests: warp-specialised kernels + launch"
+  timeout "$(left "${WS_TESTS_LIMIT_S:-200}")" python3 -m pytest -q -rfE -p no:cacheprovider -k "warp_specialised or gluon" \
+    tests/kernels/test_kernels_gpu.py tests/kernels/test_kernels_train.py >"$R/logs/ws_tests.txt" 2>&1
+  echo "ws-tests rc=$?: $(tail -1 "$R/logs/ws_tests.txt")"
+  grep -E "^FAILED|^ERROR|AssertionError|Error" "$R/logs/ws_tests.txt" | head -20
+  timeout "$(left 120)" python3 -m pytest -q -rfE -p no:cacheprovider tests/kernels/test_kernels_launch.py >"$R/logs/launch_tests.txt" 2>&1
+  echo "launch-tests rc=$?: $(tail -1 "$R/logs/launch_tests.txt")"
+  grep -E "^FAILED|^ERROR" "$R/logs/launch_tests.txt" | head -10
+}
+
+train_kernels() {  # the training step's two fused kernels alone, Triton vs Gluon vs the plain cuBLAS GEMM (~1-2 min)
+  echo "== train kernels"
+  timeout "$(left 200)" python3 -m kernels.lab.train_kernels --out "$R/bench/train_kernels.json" ${TRAIN_DTYPES:+--dtypes "$TRAIN_DTYPES"} \
+    2>"$R/logs/train_kernels.err" | tee "$R/logs/train_kernels.md"
+  tail -3 "$R/logs/train_kernels.err"
+}
+
 record_train() {  # the HF GEGLU training step with the fuselens variant (its backward) beside the peers
   rec geglu_train_fuselens_bf16 150 --workload geglu --variants eager,compile,liger,fuselens --batch 64 --seq 128 \
     --d-model 768 --hidden 3072 --dtype bf16 --train
@@ -350,7 +369,8 @@ for step in "$@"; do
     record-skew) record_skew ;; gemm-reread) gemm_reread ;;
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; ncu-floor) ncu_floor ;; two-models) two_models ;;
-    bench-hf-plain) bench --shapes hf-plain ;;
+    bench-hf-plain) bench --shapes hf-plain ;; bench-users) bench --shapes users ${BENCH_ROWS:+--rows "$BENCH_ROWS"} ;;
+    train-kernels) train_kernels ;; ws-tests) ws_tests ;;
     bench-llm) bench --shapes llm ;; bench-rows) bench_rows ;; bench-llm-floor) bench_llm_floor ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
     train-tests) train_tests ;; bench-train) bench_train ;; record-train) record_train ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;

@@ -1,7 +1,7 @@
 """Side-by-side speed of the MLP variants and the gating kernels on this GPU -> bench/results/kernels_<gpu>.{md,json}.
 
     python -m kernels.bench [--out-dir bench/results] [--no-max-autotune] [--n-iter 200] [--sections ...]
-    python -m kernels.bench --shapes llm | llm-dtypes | llm-all | hf-plain | all   (the shape sweep: kernels/lab/shapes.py)
+    python -m kernels.bench --shapes llm | llm-dtypes | llm-all | hf-plain | users | all   (the shape sweep: kernels/lab/shapes.py)
     python -m kernels.bench --render bench/results/kernels_<gpu>.json     (re-render the .md, no GPU)
 
 All timings: CUDA events around each call, median of --n-iter calls (default 200) after warm-up, L2 flushed before
@@ -476,7 +476,7 @@ def main(argv=None) -> int:
     p.add_argument("--sections", help="gating,mlp,decode (the default) and/or shapes (the default with --shapes)")
     p.add_argument(
         "--shapes",
-        choices=("llm", "llm-dtypes", "llm-all", "hf-plain", "all"),
+        choices=("llm", "llm-dtypes", "llm-all", "hf-plain", "users", "all"),
         help="the shape sweep's rows (kernels/lab/shapes.py)",
     )
     p.add_argument("--rows", help="only these shape-sweep row ids (comma-separated; --merge folds them in by id)")

@@ -60,12 +60,25 @@ HF_PLAIN_ROWS = [
     ("hf-plain-h8192-bf16", "plain, HF MLP, hidden 8192", "plain", "bf16", 8192, 768, 8192),
     ("hf-plain-1tok-bf16", "plain, HF MLP, one token", "plain", "bf16", 1, 768, 3072),
 ]
+# The MLP shapes teammates measured FuseLens at (the models' own MLP widths at common token counts), the Llama-2-13B
+# fp16 row at 1000 tokens being the one that sat at the edge (1.07 / 1.10 / 0.99 x the fastest peer in three runs).
+USER_ROWS = [
+    ("qwen25-05b-bf16", "SwiGLU, Qwen2.5-0.5B MLP", "swiglu", "bf16", 4096, 896, 4864),
+    ("gemma-2b-bf16", "GEGLU, Gemma-2B MLP", "geglu", "bf16", 4096, 2048, 16384),
+    ("phi3-mini-bf16", "SwiGLU, Phi-3-mini MLP", "swiglu", "bf16", 4096, 3072, 8192),
+    ("qwen25-7b-bf16", "SwiGLU, Qwen2.5-7B MLP", "swiglu", "bf16", 2048, 3584, 18944),
+    ("decode-1tok-bf16", "SwiGLU, one-token decode", "swiglu", "bf16", 1, 4096, 11008),
+    ("prefill-512-bf16", "SwiGLU, 512-token prefill", "swiglu", "bf16", 512, 4096, 14336),
+    ("llama2-13b-m1000-fp16", "SwiGLU, Llama-2-13B MLP, 1000 tokens", "swiglu", "fp16", 1000, 5120, 13824),
+    ("hf-geglu-fp32", "HF GEGLU", "geglu", "fp32", 8192, 768, 3072),
+]
 SHAPE_SETS = {
+    "users": USER_ROWS,
     "llm": LLM_ROWS,
     "llm-dtypes": DTYPE_ROWS,
     "llm-all": LLM_ROWS + DTYPE_ROWS,
     "hf-plain": HF_PLAIN_ROWS,
-    "all": LLM_ROWS + DTYPE_ROWS + HF_PLAIN_ROWS,
+    "all": LLM_ROWS + DTYPE_ROWS + HF_PLAIN_ROWS + USER_ROWS,
 }
 PEERS = ("eager", "compile", "liger")
 CEILING = "ceiling"  # the dtype's ceiling matmul, timed in the row's passes at the row's duty cycle (duty_matched)

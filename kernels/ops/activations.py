@@ -131,3 +131,46 @@ def epilogue_act_id(activation: str, dtype: torch.dtype) -> int:
     if dtype == torch.bfloat16 and activation in _APPROX:
         return act_id(_APPROX[activation])
     return act_id(activation)
+
+
+# ---- the backward: (act(g), act'(g)) for the training epilogues (GRAD ids: mlp_backward.GRAD_IDS) ----
+
+
+@triton.jit
+def act_and_grad_f32(g, GRAD: tl.constexpr):
+    """(act(g), act'(g)) in fp32 for GRAD 0 = gelu_tanh, 1 = silu, 2 = gelu (erf). exp2 + rcp forms throughout (the
+    backward's outputs are gradients; no tanh.approx here)."""
+    if GRAD == 0:
+        # 0.5 g (1 + t), t = tanh(k (g + c g^3)); t = 1 - 2 / (1 + e^(2 z)); d/dg = 0.5 (1 + t) + 0.5 g (1 - t^2) k (1 + 3 c g^2)
+        z = 0.7978845608028654 * (g + 0.044715 * g * g * g)
+        t = 1.0 - 2.0 * rcp(1.0 + tl.exp2(2.8853900817779268 * z))
+        a = 0.5 * g * (1.0 + t)
+        da = 0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * g * g)
+    elif GRAD == 1:
+        s = rcp(1.0 + tl.exp2(-1.4426950408889634 * g))
+        a = g * s
+        da = s * (1.0 + g * (1.0 - s))
+    else:
+        # gelu = g Phi(g); d/dg = Phi(g) + g phi(g), Phi(g) = (gelu(g) + ... ) computed from the same erfc form
+        a = gelu_erf_f32(g)
+        phi = 0.3989422804014327 * tl.exp2(-0.7213475204444817 * g * g)
+        # gelu_erf_f32 = g Phi(g) exactly in this form, so Phi(g) = a / g except at g = 0 (Phi = 1/2)
+        cdf = tl.where(g == 0.0, 0.5, a / tl.where(g == 0.0, 1.0, g))
+        da = cdf + g * phi
+    return a, da
+
+
+def act_and_grad_torch(g: torch.Tensor, activation: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(act(g), act'(g)) in g's dtype (callers pass fp32 or fp64): the fallback epilogue's math, the same formulas as
+    act_and_grad_f32."""
+    if activation == "gelu_tanh":
+        k = 0.7978845608028654
+        t = torch.tanh(k * (g + 0.044715 * g**3))
+        return 0.5 * g * (1 + t), 0.5 * (1 + t) + 0.5 * g * (1 - t * t) * k * (1 + 0.134145 * g * g)
+    if activation == "silu":
+        s = torch.sigmoid(g)
+        return g * s, s * (1 + g * (1 - s))
+    if activation == "gelu":
+        cdf = 0.5 * (1 + torch.erf(g * 0.7071067811865476))
+        return g * cdf, cdf + g * 0.3989422804014327 * torch.exp(-0.5 * g * g)
+    raise ValueError(f"no backward for activation {activation!r}; expected gelu_tanh, silu or gelu")

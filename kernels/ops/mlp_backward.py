@@ -21,39 +21,15 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.ops import hopper_gemm
-from kernels.ops.activations import act_f32, gelu_erf_f32, rcp
+from kernels.ops import hopper_gemm, ws_dh, ws_gemm
+from kernels.ops.activations import act_and_grad_f32, act_and_grad_torch, act_f32
 from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
 from kernels.ops.launch import Tuned
-from kernels.ops.triton_util import INTERPRETING, interpreting, num_sms
+from kernels.ops.triton_util import INTERPRETING, interpreting, num_sms, timed_both_ways
 
 # epilogue modes (constexpr GRAD): the activation whose backward the epilogue applies
 GRAD_IDS = {"gelu_tanh": 0, "silu": 1, "gelu": 2}
 GATED_GRADS = ("gelu_tanh", "silu")
-
-
-@triton.jit
-def act_and_grad_f32(g, GRAD: tl.constexpr):
-    """(act(g), act'(g)) in fp32 for GRAD 0 = gelu_tanh, 1 = silu, 2 = gelu (erf). exp2 + rcp forms throughout (the
-    backward's outputs are gradients; no tanh.approx here)."""
-    if GRAD == 0:
-        # 0.5 g (1 + t), t = tanh(k (g + c g^3)); t = 1 - 2 / (1 + e^(2 z)); d/dg = 0.5 (1 + t) + 0.5 g (1 - t^2) k (1 + 3 c g^2)
-        z = 0.7978845608028654 * (g + 0.044715 * g * g * g)
-        t = 1.0 - 2.0 * rcp(1.0 + tl.exp2(2.8853900817779268 * z))
-        a = 0.5 * g * (1.0 + t)
-        da = 0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * g * g)
-    elif GRAD == 1:
-        s = rcp(1.0 + tl.exp2(-1.4426950408889634 * g))
-        a = g * s
-        da = s * (1.0 + g * (1.0 - s))
-    else:
-        # gelu = g Phi(g); d/dg = Phi(g) + g phi(g), Phi(g) = (gelu(g) + ... ) computed from the same erfc form
-        a = gelu_erf_f32(g)
-        phi = 0.3989422804014327 * tl.exp2(-0.7213475204444817 * g * g)
-        # gelu_erf_f32 = g Phi(g) exactly in this form, so Phi(g) = a / g except at g = 0 (Phi = 1/2)
-        cdf = tl.where(g == 0.0, 0.5, a / tl.where(g == 0.0, 1.0, g))
-        da = cdf + g * phi
-    return a, da
 
 
 @triton.jit
@@ -173,22 +149,6 @@ def fused_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, a
 _INTERP_PREFETCH = False  # tests flip it to run the prefetching epilogue under the interpreter
 
 
-def act_and_grad_torch(g: torch.Tensor, activation: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(act(g), act'(g)) in g's dtype (callers pass fp32 or fp64): the fallback epilogue's math, the same formulas as
-    act_and_grad_f32."""
-    if activation == "gelu_tanh":
-        k = 0.7978845608028654
-        t = torch.tanh(k * (g + 0.044715 * g**3))
-        return 0.5 * g * (1 + t), 0.5 * (1 + t) + 0.5 * g * (1 - t * t) * k * (1 + 0.134145 * g * g)
-    if activation == "silu":
-        s = torch.sigmoid(g)
-        return g * s, s * (1 + g * (1 - s))
-    if activation == "gelu":
-        cdf = 0.5 * (1 + torch.erf(g * 0.7071067811865476))
-        return g * cdf, cdf + g * 0.3989422804014327 * torch.exp(-0.5 * g * g)
-    raise ValueError(f"no backward for activation {activation!r}; expected gelu_tanh, silu or gelu")
-
-
 def torch_grad_epilogue(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str) -> None:
     """fused_dh_grad's result without the TMA kernel (fp32, unaligned rows, M <= 64, CPU, pre-Hopper): cuBLAS dH,
     then the activation backward in fp32 torch ops, written over `saved`."""
@@ -205,8 +165,9 @@ def torch_grad_epilogue(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Ten
 
 
 def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str) -> str:
-    """The epilogue's result written over `saved`, through the TMA kernel where it applies; returns which ran
-    ("tma" / "torch")."""
+    """The epilogue's result written over `saved`, through a TMA kernel where one applies; returns which ran: "ws"
+    (the warp-specialised Gluon kernel, kernels.ops.ws_dh, where the first call's measurement found it faster),
+    "tma" (the Triton kernel) or "torch"."""
     if activation not in GRAD_IDS:
         raise ValueError(f"no backward for activation {activation!r}; expected one of {sorted(GRAD_IDS)}")
     if applies(dy, w_down, saved):
@@ -218,12 +179,57 @@ def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activat
                 except RuntimeError as exc:  # no config compiled (shared memory, registers) on this GPU / Triton
                     FAILED[key] = f"{type(exc).__name__}: {str(exc)[:160]}"
             if key not in FAILED:
+                if _use_ws(key, dy, w_down, saved, activation):
+                    ws_dh.ws_dh_grad(dy, w_down, *_halves(saved, w_down, activation), GRAD_IDS[activation],
+                                     activation in GATED_GRADS)  # fmt: skip
+                    return "ws"
                 fused_dh_grad(dy, w_down, saved, activation)
                 return "tma"
         torch_grad_epilogue(dy, w_down, saved, activation)
         return "torch (TMA kernel failed: " + FAILED[key] + ")"
     torch_grad_epilogue(dy, w_down, saved, activation)
     return "torch"
+
+
+def _halves(saved: torch.Tensor, w_down: torch.Tensor, activation: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(g, u): the [M, h] halves of a gated MLP's saved [g | u]; (pre, pre) for the plain MLP."""
+    n = w_down.shape[1]
+    return (saved[:, :n], saved[:, n:]) if activation in GATED_GRADS else (saved, saved)
+
+
+# Where the warp-specialised kernel is a candidate: from 1024 rows (its 64-row tiles fill a wave of 132 SMs from
+# 1024 x 1024 outputs) and on sm_90 with Gluon (ws_dh.applies). Tools forcing a Triton config get the Triton kernel.
+WS_MIN_ROWS = 1024
+WS_CHOICE: dict = {}  # tuning key -> True where the Gluon kernel measured faster than the tuned Triton kernel
+WS_TIMINGS: dict = {}  # same key -> {"triton": us, "ws": us} from that measurement (the bench prints it)
+
+
+def _use_ws(key, dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str) -> bool:
+    """Whether the Gluon kernel runs `key`: measured once per key, the two kernels on one scratch copy of `saved`
+    (both write over their input; values drift, times do not), two passes in opposite orders. Inside CUDA-graph
+    capture nothing is timed and the Triton kernel runs. A Gluon kernel that fails to compile is not tried again."""
+    choice = WS_CHOICE.get(key)
+    if choice is not None:
+        return choice
+    if dy.shape[0] < WS_MIN_ROWS or _dh_tuned.forcing or not ws_dh.applies(dy):
+        return False
+    if torch.cuda.is_current_stream_capturing():
+        return False
+    scratch = saved.clone()
+    gid, gated = GRAD_IDS[activation], activation in GATED_GRADS
+    calls = {
+        "triton": lambda: fused_dh_grad(dy, w_down, scratch, activation, scratch=True),
+        "ws": lambda: ws_dh.ws_dh_grad(dy, w_down, *_halves(scratch, w_down, activation), gid, gated),
+    }
+    try:
+        calls["ws"]()
+    except Exception:  # out of resources, or a Gluon without this API: the Triton kernel it is
+        WS_CHOICE[key] = False
+        return False
+    times = timed_both_ways(calls)
+    WS_TIMINGS[key] = times
+    WS_CHOICE[key] = times["ws"] < times["triton"]
+    return WS_CHOICE[key]
 
 
 # tuning key -> why the TMA kernel could not run there (the bench shows it in its "dH epilogue" column)
@@ -300,11 +306,27 @@ def dual_gemm_save(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, ac
         "ROWS": rows,
     }
 
+    key = (dev, x.dtype, act, m_bucket(M), N, K)
+    if _use_ws_save(key, x, wgu, act, out, g, u, rows):
+        ws_gemm.ws_gated_save(x, wgu, act, out, g, u)
+        return out, gu
+    _launch_save(x, wgu, out, g, u, consts)
+    return out, gu
+
+
+def _launch_save(x, wgu, out, g, u, consts: dict) -> None:
+    """The Triton save kernel (fuselens_dual_gemm_glu_save_kernel) into out, g, u, its config tuned per shape."""
+    M, K = x.shape
+    N = out.shape[1]
+    dev = x.get_device()
+    n_sms = consts["NUM_SMS"]
+    dt = x.dtype
+    act = consts["ACT"]
+
     def args(cfg):
         bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
         return ((x, (bm, bk)), (wgu, (2 * bn, bk)), (out, (bm, bn)), (g, (bm, bn)), (u, (bm, bn)), M, N, K)
 
-    dt = x.dtype
     _save_tuned.launch(
         (dev, dt, act, M, N, K),
         lambda: (dev, dt, act, m_bucket(M), N, K),
@@ -314,4 +336,40 @@ def dual_gemm_save(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, ac
         dev,
         interp_config=triton.Config(dict(INTERP_META)) if INTERPRETING else None,
     )
-    return out, gu
+
+
+SAVE_WS_CHOICE: dict = {}  # (device, dtype, act, row bucket, N, K) -> True where ws_gated_save measured faster
+SAVE_WS_TIMINGS: dict = {}  # same key -> {"triton": us, "ws": us}
+
+
+def _use_ws_save(key, x, wgu, act: int, out, g, u, rows: int) -> bool:
+    """Whether ws_gemm.ws_gated_save runs `key`: where it applies (sm_90, Gluon, the interleave's 8-row blocks, from
+    WS_MIN_ROWS rows), measured once per key against the tuned Triton save kernel as _use_ws measures the dH kernel."""
+    choice = SAVE_WS_CHOICE.get(key)
+    if choice is not None:
+        return choice
+    if x.shape[0] < WS_MIN_ROWS or rows != ws_gemm.ROWS or _save_tuned.forcing or not ws_gemm.applies(x):
+        return False
+    if torch.cuda.is_current_stream_capturing():
+        return False
+    consts = {
+        "ACT": act,
+        "OUT_DTYPE": hopper_gemm.TL_DTYPES[x.dtype],
+        "UPCAST": False,
+        "NUM_SMS": num_sms(x.get_device()),
+        "ROWS": rows,
+    }
+    calls = {
+        "triton": lambda: _launch_save(x, wgu, out, g, u, consts),
+        "ws": lambda: ws_gemm.ws_gated_save(x, wgu, act, out, g, u),
+    }
+    calls["triton"]()  # tuned first, by its own first call
+    try:
+        calls["ws"]()
+    except Exception:  # out of resources, or a Gluon without this API: the Triton kernel it is
+        SAVE_WS_CHOICE[key] = False
+        return False
+    times = timed_both_ways(calls)
+    SAVE_WS_TIMINGS[key] = times
+    SAVE_WS_CHOICE[key] = times["ws"] < times["triton"]
+    return SAVE_WS_CHOICE[key]

@@ -71,10 +71,33 @@ if gluon is not None:
         return (first_m + (tile_id % in_group) % size_m) * BM, ((tile_id % in_group) // size_m) * BN
 
     @gluon.jit
+    def _store(val, desc, off_m, off_n, smem):
+        """One [BM, BN] tile to HBM through this consumer's buffer, whole or as two half-width stores (the buffer's
+        width says which); waits first until the buffer's previous store has read it out."""
+        BN: gl.constexpr = val.shape[1]
+        HALF: gl.constexpr = desc.block_type.shape[1]
+        if HALF == BN:
+            tma.store_wait(pendings=0)
+            smem.store(val)
+            fence_async_shared()
+            tma.async_copy_shared_to_global(desc, [off_m, off_n], smem)
+        else:  # two half-width stores through one half-size buffer: 8 KB less shared memory per consumer
+            lo, hi = gl.split(gl.permute(gl.reshape(val, (val.shape[0], 2, HALF)), (0, 2, 1)))
+            tma.store_wait(pendings=0)
+            smem.store(lo)
+            fence_async_shared()
+            tma.async_copy_shared_to_global(desc, [off_m, off_n], smem)
+            tma.store_wait(pendings=0)
+            smem.store(hi)
+            fence_async_shared()
+            tma.async_copy_shared_to_global(desc, [off_m, off_n + HALF], smem)
+
+    @gluon.jit
     def _consume(descs, bufs, bars, M, N, K, WHICH: gl.constexpr, ACT: gl.constexpr, GROUP_M: gl.constexpr,
-                 NUM_PROGS: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
-        """Consumer WHICH (0 or 1): local tiles WHICH, WHICH + 2, ... of this program."""
-        x_desc, w_desc, out_desc = descs
+                 NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, SAVE: gl.constexpr):  # fmt: skip
+        """Consumer WHICH (0 or 1): local tiles WHICH, WHICH + 2, ... of this program. SAVE: also store g and u (the
+        training forward keeps them for the backward) through the same buffer, before act(g) * u."""
+        x_desc, w_desc, out_desc, g_desc, u_desc = descs
         x_bufs, w_bufs, out_bufs = bufs
         ready, empty, done = bars
         BM: gl.constexpr = x_desc.block_type.shape[0]
@@ -107,41 +130,28 @@ if gluon is not None:
             # ROWS gate columns then ROWS up columns (interleave_gate_up): split them without moving data
             acc = gl.permute(gl.reshape(acc, (BM, BN // 8, 2, 8)), (0, 1, 3, 2))
             g, u = gl.split(gl.reshape(acc, (BM, BN, 2)))
-            out = (act_f32(g, ACT) * u).to(out_desc.dtype)
-            HALF: gl.constexpr = out_desc.block_type.shape[1]
-            if HALF == BN:
-                tma.store_wait(pendings=0)  # this consumer's previous tile has left its buffer
-                out_smem.store(out)
-                fence_async_shared()
-                tma.async_copy_shared_to_global(out_desc, [off_m, off_n], out_smem)
-            else:  # two half-width stores through one half-size buffer: 8 KB less shared memory per consumer
-                lo, hi = gl.split(gl.permute(gl.reshape(out, (BM, 2, HALF)), (0, 2, 1)))
-                tma.store_wait(pendings=0)
-                out_smem.store(lo)
-                fence_async_shared()
-                tma.async_copy_shared_to_global(out_desc, [off_m, off_n], out_smem)
-                tma.store_wait(pendings=0)
-                out_smem.store(hi)
-                fence_async_shared()
-                tma.async_copy_shared_to_global(out_desc, [off_m, off_n + HALF], out_smem)
+            if SAVE:
+                _store(g.to(out_desc.dtype), g_desc, off_m, off_n, out_smem)
+                _store(u.to(out_desc.dtype), u_desc, off_m, off_n, out_smem)
+            _store((act_f32(g, ACT) * u).to(out_desc.dtype), out_desc, off_m, off_n, out_smem)
         tma.store_wait(pendings=0)
 
     @gluon.jit
     def _consumer0(descs, bufs, bars, M, N, K, ACT: gl.constexpr, GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr,
-                   STAGES: gl.constexpr):  # fmt: skip
-        _consume(descs, bufs, bars, M, N, K, 0, ACT, GROUP_M, NUM_PROGS, STAGES)
+                   STAGES: gl.constexpr, SAVE: gl.constexpr):  # fmt: skip
+        _consume(descs, bufs, bars, M, N, K, 0, ACT, GROUP_M, NUM_PROGS, STAGES, SAVE)
 
     @gluon.jit
     def _consumer1(descs, bufs, bars, M, N, K, ACT: gl.constexpr, GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr,
-                   STAGES: gl.constexpr):  # fmt: skip
-        _consume(descs, bufs, bars, M, N, K, 1, ACT, GROUP_M, NUM_PROGS, STAGES)
+                   STAGES: gl.constexpr, SAVE: gl.constexpr):  # fmt: skip
+        _consume(descs, bufs, bars, M, N, K, 1, ACT, GROUP_M, NUM_PROGS, STAGES, SAVE)
 
     @gluon.jit
     def _producer(descs, bufs, bars, M, N, K, ACT: gl.constexpr, GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr,
-                  STAGES: gl.constexpr):  # fmt: skip
-        x_desc, w_desc, out_desc = descs
-        x_bufs, w_bufs, out_bufs = bufs
-        ready, empty, done = bars
+                  STAGES: gl.constexpr, SAVE: gl.constexpr):  # fmt: skip
+        x_desc, w_desc = descs[0], descs[1]
+        x_bufs, w_bufs = bufs[0], bufs[1]
+        ready, empty = bars[0], bars[1]
         BM: gl.constexpr = x_desc.block_type.shape[0]
         BK: gl.constexpr = x_desc.block_type.shape[1]
         BN: gl.constexpr = w_desc.block_type.shape[0] // 2
@@ -161,10 +171,10 @@ if gluon is not None:
                 tma.async_copy_global_to_shared(w_desc, [2 * off_n, k * BK], bar, w_bufs.index(s))
 
     @gluon.jit
-    def fuselens_dual_gemm_glu_ws_kernel(x_desc, w_desc, out_desc, M, N, K, ACT: gl.constexpr, GROUP_M: gl.constexpr,
-                                         NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                                         PRODUCER_REGS: gl.constexpr):  # fmt: skip
-        """act(X Wg^T) * (X Wu^T) from the interleaved weight w_desc ([2N, K]); one program per SM, persistent."""
+    def _dual_gemm_ws(x_desc, w_desc, out_desc, g_desc, u_desc, M, N, K, ACT: gl.constexpr, GROUP_M: gl.constexpr,
+                      NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                      PRODUCER_REGS: gl.constexpr, SAVE: gl.constexpr):  # fmt: skip
+        """The body of both kernels below: shared memory, barriers, the three partitions."""
         BM: gl.constexpr = x_desc.block_type.shape[0]
         BK: gl.constexpr = x_desc.block_type.shape[1]
         BN2: gl.constexpr = w_desc.block_type.shape[0]
@@ -179,11 +189,28 @@ if gluon is not None:
             mbarrier.init(empty.index(i), count=1)
         for i in gl.static_range(2):
             mbarrier.init(done.index(i), count=1)
-        args = ((x_desc, w_desc, out_desc), (x_bufs, w_bufs, out_bufs), (ready, empty, done), M, N, K, ACT, GROUP_M,
-                NUM_PROGS, STAGES)  # fmt: skip
+        args = ((x_desc, w_desc, out_desc, g_desc, u_desc), (x_bufs, w_bufs, out_bufs), (ready, empty, done), M, N, K,
+                ACT, GROUP_M, NUM_PROGS, STAGES, SAVE)  # fmt: skip
         gl.warp_specialize(
             [(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1], [CONSUMER_REGS, PRODUCER_REGS]
         )
+
+    @gluon.jit
+    def fuselens_dual_gemm_glu_ws_kernel(x_desc, w_desc, out_desc, M, N, K, ACT: gl.constexpr, GROUP_M: gl.constexpr,
+                                         NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                                         PRODUCER_REGS: gl.constexpr):  # fmt: skip
+        """act(X Wg^T) * (X Wu^T) from the interleaved weight w_desc ([2N, K]); one program per SM, persistent."""
+        _dual_gemm_ws(x_desc, w_desc, out_desc, out_desc, out_desc, M, N, K, ACT, GROUP_M, NUM_PROGS, STAGES,
+                      CONSUMER_REGS, PRODUCER_REGS, False)  # fmt: skip
+
+    @gluon.jit
+    def fuselens_dual_gemm_glu_save_ws_kernel(x_desc, w_desc, out_desc, g_desc, u_desc, M, N, K, ACT: gl.constexpr,
+                                              GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr, STAGES: gl.constexpr,
+                                              CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):  # fmt: skip
+        """The training forward's dual GEMM (mlp_backward.fuselens_dual_gemm_glu_save_kernel's result): g and u
+        stored too, into the two halves of the saved [M, 2N]."""
+        _dual_gemm_ws(x_desc, w_desc, out_desc, g_desc, u_desc, M, N, K, ACT, GROUP_M, NUM_PROGS, STAGES,
+                      CONSUMER_REGS, PRODUCER_REGS, True)  # fmt: skip
 
 
 _GL_DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -233,3 +260,27 @@ def ws_gated(x: torch.Tensor, wgu: torch.Tensor, act_id: int, out: torch.Tensor,
     args = ((x, (BM, BK)), (wgu, (2 * BN, BK)), (out, out_block), M, N, K)
     _KERNEL.launch(spec, args, consts, (programs, 1, 1), dev)
     return out
+
+
+_SAVE_KERNEL = (
+    Fixed(fuselens_dual_gemm_glu_save_ws_kernel, "ws_gated_save", _desc, num_warps=4, maxnreg=MAX_REGS)
+    if gluon
+    else None
+)
+
+
+def ws_gated_save(x: torch.Tensor, wgu: torch.Tensor, act_id: int, out: torch.Tensor, g: torch.Tensor, u: torch.Tensor,
+                  stages: int = STAGES) -> None:  # fmt: skip
+    """ws_gated that also writes g = x Wg^T and u = x Wu^T into g and u ([M, N] each: the halves of the training
+    forward's saved [g | u]). Each tile leaves as three stores (g, u, act(g) * u) through the half-width buffer."""
+    M, K = x.shape
+    N = out.shape[1]
+    dev = x.device.index or 0
+    programs = min(num_sms(dev), triton.cdiv(M, BM) * triton.cdiv(N, BN))
+    half = (BM, BN // 2)
+    consts = {"ACT": act_id, "GROUP_M": GROUP_M, "NUM_PROGS": programs, "STAGES": stages}
+    consts |= {"CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS}
+    spec = (dev, x.dtype, M, N, K, x.stride(0), wgu.stride(0), out.stride(0), g.stride(0), act_id, stages, programs)
+    spec += (x.data_ptr() & 15, wgu.data_ptr() & 15, out.data_ptr() & 15, g.data_ptr() & 15, u.data_ptr() & 15)
+    args = ((x, (BM, BK)), (wgu, (2 * BN, BK)), (out, half), (g, half), (u, half), M, N, K)
+    _SAVE_KERNEL.launch(spec, args, consts, (programs, 1, 1), dev)

@@ -123,10 +123,10 @@ def test_a_dh_kernel_that_cannot_run_falls_back_and_says_so(monkeypatch):
 def test_activation_derivatives_match_autograd(activation):
     """The fallback epilogue's act and act' (the same formulas as the Triton epilogue's) against autograd of the
     forward activations in float64, tails included."""
-    from kernels.ops.activations import TORCH_ACTS
+    from kernels.ops.activations import TORCH_ACTS, act_and_grad_torch
 
     g = torch.linspace(-12, 12, 4001, dtype=torch.float64, requires_grad=True)
-    a, da = mlp_backward.act_and_grad_torch(g.detach(), activation)
+    a, da = act_and_grad_torch(g.detach(), activation)
     ref = TORCH_ACTS[activation](g)
     (dref,) = torch.autograd.grad(ref.sum(), g)
     assert (a - ref.detach()).abs().max() < 1e-12
@@ -287,3 +287,96 @@ def test_step_peak_memory_is_the_saved_activations_and_the_weight_gradients(forw
     fwd = gu + hh + y + (wgu if forward == "dual" else 0)
     bwd = gu + y + wd + wgu
     assert peak <= max(fwd, bwd) + 2**20, (peak, fwd, bwd)
+
+
+def _hopper_gluon() -> bool:
+    from kernels.ops import ws_gemm
+
+    return ON_GPU and torch.cuda.get_device_capability() == (9, 0) and ws_gemm.gluon is not None
+
+
+# (tokens, d_model, hidden): token counts off the 64-row tile, widths off the 128-column tile and the 64 K step (16-byte
+# rows still: TMA), and the HF shape
+WS_SHAPES = [(1029, 1000, 2816), (4099, 776, 3000), (8192, 768, 3072)]
+
+
+@pytest.mark.skipif(not _hopper_gluon(), reason="the warp-specialised Gluon kernels run on sm_90 only (no interpreter)")
+@pytest.mark.parametrize("dname", ["fp16", "bf16"])
+@pytest.mark.parametrize("activation", ["gelu_tanh", "silu", "gelu"])
+@pytest.mark.parametrize("shape", WS_SHAPES)
+def test_warp_specialised_dh_kernel_matches_float64(shape, activation, dname):
+    """ws_dh.ws_dh_grad writes the activation backward of dY W_down over the saved g, u (pre for the plain MLP): each
+    output against float64 from the same rounded inputs, within the dtype's tolerance and no worse than the Triton dH
+    kernel's error on the same inputs."""
+    from kernels.ops import ws_dh
+    from kernels.ops.activations import act_and_grad_torch
+
+    m, d, h = shape
+    dt = DTYPES[dname]
+    seed = seed_of("ws_dh", activation, dname, shape)
+    gated = activation in mlp_backward.GATED_GRADS
+    dy = randn(m, d, dtype=dt, seed=seed)
+    w_down = randn(d, h, dtype=dt, seed=seed + 1) * d**-0.5
+    saved = randn(m, 2 * h if gated else h, dtype=dt, seed=seed + 2)
+    dh = dy.double() @ w_down.double()
+    g = saved[:, :h].double()
+    act, dact = act_and_grad_torch(g, activation)
+    refs = [dh * saved[:, h:].double() * dact, dh * act] if gated else [dh * dact]
+    ours, triton_out = saved.clone(), saved.clone()
+    halves = mlp_backward._halves(ours, w_down, activation)
+    ws_dh.ws_dh_grad(dy, w_down, *halves, mlp_backward.GRAD_IDS[activation], gated)
+    mlp_backward.fused_dh_grad(dy, w_down, triton_out, activation)
+    for i, ref in enumerate(refs):
+        cols = slice(i * h, (i + 1) * h)
+        err, triton_err = rel_err(ours[:, cols], ref), rel_err(triton_out[:, cols], ref)
+        assert err < REL_TOL[dname] and err <= 1.05 * triton_err + 1e-6, f"output {i}: {err:.2e} vs {triton_err:.2e}"
+
+
+@pytest.mark.skipif(not _hopper_gluon(), reason="the warp-specialised Gluon kernels run on sm_90 only (no interpreter)")
+@pytest.mark.parametrize("dname", ["fp16", "bf16"])
+@pytest.mark.parametrize("activation", ["gelu_tanh", "silu"])
+@pytest.mark.parametrize("shape", WS_SHAPES)
+def test_warp_specialised_save_kernel_matches_float64(shape, activation, dname, monkeypatch):
+    """ws_gemm.ws_gated_save: h = act(x Wg^T) * (x Wu^T) and the saved g, u, against float64, no worse than the Triton
+    save kernel's."""
+    from kernels.ops import hopper_gemm, ws_gemm
+    from kernels.ops.activations import TORCH_ACTS, epilogue_act_id
+
+    m, d, h = shape
+    dt = DTYPES[dname]
+    seed = seed_of("ws_save", activation, dname, shape)
+    x = randn(m, d, dtype=dt, seed=seed)
+    wg, wu = randn(h, d, dtype=dt, seed=seed + 1) * d**-0.5, randn(h, d, dtype=dt, seed=seed + 2) * d**-0.5
+    g_ref, u_ref = x.double() @ wg.double().T, x.double() @ wu.double().T
+    refs = [TORCH_ACTS[activation](g_ref) * u_ref, g_ref, u_ref]
+    wgu = hopper_gemm.interleave_gate_up(wg, wu, hopper_gemm.GATE_UP_ROWS)
+    out, gu = torch.empty(m, h, dtype=dt, device=DEVICE), torch.empty(m, 2 * h, dtype=dt, device=DEVICE)
+    ws_gemm.ws_gated_save(x, wgu, epilogue_act_id(activation, dt), out, gu[:, :h], gu[:, h:])
+    monkeypatch.setattr(mlp_backward, "_use_ws_save", lambda *a: False)  # the Triton save kernel, for comparison
+    t_out, t_gu = mlp_backward.dual_gemm_save(x, wg, wu, activation)
+    for name, o, t, r in zip(
+        ("h", "g", "u"), (out, gu[:, :h], gu[:, h:]), (t_out, t_gu[:, :h], t_gu[:, h:]), refs, strict=True
+    ):
+        err, triton_err = rel_err(o, r), rel_err(t, r)
+        assert err < REL_TOL[dname] and err <= 1.05 * triton_err + 1e-6, f"{name}: {err:.2e} vs {triton_err:.2e}"
+
+
+@pytest.mark.skipif(not _hopper_gluon(), reason="the warp-specialised Gluon kernels run on sm_90 only (no interpreter)")
+@pytest.mark.parametrize("workload", ["swiglu", "plain"])
+def test_training_op_through_the_warp_specialised_kernels(workload, monkeypatch):
+    """With the Gluon kernels chosen (as a first-call measurement that finds them faster does), the training op's y,
+    dX and weight gradients match float64 as the Triton path's do, and the op's record names the kernel ("ws")."""
+    monkeypatch.setattr(mlp_backward, "_use_ws", lambda *a: True)
+    monkeypatch.setattr(mlp_backward, "_use_ws_save", lambda *a: True)
+    m, d, h = 1029, 1000, 2816
+    dt = torch.bfloat16
+    model = _model(workload, d, h, 5).to(DEVICE, dt)
+    x, dy = randn(m, d, dtype=dt, seed=6), randn(m, d, dtype=dt, seed=7)
+    ref_model = _model(workload, d, h, 5).to(DEVICE, torch.float64)
+    ref_model.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    ref = _grads(ref_model, lambda mod, t: mod(t), x.double(), dy.double())
+    eager = _grads(model, lambda mod, t: mod(t), x, dy)
+    ours = _grads(model, lambda mod, t: _fused(mod, t, "dual" if workload != "plain" else "cublas"), x, dy)
+    for o, e, r in zip(ours, eager, ref, strict=True):
+        assert rel_err(o, r) < REL_TOL["bf16"] and rel_err(o, r) <= 1.5 * rel_err(e, r) + 2e-6
+    assert train_ops.EPILOGUE_RAN[(model.activation, dt, m, h)] == "ws"

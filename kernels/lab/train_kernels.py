@@ -1,0 +1,110 @@
+"""The training step's two fused kernels, each timed alone beside its candidates and the plain cuBLAS GEMM it
+contains, at the training bench's shapes (kernels.lab.train_bench.TRAIN_ROWS):
+
+    python -m kernels.lab.train_kernels [--out FILE.json] [--dtypes bf16,fp16]
+
+- dH: dY W_down with the activation backward in the epilogue: the Triton kernel (mlp_backward.fused_dh_grad, tuned),
+  the warp-specialised Gluon kernel (ws_dh.ws_dh_grad), and cuBLAS's dY @ W_down alone (no epilogue: what the
+  fused kernel would cost if its epilogue were free);
+- save: the training forward's dual GEMM that also keeps g and u: Triton (mlp_backward._launch_save) and Gluon
+  (ws_gemm.ws_gated_save), and cuBLAS's x @ [Wg; Wu]^T alone.
+CUDA events, L2 flushed before every call (kernels.ops.timing.median_us), two passes in opposite orders. Needs an
+sm_90 GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from kernels.lab.train_bench import TRAIN_ROWS
+from kernels.ops import hopper_gemm, mlp_backward, ws_dh, ws_gemm
+from kernels.ops.activations import epilogue_act_id
+from kernels.ops.timing import median_us, pass_orders
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _time(calls: dict) -> dict:
+    us = dict.fromkeys(calls, 0.0)
+    for order in pass_orders(calls):
+        for name in order:
+            us[name] += median_us(calls[name], n_iter=60)["median_us"] / 2
+    return {k: round(v, 1) for k, v in us.items()}
+
+
+def _dh_calls(m: int, d: int, h: int, activation: str, dt) -> dict:
+    gated = activation in mlp_backward.GATED_GRADS
+    dy = torch.randn(m, d, device="cuda", dtype=dt)
+    w_down = torch.randn(d, h, device="cuda", dtype=dt) * d**-0.5
+    saved = torch.randn(m, 2 * h if gated else h, device="cuda", dtype=dt)
+    halves = mlp_backward._halves(saved, w_down, activation)
+    gid = mlp_backward.GRAD_IDS[activation]
+    mlp_backward.fused_dh_grad(dy, w_down, saved.clone(), activation, scratch=True)  # tuned before timing
+    return {
+        "cublas_mm": lambda: dy @ w_down,
+        "triton": lambda: mlp_backward.fused_dh_grad(dy, w_down, saved, activation, scratch=True),
+        "ws": lambda: ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated),
+    }
+
+
+def _save_calls(m: int, d: int, h: int, activation: str, dt) -> dict:
+    x = torch.randn(m, d, device="cuda", dtype=dt)
+    wg, wu = (torch.randn(h, d, device="cuda", dtype=dt) * d**-0.5 for _ in range(2))
+    wgu = hopper_gemm.interleave_gate_up(wg, wu, hopper_gemm.GATE_UP_ROWS)
+    w_cat = torch.cat([wg, wu])
+    out, gu = torch.empty(m, h, device="cuda", dtype=dt), torch.empty(m, 2 * h, device="cuda", dtype=dt)
+    act = epilogue_act_id(activation, dt)
+    consts = {
+        "ACT": act,
+        "OUT_DTYPE": hopper_gemm.TL_DTYPES[dt],
+        "UPCAST": False,
+        "NUM_SMS": torch.cuda.get_device_properties(0).multi_processor_count,
+        "ROWS": hopper_gemm.GATE_UP_ROWS,
+    }
+    g, u = gu[:, :h], gu[:, h:]
+    return {
+        "cublas_mm": lambda: x @ w_cat.T,
+        "triton": lambda: mlp_backward._launch_save(x, wgu, out, g, u, consts),
+        "ws": lambda: ws_gemm.ws_gated_save(x, wgu, act, out, g, u),
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", help="write the figures as JSON here")
+    p.add_argument("--dtypes", default="bf16,fp16")
+    a = p.parse_args(argv)
+    results = []
+    print(f"# {torch.cuda.get_device_name(0)}: µs per call, L2 flushed, median of 60 x 2 passes")
+    print("| row | dtype | kernel | cuBLAS GEMM alone | Triton | Gluon ws | ws ÷ Triton | ws ÷ cuBLAS |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    acts = {"geglu": "gelu_tanh", "swiglu": "silu", "plain": "gelu"}
+    for _rid, label, workload, dname, m, d, h in TRAIN_ROWS:
+        if dname not in a.dtypes.split(","):
+            continue
+        act = acts[workload]
+        dt = DTYPES[dname]
+        for kind, make in [("dH", _dh_calls)] + ([("save", _save_calls)] if act != "gelu" else []):
+            try:
+                us = _time(make(m, d, h, act, dt))
+            except Exception as exc:  # one failing kernel must not lose the other rows
+                print(f"| {label} | {dname} | {kind} | error: {type(exc).__name__}: {str(exc)[:120]} |")
+                continue
+            results.append({"row": label, "dtype": dname, "kernel": kind, "m": m, "d": d, "h": h, **us})
+            print(
+                f"| {label} | {dname} | {kind} | {us['cublas_mm']} | {us['triton']} | {us['ws']} | "
+                f"{us['ws'] / us['triton']:.3f} | {us['ws'] / us['cublas_mm']:.3f} |"
+            )
+            torch.cuda.empty_cache()
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(0), "rows": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

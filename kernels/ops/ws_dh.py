@@ -1,0 +1,204 @@
+"""Warp-specialised (ping-pong) MLP backward GEMM for Hopper (sm_90), in Gluon: dH = dY W_down with the activation's
+backward in the epilogue, the epilogue of one tile running while the tensor cores work on the next.
+
+Same result as kernels.ops.mlp_backward.fuselens_mlp_bwd_dh_kernel (in place over the saved activations):
+    GATED: g, u <- dH * u * act'(g), dH * act(g)        else: pre <- dH * gelu'(pre)
+Why a second kernel: the Triton kernel runs its epilogue after each tile's K loop on the same warps, and this
+epilogue moves four [BM, BN] tiles through HBM (g, u in; dg, du out). At the HF shape (8192 x 768 -> 3072, bf16, H100)
+that kernel took 147 us for a 38.6 GFLOP GEMM whose cuBLAS time is ~52 us and whose epilogue traffic, 201 MB, is
+~60 us at 3.35 TB/s: the two ran one after the other. Here (the split of kernels.ops.ws_gemm):
+  - one producer warp issues, per tile, the TMA loads of the tile's saved g and u into its consumer's epilogue
+    buffers (once that consumer has stored its previous tile from them: `epi_empty`), then the K loop's loads of dY
+    [BM, BK] and W_down [BK, BN] (W_down read as it lies, [d, h]: no transposed copy) into a ring of STAGES stages;
+  - two consumer warpgroups take alternate output tiles; their main loops take turns (`done`), so one consumer's
+    epilogue (read g, u from shared memory, act and act' in fp32, write dg, du over them, TMA-store both) runs under
+    the other's main loop, and the g, u loads were issued a whole tile ahead.
+Each thread reads and writes the same elements of the epilogue buffers (one distributed layout for load and store),
+so dg and du go back into the buffers they were computed from.
+
+Shared memory at BN 128, 5 stages: 5 x (8 KB dY + 16 KB W_down) + 2 consumers x (16 KB g + 16 KB u) = 184 KB.
+Applies where ws_gemm.applies does (sm_90, fp16/bf16, Gluon present, not interpreting); TMA alignment is checked by
+the caller (mlp_backward.applies).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from kernels.ops import ws_gemm
+from kernels.ops.activations import act_and_grad_f32
+from kernels.ops.launch import Fixed
+from kernels.ops.triton_util import num_sms
+
+gluon = ws_gemm.gluon
+if gluon is not None:
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+
+BM, BN, BK = 64, 128, 64  # output tile per consumer (one warpgroup: wgmma M = 64) and K step
+STAGES = 5
+GROUP_M = 16
+# 12 warps (4 + 4 + 1, allocated as 3 warpgroups) x 168 registers fit an SM's 65,536; setmaxnreg moves the producer's
+# share to the consumers: 64 fp32 accumulator registers + 64 for g and u (bf16 pairs) + the epilogue's fp32 temporaries
+CONSUMER_REGS, PRODUCER_REGS, MAX_REGS = 232, 24, 168
+
+if gluon is not None:
+
+    @gluon.jit
+    def _consume(descs, bufs, bars, M, N, K, WHICH: gl.constexpr, GRAD: gl.constexpr, GATED: gl.constexpr,
+                 GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+        """Consumer WHICH (0 or 1): local tiles WHICH, WHICH + 2, ... of this program."""
+        dy_desc, w_desc, g_desc, u_desc = descs
+        a_bufs, b_bufs, g_bufs, u_bufs = bufs
+        ready, empty, done, epi_ready, epi_empty = bars
+        BM: gl.constexpr = dy_desc.block_type.shape[0]
+        BK: gl.constexpr = dy_desc.block_type.shape[1]
+        BN: gl.constexpr = w_desc.block_type.shape[1]
+        layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
+        pid = gl.program_id(0)
+        k_tiles = gl.cdiv(K, BK)
+        n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
+        g_smem = g_bufs.index(WHICH)
+        u_smem = u_bufs.index(WHICH)
+        for j in range(WHICH, n_local, 2):
+            off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
+            mbarrier.wait(done.index(1 - WHICH), ((j - 1) // 2) & 1, pred=j > 0)  # the other's main loop of j - 1
+            acc = gl.zeros((BM, BN), gl.float32, layout)
+            prev = 0
+            for k in range(k_tiles):
+                pos = j * k_tiles + k  # ring position: the producer fills positions in the same order
+                s = pos % STAGES
+                mbarrier.wait(ready.index(s), (pos // STAGES) & 1)
+                acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+                acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+                mbarrier.arrive(empty.index(prev), pred=k > 0)  # the previous step's wgmma is done with its stage
+                prev = s
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(empty.index(prev))
+            mbarrier.arrive(done.index(WHICH))
+            mbarrier.wait(epi_ready.index(WHICH), (j // 2) & 1)  # this tile's g and u have landed
+            g = g_smem.load(layout).to(gl.float32)
+            act, dact = act_and_grad_f32(g, GRAD)
+            if GATED:
+                u = u_smem.load(layout).to(gl.float32)
+                g_smem.store((acc * u * dact).to(g_desc.dtype))
+                u_smem.store((acc * act).to(g_desc.dtype))
+            else:
+                g_smem.store((acc * dact).to(g_desc.dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(g_desc, [off_m, off_n], g_smem)
+            if GATED:
+                tma.async_copy_shared_to_global(u_desc, [off_m, off_n], u_smem)
+            tma.store_wait(pendings=0)  # the buffers are read out: the producer may load the next tile's g, u
+            mbarrier.arrive(epi_empty.index(WHICH))
+
+    @gluon.jit
+    def _consumer0(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
+                   NUM_PROGS: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+        _consume(descs, bufs, bars, M, N, K, 0, GRAD, GATED, GROUP_M, NUM_PROGS, STAGES)
+
+    @gluon.jit
+    def _consumer1(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
+                   NUM_PROGS: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+        _consume(descs, bufs, bars, M, N, K, 1, GRAD, GATED, GROUP_M, NUM_PROGS, STAGES)
+
+    @gluon.jit
+    def _producer(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
+                  NUM_PROGS: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+        dy_desc, w_desc, g_desc, u_desc = descs
+        a_bufs, b_bufs, g_bufs, u_bufs = bufs
+        ready, empty, done, epi_ready, epi_empty = bars
+        BM: gl.constexpr = dy_desc.block_type.shape[0]
+        BK: gl.constexpr = dy_desc.block_type.shape[1]
+        BN: gl.constexpr = w_desc.block_type.shape[1]
+        nbytes: gl.constexpr = dy_desc.block_type.nbytes + w_desc.block_type.nbytes
+        tile_bytes: gl.constexpr = g_desc.block_type.nbytes
+        pid = gl.program_id(0)
+        k_tiles = gl.cdiv(K, BK)
+        n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
+        for j in range(n_local):
+            off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
+            c = j % 2
+            # the consumer of tile j has stored tile j - 2 out of its epilogue buffers (fresh barriers pass round 0)
+            mbarrier.wait(epi_empty.index(c), ((j // 2) & 1) ^ 1)
+            ebar = epi_ready.index(c)
+            if GATED:
+                mbarrier.expect(ebar, 2 * tile_bytes)
+                tma.async_copy_global_to_shared(g_desc, [off_m, off_n], ebar, g_bufs.index(c))
+                tma.async_copy_global_to_shared(u_desc, [off_m, off_n], ebar, u_bufs.index(c))
+            else:
+                mbarrier.expect(ebar, tile_bytes)
+                tma.async_copy_global_to_shared(g_desc, [off_m, off_n], ebar, g_bufs.index(c))
+            for k in range(k_tiles):
+                pos = j * k_tiles + k
+                s = pos % STAGES
+                mbarrier.wait(empty.index(s), ((pos // STAGES) & 1) ^ 1)
+                bar = ready.index(s)
+                mbarrier.expect(bar, nbytes)
+                tma.async_copy_global_to_shared(dy_desc, [off_m, k * BK], bar, a_bufs.index(s))
+                tma.async_copy_global_to_shared(w_desc, [k * BK, off_n], bar, b_bufs.index(s))
+
+    @gluon.jit
+    def fuselens_mlp_bwd_dh_ws_kernel(dy_desc, w_desc, g_desc, u_desc, M, N, K, GRAD: gl.constexpr,
+                                      GATED: gl.constexpr, GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr,
+                                      STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                                      PRODUCER_REGS: gl.constexpr):  # fmt: skip
+        """dY [M, K] x W_down [K, N] with the activation backward applied in place to the g (and u) tiles; one program
+        per SM, persistent."""
+        BM: gl.constexpr = dy_desc.block_type.shape[0]
+        BK: gl.constexpr = dy_desc.block_type.shape[1]
+        BN: gl.constexpr = w_desc.block_type.shape[1]
+        a_bufs = gl.allocate_shared_memory(dy_desc.dtype, [STAGES, BM, BK], dy_desc.layout)
+        b_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES, BK, BN], w_desc.layout)
+        g_bufs = gl.allocate_shared_memory(g_desc.dtype, [2, BM, BN], g_desc.layout)
+        u_bufs = gl.allocate_shared_memory(u_desc.dtype, [2 if GATED else 1, BM, BN], u_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        done = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        epi_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        epi_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=1)
+        for i in gl.static_range(2):
+            mbarrier.init(done.index(i), count=1)
+            mbarrier.init(epi_ready.index(i), count=1)
+            mbarrier.init(epi_empty.index(i), count=1)
+        args = ((dy_desc, w_desc, g_desc, u_desc), (a_bufs, b_bufs, g_bufs, u_bufs),
+                (ready, empty, done, epi_ready, epi_empty), M, N, K, GRAD, GATED, GROUP_M, NUM_PROGS,
+                STAGES)  # fmt: skip
+        gl.warp_specialize(
+            [(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1], [CONSUMER_REGS, PRODUCER_REGS]
+        )
+
+
+_KERNEL = Fixed(fuselens_mlp_bwd_dh_ws_kernel, "ws_dh", ws_gemm._desc, num_warps=4, maxnreg=MAX_REGS) if gluon else None
+
+
+def applies(dy: torch.Tensor) -> bool:
+    """Where this kernel can run (the caller, mlp_backward.applies, has checked TMA alignment and dtypes)."""
+    return ws_gemm.applies(dy)
+
+
+def ws_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, g: torch.Tensor, u: torch.Tensor, grad_id: int, gated: bool,
+               stages: int = STAGES) -> None:  # fmt: skip
+    """In place: g (and u), [M, N] views of the saved activations, become the activation backward of dY W_down.
+    For a plain MLP pass u = g and gated=False."""
+    M, K = dy.shape
+    N = w_down.shape[1]
+    dev = dy.device.index or 0
+    programs = min(num_sms(dev), triton.cdiv(M, BM) * triton.cdiv(N, BN))
+    consts = {"GRAD": grad_id, "GATED": gated, "GROUP_M": GROUP_M, "NUM_PROGS": programs, "STAGES": stages}
+    consts |= {"CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS}
+    # what the compiled kernel and its launch depend on (ws_gemm.ws_gated's spec, for these four tensors)
+    spec = (dev, dy.dtype, M, N, K, dy.stride(0), w_down.stride(0), g.stride(0), grad_id, gated, stages, programs)
+    spec += (dy.data_ptr() & 15, w_down.data_ptr() & 15, g.data_ptr() & 15, u.data_ptr() & 15)
+    args = ((dy, (BM, BK)), (w_down, (BK, BN)), (g, (BM, BN)), (u, (BM, BN)), M, N, K)
+    _KERNEL.launch(spec, args, consts, (programs, 1, 1), dev)
