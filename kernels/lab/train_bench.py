@@ -133,7 +133,12 @@ def bench_row(row, tf: dict, n_iter: int) -> dict:
 
     out["fuselens_epilogue"] = train_ops.EPILOGUE_RAN.get(
         (model.activation, dt, tokens, h)
-    )  # "tma": the fused dH kernel ran; "torch": its fallback
+    )  # "ws": the Gluon dH kernel ran, "tma": the Triton one, "torch": the fallback
+    from kernels.ops import mlp_backward
+
+    # the first-call measurements behind those choices ({"triton": us, "(stages, group_m)": us, ...})
+    out["dh_kernel_us"] = {str(k[3:]): v for k, v in mlp_backward.WS_TIMINGS.items() if k[1] == dt and k[4] == h}
+    out["save_kernel_us"] = {str(k[3:]): v for k, v in mlp_backward.SAVE_WS_TIMINGS.items() if k[1] == dt and k[4] == h}
     out["variants"] = res
     peers = {n: res[n]["us"] for n in PEERS if "us" in res.get(n, {})}
     fl = res.get("fuselens", {})

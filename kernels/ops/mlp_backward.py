@@ -179,9 +179,10 @@ def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activat
                 except RuntimeError as exc:  # no config compiled (shared memory, registers) on this GPU / Triton
                     FAILED[key] = f"{type(exc).__name__}: {str(exc)[:160]}"
             if key not in FAILED:
-                if _use_ws(key, dy, w_down, saved, activation):
+                cfg = _use_ws(key, dy, w_down, saved, activation)
+                if cfg is not None:
                     ws_dh.ws_dh_grad(dy, w_down, *_halves(saved, w_down, activation), GRAD_IDS[activation],
-                                     activation in GATED_GRADS)  # fmt: skip
+                                     activation in GATED_GRADS, *cfg)  # fmt: skip
                     return "ws"
                 fused_dh_grad(dy, w_down, saved, activation)
                 return "tma"
@@ -200,35 +201,35 @@ def _halves(saved: torch.Tensor, w_down: torch.Tensor, activation: str) -> tuple
 # Where the warp-specialised kernel is a candidate: from 1024 rows (its 64-row tiles fill a wave of 132 SMs from
 # 1024 x 1024 outputs) and on sm_90 with Gluon (ws_dh.applies). Tools forcing a Triton config get the Triton kernel.
 WS_MIN_ROWS = 1024
-WS_CHOICE: dict = {}  # tuning key -> True where the Gluon kernel measured faster than the tuned Triton kernel
-WS_TIMINGS: dict = {}  # same key -> {"triton": us, "ws": us} from that measurement (the bench prints it)
+WS_CHOICE: dict = {}  # tuning key -> the Gluon kernel's (stages, group_m) where it measured fastest, else None
+WS_TIMINGS: dict = {}  # same key -> {"triton": us, "(stages, group_m)": us, ...} from that measurement
 
 
-def _use_ws(key, dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str) -> bool:
-    """Whether the Gluon kernel runs `key`: measured once per key, the two kernels on one scratch copy of `saved`
-    (both write over their input; values drift, times do not), two passes in opposite orders. Inside CUDA-graph
-    capture nothing is timed and the Triton kernel runs. A Gluon kernel that fails to compile is not tried again."""
-    choice = WS_CHOICE.get(key)
-    if choice is not None:
-        return choice
+def _use_ws(key, dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str) -> tuple | None:
+    """The Gluon kernel's (stages, group_m) where it runs `key`, else None: measured once per key, the tuned Triton
+    kernel and each of ws_dh.CONFIGS on one scratch copy of `saved` (all write over their input; values drift, times
+    do not), two passes in opposite orders. Inside CUDA-graph capture nothing is timed and the Triton kernel runs. A
+    Gluon config that fails to compile is left out."""
+    if key in WS_CHOICE:
+        return WS_CHOICE[key]
     if dy.shape[0] < WS_MIN_ROWS or _dh_tuned.forcing or not ws_dh.applies(dy):
-        return False
+        return None
     if torch.cuda.is_current_stream_capturing():
-        return False
+        return None
     scratch = saved.clone()
     gid, gated = GRAD_IDS[activation], activation in GATED_GRADS
-    calls = {
-        "triton": lambda: fused_dh_grad(dy, w_down, scratch, activation, scratch=True),
-        "ws": lambda: ws_dh.ws_dh_grad(dy, w_down, *_halves(scratch, w_down, activation), gid, gated),
-    }
-    try:
-        calls["ws"]()
-    except Exception:  # out of resources, or a Gluon without this API: the Triton kernel it is
-        WS_CHOICE[key] = False
-        return False
+    halves = _halves(scratch, w_down, activation)
+    calls = {"triton": lambda: fused_dh_grad(dy, w_down, scratch, activation, scratch=True)}
+    for cfg in ws_dh.CONFIGS:
+        try:
+            ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *cfg)
+        except Exception:  # out of resources, or a Gluon without this API
+            continue
+        calls[cfg] = lambda cfg=cfg: ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *cfg)
     times = timed_both_ways(calls)
-    WS_TIMINGS[key] = times
-    WS_CHOICE[key] = times["ws"] < times["triton"]
+    WS_TIMINGS[key] = {str(k): round(v, 1) for k, v in times.items()}
+    best = min(times, key=times.get)
+    WS_CHOICE[key] = None if best == "triton" else best
     return WS_CHOICE[key]
 
 

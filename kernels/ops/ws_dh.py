@@ -45,6 +45,8 @@ if gluon is not None:
 BM, BN, BK = 64, 128, 64  # output tile per consumer (one warpgroup: wgmma M = 64) and K step
 STAGES = 5
 GROUP_M = 16
+# (stages, group_m) the first-call measurement tries (mlp_backward._use_ws): 6 stages are 208 KB of shared memory
+CONFIGS = [(5, 16), (4, 8), (6, 32), (3, 16)]
 # 12 warps (4 + 4 + 1, allocated as 3 warpgroups) x 168 registers fit an SM's 65,536; setmaxnreg moves the producer's
 # share to the consumers: 64 fp32 accumulator registers + 64 for g and u (bf16 pairs) + the epilogue's fp32 temporaries
 CONSUMER_REGS, PRODUCER_REGS, MAX_REGS = 232, 24, 168
@@ -188,17 +190,18 @@ def applies(dy: torch.Tensor) -> bool:
 
 
 def ws_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, g: torch.Tensor, u: torch.Tensor, grad_id: int, gated: bool,
-               stages: int = STAGES) -> None:  # fmt: skip
+               stages: int = STAGES, group_m: int = GROUP_M) -> None:  # fmt: skip
     """In place: g (and u), [M, N] views of the saved activations, become the activation backward of dY W_down.
     For a plain MLP pass u = g and gated=False."""
     M, K = dy.shape
     N = w_down.shape[1]
     dev = dy.device.index or 0
     programs = min(num_sms(dev), triton.cdiv(M, BM) * triton.cdiv(N, BN))
-    consts = {"GRAD": grad_id, "GATED": gated, "GROUP_M": GROUP_M, "NUM_PROGS": programs, "STAGES": stages}
+    consts = {"GRAD": grad_id, "GATED": gated, "GROUP_M": group_m, "NUM_PROGS": programs, "STAGES": stages}
     consts |= {"CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS}
     # what the compiled kernel and its launch depend on (ws_gemm.ws_gated's spec, for these four tensors)
-    spec = (dev, dy.dtype, M, N, K, dy.stride(0), w_down.stride(0), g.stride(0), grad_id, gated, stages, programs)
+    spec = (dev, dy.dtype, M, N, K, dy.stride(0), w_down.stride(0), g.stride(0), grad_id, gated, stages, group_m)
+    spec += (programs,)
     spec += (dy.data_ptr() & 15, w_down.data_ptr() & 15, g.data_ptr() & 15, u.data_ptr() & 15)
     args = ((dy, (BM, BK)), (w_down, (BK, BN)), (g, (BM, BN)), (u, (BM, BN)), M, N, K)
     _KERNEL.launch(spec, args, consts, (programs, 1, 1), dev)

@@ -366,7 +366,9 @@ def test_warp_specialised_save_kernel_matches_float64(shape, activation, dname, 
 def test_training_op_through_the_warp_specialised_kernels(workload, monkeypatch):
     """With the Gluon kernels chosen (as a first-call measurement that finds them faster does), the training op's y,
     dX and weight gradients match float64 as the Triton path's do, and the op's record names the kernel ("ws")."""
-    monkeypatch.setattr(mlp_backward, "_use_ws", lambda *a: True)
+    from kernels.ops import ws_dh
+
+    monkeypatch.setattr(mlp_backward, "_use_ws", lambda *a: ws_dh.CONFIGS[0])
     monkeypatch.setattr(mlp_backward, "_use_ws_save", lambda *a: True)
     m, d, h = 1029, 1000, 2816
     dt = torch.bfloat16
@@ -380,3 +382,23 @@ def test_training_op_through_the_warp_specialised_kernels(workload, monkeypatch)
     for o, e, r in zip(ours, eager, ref, strict=True):
         assert rel_err(o, r) < REL_TOL["bf16"] and rel_err(o, r) <= 1.5 * rel_err(e, r) + 2e-6
     assert train_ops.EPILOGUE_RAN[(model.activation, dt, m, h)] == "ws"
+
+
+@pytest.mark.skipif(not _hopper_gluon(), reason="the warp-specialised Gluon kernels run on sm_90 only (no interpreter)")
+def test_every_warp_specialised_dh_config_matches_float64():
+    """Each (stages, group_m) the first-call measurement may pick gives the float64 result (SwiGLU, bf16, odd shape)."""
+    from kernels.ops import ws_dh
+    from kernels.ops.activations import act_and_grad_torch
+
+    m, d, h = WS_SHAPES[0]
+    dt = torch.bfloat16
+    dy = randn(m, d, dtype=dt, seed=31)
+    w_down = randn(d, h, dtype=dt, seed=32) * d**-0.5
+    saved = randn(m, 2 * h, dtype=dt, seed=33)
+    dh = dy.double() @ w_down.double()
+    act, dact = act_and_grad_torch(saved[:, :h].double(), "silu")
+    ref = torch.cat([dh * saved[:, h:].double() * dact, dh * act], dim=1)
+    for cfg in ws_dh.CONFIGS:
+        ours = saved.clone()
+        ws_dh.ws_dh_grad(dy, w_down, ours[:, :h], ours[:, h:], mlp_backward.GRAD_IDS["silu"], True, *cfg)
+        assert rel_err(ours, ref) < REL_TOL["bf16"], cfg
