@@ -41,12 +41,12 @@ import numpy as np
 from analyzer.diff.align import Alignment, RunSeq
 from analyzer.diff.attention import attention_chains, backward_chains, moves_scores
 from analyzer.diff.blocks import lis
+from analyzer.diff.bounds import fused_problems, problem_at, prologues
 from analyzer.diff.flow import FLOW_LOOKBACK, SIDE_ROLES, feeds, flow_edges
 from analyzer.diff.merge import claim_gemm_merges
 from analyzer.fmt import short_name
 from analyzer.opinfo import names
 from analyzer.opinfo.classify import gemm_capacity, name_facts
-from analyzer.opinfo.gemm import fused_gemm_problems
 from analyzer.opinfo.names import (
     NameVerdict,
     canonical_ops,
@@ -145,7 +145,7 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
         _claim_by_position(st)
         _claim_by_data_flow(st)
         groups_by_c = _groups_of_claims(st)
-        stray = _strays(groups_by_c, b_rows) | _prologues(groups_by_c, b_rows, c_rows)
+        stray = _strays(groups_by_c, b_rows) | prologues(groups_by_c, b_rows, c_rows)
         if not stray or stray <= banned:
             break
         banned |= stray  # claim again without them: the nearer candidate that named the op may not be the one
@@ -186,7 +186,7 @@ class _Claims:
         self.gemm_caps = {j: gemm_capacity(c_rows[j].name) for j in self.left_c}  # GEMMs its name says it runs
         self.gemm_claims = dict.fromkeys(self.left_c, 0)
         # the (M, N, K) of each GEMM a FuseLens kernel runs, from its op's shapes: it replaces only those GEMMs
-        self.gemm_left = {j: _fused_problems(c_rows[j]) for j in self.left_c}
+        self.gemm_left = {j: fused_problems(c_rows[j]) for j in self.left_c}
         self.n_claims = dict.fromkeys(self.left_c, 0)
         self.spent: dict[int, dict[str, int]] = {}  # capped cand pos -> op it computes -> op call whose kernel took it
         self.rank: dict[int, int] = {}  # base pos -> its place in claim's order
@@ -249,7 +249,7 @@ class _Claims:
             return False  # the op lies outside the candidate's stretch, or its name rules the op out
         if i is not None and self.b_rows[i].is_gemm and self.gemm_claims[j] >= (self.gemm_caps[j] or 1 << 30):
             return False  # it already replaced every GEMM its name says it runs
-        if i is not None and self.b_rows[i].is_gemm and _problem_at(self.gemm_left[j], self.b_rows[i].gemm) is None:
+        if i is not None and self.b_rows[i].is_gemm and problem_at(self.gemm_left[j], self.b_rows[i].gemm) is None:
             return False  # not a GEMM its op's shapes say it runs (or that one is taken)
         cap = self.caps[j]
         if cap is None:
@@ -268,33 +268,11 @@ class _Claims:
         self.claim[i] = (j, how)
         self.n_claims[j] += 1
         self.gemm_claims[j] += bool(self.b_rows[i].is_gemm)
-        at = _problem_at(self.gemm_left[j], self.b_rows[i].gemm) if self.b_rows[i].is_gemm else None
+        at = problem_at(self.gemm_left[j], self.b_rows[i].gemm) if self.b_rows[i].is_gemm else None
         if at is not None and at >= 0:
             del self.gemm_left[j][at]
         if self.caps[j] is not None:
             self.spent.setdefault(j, {}).update(dict.fromkeys(_base_ops(self.b_rows[i]), self.b_rows[i].op_index))
-
-
-def _fused_problems(row) -> list[tuple[int, int, int]] | None:
-    """The GEMMs (M, N, K) a fused GEMM kernel runs by its op's shapes (gemm.fused_gemm_problems), for a kernel whose
-    name says how many GEMMs it runs; None: no constraint."""
-    if row.kind != "kernel" or name_facts(str(row.name)).gemms is None:
-        return None
-    probs = fused_gemm_problems(row.op_name, row.io.inputs)
-    return list(probs) if probs else None
-
-
-def _problem_at(left: list | None, g) -> int | None:
-    """Where baseline GEMM g is among a candidate's GEMMs still free (either orientation: Cᵀ = Bᵀ·Aᵀ is the same
-    work); -1 when the candidate's GEMMs are not known (no constraint); None when g is none of them."""
-    if left is None:
-        return -1
-    if g is None or g.batch != 1:
-        return None
-    for x, (m, n, k) in enumerate(left):
-        if g.k == k and (g.m, g.n) in ((m, n), (n, m)):
-            return x
-    return None
 
 
 def _claim_attention(st: _Claims) -> None:
@@ -632,21 +610,6 @@ def _strays(groups_by_c: dict[int, Group], b_rows: list) -> set[tuple[int, int]]
             others = set().union(*(v for k, v in sigs.items() if k != m))
             if not sigs[m] & others:
                 out.add((m, j))
-    return out
-
-
-def _prologues(groups_by_c: dict[int, Group], b_rows: list, c_rows: list) -> set[tuple[int, int]]:
-    """(member, candidate) pairs where the candidate is a GEMM kernel with no prologue (classify.name_facts: its
-    other ops run after its GEMMs, as the FuseLens kernels' names say) and the member is work before one of its GEMMs:
-    a non-GEMM member whose output a GEMM member of the group reads (an RMSNorm's weight mul before the gate and up
-    projections is no part of the dual GEMM)."""
-    out = set()
-    for j, g in groups_by_c.items():
-        if len(g.members) < 2 or not name_facts(str(c_rows[j].name)).epilogue_only:
-            continue
-        for p, c, _ in flow_edges(b_rows, g.members):
-            if b_rows[c].is_gemm and not b_rows[p].is_gemm:
-                out.add((p, j))
     return out
 
 
