@@ -525,7 +525,7 @@ def _bytes_note(g: Group, attention: bool) -> str:
     parts = []
     for (_, dtype, reads, kept), ts in kinds.items():
         rd = f"{reads} read{'s' if reads > 1 else ''}"
-        rw = f"({rd}; still written: the fused kernel saves it)" if kept else f"(1 write + {rd})"
+        rw = f"({rd}; its write kept: the fused kernel saves it)" if kept else f"(1 write + {rd})"
         shapes = "/".join(dict.fromkeys(shape_text(t.shape) for t in sorted(ts, key=lambda t: -len(t.shape))))
         parts.append(f"{len(ts)} × {shapes} {dtype} {ts[0].nbytes:,.0f} B × {rw}")
     total = f" = {g.bytes_avoided:,.0f} B" + ("" if g.bytes_complete else " (at least)")
