@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from analyzer.diff import BYTES_RULE, ESTIMATES, Diff, diff_runs, run_phases
 from analyzer.diff.headline import BASIS_TEXT, headline_text
+from analyzer.diff.output_text import traffic_text
 from analyzer.errors import DiffError, FuseLensError, TraceError
 from analyzer.fmt import (
     MISSING,
@@ -138,6 +139,7 @@ __all__ = [
     "no_neg_zero",
     "safe_text",
     "short_name",
+    "traffic_text",
     "unique_label",
 ]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analyzer.api import BASIS_TEXT, finite, headline_text, safe_text, short_name, side_number
+from analyzer.api import BASIS_TEXT, finite, headline_text, safe_text, short_name, side_number, traffic_text
 from app_core import plan_view, state, ui
 
 
@@ -365,7 +365,8 @@ def fusion_card(f) -> None:
                 reads = int(i.get("reads") or 1)
                 st.markdown(
                     f"- intermediate **{ui.esc(shape)} {ui.esc(i['dtype'])}**, {ui.fmt_bytes(i['bytes'])}: written by "
-                    f"{ui.esc(short_name(i.get('producer_op') or i.get('producer'), 60))}, read {reads}× → "
+                    f"{ui.esc(short_name(i.get('producer_op') or i.get('producer'), 60))}, "
+                    f"{traffic_text({**i, 'reads': reads}).removeprefix('written once, ')} → "
                     f"{ui.fmt_bytes(i['round_trip_bytes'])} of HBM traffic no longer made"
                 )
 

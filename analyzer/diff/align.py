@@ -56,6 +56,7 @@ RECORD_FIELDS = (
     "is_gemm",
     "context",
     "node",
+    "formula_node",
     "key",
     "dims",
     "attn",
@@ -318,6 +319,7 @@ def _annotate(rows: pd.DataFrame, trace) -> None:
     rows["io"] = _concat_dtypes(rows["io"].tolist())
     rows["context"] = _enclosing_ranges(rows, trace)
     rows["node"] = _autograd_nodes(rows, trace)
+    rows["formula_node"] = _formula_nodes(rows["node"].tolist(), trace)
 
 
 def _concat_dtypes(ios: list, lookback: int = 8) -> list:
@@ -465,6 +467,21 @@ def _autograd_nodes(rows: pd.DataFrame, trace) -> list[int]:
         got = inner >= 0
         out[has[mine[got]]] = labels[ev[inner[got]]]
     return out.tolist()
+
+
+def _formula_nodes(nodes: list[int], trace) -> list[int]:
+    """Each row's autograd node where that node runs one aten op's derivative formula (names.is_formula_node), else
+    -1: the op calls of such a node compute separate gradients; a compiled graph's or a custom op's backward node
+    runs kernels that feed each other."""
+    cpu = trace.cpu_ops
+    known = {n for n in nodes if n >= 0}
+    if not known or cpu is None:
+        return [-1] * len(nodes)
+    if not cpu.index.is_unique:
+        cpu = cpu[~cpu.index.duplicated()]
+    names_of = cpu["name"].reindex(sorted(known)).astype(str)
+    formula = {n for n, text in names_of.items() if names.is_formula_node(text)}
+    return [n if n in formula else -1 for n in nodes]
 
 
 def _enclosing_ranges(rows: pd.DataFrame, trace) -> list[tuple[str, ...]]:

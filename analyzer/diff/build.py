@@ -33,6 +33,7 @@ from analyzer.diff.comparability import Comparability
 from analyzer.diff.flow import round_trip_rows
 from analyzer.diff.match import Group, GroupResult, group_kernels, member_bytes
 from analyzer.diff.measures import range_or_none
+from analyzer.diff.merge import MERGE_EVIDENCE
 from analyzer.diff.model import CandidateDiff, Diff, FusionRow, RunFacts
 from analyzer.dram import device_of, predict_step
 from analyzer.errors import DiffError
@@ -471,19 +472,20 @@ def _intermediate_rows(g: Group, b_rows: list) -> list[dict]:
     inter = []
     for it in g.intermediates:
         t = it.tensor
-        inter.append(
-            {
-                "shape": list(t.shape),
-                "matrix": t.matrix(),
-                "dtype": t.dtype,
-                "bytes": t.nbytes,
-                "reads": len(it.consumers),
-                "round_trip_bytes": it.round_trip_bytes,
-                "producer": b_rows[it.producer].name,
-                "producer_op": b_rows[it.producer].op_name,
-                "readers": [b_rows[x].name for x in it.consumers],
-            }
-        )
+        row = {
+            "shape": list(t.shape),
+            "matrix": t.matrix(),
+            "dtype": t.dtype,
+            "bytes": t.nbytes,
+            "reads": len(it.consumers),
+            "round_trip_bytes": it.round_trip_bytes,
+            "producer": b_rows[it.producer].name,
+            "producer_op": b_rows[it.producer].op_name,
+            "readers": [b_rows[x].name for x in it.consumers],
+        }
+        if it.still_written:  # the fused kernel saves it: its write is not avoided (only then in the row)
+            row["still_written"] = True
+        inter.append(row)
     return inter
 
 
@@ -492,6 +494,8 @@ def _group_pattern(g: Group, members: list, ops: list[str], attention: bool) -> 
     for swaps and kernel choices."""
     if g.kind != "fusion":
         return ""
+    if all(g.evidence.get(m, "").startswith(MERGE_EVIDENCE) for m in g.members):
+        return f"GEMM merge ({len(g.members)} GEMMs sharing an operand, run as one)"
     backward = bool(members) and all(m.node >= 0 for m in members)
     pattern = names.fusion_pattern(ops, attention, backward)
     first = members[0] if members else None
@@ -511,14 +515,17 @@ def _bytes_note(g: Group, attention: bool) -> str:
     """bytes avoided spelled out: each kind of intermediate (element count, dtype, readers), its size and count,
     e.g. '4 × [8,2048,2048] bf16 67,108,864 B × (1 write + 1 read) + … = 1,090,519,040 B'."""
     if not g.intermediates:
+        if g.kind == "fusion" and all(g.evidence.get(m, "").startswith(MERGE_EVIDENCE) for m in g.members):
+            return "no intermediate: merged GEMMs pass no tensor to each other (0 B by the rule)"
         return ""
     kinds: dict[tuple, list] = {}
     for it in g.intermediates:
         t = it.tensor
-        kinds.setdefault((t.numel, t.dtype, len(it.consumers)), []).append(t)
+        kinds.setdefault((t.numel, t.dtype, len(it.consumers), it.still_written), []).append(t)
     parts = []
-    for (_, dtype, reads), ts in kinds.items():
-        rw = f"(1 write + {reads} read{'s' if reads > 1 else ''})"
+    for (_, dtype, reads, kept), ts in kinds.items():
+        rd = f"{reads} read{'s' if reads > 1 else ''}"
+        rw = f"({rd}; its write kept: the fused kernel saves it)" if kept else f"(1 write + {rd})"
         shapes = "/".join(dict.fromkeys(shape_text(t.shape) for t in sorted(ts, key=lambda t: -len(t.shape))))
         parts.append(f"{len(ts)} × {shapes} {dtype} {ts[0].nbytes:,.0f} B × {rw}")
     total = f" = {g.bytes_avoided:,.0f} B" + ("" if g.bytes_complete else " (at least)")

@@ -33,9 +33,10 @@ def feeds(producer, reader) -> bool:
 
 
 def siblings(a, b) -> bool:
-    """Two kernels of one op call share its shapes, not a tensor; two op calls of one autograd backward node
-    (MulBackward0: grad·other and grad·self) compute separate gradients and do not feed each other."""
-    return (a.op_index >= 0 and a.op_index == b.op_index) or (a.node >= 0 and a.node == b.node)
+    """Two kernels of one op call share its shapes, not a tensor; two op calls of one derivative formula's autograd
+    node (MulBackward0: grad·other and grad·self) compute separate gradients and do not feed each other. The kernels
+    of a compiled backward graph or a custom op's backward (one node each) do (align.formula_node)."""
+    return (a.op_index >= 0 and a.op_index == b.op_index) or (a.formula_node >= 0 and a.formula_node == b.formula_node)
 
 
 def same_tensor(a: Tensor, b: Tensor) -> bool:

@@ -12,6 +12,8 @@ strongest evidence available (docs/DIFF.md has the full rule):
            mul; compile runs gate-GEMM, up-GEMM, gelu·mul). Ties go to the nearest candidate on the base axis.
 2. position — a new candidate kernel alone in its gap between anchors takes the baseline kernels of that gap
            (a user's @triton.jit kernel whose name says nothing). Several: the nearest one.
+GEMM merge — before evidence 1: a candidate GEMM whose problem is several left-over baseline GEMMs stacked along M
+           or N (shared operand, FLOPs adding up exactly) takes them (analyzer.diff.merge).
 3. data flow — a baseline kernel still unclaimed whose output feeds a group member, or which reads a member's output,
            joins that group (FuseLens gating: '_gating_kernel' sits where mul was; gelu, two kernels earlier, feeds
            mul). A matched GEMM whose candidate names an epilogue op ('…gemm_relu…') that its baseline GEMM does not
@@ -22,8 +24,10 @@ nothing (two ranks of one job: their left-over copies are added and removed work
 call per op it computes; a member claimed by position alone must pass a tensor to or from another member.
 
 Bytes avoided (per group): a tensor that one group member writes and another member reads is an intermediate the
-fused kernel never materializes: its size × (1 write + 1 read per reading member). Tensors flowing into or out of
-the group are still written/read by the candidate and are not counted.
+fused kernel never materializes: its size × (1 write + 1 read per reading member). A kernel whose name says it saves
+its GEMM outputs (classify.name_facts: a training forward keeping g and u for the backward) still writes those: only
+their reads count. Tensors flowing into or out of the group are still written/read by the candidate and are not
+counted.
 """
 
 from __future__ import annotations
@@ -37,10 +41,12 @@ import numpy as np
 from analyzer.diff.align import Alignment, RunSeq
 from analyzer.diff.attention import attention_chains, backward_chains, moves_scores
 from analyzer.diff.blocks import lis
+from analyzer.diff.bounds import fused_problems, problem_at, prologues
 from analyzer.diff.flow import FLOW_LOOKBACK, SIDE_ROLES, feeds, flow_edges
+from analyzer.diff.merge import claim_gemm_merges
 from analyzer.fmt import short_name
 from analyzer.opinfo import names
-from analyzer.opinfo.classify import gemm_capacity
+from analyzer.opinfo.classify import gemm_capacity, name_facts
 from analyzer.opinfo.names import (
     NameVerdict,
     canonical_ops,
@@ -65,6 +71,7 @@ class Intermediate:
     tensor: Tensor
     producer: int  # base position
     consumers: list[int]  # base positions reading it inside the group
+    still_written: bool = False  # the fused kernel writes it too (a GEMM output it saves): only the reads avoided
 
     @property
     def nbytes(self) -> float:
@@ -72,7 +79,7 @@ class Intermediate:
 
     @property
     def round_trip_bytes(self) -> float:
-        return self.tensor.nbytes * (1 + len(self.consumers))
+        return self.tensor.nbytes * ((0 if self.still_written else 1) + len(self.consumers))
 
 
 @dataclass
@@ -132,12 +139,13 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
         _claim_attention(st)
         _claim_optimizer(st)
         st.set_segments()
+        claim_gemm_merges(st, MAX_CLAIM_DISTANCE)
         _claim_by_ops(st)
         _claim_by_ops_in_segment(st)
         _claim_by_position(st)
         _claim_by_data_flow(st)
         groups_by_c = _groups_of_claims(st)
-        stray = _strays(groups_by_c, b_rows)
+        stray = _strays(groups_by_c, b_rows) | prologues(groups_by_c, b_rows, c_rows)
         if not stray or stray <= banned:
             break
         banned |= stray  # claim again without them: the nearer candidate that named the op may not be the one
@@ -146,7 +154,7 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     groups = sorted(groups_by_c.values(), key=lambda g: g.fused[0])
     for g in groups:
         g.kind = "fusion" if len(g.members) > 1 else "swap"
-        _intermediates(g, b_rows)
+        _intermediates(g, b_rows, c_rows)
     return GroupResult(
         groups=sorted(groups + choices, key=lambda g: g.fused[0]),
         unmatched_b=[i for i in st.left_b if i not in st.claim],
@@ -177,6 +185,8 @@ class _Claims:
         self.caps = {j: _claim_cap(c_rows[j], base_names) for j in self.left_c}
         self.gemm_caps = {j: gemm_capacity(c_rows[j].name) for j in self.left_c}  # GEMMs its name says it runs
         self.gemm_claims = dict.fromkeys(self.left_c, 0)
+        # the (M, N, K) of each GEMM a FuseLens kernel runs, from its op's shapes: it replaces only those GEMMs
+        self.gemm_left = {j: fused_problems(c_rows[j]) for j in self.left_c}
         self.n_claims = dict.fromkeys(self.left_c, 0)
         self.spent: dict[int, dict[str, int]] = {}  # capped cand pos -> op it computes -> op call whose kernel took it
         self.rank: dict[int, int] = {}  # base pos -> its place in claim's order
@@ -239,6 +249,8 @@ class _Claims:
             return False  # the op lies outside the candidate's stretch, or its name rules the op out
         if i is not None and self.b_rows[i].is_gemm and self.gemm_claims[j] >= (self.gemm_caps[j] or 1 << 30):
             return False  # it already replaced every GEMM its name says it runs
+        if i is not None and self.b_rows[i].is_gemm and problem_at(self.gemm_left[j], self.b_rows[i].gemm) is None:
+            return False  # not a GEMM its op's shapes say it runs (or that one is taken)
         cap = self.caps[j]
         if cap is None:
             return True
@@ -256,6 +268,9 @@ class _Claims:
         self.claim[i] = (j, how)
         self.n_claims[j] += 1
         self.gemm_claims[j] += bool(self.b_rows[i].is_gemm)
+        at = problem_at(self.gemm_left[j], self.b_rows[i].gemm) if self.b_rows[i].is_gemm else None
+        if at is not None and at >= 0:
+            del self.gemm_left[j][at]
         if self.caps[j] is not None:
             self.spent.setdefault(j, {}).update(dict.fromkeys(_base_ops(self.b_rows[i]), self.b_rows[i].op_index))
 
@@ -744,11 +759,13 @@ def _epilogue_ops(c_row, b_gemm) -> frozenset[str]:
     return extra - {"mm"}
 
 
-def _intermediates(g: Group, b_rows: list) -> None:
+def _intermediates(g: Group, b_rows: list, c_rows: list) -> None:
     edges = g.edges if g.edges is not None else flow_edges(b_rows, g.members)
+    # a fused GEMM kernel that saves its GEMM outputs for the backward (classify.name_facts) still writes them
+    saves = len(g.fused) == 1 and name_facts(str(c_rows[g.fused[0]].name)).saves_gemm_outputs
     by_p: dict[int, Intermediate] = {}
     for p, cpos, t in edges:
-        by_p.setdefault(p, Intermediate(t, p, [])).consumers.append(cpos)
+        by_p.setdefault(p, Intermediate(t, p, [], saves and bool(b_rows[p].is_gemm))).consumers.append(cpos)
     g.intermediates = [by_p[p] for p in sorted(by_p)]
     # every member's tensors known; an output of unknown dtype (a cat over a TensorList) is fine once every
     # intermediate it passes on took its reader's dtype (the finite check below)

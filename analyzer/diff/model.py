@@ -98,7 +98,9 @@ class FusionRow:
     replaced_ops: list[str]  # their launching ops
     ops: list[str]  # canonical ops the replaced kernels computed
     count_per_step: int
-    intermediates: list[dict]  # shape, matrix, dtype, bytes (one tensor), reads, round_trip_bytes, producer, readers
+    # shape, matrix, dtype, bytes (one tensor), reads, round_trip_bytes, producer, readers (+ still_written: True
+    # where the fused kernel writes it too: traffic_text)
+    intermediates: list[dict]
     bytes_avoided_per_step: float
     bytes_complete: bool
     base_time_us_per_step: float

@@ -255,9 +255,18 @@ def _fusion_lines(cd) -> list[str]:
     return out
 
 
+def traffic_text(i: dict) -> str:
+    """How a fusion's intermediate (a FusionRow.intermediates row) moved through HBM in the baseline, in the words
+    every surface uses: 'written once, read 2×', or for a tensor the fused kernel still writes (it saves it for the
+    backward): 'read 1×, its write kept: the fused kernel saves it'."""
+    if i.get("still_written"):
+        return f"read {i['reads']}×, its write kept: the fused kernel saves it"
+    return f"written once, read {i['reads']}×"
+
+
 def _fusion_group_lines(f) -> list[str]:
     """One fusion group (a FusionRow): what it replaced, its intermediates, bytes avoided and times."""
-    inter = ", ".join(f"{i['matrix']} {i['dtype']} (written once, read {i['reads']}×)" for i in f.intermediates)
+    inter = ", ".join(f"{i['matrix']} {i['dtype']} ({traffic_text(i)})" for i in f.intermediates)
     inter = inter or "none"
     out = [
         f"  fusion{f' ({f.count_per_step} per step)' if f.count_per_step > 1 else ''}: {short_name(f.fused_kernel)} ← "

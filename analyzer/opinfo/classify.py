@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -354,19 +356,47 @@ def classify_one(name: str) -> tuple[str, str, str]:
     return "other", _library(head), ""
 
 
-def gemm_capacity(name: str) -> int | None:
-    """How many GEMMs a kernel computes by its own name, where the classifier's table spells its ops out (the
-    FuseLens kernels: 'mm+mm+act+mul' for the dual GEMM, 'mm+act_backward+mul' for the dH kernel): a fused kernel
-    never replaces more GEMMs than it runs. None where the name does not say (vendor kernels are capped per op call
-    elsewhere, Inductor's by their names' op lists)."""
+# Fused GEMM kernels that also write their GEMM outputs to HBM beside their epilogue's result: a training forward
+# saves them for its backward (kernels/ops/mlp_backward.py: fuselens_dual_gemm_glu_save_kernel stores g = x·Wgᵀ and
+# u = x·Wuᵀ into gu [M, 2h] as well as act(g)·u). A GEMM output such a kernel replaces is still written; only its
+# reads are avoided.
+SAVES_GEMM_OUTPUTS = (r"^_?fuselens_\w*_save\w*_kernel$",)
+_SAVES = tuple(re.compile(p) for p in SAVES_GEMM_OUTPUTS)
+
+
+@dataclass(frozen=True)
+class NameFacts:
+    """What a kernel's own name rules in and out, where the classifier's table spells its ops out (the FuseLens
+    kernels: 'mm+mm+act+mul' for the dual GEMM, 'mm+act_backward+mul' for the dH kernel)."""
+
+    gemms: int | None = None  # GEMMs it runs: it never replaces more; None where the name does not say
+    epilogue_only: bool = False  # a GEMM kernel whose other ops run after its GEMMs (no prologue): it reads its A
+    # and B operands from HBM, so no kernel that wrote them can have been fused into it
+    saves_gemm_outputs: bool = False  # it also writes its GEMM outputs (SAVES_GEMM_OUTPUTS)
+
+
+@lru_cache(maxsize=4096)
+def name_facts(name: str) -> NameFacts:
+    """NameFacts of one kernel name (none for vendor kernels, capped per op call elsewhere, or Inductor's, read from
+    their names' op lists)."""
     head = names.function_name(name)
-    for rx, _category, library, ops_rule in _COMPILED:
+    for rx, category, library, ops_rule in _COMPILED:
         if rx.search(head):
             if library != "Triton-user" or ops_rule.startswith("@"):
-                return None
+                return NameFacts()
             n = sum(op in names.GEMM_OPS for op in ops_rule.split("+"))
-            return n or None
-    return None
+            return NameFacts(
+                gemms=n or None,
+                epilogue_only=bool(n) and category == "gemm",
+                saves_gemm_outputs=bool(n) and any(x.search(head) for x in _SAVES),
+            )
+    return NameFacts()
+
+
+def gemm_capacity(name: str) -> int | None:
+    """How many GEMMs a kernel computes by its own name (NameFacts.gemms): a fused kernel never replaces more GEMMs
+    than it runs."""
+    return name_facts(name).gemms
 
 
 # The launching op says what a shared kernel computes for it: ATen's group norm runs kernels named like layer norm's

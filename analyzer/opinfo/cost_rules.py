@@ -506,12 +506,8 @@ def fuselens(c: Call) -> Estimate:
 FUSELENS_TRAIN_OPS = frozenset(
     ["fuselens::glu_mlp_train", "fuselens::glu_mlp_backward", "fuselens::gelu_mlp_train", "fuselens::gelu_mlp_backward"]
 )
-# torch.library.register_autograd runs a training op's forward inside an autograd.Function whose range
-# (GeneratedBackwardFor_<namespace>_<op>_<overload>, recording the op's tensor inputs, its str arguments dropped) is
-# the innermost op over the forward's kernels: the same op for these rules.
-_TRAIN_WRAPPERS = {
-    f"GeneratedBackwardFor_fuselens_{n}_mlp_train_default": f"fuselens::{n}_mlp_train" for n in ("glu", "gelu")
-}
+# A training op's forward runs inside an autograd.Function range of its own name (names.FUSELENS_TRAIN_WRAPPERS)
+_TRAIN_WRAPPERS = names.FUSELENS_TRAIN_WRAPPERS
 
 
 def fuselens_train(c: Call) -> Estimate:

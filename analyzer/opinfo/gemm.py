@@ -156,3 +156,31 @@ def gemm_problem(op_name: str | None, dims, types, strides=None) -> Gemm | None:
         return None
     g = read(op_name, tensors(dims, types, strides))
     return g if isinstance(g, Gemm) else None
+
+
+# FuseLens' fused GEMM kernels (kernels/ops, docs/KERNELS.md) run under their dispatcher op, whose recorded input
+# shapes say which GEMMs the kernel computes. Tensor arguments in order (non-tensor ones are not in `ts`):
+#   fuselens::dual_gemm_glu(x [.., K], w_gate [N, K], w_up [N, K])       two GEMMs M x N x K
+#   fuselens::gemm_bias_act(x [.., K], w [N, K], bias?)                  one GEMM M x N x K
+#   fuselens::glu_mlp_train(x [M, d], w_gate [h, d], w_up, w_down)       its GEMM kernel: the dual GEMM, 2 x (M x h x d)
+#   fuselens::glu_mlp_backward / gelu_mlp_backward(dy [M, d], …, w_down [d, h])  its GEMM kernel: dH = dY W_down,
+#       M x h x d (its other GEMMs are cuBLAS calls under aten ops of their own); W_down is the last tensor
+_FUSED_GEMMS = {"fuselens::dual_gemm_glu": 2, "fuselens::gemm_bias_act": 1, "fuselens::glu_mlp_train": 2}
+
+
+def fused_gemm_problems(op_name: str | None, ts) -> tuple[tuple[int, int, int], ...] | None:
+    """(M, N, K) of each GEMM a FuseLens op's fused GEMM kernel runs, from the op's tensor inputs; None for any other
+    op or shapes that do not fit (then nothing is ruled out)."""
+    op = names.FUSELENS_TRAIN_WRAPPERS.get(str(op_name or ""), str(op_name or ""))
+    ts = [t for t in ts if t is not None and t.shape]
+    if op in _FUSED_GEMMS and len(ts) >= 2:
+        x, w = ts[0], ts[1]
+        if len(x.shape) < 2 or len(w.shape) != 2 or x.shape[-1] != w.shape[1]:
+            return None
+        return ((math.prod(x.shape[:-1]), w.shape[0], w.shape[1]),) * _FUSED_GEMMS[op]
+    if op in ("fuselens::glu_mlp_backward", "fuselens::gelu_mlp_backward") and len(ts) >= 4:
+        dy, wd = ts[0], ts[-1]
+        if len(dy.shape) != 2 or len(wd.shape) != 2 or wd.shape[0] != dy.shape[1]:
+            return None
+        return ((dy.shape[0], wd.shape[1], dy.shape[1]),)
+    return None

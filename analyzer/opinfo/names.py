@@ -134,6 +134,14 @@ def op_base(op_name: str | None) -> str:
     return _NS.sub("", (op_name or "").strip()).split(".")[0]
 
 
+# torch.library.register_autograd runs a FuseLens training op's forward inside an autograd.Function whose range
+# (GeneratedBackwardFor_<namespace>_<op>_<overload>, recording the op's tensor inputs, its str arguments dropped) is
+# the innermost op over the forward's kernels: the same op (kernels/models/train_ops.py).
+FUSELENS_TRAIN_WRAPPERS = {
+    f"GeneratedBackwardFor_fuselens_{n}_mlp_train_default": f"fuselens::{n}_mlp_train" for n in ("glu", "gelu")
+}
+
+
 def is_gemm_op(op_name: str | None) -> bool:
     return op_base(op_name).rstrip("_") in GEMM_OPS
 
@@ -368,6 +376,17 @@ def word_ops(text: str | None) -> tuple[str, ...]:
         if rx.search(words):
             ops.extend(o for o in found if o not in ops)
     return tuple(ops)
+
+
+_FORMULA_NODE = re.compile(r"(?:^|[\s:])[A-Z][A-Za-z0-9]*Backward\d+$")
+
+
+def is_formula_node(name: str | None) -> bool:
+    """Is an autograd node ('autograd::engine::evaluate_function: MulBackward0') one aten op's derivative formula
+    (numbered: MulBackward0, MmBackward0), whose op calls compute separate gradients (grad·other, grad·self)? A
+    compiled graph's node (CompiledFunctionBackward), a custom op's (GeneratedBackwardFor_…Backward) or an
+    autograd.Function's (LigerGELUMulFunctionBackward) runs a program whose kernels feed each other."""
+    return bool(_FORMULA_NODE.search(str(name or "").strip()))
 
 
 def is_backward_text(text: str | None) -> bool:

@@ -3,6 +3,7 @@ tooltip, intermediates as one line, numbers with their missing-value text."""
 
 from __future__ import annotations
 
+from analyzer.diff.output_text import traffic_text
 from analyzer.fmt import fmt_num, short_name
 
 
@@ -27,7 +28,7 @@ def names(names, ops=None) -> list:
 
 def inter_text(i: dict) -> str:
     shape = "×".join(str(s) for s in i["shape"])
-    return f"[{shape}] {i['dtype']} = {i['bytes']:,.0f} B, written once, read {i['reads']}×"
+    return f"[{shape}] {i['dtype']} = {i['bytes']:,.0f} B, {traffic_text(i)}"
 
 
 def pct_text(x) -> str:
