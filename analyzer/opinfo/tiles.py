@@ -40,11 +40,13 @@ GROUP_M = 8  # Triton's matmul tutorial, Inductor's mm templates, kernels/ops/ho
 # FuseLens' persistent kernels (one program per SM, tile not in the grid): (tile along M, tile along N, weight rows
 # per N tile, row tiles per band of the grouped walk). kernels/ops/hopper_gemm.py autotunes among 128 x 256 configs
 # for M > 1024 (SINGLE_CONFIGS; the dual GEMM's 128 x 128 output tile reads 2 x 128 weight rows: gate and up
-# interleaved); kernels/ops/ws_gemm.py's warp-specialised dual GEMM runs 64 x 128 tiles in bands of 32 row tiles.
+# interleaved); kernels/ops/ws_gemm.py's warp-specialised dual GEMMs take 64 x 128 tiles in bands of 32 row tiles.
 OWN_TILES = {
     "fuselens_gemm_bias_act_kernel": (128, 256, 1, GROUP_M),
     "fuselens_dual_gemm_glu_kernel": (128, 128, 2, GROUP_M),
     "fuselens_dual_gemm_glu_ws_kernel": (64, 128, 2, 32),
+    "fuselens_dual_gemm_glu_save_ws_kernel": (64, 128, 2, 32),
+    "fuselens_mlp_bwd_dh_ws_kernel": (64, 128, 1, 16),  # kernels/ops/ws_dh.py (its band is measured per shape: 8-32)
 }
 _NVJET = re.compile(r"^nvjet_\w*?_(\d+)x(\d+)_")  # nvjet_sm90_tst_256x128_…, nvjet_tst_64x64_… (B200)
 _TILESIZE = re.compile(r"tilesize(\d+)x(\d+)x\d+")

@@ -128,7 +128,7 @@ if gluon is not None:
         for j in range(n_local):
             off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
             c = j % 2
-            # the consumer of tile j has stored tile j - 2 out of its epilogue buffers (fresh barriers pass round 0)
+            # the consumer of tile j has stored tile j - 2 out of its epilogue buffers (a fresh barrier passes at once)
             mbarrier.wait(epi_empty.index(c), ((j // 2) & 1) ^ 1)
             ebar = epi_ready.index(c)
             if GATED:
