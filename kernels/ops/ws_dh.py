@@ -47,8 +47,8 @@ STAGES = 5
 GROUP_M = 16
 # (stages, group_m) the first-call measurement tries (mlp_backward._use_ws): 6 stages are 208 KB of shared memory
 CONFIGS = [(5, 16), (4, 8), (6, 32), (3, 16)]
-# 12 warps (4 + 4 + 1, allocated as 3 warpgroups) x 168 registers fit an SM's 65,536; setmaxnreg moves the producer's
-# share to the consumers: 64 fp32 accumulator registers + 64 for g and u (bf16 pairs) + the epilogue's fp32 temporaries
+# 9 warps (4 + 4 + 1), allocated as 3 warpgroups x 128 threads x 168 registers, fit an SM's 65,536; setmaxnreg moves
+# the producer's share to the consumers: 64 fp32 accumulator registers, g and u, and the epilogue's fp32 temporaries
 CONSUMER_REGS, PRODUCER_REGS, MAX_REGS = 232, 24, 168
 
 if gluon is not None:
