@@ -569,7 +569,24 @@ def main(argv=None) -> int:
         from kernels.lab import shapes
 
         ceilings = {"bf16": tf}
-        res["shapes"] = shapes.run(ns.shapes, ceilings, set(ns.rows.split(",")) if ns.rows else None)
+        partial = Path(ns.out_dir) / "kernels_shapes_partial.json"
+
+        def keep(rows):  # a run cut off by a device limit keeps the rows it finished (fold in with --merge)
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(
+                json.dumps(
+                    res
+                    | {
+                        "shapes": [r | {"run_utc": res["created_utc"]} for r in rows],
+                        "shape_ceilings_tflops": ceilings,
+                    },
+                    indent=1,
+                )
+            )
+
+        only = set(ns.rows.split(",")) if ns.rows else None
+        res["shapes"] = shapes.run(ns.shapes, ceilings, only, after_row=keep)
+        partial.unlink(missing_ok=True)
         for row in res["shapes"]:
             row["run_utc"] = res["created_utc"]  # the run that measured it (merge_results lists only such runs)
         res["shape_ceilings_tflops"] = ceilings

@@ -306,12 +306,14 @@ def to_markdown(rows: list[dict], ceilings: dict) -> list[str]:
     return out
 
 
-def run(shape_set: str, ceilings: dict, only: set | None = None) -> list[dict]:
-    """Bench the set's rows (only those whose id is in `only`, when given)."""
+def run(shape_set: str, ceilings: dict, only: set | None = None, after_row=None) -> list[dict]:
+    """Bench the set's rows (only those whose id is in `only`, when given); after_row(rows) runs after each one."""
     rows = []
     for row in SHAPE_SETS[shape_set]:
         if only and row[0] not in only:
             continue
+        if rows and after_row is not None:
+            after_row(rows)
         try:
             rows.append(bench_row(row, ceilings))
             gc.collect()  # the row's models, compiled graphs and references are garbage now

@@ -1,13 +1,16 @@
 """The training bench: one forward + backward step of each MLP variant -> bench/results/kernels_train_<gpu>.{md,json}.
 
-    python -m kernels.bench --train [--rows hf-geglu-bf16,...] [--out-dir bench/results] [--budget-s 420]
+    python -m kernels.bench --train [--rows hf-geglu-bf16,...] [--out-dir bench/results] [--budget-s 420] [--no-input-grad]
 
 Per row: eager, compile, liger (gated MLPs) and fuselens (the path its first training call measured faster:
 kernels.models.dispatch.choose_train), each step = forward, then backward of a fixed random dY (y.backward(dy)),
-the weights' .grad cleared after it (x needs no gradient, as the runner's --train step). Timed like the forward
+the weights' and x's .grad cleared after it. x needs its gradient, as every MLP's input in a model but the first
+layer's does, so the step runs all 3 x the forward's GEMMs (the dX GEMMs are 2/9 of a gated step's FLOPs);
+--no-input-grad times the first layer's step instead (as the runner's single-MLP --train step). Timed like the forward
 bench (kernels.ops.timing: CUDA events, L2 flushed by a read before every call, launches queued ahead) in two
 passes, the second in reverse order; µs = the mean of the two medians, spread = their difference.
-Columns: µs, × the fastest peer, × the floor (3 × the forward's matmul FLOPs over the dtype's 8192³ matmul rate,
+Columns: µs, × the fastest peer, × the floor (the step's matmul FLOPs, workloads.train_step_flops, over the dtype's
+8192³ matmul rate,
 the fastest of three 30-call bursts, measured at the start of the run), peak memory of the step above what was
 allocated before it (the saved activations, the backward's temporaries and the weight gradients, which every
 variant allocates alike), and the worst relative error of the weight gradients against the same module's
@@ -28,7 +31,7 @@ import torch
 
 from kernels.models import dispatch
 from kernels.models.variants import VariantUnavailable, build
-from kernels.models.workloads import DTYPES, build_model, make_input, mlp_flops
+from kernels.models.workloads import DTYPES, build_model, make_input, train_step_flops
 from kernels.ops.timing import median_us, pass_orders
 from kernels.runner import envinfo
 
@@ -71,20 +74,23 @@ def _rel(a: torch.Tensor, ref: torch.Tensor) -> float:
     return float((a - ref).norm() / ref.norm())
 
 
-def bench_row(row, tf: dict, n_iter: int) -> dict:
+def bench_row(row, tf: dict, n_iter: int, input_grad: bool = True) -> dict:
     rid, what, workload, dname, tokens, d, h = row
     dt = DTYPES[dname]
     model = build_model(workload, d, h, dt, "cuda").train()
-    x = make_input(1, tokens, d, dt, "cuda")
+    x = make_input(1, tokens, d, dt, "cuda").requires_grad_(input_grad)
     gen = torch.Generator(device="cpu").manual_seed(2)
     dy = torch.randn(1, tokens, d, generator=gen).to(device="cuda", dtype=dt) * d**-0.5
     ref_model = build_model(workload, d, h, torch.float32, "cuda").train()
     ref_model.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
-    ref_model(x.float()).backward(dy.float())
-    ref = [g.detach() for g in _grads(ref_model)]
-    del ref_model
-    flops = 3 * mlp_flops(workload, tokens, d, h)
+    x_ref = x.detach().float().requires_grad_(input_grad)
+    ref_model(x_ref).backward(dy.float())
+    ref = [g.detach() for g in _grads(ref_model)] + ([x_ref.grad] if input_grad else [])
+    del ref_model, x_ref
+    flops = train_step_flops(workload, tokens, d, h, input_grad)
     out = {"id": rid, "what": what, "workload": workload, "dtype": dname, "tokens": tokens, "d_model": d, "hidden": h}
+    out["input_grad"] = input_grad
+    out["step_tflop"] = flops / 1e12
     out["floor_us"] = flops / (tf[dname] * 1e12) * 1e6
     steps, res = {}, {}
     for name in VARIANTS:
@@ -94,7 +100,7 @@ def bench_row(row, tf: dict, n_iter: int) -> dict:
             res[name] = {"skipped": str(exc)}
             continue
 
-        def step(fn=fn, params=tuple(model.parameters())):
+        def step(fn=fn, params=(*model.parameters(), x)):
             fn(x).backward(dy)
             for p in params:
                 p.grad = None
@@ -102,8 +108,9 @@ def bench_row(row, tf: dict, n_iter: int) -> dict:
         try:
             t0 = time.time()
             fn(x).backward(dy)  # warm-up: compiles / tunes / measures the dispatch choice
-            res[name] = {"grad_rel_err": max(_rel(g, r) for g, r in zip(_grads(model), ref, strict=True))}
-            for p in model.parameters():
+            got = _grads(model) + ([x.grad] if input_grad else [])
+            res[name] = {"grad_rel_err": max(_rel(g, r) for g, r in zip(got, ref, strict=True))}
+            for p in (*model.parameters(), x):
                 p.grad = None
             step()
             step()
@@ -173,16 +180,17 @@ def to_markdown(res: dict) -> str:
         f" liger-kernel {env.get('liger_kernel')}.",
         "",
         "Method: " + res["method"],
-        "Floors: 3 x the forward's matmul FLOPs at the 8192³ matmul rate measured here: "
+        "Floors: the step's matmul FLOPs (3 x the forward's, less the dX GEMMs where x needs no gradient) at the"
+        " 8192³ matmul rate measured here: "
         + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in res["matmul_tflops"].items())
         + ".",
         "Peak MiB: memory allocated during one step above what was allocated before it (saved activations, backward"
-        " temporaries and the weight gradients, the last alike for every variant).",
+        " temporaries and the weight and input gradients, the last two alike for every variant).",
         "",
-        "| row | dtype | tokens × d → h | eager µs | compile µs | liger µs | fuselens µs | × best peer | × floor |"
+        "| row | dtype | tokens × d → h | dX | eager µs | compile µs | liger µs | fuselens µs | × best peer | × floor |"
         " verdict | peak MiB eager / compile / liger / fuselens | fuselens ÷ liger peak | grad rel err (fuselens)"
         " | fuselens path |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|",
     ]
     for r in res["rows"]:
         v = r["variants"]
@@ -201,6 +209,7 @@ def to_markdown(res: dict) -> str:
             r["what"],
             r["dtype"],
             f"{r['tokens']} × {r['d_model']} → {r['hidden']}",
+            "yes" if r.get("input_grad", False) else "no",
             *(us(n) for n in VARIANTS),
             f"{r['x_best']:.3f}" if "x_best" in r else "–",
             f"{r['x_floor']:.3f}" if "x_floor" in r else "–",
@@ -224,6 +233,12 @@ def main(argv=None) -> int:
     p.add_argument("--rows", help="only these row ids (comma-separated)")
     p.add_argument("--n-iter", type=int, default=30, help="timed steps per pass (default 30)")
     p.add_argument("--budget-s", type=float, default=0, help="stop starting new rows after this many seconds")
+    p.add_argument(
+        "--no-input-grad",
+        dest="input_grad",
+        action="store_false",
+        help="x takes no gradient (a first layer's step: no dX GEMMs); default: x needs one, as in a model",
+    )
     p.add_argument("--render", metavar="JSON", help="only re-render the .md beside a results .json (no GPU needed)")
     ns = p.parse_args(argv)
     if ns.render:
@@ -248,7 +263,8 @@ def main(argv=None) -> int:
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": "python -m kernels.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         "method": f"CUDA events, median of {ns.n_iter} steps per pass, two passes (A B, B A), L2 flushed before every"
-        " step by reading a 256 MB buffer (untimed); step = forward + y.backward(dY), weight grads cleared",
+        " step by reading a 256 MB buffer (untimed); step = forward + y.backward(dY), weight grads cleared"
+        + ("; x needs its gradient (dX computed)" if ns.input_grad else "; x needs no gradient (no dX)"),
         "env": envinfo.environment(),
     }
     dnames = sorted({known[i][3] for i in ids})
@@ -264,7 +280,7 @@ def main(argv=None) -> int:
             log(f"budget: {i} and later rows not run")
             res.setdefault("not_run", []).append(i)
             continue
-        row = bench_row(known[i], res["matmul_tflops"], ns.n_iter)
+        row = bench_row(known[i], res["matmul_tflops"], ns.n_iter, ns.input_grad)
         log(json.dumps({k: v for k, v in row.items() if k != "variants"}))
         res["rows"].append(row)
         path.write_text(json.dumps(res, indent=1))  # after every row: a cut-off run keeps what it measured

@@ -79,3 +79,11 @@ def mlp_flops(workload: str, tokens: int, d_model: int, hidden: int) -> int:
     """Matmul FLOPs of one forward (2 per multiply-add); the elementwise work is <0.1% and left out."""
     n_gemms = 2 if workload == "plain" else 3
     return n_gemms * 2 * tokens * d_model * hidden
+
+
+def train_step_flops(workload: str, tokens: int, d_model: int, hidden: int, input_grad: bool = True) -> int:
+    """Matmul FLOPs of one forward + backward: each forward GEMM costs two more in the backward (its input's and its
+    weight's gradient), 3x the forward, less the input-side GEMMs' dX (gate + up, or up) when x needs no gradient."""
+    fwd = mlp_flops(workload, tokens, d_model, hidden)
+    dx = fwd - 2 * tokens * d_model * hidden  # every GEMM but the down projection reads x
+    return 3 * fwd - (0 if input_grad else dx)
