@@ -8,8 +8,9 @@ epilogue moves four [BM, BN] tiles through HBM (g, u in; dg, du out). At the HF 
 that kernel took 147 us for a 38.6 GFLOP GEMM whose cuBLAS time is ~52 us and whose epilogue traffic, 201 MB, is
 ~60 us at 3.35 TB/s: the two ran one after the other. Here (the split of kernels.ops.ws_gemm):
   - one producer warp issues, per tile, the TMA loads of the tile's saved g and u into its consumer's epilogue
-    buffers (once that consumer has stored its previous tile from them: `epi_empty`), then the K loop's loads of dY
-    [BM, BK] and W_down [BK, BN] (W_down read as it lies, [d, h]: no transposed copy) into a ring of STAGES stages;
+    buffers (once that consumer has stored its previous tile from them: `epi_empty`); a second one issues the K
+    loop's loads of dY [BM, BK] and W_down [BK, BN] (W_down read as it lies, [d, h]: no transposed copy) into a
+    ring of STAGES stages;
   - two consumer warpgroups take alternate output tiles; their main loops take turns (`done`), so one consumer's
     epilogue (read g, u from shared memory, act and act' in fp32, write dg, du over them, TMA-store both) runs under
     the other's main loop, and the g, u loads were issued a whole tile ahead.
@@ -53,7 +54,7 @@ CONFIGS = [(64, 5, 16), (64, 4, 8), (64, 6, 32), (64, 3, 16)]
 # yet run on a GPU: tests/kernels/test_kernels_train.py checks every config in WIDE_CONFIGS, and they join CONFIGS
 # once that passes on a GPU (docs/KERNELS.md, "Open").
 WIDE_CONFIGS = [(128, 4, 8), (128, 4, 16), (128, 3, 16)]
-# 12 warps (4 + 4 + 1, allocated as 3 warpgroups) x 168 registers fit an SM's 65,536; setmaxnreg moves the producer's
+# 10 warps (4 + 4 + 1 + 1, allocated as 3 warpgroups of 4) x 168 registers fit an SM's 65,536; setmaxnreg moves the producer's
 # share to the consumers: 64 fp32 accumulator registers + 64 for g and u (bf16 pairs) + the epilogue's fp32 temporaries
 CONSUMER_REGS, PRODUCER_REGS, MAX_REGS = 232, 24, 168
 
@@ -164,19 +165,29 @@ if gluon is not None:
         n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
         for j in range(n_local):
             off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
-            if BM > 64:
-                # one buffer pair: tile j's g and u go in once tile j - 1's epilogue has stored from it, so they are
-                # issued after tile j's K loop loads (which that wait must not hold back: the other consumer's main
-                # loop of tile j runs under tile j - 1's epilogue)
-                _load_ring(dy_desc, w_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, j, k_tiles, STAGES)
+            _load_ring(dy_desc, w_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, j, k_tiles, STAGES)
+
+    @gluon.jit
+    def _epi_producer(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
+                      NUM_PROGS: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+        """Its own warp: each tile's saved g and u into the epilogue buffers as soon as they are free, so a wait for
+        a consumer's epilogue never holds back the K loop's loads (_producer)."""
+        dy_desc, w_desc, g_desc, u_desc = descs
+        a_bufs, b_bufs, g_bufs, u_bufs = bufs
+        ready, empty, done, epi_ready, epi_empty = bars
+        BM: gl.constexpr = dy_desc.block_type.shape[0]
+        BN: gl.constexpr = w_desc.block_type.shape[1]
+        pid = gl.program_id(0)
+        n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
+        for j in range(n_local):
+            off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
+            if BM > 64:  # one buffer pair both consumers share: tile j's once tile j - 1 has been stored from it
                 _load_epilogue(g_desc, u_desc, g_bufs.index(0), u_bufs.index(0), epi_ready.index(0),
                                epi_empty.index(0), off_m, off_n, (j & 1) ^ 1, GATED)  # fmt: skip
-            else:
-                # a buffer pair per consumer: tile j's g and u a whole tile ahead of its K loop
+            else:  # a buffer pair per consumer: tile j's once tile j - 2 has been stored from it
                 c = j % 2
                 _load_epilogue(g_desc, u_desc, g_bufs.index(c), u_bufs.index(c), epi_ready.index(c),
                                epi_empty.index(c), off_m, off_n, ((j // 2) & 1) ^ 1, GATED)  # fmt: skip
-                _load_ring(dy_desc, w_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, j, k_tiles, STAGES)
 
     @gluon.jit
     def _load_epilogue(g_desc, u_desc, g_smem, u_smem, ready_bar, empty_bar, off_m, off_n, phase,
@@ -238,7 +249,9 @@ if gluon is not None:
                 (ready, empty, done, epi_ready, epi_empty), M, N, K, GRAD, GATED, GROUP_M, NUM_PROGS,
                 STAGES)  # fmt: skip
         gl.warp_specialize(
-            [(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1], [CONSUMER_REGS, PRODUCER_REGS]
+            [(_consumer0, args), (_consumer1, args), (_producer, args), (_epi_producer, args)],
+            [4, 1, 1],
+            [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS],
         )
 
 
