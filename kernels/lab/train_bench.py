@@ -137,8 +137,11 @@ def bench_row(row, tf: dict, n_iter: int) -> dict:
     from kernels.ops import mlp_backward
 
     # the first-call measurements behind those choices ({"triton": us, "(stages, group_m)": us, ...})
-    out["dh_kernel_us"] = {str(k[3:]): v for k, v in mlp_backward.WS_TIMINGS.items() if k[1] == dt and k[4] == h}
-    out["save_kernel_us"] = {str(k[3:]): v for k, v in mlp_backward.SAVE_WS_TIMINGS.items() if k[1] == dt and k[4] == h}
+    def this_row(k) -> bool:  # keys (device, dtype, act, row bucket, h, d)
+        return k[1] == dt and k[4] == h and k[5] == d
+
+    out["dh_kernel_us"] = {str(k[3:]): v for k, v in mlp_backward.WS_TIMINGS.items() if this_row(k)}
+    out["save_kernel_us"] = {str(k[3:]): v for k, v in mlp_backward.SAVE_WS_TIMINGS.items() if this_row(k)}
     out["variants"] = res
     peers = {n: res[n]["us"] for n in PEERS if "us" in res.get(n, {})}
     fl = res.get("fuselens", {})

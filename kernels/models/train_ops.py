@@ -58,8 +58,8 @@ _LIB.define(
     " bool need_dx) -> (Tensor, Tensor, Tensor)"
 )
 
-# which implementation each call's dH epilogue ran ("tma" / "torch"), by (activation, dtype, M, h): tests and the
-# bench read it
+# which implementation each call's dH epilogue ran ("ws": the Gluon kernel, "tma": the Triton one, "torch": the
+# fallback), by (activation, dtype, M, h): tests and the bench read it
 EPILOGUE_RAN: dict[tuple, str] = {}
 
 

@@ -10,9 +10,11 @@ no HBM round trip of dH ([M, h]: 90 MB at Llama-2-7B's 4096 x 11008 bf16). The [
     [dWg; dWu] = [dg | du]^T X      (ONE GEMM, its [2h, d] output split by rows into the two weight gradients)
 Plain MLP (y = gelu(pre) W2^T + b2, pre = x W1^T + b1), saved pre:  dpre = (dY W2) * gelu'(pre), written over pre.
 
-The kernel is the persistent TMA GEMM of kernels.ops.hopper_gemm with B read as [BK, BN] tiles of W_down [d, h] (no
-transposed copy) and the saved activations loaded and stored through TMA descriptors of the same [BM, BN] tile. TMA
-needs 16-byte aligned rows: the wrappers use `applies` and callers fall back to `torch_grad_epilogue` otherwise.
+Two kernels compute it: the Triton kernel here (the persistent TMA GEMM of kernels.ops.hopper_gemm with B read as
+[BK, BN] tiles of W_down [d, h], no transposed copy, and the saved activations loaded and stored through TMA
+descriptors of the same [BM, BN] tile) and the warp-specialised Gluon kernel of kernels.ops.ws_dh, which dh_grad runs
+where a first-call measurement finds it faster (_use_ws). TMA needs 16-byte aligned rows: the wrappers use `applies`
+and callers fall back to `torch_grad_epilogue` otherwise.
 """
 
 from __future__ import annotations
@@ -181,9 +183,13 @@ def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activat
             if key not in FAILED:
                 cfg = _use_ws(key, dy, w_down, saved, activation)
                 if cfg is not None:
-                    ws_dh.ws_dh_grad(dy, w_down, *_halves(saved, w_down, activation), GRAD_IDS[activation],
-                                     activation in GATED_GRADS, *cfg)  # fmt: skip
-                    return "ws"
+                    try:  # it ran at this key's measurement; a launch failing now leaves `saved` untouched
+                        ws_dh.ws_dh_grad(dy, w_down, *_halves(saved, w_down, activation), GRAD_IDS[activation],
+                                         activation in GATED_GRADS, *cfg)  # fmt: skip
+                        return "ws"
+                    except Exception as exc:
+                        WS_FAILED[(key, cfg)] = f"{type(exc).__name__}: {str(exc)[:160]}"
+                        WS_CHOICE[key] = None
                 fused_dh_grad(dy, w_down, saved, activation)
                 return "tma"
         torch_grad_epilogue(dy, w_down, saved, activation)
@@ -198,22 +204,33 @@ def _halves(saved: torch.Tensor, w_down: torch.Tensor, activation: str) -> tuple
     return (saved[:, :n], saved[:, n:]) if activation in GATED_GRADS else (saved, saved)
 
 
-# Where the warp-specialised kernel is a candidate: from 1024 rows (its 64-row tiles fill a wave of 132 SMs from
-# 1024 x 1024 outputs) and on sm_90 with Gluon (ws_dh.applies). Tools forcing a Triton config get the Triton kernel.
+# Where the warp-specialised kernels (ws_dh for dH, ws_gemm's saving dual GEMM) are candidates: sm_90 with Gluon
+# (ws_dh.applies / ws_gemm.applies), from 1024 rows (below that the 64-row tiles leave most of 132 SMs' second
+# consumer idle: 1024 x 3072 is 384 tiles, under 3 per SM) and up to K = 2048 (hopper_gemm.WS_MAX_K: at K = 4096 the
+# 64-row tiles fetch each weight tile twice as often; the Gluon dH kernel measured 661.7 vs 576.8 us at Llama-2-7B,
+# H200, and the saving dual GEMM 2541.8 vs 2506.7 at Llama-3-8B). Tools forcing a Triton config get the Triton kernel,
+# and so does a call whose shape is outside these bounds even where its row bucket holds a choice.
 WS_MIN_ROWS = 1024
+WS_MAX_K = hopper_gemm.WS_MAX_K
 WS_CHOICE: dict = {}  # tuning key -> the Gluon kernel's (stages, group_m) where it measured fastest, else None
 WS_TIMINGS: dict = {}  # same key -> {"triton": us, "(stages, group_m)": us, ...} from that measurement
+WS_FAILED: dict = {}  # (tuning key, config) -> why that Gluon config did not run (compile or launch error)
+
+
+def _ws_candidate(x: torch.Tensor, forcing: bool, applies) -> bool:
+    """The bounds above: rows, K, no forced Triton config, and the Gluon kernel's own conditions."""
+    return x.shape[0] >= WS_MIN_ROWS and x.shape[1] <= WS_MAX_K and not forcing and applies(x)
 
 
 def _use_ws(key, dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str) -> tuple | None:
-    """The Gluon kernel's (stages, group_m) where it runs `key`, else None: measured once per key, the tuned Triton
-    kernel and each of ws_dh.CONFIGS on one scratch copy of `saved` (all write over their input; values drift, times
-    do not), two passes in opposite orders. Inside CUDA-graph capture nothing is timed and the Triton kernel runs. A
-    Gluon config that fails to compile is left out."""
+    """The Gluon kernel's (stages, group_m) where it runs this call, else None: measured once per key, the tuned
+    Triton kernel and each of ws_dh.CONFIGS on one scratch copy of `saved` (all write over their input; values drift,
+    times do not), two passes in opposite orders. Inside CUDA-graph capture nothing is timed: a choice already made
+    runs, else the Triton kernel. A Gluon config that fails to run is left out (WS_FAILED says why)."""
+    if not _ws_candidate(dy, _dh_tuned.forcing, ws_dh.applies):
+        return None
     if key in WS_CHOICE:
         return WS_CHOICE[key]
-    if dy.shape[0] < WS_MIN_ROWS or _dh_tuned.forcing or not ws_dh.applies(dy):
-        return None
     if torch.cuda.is_current_stream_capturing():
         return None
     scratch = saved.clone()
@@ -223,7 +240,8 @@ def _use_ws(key, dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, ac
     for cfg in ws_dh.CONFIGS:
         try:
             ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *cfg)
-        except Exception:  # out of resources, or a Gluon without this API
+        except Exception as exc:  # out of resources, or a Gluon without this API
+            WS_FAILED[(key, cfg)] = f"{type(exc).__name__}: {str(exc)[:160]}"
             continue
         calls[cfg] = lambda cfg=cfg: ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *cfg)
     times = timed_both_ways(calls)
@@ -344,13 +362,12 @@ SAVE_WS_TIMINGS: dict = {}  # same key -> {"triton": us, "ws": us}
 
 
 def _use_ws_save(key, x, wgu, act: int, out, g, u, rows: int) -> bool:
-    """Whether ws_gemm.ws_gated_save runs `key`: where it applies (sm_90, Gluon, the interleave's 8-row blocks, from
-    WS_MIN_ROWS rows), measured once per key against the tuned Triton save kernel as _use_ws measures the dH kernel."""
-    choice = SAVE_WS_CHOICE.get(key)
-    if choice is not None:
-        return choice
-    if x.shape[0] < WS_MIN_ROWS or rows != ws_gemm.ROWS or _save_tuned.forcing or not ws_gemm.applies(x):
+    """Whether ws_gemm.ws_gated_save runs this call: within _ws_candidate's bounds and with the interleave's 8-row
+    blocks, measured once per key against the tuned Triton save kernel as _use_ws measures the dH kernel."""
+    if rows != ws_gemm.ROWS or not _ws_candidate(x, _save_tuned.forcing, ws_gemm.applies):
         return False
+    if key in SAVE_WS_CHOICE:
+        return SAVE_WS_CHOICE[key]
     if torch.cuda.is_current_stream_capturing():
         return False
     consts = {
@@ -367,7 +384,8 @@ def _use_ws_save(key, x, wgu, act: int, out, g, u, rows: int) -> bool:
     calls["triton"]()  # tuned first, by its own first call
     try:
         calls["ws"]()
-    except Exception:  # out of resources, or a Gluon without this API: the Triton kernel it is
+    except Exception as exc:  # out of resources, or a Gluon without this API: the Triton kernel it is
+        WS_FAILED[(key, "save")] = f"{type(exc).__name__}: {str(exc)[:160]}"
         SAVE_WS_CHOICE[key] = False
         return False
     times = timed_both_ways(calls)

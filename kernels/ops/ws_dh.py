@@ -51,11 +51,11 @@ GROUP_M = 16
 CONFIGS = [(64, 5, 16), (64, 4, 8), (64, 6, 32), (64, 3, 16)]
 # 128-row tiles (two m64 wgmmas per K step: half the W_down traffic per output of 64-row tiles, the K = 4096 rows'
 # lever) with one buffer pair both consumers share, 4 stages x 32 KB + 64 KB = 192 KB. Compiled for sm_90 here, not
-# yet run on a GPU: tests/kernels/test_kernels_train.py checks every config in WIDE_CONFIGS, and they join CONFIGS
-# once that passes on a GPU (docs/KERNELS.md, "Open").
+# yet run on a GPU: tests/kernels/test_kernels_train.py checks every config in WIDE_CONFIGS. To let them compete:
+# add them to CONFIGS and let mlp_backward._ws_candidate pass K above WS_MAX_K for them (docs/KERNELS.md, "Open").
 WIDE_CONFIGS = [(128, 4, 8), (128, 4, 16), (128, 3, 16)]
-# 10 warps (4 + 4 + 1 + 1, allocated as 3 warpgroups of 4) x 168 registers fit an SM's 65,536; setmaxnreg moves the producer's
-# share to the consumers: 64 fp32 accumulator registers + 64 for g and u (bf16 pairs) + the epilogue's fp32 temporaries
+# 10 warps (4 + 4 + 1 + 1), allocated as 3 warpgroups x 128 threads x 168 registers, fit an SM's 65,536; setmaxnreg
+# moves the producers' share to the consumers: the fp32 accumulator, g and u, and the epilogue's fp32 temporaries
 CONSUMER_REGS, PRODUCER_REGS, MAX_REGS = 232, 24, 168
 
 if gluon is not None:

@@ -295,8 +295,8 @@ def _hopper_gluon() -> bool:
     return ON_GPU and torch.cuda.get_device_capability() == (9, 0) and ws_gemm.gluon is not None
 
 
-# (tokens, d_model, hidden): token counts off the 64-row tile, widths off the 128-column tile and the 64 K step (16-byte
-# rows still: TMA), and the HF shape
+# (tokens, d_model, hidden): token counts off the 64-row tile; K (d_model) off the 64 K step in the first two, hidden
+# off the 128-column tile in the second (16-byte rows still: TMA); and the HF shape
 WS_SHAPES = [(1029, 1000, 2816), (4099, 776, 3000), (8192, 768, 3072)]
 
 
@@ -388,11 +388,11 @@ def test_training_op_through_the_warp_specialised_kernels(workload, monkeypatch)
 @pytest.mark.parametrize("activation", ["silu", "gelu"])
 def test_every_warp_specialised_dh_config_matches_float64(activation):
     """Each (rows, stages, group_m) the first-call measurement may pick, and each 128-row config waiting to join them
-    (ws_dh.WIDE_CONFIGS), gives the float64 result (bf16, odd shape; gated and plain)."""
+    (ws_dh.WIDE_CONFIGS), gives the float64 result (bf16, a shape off the tile in every dimension; gated and plain)."""
     from kernels.ops import ws_dh
     from kernels.ops.activations import act_and_grad_torch
 
-    m, d, h = WS_SHAPES[0]
+    m, d, h = WS_SHAPES[1]
     gated = activation in mlp_backward.GATED_GRADS
     dt = torch.bfloat16
     dy = randn(m, d, dtype=dt, seed=31)
@@ -406,3 +406,32 @@ def test_every_warp_specialised_dh_config_matches_float64(activation):
         halves = mlp_backward._halves(ours, w_down, activation)
         ws_dh.ws_dh_grad(dy, w_down, *halves, mlp_backward.GRAD_IDS[activation], gated, *cfg)
         assert rel_err(ours, ref) < REL_TOL["bf16"], cfg
+
+
+@pytest.mark.skipif(not _hopper_gluon(), reason="the warp-specialised Gluon kernels run on sm_90 only (no interpreter)")
+def test_the_first_call_measurement_keeps_saved_and_picks_a_kernel_that_is_right():
+    """The dH kernel's first call per shape, as a user meets it: the measurement runs on a scratch copy (`saved` is
+    bit-identical after it), records the tuned Triton kernel and at least one Gluon config, and the kernel it picks
+    writes the float64 result."""
+    from kernels.ops.activations import act_and_grad_torch
+
+    m, d, h = 2053, 1000, 2816
+    dt = torch.bfloat16
+    dy = randn(m, d, dtype=dt, seed=41)
+    w_down = randn(d, h, dtype=dt, seed=42) * d**-0.5
+    saved = randn(m, 2 * h, dtype=dt, seed=43)
+    key = (dy.get_device(), dt, mlp_backward.GRAD_IDS["silu"], mlp_backward.m_bucket(m), h, d)
+    for cache in (mlp_backward.WS_CHOICE, mlp_backward.WS_TIMINGS, mlp_backward._dh_tuned.cache):
+        cache.pop(key, None)
+    before = saved.clone()
+    mlp_backward.fused_dh_grad(dy, w_down, saved.clone(), "silu", scratch=True)  # tuned, as dh_grad does first
+    mlp_backward._use_ws(key, dy, w_down, saved, "silu")
+    assert torch.equal(saved, before)
+    timings = mlp_backward.WS_TIMINGS[key]
+    assert "triton" in timings and len(timings) >= 2, timings
+    dh = dy.double() @ w_down.double()
+    act, dact = act_and_grad_torch(saved[:, :h].double(), "silu")
+    ref = torch.cat([dh * saved[:, h:].double() * dact, dh * act], dim=1)
+    ran = mlp_backward.dh_grad(dy, w_down, saved, "silu")
+    assert ran == ("ws" if mlp_backward.WS_CHOICE[key] is not None else "tma")
+    assert rel_err(saved, ref) < REL_TOL["bf16"]
