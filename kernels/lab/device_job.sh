@@ -272,9 +272,11 @@ bench_train() {  # forward + backward per variant -> kernels_train_<gpu>.md (TRA
 
 ws_tests() {  # the warp-specialised Gluon kernels against float64 (forward dual GEMM, training dH and save), launch tests
   echo "== GPU tests: warp-specialised kernels + launch"
-  timeout "$(left "${WS_TESTS_LIMIT_S:-200}")" python3 -m pytest -q -rfE -p no:cacheprovider -k "warp_specialised or gluon" \
+  # one process, verbose: two xdist workers printed 100% and then ran into the step's limit without a summary line
+  # (H100, 52 tests passed), so the log now names every test as it ends
+  timeout "$(left "${WS_TESTS_LIMIT_S:-300}")" python3 -m pytest -v -n 0 -rfE -p no:cacheprovider -k "warp_specialised or gluon or first_call_measurement" \
     tests/kernels/test_kernels_gpu.py tests/kernels/test_kernels_train.py >"$R/logs/ws_tests.txt" 2>&1
-  echo "ws-tests rc=$?: $(tail -1 "$R/logs/ws_tests.txt")"
+  echo "ws-tests rc=$?: $(grep -c PASSED "$R/logs/ws_tests.txt") passed; $(tail -1 "$R/logs/ws_tests.txt")"
   grep -E "^FAILED|^ERROR|AssertionError|Error" "$R/logs/ws_tests.txt" | head -20
   timeout "$(left 120)" python3 -m pytest -q -rfE -p no:cacheprovider tests/kernels/test_kernels_launch.py >"$R/logs/launch_tests.txt" 2>&1
   echo "launch-tests rc=$?: $(tail -1 "$R/logs/launch_tests.txt")"

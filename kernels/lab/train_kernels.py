@@ -9,8 +9,8 @@ contains, at the training bench's shapes (kernels.lab.train_bench.TRAIN_ROWS):
   epilogue were free);
 - save: the training forward's dual GEMM that also keeps g and u: Triton (mlp_backward._launch_save) and Gluon
   (ws_gemm.ws_gated_save), and cuBLAS's x @ [Wg; Wu]^T alone.
-CUDA events, L2 flushed before every call (kernels.ops.timing.median_us), two passes in opposite orders. Needs an
-sm_90 GPU.
+CUDA events, L2 flushed before every call, two passes in opposite orders (triton_util.timed_both_ways: the timing
+the first-call measurement itself uses). Needs an sm_90 GPU.
 """
 
 from __future__ import annotations
@@ -24,17 +24,13 @@ import torch
 from kernels.lab.train_bench import TRAIN_ROWS
 from kernels.ops import hopper_gemm, mlp_backward, ws_dh, ws_gemm
 from kernels.ops.activations import epilogue_act_id
-from kernels.ops.timing import median_us, pass_orders
+from kernels.ops.triton_util import timed_both_ways
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def _time(calls: dict) -> dict:
-    us = dict.fromkeys(calls, 0.0)
-    for order in pass_orders(calls):
-        for name in order:
-            us[name] += median_us(calls[name], n_iter=60)["median_us"] / 2
-    return {k: round(v, 1) for k, v in us.items()}
+    return {k: round(v, 1) for k, v in timed_both_ways(calls, n_iter=60).items()}
 
 
 def _dh_calls(m: int, d: int, h: int, activation: str, dt) -> dict:
@@ -60,13 +56,7 @@ def _save_calls(m: int, d: int, h: int, activation: str, dt) -> dict:
     w_cat = torch.cat([wg, wu])
     out, gu = torch.empty(m, h, device="cuda", dtype=dt), torch.empty(m, 2 * h, device="cuda", dtype=dt)
     act = epilogue_act_id(activation, dt)
-    consts = {
-        "ACT": act,
-        "OUT_DTYPE": hopper_gemm.TL_DTYPES[dt],
-        "UPCAST": False,
-        "NUM_SMS": torch.cuda.get_device_properties(0).multi_processor_count,
-        "ROWS": hopper_gemm.GATE_UP_ROWS,
-    }
+    consts = mlp_backward.save_consts(x, act, hopper_gemm.GATE_UP_ROWS)
     g, u = gu[:, :h], gu[:, h:]
     return {
         "cublas_mm": lambda: x @ w_cat.T,
@@ -81,7 +71,7 @@ def main(argv=None) -> int:
     p.add_argument("--dtypes", default="bf16,fp16")
     a = p.parse_args(argv)
     results = []
-    print(f"# {torch.cuda.get_device_name(0)}: µs per call, L2 flushed, median of 60 x 2 passes")
+    print(f"# {torch.cuda.get_device_name(0)}: µs per call, L2 flushed, mean of two passes' medians of 60 calls")
     print("| row | dtype | kernel | cuBLAS GEMM alone | Triton | Gluon ws | ws ÷ Triton | ws ÷ cuBLAS | Gluon ws128 |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     acts = {"geglu": "gelu_tanh", "swiglu": "silu", "plain": "gelu"}

@@ -179,7 +179,7 @@ def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activat
                 try:  # tuning runs on a scratch copy (fused_dh_grad): a failure here leaves `saved` untouched
                     fused_dh_grad(dy, w_down, saved.clone(), activation, scratch=True)
                 except RuntimeError as exc:  # no config compiled (shared memory, registers) on this GPU / Triton
-                    FAILED[key] = f"{type(exc).__name__}: {str(exc)[:160]}"
+                    FAILED[key] = _why(exc)
             if key not in FAILED:
                 cfg = _use_ws(key, dy, w_down, saved, activation)
                 if cfg is not None:
@@ -188,7 +188,7 @@ def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activat
                                          activation in GATED_GRADS, *cfg)  # fmt: skip
                         return "ws"
                     except Exception as exc:
-                        WS_FAILED[(key, cfg)] = f"{type(exc).__name__}: {str(exc)[:160]}"
+                        WS_FAILED[(key, cfg)] = _why(exc)
                         WS_CHOICE[key] = None
                 fused_dh_grad(dy, w_down, saved, activation)
                 return "tma"
@@ -241,14 +241,27 @@ def _use_ws(key, dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, ac
         try:
             ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *cfg)
         except Exception as exc:  # out of resources, or a Gluon without this API
-            WS_FAILED[(key, cfg)] = f"{type(exc).__name__}: {str(exc)[:160]}"
+            WS_FAILED[(key, cfg)] = _why(exc)
             continue
         calls[cfg] = lambda cfg=cfg: ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *cfg)
-    times = timed_both_ways(calls)
-    WS_TIMINGS[key] = {str(k): round(v, 1) for k, v in times.items()}
-    best = min(times, key=times.get)
+    best = _keep_fastest(key, calls, WS_TIMINGS)
     WS_CHOICE[key] = None if best == "triton" else best
     return WS_CHOICE[key]
+
+
+def _keep_fastest(key, calls: dict, timings: dict):
+    """The name of the fastest of `calls` ({name: callable}, "triton" among them), timed both ways
+    (triton_util.timed_both_ways); their µs are kept in timings[key]. A lone Triton call is not timed."""
+    if len(calls) == 1:
+        return "triton"
+    times = timed_both_ways(calls)
+    timings[key] = {str(k): round(v, 1) for k, v in times.items()}
+    return min(times, key=times.get)
+
+
+def _why(exc: Exception) -> str:
+    """One line for a kernel that could not compile or launch (FAILED, WS_FAILED)."""
+    return f"{type(exc).__name__}: {str(exc)[:160]}"
 
 
 # tuning key -> why the TMA kernel could not run there (the bench shows it in its "dH epilogue" column)
@@ -314,23 +327,25 @@ def dual_gemm_save(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, ac
     out = x.new_empty((M, N))
     gu = x.new_empty((M, 2 * N))
     g, u = gu[:, :N], gu[:, N:]
-    dev = x.get_device()
-    n_sms = 4 if interpreting() else num_sms(dev)
     act = epilogue_act_id(activation, x.dtype)
-    consts = {
-        "ACT": act,
-        "OUT_DTYPE": hopper_gemm.TL_DTYPES[x.dtype],
-        "UPCAST": interpreting() and x.dtype == torch.bfloat16,
-        "NUM_SMS": n_sms,
-        "ROWS": rows,
-    }
-
-    key = (dev, x.dtype, act, m_bucket(M), N, K)
-    if _use_ws_save(key, x, wgu, act, out, g, u, rows):
+    consts = save_consts(x, act, rows)
+    key = (x.get_device(), x.dtype, act, m_bucket(M), N, K)
+    if _use_ws_save(key, x, wgu, out, g, u, consts):
         ws_gemm.ws_gated_save(x, wgu, act, out, g, u)
         return out, gu
     _launch_save(x, wgu, out, g, u, consts)
     return out, gu
+
+
+def save_consts(x: torch.Tensor, act: int, rows: int) -> dict:
+    """The Triton save kernel's constexprs for input x, epilogue activation id `act` and the interleave's block rows."""
+    return {
+        "ACT": act,
+        "OUT_DTYPE": hopper_gemm.TL_DTYPES[x.dtype],
+        "UPCAST": interpreting() and x.dtype == torch.bfloat16,
+        "NUM_SMS": 4 if interpreting() else num_sms(x.get_device()),
+        "ROWS": rows,
+    }
 
 
 def _launch_save(x, wgu, out, g, u, consts: dict) -> None:
@@ -361,34 +376,21 @@ SAVE_WS_CHOICE: dict = {}  # (device, dtype, act, row bucket, N, K) -> True wher
 SAVE_WS_TIMINGS: dict = {}  # same key -> {"triton": us, "ws": us}
 
 
-def _use_ws_save(key, x, wgu, act: int, out, g, u, rows: int) -> bool:
+def _use_ws_save(key, x, wgu, out, g, u, consts: dict) -> bool:
     """Whether ws_gemm.ws_gated_save runs this call: within _ws_candidate's bounds and with the interleave's 8-row
     blocks, measured once per key against the tuned Triton save kernel as _use_ws measures the dH kernel."""
-    if rows != ws_gemm.ROWS or not _ws_candidate(x, _save_tuned.forcing, ws_gemm.applies):
+    if consts["ROWS"] != ws_gemm.ROWS or not _ws_candidate(x, _save_tuned.forcing, ws_gemm.applies):
         return False
     if key in SAVE_WS_CHOICE:
         return SAVE_WS_CHOICE[key]
     if torch.cuda.is_current_stream_capturing():
         return False
-    consts = {
-        "ACT": act,
-        "OUT_DTYPE": hopper_gemm.TL_DTYPES[x.dtype],
-        "UPCAST": False,
-        "NUM_SMS": num_sms(x.get_device()),
-        "ROWS": rows,
-    }
-    calls = {
-        "triton": lambda: _launch_save(x, wgu, out, g, u, consts),
-        "ws": lambda: ws_gemm.ws_gated_save(x, wgu, act, out, g, u),
-    }
+    calls = {"triton": lambda: _launch_save(x, wgu, out, g, u, consts)}
     calls["triton"]()  # tuned first, by its own first call
     try:
-        calls["ws"]()
+        ws_gemm.ws_gated_save(x, wgu, consts["ACT"], out, g, u)
+        calls["ws"] = lambda: ws_gemm.ws_gated_save(x, wgu, consts["ACT"], out, g, u)
     except Exception as exc:  # out of resources, or a Gluon without this API: the Triton kernel it is
-        WS_FAILED[(key, "save")] = f"{type(exc).__name__}: {str(exc)[:160]}"
-        SAVE_WS_CHOICE[key] = False
-        return False
-    times = timed_both_ways(calls)
-    SAVE_WS_TIMINGS[key] = times
-    SAVE_WS_CHOICE[key] = times["ws"] < times["triton"]
+        WS_FAILED[(key, "save")] = _why(exc)
+    SAVE_WS_CHOICE[key] = _keep_fastest(key, calls, SAVE_WS_TIMINGS) == "ws"
     return SAVE_WS_CHOICE[key]
