@@ -4,8 +4,9 @@ contains, at the training bench's shapes (kernels.lab.train_bench.TRAIN_ROWS):
     python -m kernels.lab.train_kernels [--out FILE.json] [--dtypes bf16,fp16]
 
 - dH: dY W_down with the activation backward in the epilogue: the Triton kernel (mlp_backward.fused_dh_grad, tuned),
-  the warp-specialised Gluon kernel (ws_dh.ws_dh_grad), and cuBLAS's dY @ W_down alone (no epilogue: what the
-  fused kernel would cost if its epilogue were free);
+  the warp-specialised Gluon kernel (ws_dh.ws_dh_grad: 64-row tiles, and "ws128" its first 128-row config,
+  ws_dh.WIDE_CONFIGS), and cuBLAS's dY @ W_down alone (no epilogue: what the fused kernel would cost if its
+  epilogue were free);
 - save: the training forward's dual GEMM that also keeps g and u: Triton (mlp_backward._launch_save) and Gluon
   (ws_gemm.ws_gated_save), and cuBLAS's x @ [Wg; Wu]^T alone.
 CUDA events, L2 flushed before every call, two passes in opposite orders (triton_util.timed_both_ways: the timing
@@ -44,6 +45,7 @@ def _dh_calls(m: int, d: int, h: int, activation: str, dt) -> dict:
         "cublas_mm": lambda: dy @ w_down,
         "triton": lambda: mlp_backward.fused_dh_grad(dy, w_down, saved, activation, scratch=True),
         "ws": lambda: ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated),
+        "ws128": lambda: ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *ws_dh.WIDE_CONFIGS[0]),
     }
 
 
@@ -70,8 +72,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     results = []
     print(f"# {torch.cuda.get_device_name(0)}: µs per call, L2 flushed, mean of two passes' medians of 60 calls")
-    print("| row | dtype | kernel | cuBLAS GEMM alone | Triton | Gluon ws | ws ÷ Triton | ws ÷ cuBLAS |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+    print("| row | dtype | kernel | cuBLAS GEMM alone | Triton | Gluon ws | ws ÷ Triton | ws ÷ cuBLAS | Gluon ws128 |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     acts = {"geglu": "gelu_tanh", "swiglu": "silu", "plain": "gelu"}
     for _rid, label, workload, dname, m, d, h in TRAIN_ROWS:
         if dname not in a.dtypes.split(","):
@@ -87,7 +89,7 @@ def main(argv=None) -> int:
             results.append({"row": label, "dtype": dname, "kernel": kind, "m": m, "d": d, "h": h, **us})
             print(
                 f"| {label} | {dname} | {kind} | {us['cublas_mm']} | {us['triton']} | {us['ws']} | "
-                f"{us['ws'] / us['triton']:.3f} | {us['ws'] / us['cublas_mm']:.3f} |"
+                f"{us['ws'] / us['triton']:.3f} | {us['ws'] / us['cublas_mm']:.3f} | {us.get('ws128', '–')} |"
             )
             torch.cuda.empty_cache()
     if a.out:

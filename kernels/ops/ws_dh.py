@@ -8,8 +8,9 @@ epilogue moves four [BM, BN] tiles through HBM (g, u in; dg, du out). At the HF 
 that kernel took 147 us for a 38.6 GFLOP GEMM whose cuBLAS time is ~52 us and whose epilogue traffic, 201 MB, is
 ~60 us at 3.35 TB/s: the two ran one after the other. Here (the split of kernels.ops.ws_gemm):
   - one producer warp issues, per tile, the TMA loads of the tile's saved g and u into its consumer's epilogue
-    buffers (once that consumer has stored its previous tile from them: `epi_empty`), then the K loop's loads of dY
-    [BM, BK] and W_down [BK, BN] (W_down read as it lies, [d, h]: no transposed copy) into a ring of STAGES stages;
+    buffers (once that consumer has stored its previous tile from them: `epi_empty`); a second one issues the K
+    loop's loads of dY [BM, BK] and W_down [BK, BN] (W_down read as it lies, [d, h]: no transposed copy) into a
+    ring of STAGES stages;
   - two consumer warpgroups take alternate output tiles; their main loops take turns (`done`), so one consumer's
     epilogue (read g, u from shared memory, act and act' in fp32, write dg, du over them, TMA-store both) runs under
     the other's main loop, and the g, u loads were issued a whole tile ahead.
@@ -45,10 +46,16 @@ if gluon is not None:
 BM, BN, BK = 64, 128, 64  # output tile per consumer (one warpgroup: wgmma M = 64) and K step
 STAGES = 5
 GROUP_M = 16
-# (stages, group_m) the first-call measurement tries (mlp_backward._use_ws): 6 stages are 208 KB of shared memory
-CONFIGS = [(5, 16), (4, 8), (6, 32), (3, 16)]
-# 9 warps (4 + 4 + 1), allocated as 3 warpgroups x 128 threads x 168 registers, fit an SM's 65,536; setmaxnreg moves
-# the producer's share to the consumers: 64 fp32 accumulator registers, g and u, and the epilogue's fp32 temporaries
+# (rows per consumer tile, stages, group_m) the first-call measurement tries (mlp_backward._use_ws): 64-row tiles with
+# a buffer pair per consumer (6 stages: 208 KB of shared memory)
+CONFIGS = [(64, 5, 16), (64, 4, 8), (64, 6, 32), (64, 3, 16)]
+# 128-row tiles (two m64 wgmmas per K step: half the W_down traffic per output of 64-row tiles, the K = 4096 rows'
+# lever) with one buffer pair both consumers share, 4 stages x 32 KB + 64 KB = 192 KB. Compiled for sm_90 here, not
+# yet run on a GPU: tests/kernels/test_kernels_train.py checks every config in WIDE_CONFIGS. To let them compete:
+# add them to CONFIGS and let mlp_backward._ws_candidate pass K above WS_MAX_K for them (docs/KERNELS.md, "Open").
+WIDE_CONFIGS = [(128, 4, 8), (128, 4, 16), (128, 3, 16)]
+# 10 warps (4 + 4 + 1 + 1), allocated as 3 warpgroups x 128 threads x 168 registers, fit an SM's 65,536; setmaxnreg
+# moves the producers' share to the consumers: the fp32 accumulator, g and u, and the epilogue's fp32 temporaries
 CONSUMER_REGS, PRODUCER_REGS, MAX_REGS = 232, 24, 168
 
 if gluon is not None:
@@ -67,8 +74,13 @@ if gluon is not None:
         pid = gl.program_id(0)
         k_tiles = gl.cdiv(K, BK)
         n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
-        g_smem = g_bufs.index(WHICH)
-        u_smem = u_bufs.index(WHICH)
+        SHARED: gl.constexpr = BM > 64  # 128-row tiles: one epilogue buffer pair for both consumers (EPI_SHARED)
+        if SHARED:
+            g_smem = g_bufs.index(0)
+            u_smem = u_bufs.index(0)
+        else:
+            g_smem = g_bufs.index(WHICH)
+            u_smem = u_bufs.index(WHICH)
         for j in range(WHICH, n_local, 2):
             off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
             mbarrier.wait(done.index(1 - WHICH), ((j - 1) // 2) & 1, pred=j > 0)  # the other's main loop of j - 1
@@ -85,21 +97,49 @@ if gluon is not None:
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             mbarrier.arrive(empty.index(prev))
             mbarrier.arrive(done.index(WHICH))
-            mbarrier.wait(epi_ready.index(WHICH), (j // 2) & 1)  # this tile's g and u have landed
-            g = g_smem.load(layout).to(gl.float32)
-            act, dact = act_and_grad_f32(g, GRAD)
-            if GATED:
-                u = u_smem.load(layout).to(gl.float32)
-                g_smem.store((acc * u * dact).to(g_desc.dtype))
-                u_smem.store((acc * act).to(g_desc.dtype))
+            if SHARED:  # this tile's g and u have landed
+                mbarrier.wait(epi_ready.index(0), j & 1)
             else:
-                g_smem.store((acc * dact).to(g_desc.dtype))
+                mbarrier.wait(epi_ready.index(WHICH), (j // 2) & 1)
+            if SHARED:  # in four 64 x 64 quarters: a 128 x 128 tile's g, u and temporaries beside the accumulator spill
+                HALF: gl.constexpr = BN // 2
+                ROWS: gl.constexpr = BM // 2
+                quarter: gl.constexpr = gl.NVMMADistributedLayout(
+                    version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HALF, 16]
+                )
+                top, bottom = gl.split(gl.permute(gl.reshape(acc, (2, ROWS, BN)), (1, 2, 0)))
+                for r in gl.static_range(2):
+                    rows = top if r == 0 else bottom
+                    lo, hi = gl.split(gl.permute(gl.reshape(rows, (ROWS, 2, HALF)), (0, 2, 1)))
+                    g_rows = g_smem.slice(r * ROWS, ROWS, 0)
+                    u_rows = u_smem.slice(r * ROWS, ROWS, 0)
+                    _epilogue(gl.convert_layout(lo, quarter), g_rows.slice(0, HALF, 1), u_rows.slice(0, HALF, 1),
+                              quarter, GRAD, GATED)  # fmt: skip
+                    _epilogue(gl.convert_layout(hi, quarter), g_rows.slice(HALF, HALF, 1), u_rows.slice(HALF, HALF, 1),
+                              quarter, GRAD, GATED)  # fmt: skip
+            else:
+                _epilogue(acc, g_smem, u_smem, layout, GRAD, GATED)
             fence_async_shared()
             tma.async_copy_shared_to_global(g_desc, [off_m, off_n], g_smem)
             if GATED:
                 tma.async_copy_shared_to_global(u_desc, [off_m, off_n], u_smem)
             tma.store_wait(pendings=0)  # the buffers are read out: the producer may load the next tile's g, u
-            mbarrier.arrive(epi_empty.index(WHICH))
+            if SHARED:
+                mbarrier.arrive(epi_empty.index(0))
+            else:
+                mbarrier.arrive(epi_empty.index(WHICH))
+
+    @gluon.jit
+    def _epilogue(acc, g_smem, u_smem, layout: gl.constexpr, GRAD: gl.constexpr, GATED: gl.constexpr):
+        """g, u (shared memory, `layout` = acc's) <- acc * u * act'(g), acc * act(g); or g <- acc * act'(g) (plain)."""
+        g = g_smem.load(layout).to(gl.float32)
+        act, dact = act_and_grad_f32(g, GRAD)
+        if GATED:
+            u = u_smem.load(layout).to(gl.float32)
+            g_smem.store((acc * u * dact).to(g_smem.dtype))
+            u_smem.store((acc * act).to(g_smem.dtype))
+        else:
+            g_smem.store((acc * dact).to(g_smem.dtype))
 
     @gluon.jit
     def _consumer0(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
@@ -120,32 +160,63 @@ if gluon is not None:
         BM: gl.constexpr = dy_desc.block_type.shape[0]
         BK: gl.constexpr = dy_desc.block_type.shape[1]
         BN: gl.constexpr = w_desc.block_type.shape[1]
-        nbytes: gl.constexpr = dy_desc.block_type.nbytes + w_desc.block_type.nbytes
-        tile_bytes: gl.constexpr = g_desc.block_type.nbytes
         pid = gl.program_id(0)
         k_tiles = gl.cdiv(K, BK)
         n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
         for j in range(n_local):
             off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
-            c = j % 2
-            # the consumer of tile j has stored tile j - 2 out of its epilogue buffers (a fresh barrier passes at once)
-            mbarrier.wait(epi_empty.index(c), ((j // 2) & 1) ^ 1)
-            ebar = epi_ready.index(c)
-            if GATED:
-                mbarrier.expect(ebar, 2 * tile_bytes)
-                tma.async_copy_global_to_shared(g_desc, [off_m, off_n], ebar, g_bufs.index(c))
-                tma.async_copy_global_to_shared(u_desc, [off_m, off_n], ebar, u_bufs.index(c))
-            else:
-                mbarrier.expect(ebar, tile_bytes)
-                tma.async_copy_global_to_shared(g_desc, [off_m, off_n], ebar, g_bufs.index(c))
-            for k in range(k_tiles):
-                pos = j * k_tiles + k
-                s = pos % STAGES
-                mbarrier.wait(empty.index(s), ((pos // STAGES) & 1) ^ 1)
-                bar = ready.index(s)
-                mbarrier.expect(bar, nbytes)
-                tma.async_copy_global_to_shared(dy_desc, [off_m, k * BK], bar, a_bufs.index(s))
-                tma.async_copy_global_to_shared(w_desc, [k * BK, off_n], bar, b_bufs.index(s))
+            _load_ring(dy_desc, w_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, j, k_tiles, STAGES)
+
+    @gluon.jit
+    def _epi_producer(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
+                      NUM_PROGS: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+        """Its own warp: each tile's saved g and u into the epilogue buffers as soon as they are free, so a wait for
+        a consumer's epilogue never holds back the K loop's loads (_producer)."""
+        dy_desc, w_desc, g_desc, u_desc = descs
+        a_bufs, b_bufs, g_bufs, u_bufs = bufs
+        ready, empty, done, epi_ready, epi_empty = bars
+        BM: gl.constexpr = dy_desc.block_type.shape[0]
+        BN: gl.constexpr = w_desc.block_type.shape[1]
+        pid = gl.program_id(0)
+        n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
+        for j in range(n_local):
+            off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
+            if BM > 64:  # one buffer pair both consumers share: tile j's once tile j - 1 has been stored from it
+                _load_epilogue(g_desc, u_desc, g_bufs.index(0), u_bufs.index(0), epi_ready.index(0),
+                               epi_empty.index(0), off_m, off_n, (j & 1) ^ 1, GATED)  # fmt: skip
+            else:  # a buffer pair per consumer: tile j's once tile j - 2 has been stored from it
+                c = j % 2
+                _load_epilogue(g_desc, u_desc, g_bufs.index(c), u_bufs.index(c), epi_ready.index(c),
+                               epi_empty.index(c), off_m, off_n, ((j // 2) & 1) ^ 1, GATED)  # fmt: skip
+
+    @gluon.jit
+    def _load_epilogue(g_desc, u_desc, g_smem, u_smem, ready_bar, empty_bar, off_m, off_n, phase,
+                       GATED: gl.constexpr):  # fmt: skip
+        """The tile's saved g (and u) into its epilogue buffers, once their previous tile has been stored from them
+        (`phase`: the parity to wait for; a fresh barrier passes the first wait at once)."""
+        tile_bytes: gl.constexpr = g_desc.block_type.nbytes
+        mbarrier.wait(empty_bar, phase)
+        if GATED:
+            mbarrier.expect(ready_bar, 2 * tile_bytes)
+            tma.async_copy_global_to_shared(g_desc, [off_m, off_n], ready_bar, g_smem)
+            tma.async_copy_global_to_shared(u_desc, [off_m, off_n], ready_bar, u_smem)
+        else:
+            mbarrier.expect(ready_bar, tile_bytes)
+            tma.async_copy_global_to_shared(g_desc, [off_m, off_n], ready_bar, g_smem)
+
+    @gluon.jit
+    def _load_ring(dy_desc, w_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, j, k_tiles, STAGES: gl.constexpr):
+        """Tile j's K loop operands, dY [BM, BK] and W_down [BK, BN] per step, into the ring."""
+        BK: gl.constexpr = dy_desc.block_type.shape[1]
+        nbytes: gl.constexpr = dy_desc.block_type.nbytes + w_desc.block_type.nbytes
+        for k in range(k_tiles):
+            pos = j * k_tiles + k
+            s = pos % STAGES
+            mbarrier.wait(empty.index(s), ((pos // STAGES) & 1) ^ 1)
+            bar = ready.index(s)
+            mbarrier.expect(bar, nbytes)
+            tma.async_copy_global_to_shared(dy_desc, [off_m, k * BK], bar, a_bufs.index(s))
+            tma.async_copy_global_to_shared(w_desc, [k * BK, off_n], bar, b_bufs.index(s))
 
     @gluon.jit
     def fuselens_mlp_bwd_dh_ws_kernel(dy_desc, w_desc, g_desc, u_desc, M, N, K, GRAD: gl.constexpr,
@@ -159,8 +230,9 @@ if gluon is not None:
         BN: gl.constexpr = w_desc.block_type.shape[1]
         a_bufs = gl.allocate_shared_memory(dy_desc.dtype, [STAGES, BM, BK], dy_desc.layout)
         b_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES, BK, BN], w_desc.layout)
-        g_bufs = gl.allocate_shared_memory(g_desc.dtype, [2, BM, BN], g_desc.layout)
-        u_bufs = gl.allocate_shared_memory(u_desc.dtype, [2 if GATED else 1, BM, BN], u_desc.layout)
+        EPI_BUFS: gl.constexpr = 1 if BM > 64 else 2  # 128-row tiles share one epilogue buffer pair (EPI_SHARED)
+        g_bufs = gl.allocate_shared_memory(g_desc.dtype, [EPI_BUFS, BM, BN], g_desc.layout)
+        u_bufs = gl.allocate_shared_memory(u_desc.dtype, [EPI_BUFS if GATED else 1, BM, BN], u_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         done = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -177,7 +249,9 @@ if gluon is not None:
                 (ready, empty, done, epi_ready, epi_empty), M, N, K, GRAD, GATED, GROUP_M, NUM_PROGS,
                 STAGES)  # fmt: skip
         gl.warp_specialize(
-            [(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1], [CONSUMER_REGS, PRODUCER_REGS]
+            [(_consumer0, args), (_consumer1, args), (_producer, args), (_epi_producer, args)],
+            [4, 1, 1],
+            [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS],
         )
 
 
@@ -190,18 +264,18 @@ def applies(dy: torch.Tensor) -> bool:
 
 
 def ws_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, g: torch.Tensor, u: torch.Tensor, grad_id: int, gated: bool,
-               stages: int = STAGES, group_m: int = GROUP_M) -> None:  # fmt: skip
+               bm: int = BM, stages: int = STAGES, group_m: int = GROUP_M) -> None:  # fmt: skip
     """In place: g (and u), [M, N] views of the saved activations, become the activation backward of dY W_down.
     For a plain MLP pass u = g and gated=False."""
     M, K = dy.shape
     N = w_down.shape[1]
     dev = dy.device.index or 0
-    programs = min(num_sms(dev), triton.cdiv(M, BM) * triton.cdiv(N, BN))
+    programs = min(num_sms(dev), triton.cdiv(M, bm) * triton.cdiv(N, BN))
     consts = {"GRAD": grad_id, "GATED": gated, "GROUP_M": group_m, "NUM_PROGS": programs, "STAGES": stages}
     consts |= {"CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS}
     # what the compiled kernel and its launch depend on (ws_gemm.ws_gated's spec, for these four tensors)
-    spec = (dev, dy.dtype, M, N, K, dy.stride(0), w_down.stride(0), g.stride(0), grad_id, gated, stages, group_m)
+    spec = (dev, dy.dtype, M, N, K, dy.stride(0), w_down.stride(0), g.stride(0), grad_id, gated, bm, stages, group_m)
     spec += (programs,)
     spec += (dy.data_ptr() & 15, w_down.data_ptr() & 15, g.data_ptr() & 15, u.data_ptr() & 15)
-    args = ((dy, (BM, BK)), (w_down, (BK, BN)), (g, (BM, BN)), (u, (BM, BN)), M, N, K)
+    args = ((dy, (bm, BK)), (w_down, (BK, BN)), (g, (bm, BN)), (u, (bm, BN)), M, N, K)
     _KERNEL.launch(spec, args, consts, (programs, 1, 1), dev)

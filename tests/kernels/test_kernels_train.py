@@ -385,23 +385,26 @@ def test_training_op_through_the_warp_specialised_kernels(workload, monkeypatch)
 
 
 @pytest.mark.skipif(not _hopper_gluon(), reason="the warp-specialised Gluon kernels run on sm_90 only (no interpreter)")
-def test_every_warp_specialised_dh_config_matches_float64():
-    """Each (stages, group_m) the first-call measurement may pick gives the float64 result (SwiGLU, bf16, a shape off
-    the tile in every dimension)."""
+@pytest.mark.parametrize("activation", ["silu", "gelu"])
+def test_every_warp_specialised_dh_config_matches_float64(activation):
+    """Each (rows, stages, group_m) the first-call measurement may pick, and each 128-row config waiting to join them
+    (ws_dh.WIDE_CONFIGS), gives the float64 result (bf16, a shape off the tile in every dimension; gated and plain)."""
     from kernels.ops import ws_dh
     from kernels.ops.activations import act_and_grad_torch
 
     m, d, h = WS_SHAPES[1]
+    gated = activation in mlp_backward.GATED_GRADS
     dt = torch.bfloat16
     dy = randn(m, d, dtype=dt, seed=31)
     w_down = randn(d, h, dtype=dt, seed=32) * d**-0.5
-    saved = randn(m, 2 * h, dtype=dt, seed=33)
+    saved = randn(m, 2 * h if gated else h, dtype=dt, seed=33)
     dh = dy.double() @ w_down.double()
-    act, dact = act_and_grad_torch(saved[:, :h].double(), "silu")
-    ref = torch.cat([dh * saved[:, h:].double() * dact, dh * act], dim=1)
-    for cfg in ws_dh.CONFIGS:
+    act, dact = act_and_grad_torch(saved[:, :h].double(), activation)
+    ref = torch.cat([dh * saved[:, h:].double() * dact, dh * act], dim=1) if gated else dh * dact
+    for cfg in ws_dh.CONFIGS + ws_dh.WIDE_CONFIGS:
         ours = saved.clone()
-        ws_dh.ws_dh_grad(dy, w_down, ours[:, :h], ours[:, h:], mlp_backward.GRAD_IDS["silu"], True, *cfg)
+        halves = mlp_backward._halves(ours, w_down, activation)
+        ws_dh.ws_dh_grad(dy, w_down, *halves, mlp_backward.GRAD_IDS[activation], gated, *cfg)
         assert rel_err(ours, ref) < REL_TOL["bf16"], cfg
 
 
