@@ -143,7 +143,7 @@ def bench_row(row, tf: dict, n_iter: int, input_grad: bool = True) -> dict:
     )  # "ws": the Gluon dH kernel ran, "tma": the Triton one, "torch": the fallback
     from kernels.ops import mlp_backward
 
-    # the first-call measurements behind those choices ({"triton": us, "(stages, group_m)": us, ...})
+    # the first-call measurements behind those choices ({"triton": us, "(rows, stages, group_m)": us, ...})
     def this_row(k) -> bool:  # keys (device, dtype, act, row bucket, h, d)
         return k[1] == dt and k[4] == h and k[5] == d
 

@@ -206,28 +206,35 @@ def _halves(saved: torch.Tensor, w_down: torch.Tensor, activation: str) -> tuple
 
 # Where the warp-specialised kernels (ws_dh for dH, ws_gemm's saving dual GEMM) are candidates: sm_90 with Gluon
 # (ws_dh.applies / ws_gemm.applies), from 1024 rows (below that the 64-row tiles leave most of 132 SMs' second
-# consumer idle: 1024 x 3072 is 384 tiles, under 3 per SM) and up to K = 2048 (hopper_gemm.WS_MAX_K: at K = 4096 the
-# 64-row tiles fetch each weight tile twice as often; the Gluon dH kernel measured 661.7 vs 576.8 us at Llama-2-7B,
-# H200, and the saving dual GEMM 2541.8 vs 2506.7 at Llama-3-8B). Tools forcing a Triton config get the Triton kernel,
-# and so does a call whose shape is outside these bounds even where its row bucket holds a choice.
+# consumer idle: 1024 x 3072 is 384 tiles, under 3 per SM). The saving dual GEMM runs up to K = 2048
+# (hopper_gemm.WS_MAX_K: at Llama-3-8B it measured 2541.8 vs 2506.7 us for Triton, H200). The dH kernel runs at any
+# K, with the configs dh_configs gives: at K = 4096 only its 128-row tiles (the 64-row ones fetch each W_down tile
+# twice as often: 661.7 vs 576.8 us for Triton at Llama-2-7B, H200). Tools forcing a Triton config get the Triton
+# kernel, and so does a call whose shape is outside these bounds even where its row bucket holds a choice.
 WS_MIN_ROWS = 1024
 WS_MAX_K = hopper_gemm.WS_MAX_K
-WS_CHOICE: dict = {}  # tuning key -> the Gluon kernel's (stages, group_m) where it measured fastest, else None
-WS_TIMINGS: dict = {}  # same key -> {"triton": us, "(stages, group_m)": us, ...} from that measurement
+WS_CHOICE: dict = {}  # tuning key -> the Gluon kernel's (rows, stages, group_m) where it measured fastest, else None
+WS_TIMINGS: dict = {}  # same key -> {"triton": us, "(rows, stages, group_m)": us, ...} from that measurement
 WS_FAILED: dict = {}  # (tuning key, config) -> why that Gluon config did not run (compile or launch error)
 
 
-def _ws_candidate(x: torch.Tensor, forcing: bool, applies) -> bool:
-    """The bounds above: rows, K, no forced Triton config, and the Gluon kernel's own conditions."""
-    return x.shape[0] >= WS_MIN_ROWS and x.shape[1] <= WS_MAX_K and not forcing and applies(x)
+def _ws_candidate(x: torch.Tensor, forcing: bool, applies, max_k: int | None = WS_MAX_K) -> bool:
+    """The bounds above: rows, K (up to max_k; None: any), no forced Triton config, the Gluon kernel's conditions."""
+    k_ok = max_k is None or x.shape[1] <= max_k
+    return x.shape[0] >= WS_MIN_ROWS and k_ok and not forcing and applies(x)
+
+
+def dh_configs(k: int) -> list[tuple]:
+    """The Gluon dH configs the first-call measurement times at reduction depth K (dY's columns = d_model)."""
+    return ws_dh.CONFIGS + ws_dh.WIDE_CONFIGS if k <= WS_MAX_K else list(ws_dh.WIDE_CONFIGS)
 
 
 def _use_ws(key, dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str) -> tuple | None:
-    """The Gluon kernel's (stages, group_m) where it runs this call, else None: measured once per key, the tuned
-    Triton kernel and each of ws_dh.CONFIGS on one scratch copy of `saved` (all write over their input; values drift,
+    """The Gluon kernel's (rows, stages, group_m) where it runs this call, else None: measured once per key, the tuned
+    Triton kernel and each of dh_configs(K) on one scratch copy of `saved` (all write over their input; values drift,
     times do not), two passes in opposite orders. Inside CUDA-graph capture nothing is timed: a choice already made
     runs, else the Triton kernel. A Gluon config that fails to run is left out (WS_FAILED says why)."""
-    if not _ws_candidate(dy, _dh_tuned.forcing, ws_dh.applies):
+    if not _ws_candidate(dy, _dh_tuned.forcing, ws_dh.applies, max_k=None):
         return None
     if key in WS_CHOICE:
         return WS_CHOICE[key]
@@ -237,7 +244,7 @@ def _use_ws(key, dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, ac
     gid, gated = GRAD_IDS[activation], activation in GATED_GRADS
     halves = _halves(scratch, w_down, activation)
     calls = {"triton": lambda: fused_dh_grad(dy, w_down, scratch, activation, scratch=True)}
-    for cfg in ws_dh.CONFIGS:
+    for cfg in dh_configs(dy.shape[1]):
         try:
             ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *cfg)
         except Exception as exc:  # out of resources, or a Gluon without this API

@@ -387,8 +387,8 @@ def test_training_op_through_the_warp_specialised_kernels(workload, monkeypatch)
 @pytest.mark.skipif(not _hopper_gluon(), reason="the warp-specialised Gluon kernels run on sm_90 only (no interpreter)")
 @pytest.mark.parametrize("activation", ["silu", "gelu"])
 def test_every_warp_specialised_dh_config_matches_float64(activation):
-    """Each (rows, stages, group_m) the first-call measurement may pick, and each 128-row config waiting to join them
-    (ws_dh.WIDE_CONFIGS), gives the float64 result (bf16, a shape off the tile in every dimension; gated and plain)."""
+    """Each (rows, stages, group_m) the first-call measurement may pick (the 64-row ws_dh.CONFIGS and the 128-row
+    ws_dh.WIDE_CONFIGS), gives the float64 result (bf16, a shape off the tile in every dimension; gated and plain)."""
     from kernels.ops import ws_dh
     from kernels.ops.activations import act_and_grad_torch
 
@@ -408,14 +408,25 @@ def test_every_warp_specialised_dh_config_matches_float64(activation):
         assert rel_err(ours, ref) < REL_TOL["bf16"], cfg
 
 
+def test_dh_configs_by_reduction_depth():
+    """Up to K = WS_MAX_K the measurement times the 64- and 128-row configs; above it only the 128-row ones (the
+    64-row tiles measured 745-1127 us against Triton's 625 at Llama-2-7B, K = 4096, H100)."""
+    from kernels.ops import ws_dh
+
+    shallow, deep = mlp_backward.dh_configs(mlp_backward.WS_MAX_K), mlp_backward.dh_configs(mlp_backward.WS_MAX_K + 1)
+    assert set(ws_dh.CONFIGS) <= set(shallow) and set(ws_dh.WIDE_CONFIGS) <= set(shallow)
+    assert deep and {cfg[0] for cfg in deep} == {128}
+
+
 @pytest.mark.skipif(not _hopper_gluon(), reason="the warp-specialised Gluon kernels run on sm_90 only (no interpreter)")
-def test_the_first_call_measurement_keeps_saved_and_picks_a_kernel_that_is_right():
+@pytest.mark.parametrize("d", [1000, 2056])
+def test_the_first_call_measurement_keeps_saved_and_picks_a_kernel_that_is_right(d):
     """The dH kernel's first call per shape, as a user meets it: the measurement runs on a scratch copy (`saved` is
-    bit-identical after it), records the tuned Triton kernel and at least one Gluon config, and the kernel it picks
-    writes the float64 result."""
+    bit-identical after it), records the tuned Triton kernel and the Gluon configs for that K (only 128-row tiles
+    above WS_MAX_K), and the kernel it picks writes the float64 result."""
     from kernels.ops.activations import act_and_grad_torch
 
-    m, d, h = 2053, 1000, 2816
+    m, h = 2053, 2816
     dt = torch.bfloat16
     dy = randn(m, d, dtype=dt, seed=41)
     w_down = randn(d, h, dtype=dt, seed=42) * d**-0.5
@@ -429,6 +440,7 @@ def test_the_first_call_measurement_keeps_saved_and_picks_a_kernel_that_is_right
     assert torch.equal(saved, before)
     timings = mlp_backward.WS_TIMINGS[key]
     assert "triton" in timings and len(timings) >= 2, timings
+    assert set(timings) - {"triton"} <= {str(cfg) for cfg in mlp_backward.dh_configs(d)}, timings
     dh = dy.double() @ w_down.double()
     act, dact = act_and_grad_torch(saved[:, :h].double(), "silu")
     ref = torch.cat([dh * saved[:, h:].double() * dact, dh * act], dim=1)
