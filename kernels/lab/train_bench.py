@@ -149,6 +149,8 @@ def bench_row(row, tf: dict, n_iter: int, input_grad: bool = True) -> dict:
 
     out["dh_kernel_us"] = {str(k[3:]): v for k, v in mlp_backward.WS_TIMINGS.items() if this_row(k)}
     out["save_kernel_us"] = {str(k[3:]): v for k, v in mlp_backward.SAVE_WS_TIMINGS.items() if this_row(k)}
+    # Gluon configs that could not compile or launch at this row, and why (they were left out of the measurement)
+    out["ws_failed"] = {str(k[1]): why for k, why in mlp_backward.WS_FAILED.items() if this_row(k[0])}
     out["variants"] = res
     peers = {n: res[n]["us"] for n in PEERS if "us" in res.get(n, {})}
     fl = res.get("fuselens", {})
