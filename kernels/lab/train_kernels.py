@@ -2,6 +2,7 @@
 contains, at the training bench's shapes (kernels.lab.train_bench.TRAIN_ROWS):
 
     python -m kernels.lab.train_kernels [--out FILE.json] [--dtypes bf16,fp16]
+    python -m kernels.lab.train_kernels --dh-configs [--out FILE.json]   # every Gluon dH config, bf16 (+ TinyLlama fp16)
 
 - dH: dY W_down with the activation backward in the epilogue: the Triton kernel (mlp_backward.fused_dh_grad, tuned),
   the warp-specialised Gluon kernel (ws_dh.ws_dh_grad: 64-row tiles, and "ws128" its first 128-row config,
@@ -9,7 +10,9 @@ contains, at the training bench's shapes (kernels.lab.train_bench.TRAIN_ROWS):
   epilogue were free);
 - save: the training forward's dual GEMM that also keeps g and u: Triton (mlp_backward._launch_save) and Gluon
   (ws_gemm.ws_gated_save), and cuBLAS's x @ [Wg; Wu]^T alone.
-CUDA events, L2 flushed before every call, two passes in opposite orders (triton_util.timed_both_ways: the timing
+--dh-configs times each config the first-call measurement may try at the row's K (mlp_backward.dh_configs) beside the
+Triton kernel and cuBLAS, and gives each config's relative difference from the Triton kernel's output (0.0: the same
+bits). CUDA events, L2 flushed before every call, two passes in opposite orders (triton_util.timed_both_ways: the timing
 the first-call measurement itself uses). Needs an sm_90 GPU.
 """
 
@@ -65,11 +68,57 @@ def _save_calls(m: int, d: int, h: int, activation: str, dt) -> dict:
     }
 
 
+def dh_configs_rows(n_iter: int = 40) -> list[dict]:
+    """Every Gluon dH config at each training row's dH shape (bf16 rows and TinyLlama's fp16 one)."""
+    acts = {"geglu": "gelu_tanh", "swiglu": "silu", "plain": "gelu"}
+    rows = []
+    for rid, label, workload, dname, m, d, h in TRAIN_ROWS:
+        if dname != "bf16" and rid != "tinyllama-fp16":
+            continue
+        act, dt = acts[workload], DTYPES[dname]
+        gated = act in mlp_backward.GATED_GRADS
+        dy = torch.randn(m, d, device="cuda", dtype=dt)
+        w_down = torch.randn(d, h, device="cuda", dtype=dt) * d**-0.5
+        saved = torch.randn(m, 2 * h if gated else h, device="cuda", dtype=dt)
+        gid = mlp_backward.GRAD_IDS[act]
+        ref = saved.clone()
+        mlp_backward.fused_dh_grad(dy, w_down, ref, act)
+        calls = {
+            "cublas_mm": lambda dy=dy, w=w_down: dy @ w,
+            "triton": lambda dy=dy, w=w_down, s=saved, act=act: mlp_backward.fused_dh_grad(dy, w, s, act, scratch=True),
+        }
+        diff: dict = {}
+        for cfg in mlp_backward.dh_configs(d):
+            out = saved.clone()
+            try:
+                ws_dh.ws_dh_grad(dy, w_down, *mlp_backward._halves(out, w_down, act), gid, gated, *cfg)
+            except Exception as exc:  # a config that cannot compile or launch here is reported, not timed
+                diff[str(cfg)] = f"{type(exc).__name__}: {str(exc)[:160]}"
+                continue
+            diff[str(cfg)] = float((out.float() - ref.float()).norm() / ref.float().norm())
+            halves = mlp_backward._halves(saved, w_down, act)
+            calls[str(cfg)] = lambda cfg=cfg, halves=halves, dy=dy, w=w_down, gid=gid, gated=gated: ws_dh.ws_dh_grad(
+                dy, w, *halves, gid, gated, *cfg
+            )
+        us = {k: round(v, 1) for k, v in timed_both_ways(calls, n_iter=n_iter).items()}
+        rows.append({"row": label, "dtype": dname, "m": m, "d": d, "h": h, "us": us, "rel_vs_triton": diff})
+        print(json.dumps(rows[-1]), flush=True)
+        torch.cuda.empty_cache()
+    return rows
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="write the figures as JSON here")
     p.add_argument("--dtypes", default="bf16,fp16")
+    p.add_argument("--dh-configs", action="store_true", help="time every Gluon dH config at each row instead")
     a = p.parse_args(argv)
+    if a.dh_configs:
+        rows = dh_configs_rows()
+        if a.out:
+            with open(a.out, "w") as f:
+                json.dump({"gpu": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)
+        return 0
     results = []
     print(f"# {torch.cuda.get_device_name(0)}: µs per call, L2 flushed, mean of two passes' medians of 60 calls")
     print("| row | dtype | kernel | cuBLAS GEMM alone | Triton | Gluon ws | ws ÷ Triton | ws ÷ cuBLAS | Gluon ws128 |")
