@@ -51,9 +51,9 @@ GROUP_M = 16
 CONFIGS = [(64, 5, 16), (64, 4, 8), (64, 6, 32), (64, 3, 16)]
 # 128-row tiles (two m64 wgmmas per K step: half the W_down traffic per output of 64-row tiles, the K = 4096 rows'
 # lever) with one buffer pair both consumers share, 4 stages x 32 KB + 64 KB = 192 KB. H100, bf16
-# (bench/results/train_dh_configs_h100_80gb_hbm3.md): Llama-2-7B dH 597.1 us vs Triton 624.6 (the 64-row configs 745-1127), Llama-3-8B
-# 1528.9 vs 1605.4, TinyLlama 101.2 vs 108.9 (best 64-row); HF GEGLU 143.5 vs 114.2 and BERT 210+ vs 102, where
-# 64-row tiles win. (128, 3, 16) was never fastest and is left out.
+# (bench/results/train_dh_configs_h100_80gb_hbm3.md): Llama-2-7B dH 597.1 us vs Triton 624.6 (the 64-row configs
+# 745-1127), Llama-3-8B 1528.9 vs 1605.4, TinyLlama 101.2 vs 108.9 (best 64-row); HF GEGLU 143.5 vs 114.2 and BERT
+# 210+ vs 102, where 64-row tiles win. (128, 3, 16) was never fastest and is left out.
 WIDE_CONFIGS = [(128, 4, 8), (128, 4, 16)]
 # 10 warps (4 + 4 + 1 + 1), allocated as 3 warpgroups x 128 threads x 168 registers, fit an SM's 65,536; setmaxnreg
 # moves the producers' share to the consumers: the fp32 accumulator, g and u, and the epilogue's fp32 temporaries
