@@ -30,6 +30,15 @@ def header(ns) -> dict:
         "shapes": shapes,
         "dtype": ns.dtype,
         "train": ns.train,
+        **(
+            {
+                "train_step": "y = variant(x); loss = y.float().square().mean(); loss.backward(); grads cleared. x needs"
+                " no gradient (a first layer's step: the backward runs no dX GEMM; `python -m kernels.bench --train`"
+                " times the step with dX)"
+            }
+            if ns.train and ns.workload not in MODEL_WORKLOADS
+            else {}
+        ),
         "profiler": {
             "activities": ["CPU", "CUDA"],
             "record_shapes": True,

@@ -108,3 +108,23 @@ def test_sample_traces_index_is_consistent():
                 assert json.loads((SAMPLES / case["folder"] / v["ncu"]).read_text())["kernels"]
     # what the wheel ships and a device call carries (64 MiB for the whole tree): the whole-model sets are ~28 MiB
     assert total < 40 * 2**20
+
+
+def test_the_runner_training_step_is_a_first_layers_step():
+    """The manifest's train_step says what record.step_fn runs for an MLP: the loss's backward fills every weight's
+    gradient and clears it after the step, and x (needing no gradient) gets none: no dX GEMMs in the trace."""
+    import torch
+
+    from kernels.models.workloads import build_model, make_input
+    from kernels.runner import record
+
+    model = build_model("swiglu", 16, 40, torch.float32, "cpu").train()
+    x = make_input(1, 8, 16, torch.float32, "cpu")
+    seen = []
+    hooks = [p.register_hook(lambda g: seen.append(g.shape) or g) for p in model.parameters()]
+    record.step_fn(model, x, model, train=True)()
+    for h in hooks:
+        h.remove()
+    assert not x.requires_grad and x.grad is None
+    assert len(seen) == len(list(model.parameters()))
+    assert all(p.grad is None for p in model.parameters())
