@@ -9,12 +9,12 @@ layer's does, so the step runs all 3 x the forward's GEMMs (the dX GEMMs are 2/9
 --no-input-grad times the first layer's step instead (as the runner's single-MLP --train step). Timed like the forward
 bench (kernels.ops.timing: CUDA events, L2 flushed by a read before every call, launches queued ahead) in two
 passes, the second in reverse order; µs = the mean of the two medians, spread = their difference.
-Columns: µs, × the fastest peer, × the floor (the step's matmul FLOPs, workloads.train_step_flops, over the dtype's
-8192³ matmul rate,
-the fastest of three 30-call bursts, measured at the start of the run), peak memory of the step above what was
-allocated before it (the saved activations, the backward's temporaries and the weight gradients, which every
-variant allocates alike), and the worst relative error of the weight gradients against the same module's
-gradients in float32 (same rounded weights, input and dY). Verdict against the fastest peer as the shape sweep's:
+Columns: µs, × the fastest peer, × the floor: the step's matmul FLOPs (workloads.train_step_flops) over the rate of
+cuBLAS's 8192³ matmul timed in the row's own passes at the steps' duty cycle (shapes.duty_matched), and over its
+burst rate (the fastest of three 30-call bursts at the start of the run, shapes.matmul_ceiling_tflops); peak memory
+of the step above what was allocated before it (the saved activations, the backward's temporaries and the weight
+and input gradients, which every variant allocates alike), and the worst relative error of the weight and input
+gradients against the same module's gradients in float32 (same rounded weights, input and dY). Verdict against the fastest peer as the shape sweep's:
 WIN (faster by more than the spread), TIE, LOSS.
 """
 
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from kernels.lab.shapes import ceiling_matmul, duty_matched, matmul_ceiling_tflops
 from kernels.models import dispatch
 from kernels.models.variants import VariantUnavailable, build
 from kernels.models.workloads import DTYPES, build_model, make_input, train_step_flops
@@ -48,19 +49,12 @@ TRAIN_ROWS = [
     ("tinyllama-fp16", "SwiGLU, TinyLlama MLP", "swiglu", "fp16", 2048, 2048, 5632),
 ]
 PEERS = ("eager", "compile", "liger")
+CEILING = "ceiling"  # the cuBLAS matmul timed in each pass at the row's duty cycle (shapes.duty_matched)
 VARIANTS = (*PEERS, "fuselens")
 
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def matmul_rate_tflops(dname: str) -> float:
-    """The dtype's 8192³ matmul rate: the fastest of three 30-call bursts."""
-    ab = [torch.randn(8192, 8192, device="cuda", dtype=DTYPES[dname]) for _ in range(2)]
-    best = min(median_us(lambda: ab[0] @ ab[1], n_iter=30, warmup=5, flush_l2=False)["median_us"] for _ in range(3))
-    ab.clear()
-    return 2 * 8192**3 / (best * 1e-6) / 1e12
 
 
 def _grads(model) -> list[torch.Tensor]:
@@ -91,7 +85,7 @@ def bench_row(row, tf: dict, n_iter: int, input_grad: bool = True) -> dict:
     out = {"id": rid, "what": what, "workload": workload, "dtype": dname, "tokens": tokens, "d_model": d, "hidden": h}
     out["input_grad"] = input_grad
     out["step_tflop"] = flops / 1e12
-    out["floor_us"] = flops / (tf[dname] * 1e12) * 1e6
+    out["floor_burst_us"] = flops / (tf[dname] * 1e12) * 1e6
     steps, res = {}, {}
     for name in VARIANTS:
         try:
@@ -127,9 +121,24 @@ def bench_row(row, tf: dict, n_iter: int, input_grad: bool = True) -> dict:
             res[name] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             log(f"{rid} {name}: {res[name]['error']}")
     times: dict[str, list[float]] = {n: [] for n in steps}
-    for order in pass_orders(steps):
-        for name in order:
-            times[name].append(median_us(steps[name], n_iter=n_iter, warmup=3)["median_us"])
+    if steps:
+        # the floor's matmul runs in the same passes, as long back to back and in all as a step's pass, so it sees
+        # the clocks the steps do (held Llama-size GEMMs run at the 700 W limit: shapes.duty_matched)
+        est_us = min(median_us(s, n_iter=3, warmup=1)["median_us"] for s in steps.values())
+        ceiling_call, ceiling_flop = ceiling_matmul(dname)
+        ceiling_calls, chunk = duty_matched(est_us, n_iter, ceiling_flop / (tf[dname] * 1e6))
+        times[CEILING] = []
+        for order in pass_orders(times):
+            for name in order:
+                if name == CEILING:
+                    t = median_us(ceiling_call, n_iter=ceiling_calls, warmup=2, queue_chunk=chunk)
+                else:
+                    t = median_us(steps[name], n_iter=n_iter, warmup=3)
+                times[name].append(t["median_us"])
+        ps = times.pop(CEILING)
+        rate = ceiling_flop / (sum(ps) / len(ps)) / 1e6  # TFLOP/s
+        out["ceiling_duty"] = {"tflops": rate, "us_passes": ps, "n_iter": ceiling_calls, "queue_chunk": chunk}
+        out["floor_us"] = flops / (rate * 1e12) * 1e6
     for name, ts in times.items():
         res[name]["us"] = sum(ts) / len(ts)
         res[name]["spread_us"] = abs(ts[0] - ts[-1])
@@ -159,6 +168,7 @@ def bench_row(row, tf: dict, n_iter: int, input_grad: bool = True) -> dict:
         out["best_peer"] = best
         out["x_best"] = fl["us"] / peers[best]
         out["x_floor"] = fl["us"] / out["floor_us"]
+        out["x_floor_burst"] = fl["us"] / out["floor_burst_us"]
         noise = max(fl["spread_us"], res[best]["spread_us"])
         out["verdict"] = (
             "WIN" if fl["us"] < peers[best] - noise else ("LOSS" if fl["us"] > peers[best] + noise else "TIE")
@@ -173,6 +183,13 @@ def bench_row(row, tf: dict, n_iter: int, input_grad: bool = True) -> dict:
     return out
 
 
+def _floors(r: dict) -> str:
+    """'duty / burst' × floor cells; rows from before the duty floor hold the burst one as x_floor."""
+    if "x_floor_burst" in r:
+        return f"{r['x_floor']:.3f} / {r['x_floor_burst']:.3f}"
+    return f"– / {r['x_floor']:.3f}" if "x_floor" in r else "–"
+
+
 def to_markdown(res: dict) -> str:
     env = res["env"]
     lines = [
@@ -182,14 +199,15 @@ def to_markdown(res: dict) -> str:
         f" liger-kernel {env.get('liger_kernel')}.",
         "",
         "Method: " + res["method"],
-        "Floors: the step's matmul FLOPs (3 x the forward's, less the dX GEMMs where x needs no gradient) at the"
-        " 8192³ matmul rate measured here: "
+        "Floors: the step's matmul FLOPs (3 x the forward's, less the dX GEMMs where x needs no gradient) at cuBLAS's"
+        " 8192³ matmul rate timed in the row's passes at the steps' duty cycle (duty), and at its burst rate measured"
+        " here (burst: "
         + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in res["matmul_tflops"].items())
-        + ".",
+        + "); a row written before the duty floor existed shows the burst one only.",
         "Peak MiB: memory allocated during one step above what was allocated before it (saved activations, backward"
         " temporaries and the weight and input gradients, the last two alike for every variant).",
         "",
-        "| row | dtype | tokens × d → h | dX | eager µs | compile µs | liger µs | fuselens µs | × best peer | × floor |"
+        "| row | dtype | tokens × d → h | dX | eager µs | compile µs | liger µs | fuselens µs | × best peer | × floor duty / burst |"
         " verdict | peak MiB eager / compile / liger / fuselens | fuselens ÷ liger peak | grad rel err (fuselens)"
         " | fuselens path |",
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|",
@@ -214,7 +232,7 @@ def to_markdown(res: dict) -> str:
             "yes" if r.get("input_grad", False) else "no",
             *(us(n) for n in VARIANTS),
             f"{r['x_best']:.3f}" if "x_best" in r else "–",
-            f"{r['x_floor']:.3f}" if "x_floor" in r else "–",
+            _floors(r),
             r.get("verdict", "–"),
             " / ".join(mem(n) for n in VARIANTS),
             f"{r['x_liger_peak_mem']:.2f}" if "x_liger_peak_mem" in r else "–",
@@ -270,7 +288,7 @@ def main(argv=None) -> int:
         "env": envinfo.environment(),
     }
     dnames = sorted({known[i][3] for i in ids})
-    res["matmul_tflops"] = {dn: matmul_rate_tflops(dn) for dn in dnames}
+    res["matmul_tflops"] = {dn: matmul_ceiling_tflops(dn) for dn in dnames}
     log(f"matmul rates: {res['matmul_tflops']}")
     res["rows"] = []
     out_dir = Path(ns.out_dir)
