@@ -5,7 +5,7 @@
 #                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | bench-rows | bench-llm-floor | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain | gemm-reread | train-tests | bench-train | record-train | bench-hf-plain |
-#                                           bench-users | train-kernels | ws-tests
+#                                           bench-users | train-kernels | ws-tests | ncu-dh
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
 set -uo pipefail
@@ -290,6 +290,34 @@ train_kernels() {  # the training step's two fused kernels alone, Triton vs Gluo
   tail -3 "$R/logs/train_kernels.err"
 }
 
+ncu_dh() {  # Nsight Compute on each dH candidate (cuBLAS bare GEMM, Triton, every Gluon config) at NCU_ROWS (~1 min/row)
+  local row
+  for row in ${NCU_ROWS:-hf-geglu-bf16 bert-large-bf16}; do
+    echo "== ncu dH $row"
+    timeout "$(left 150)" ncu --profile-from-start off --clock-control none --csv --print-units base \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+      --section Occupancy --section LaunchStats python3 -m kernels.lab.train_kernels --ncu-row "$row" \
+      >"$R/logs/ncu_dh_$row.csv" 2>"$R/logs/ncu_dh_$row.err"
+    echo "rc=$? $(grep -c '^"' "$R/logs/ncu_dh_$row.csv") csv lines"; grep "^profiled" "$R/logs/ncu_dh_$row.csv" | tr '\n' ' '; echo
+    python3 - "$R/logs/ncu_dh_$row.csv" <<'PY'
+import csv, sys
+keep = ("Duration", "DRAM Throughput", "Compute (SM) Throughput", "Memory Throughput", "Registers Per Thread",
+        "Achieved Occupancy", "No Eligible", "Issued Warp Per Scheduler", "Dynamic Shared Memory Per Block")
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+if not rows:
+    sys.exit(print("  no ncu rows"))
+head, body = rows[0], rows[1:]
+ix = {k: head.index(k) for k in ("ID", "Kernel Name", "Metric Name", "Metric Value") if k in head}
+seen = {}
+for r in body:
+    if any(r[ix["Metric Name"]].startswith(k) for k in keep):
+        seen.setdefault((r[ix["ID"]], r[ix["Kernel Name"]][:40]), []).append(f"{r[ix['Metric Name']]}={r[ix['Metric Value']]}")
+for (i, k), ms in seen.items():
+    print(f"  {i} {k}: " + "; ".join(ms))
+PY
+  done
+}
+
 record_train() {  # the HF GEGLU training step with the fuselens variant (its backward) beside the peers
   rec geglu_train_fuselens_bf16 150 --workload geglu --variants eager,compile,liger,fuselens --batch 64 --seq 128 \
     --d-model 768 --hidden 3072 --dtype bf16 --train
@@ -372,7 +400,7 @@ for step in "$@"; do
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; ncu-floor) ncu_floor ;; two-models) two_models ;;
     bench-hf-plain) bench --shapes hf-plain ;; bench-users) bench --shapes users ${BENCH_ROWS:+--rows "$BENCH_ROWS"} ;;
-    train-kernels) train_kernels ;; ws-tests) ws_tests ;;
+    train-kernels) train_kernels ;; ws-tests) ws_tests ;; ncu-dh) ncu_dh ;;
     bench-llm) bench --shapes llm ;; bench-rows) bench_rows ;; bench-llm-floor) bench_llm_floor ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
     train-tests) train_tests ;; bench-train) bench_train ;; record-train) record_train ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;

@@ -3,6 +3,7 @@ contains, at the training bench's shapes (kernels.lab.train_bench.TRAIN_ROWS):
 
     python -m kernels.lab.train_kernels [--out FILE.json] [--dtypes bf16,fp16]
     python -m kernels.lab.train_kernels --dh-configs [--out FILE.json]   # every Gluon dH config, bf16 (+ TinyLlama fp16)
+    ncu --profile-from-start off ... python -m kernels.lab.train_kernels --ncu-row hf-geglu-bf16   # see --ncu-row
 
 - dH: dY W_down with the activation backward in the epilogue: the Triton kernel (mlp_backward.fused_dh_grad, tuned),
   the warp-specialised Gluon kernel (ws_dh.ws_dh_grad: 64-row tiles, and "ws128" its first 128-row config,
@@ -107,12 +108,52 @@ def dh_configs_rows(n_iter: int = 40) -> list[dict]:
     return rows
 
 
+def ncu_row(rid: str) -> int:
+    """For Nsight Compute: each dH candidate at one training row (cuBLAS's bare GEMM, the tuned Triton kernel, every
+    Gluon config of mlp_backward.dh_configs) warmed up (compiled, tuned) outside the profiled range, then launched
+    once each between cudaProfilerStart and Stop, so `ncu --profile-from-start off` sees exactly these kernels, in
+    the order printed."""
+    row = next((r for r in TRAIN_ROWS if r[0] == rid), None)
+    if row is None:
+        print(f"error: unknown row {rid!r}; expected one of {', '.join(r[0] for r in TRAIN_ROWS)}", file=sys.stderr)
+        return 2
+    _rid, _label, workload, dname, m, d, h = row
+    act = {"geglu": "gelu_tanh", "swiglu": "silu", "plain": "gelu"}[workload]
+    dt = DTYPES[dname]
+    gated = act in mlp_backward.GATED_GRADS
+    dy = torch.randn(m, d, device="cuda", dtype=dt)
+    w_down = torch.randn(d, h, device="cuda", dtype=dt) * d**-0.5
+    saved = torch.randn(m, 2 * h if gated else h, device="cuda", dtype=dt)
+    halves = mlp_backward._halves(saved, w_down, act)
+    gid = mlp_backward.GRAD_IDS[act]
+    calls = {
+        "cublas_mm": lambda: dy @ w_down,
+        "triton": lambda: mlp_backward.fused_dh_grad(dy, w_down, saved, act, scratch=True),
+    }
+    for cfg in mlp_backward.dh_configs(d):
+        calls[str(cfg)] = lambda cfg=cfg: ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *cfg)
+    for fn in calls.values():
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for name, fn in calls.items():
+        fn()
+        torch.cuda.synchronize()
+        print(f"profiled: {name}", flush=True)
+    torch.cuda.profiler.stop()
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="write the figures as JSON here")
     p.add_argument("--dtypes", default="bf16,fp16")
     p.add_argument("--dh-configs", action="store_true", help="time every Gluon dH config at each row instead")
+    p.add_argument("--ncu-row", metavar="ROW_ID", help="launch each dH candidate at this row once, for ncu")
     a = p.parse_args(argv)
+    if a.ncu_row:
+        return ncu_row(a.ncu_row)
     if a.dh_configs:
         rows = dh_configs_rows()
         if a.out:
