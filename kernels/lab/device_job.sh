@@ -278,7 +278,8 @@ ws_tests() {  # the warp-specialised Gluon kernels against float64 (forward dual
     tests/kernels/test_kernels_gpu.py tests/kernels/test_kernels_train.py >"$R/logs/ws_tests.txt" 2>&1
   echo "ws-tests rc=$?: $(grep -c PASSED "$R/logs/ws_tests.txt") passed; $(tail -1 "$R/logs/ws_tests.txt")"
   grep -E "^FAILED|^ERROR|AssertionError|Error" "$R/logs/ws_tests.txt" | head -20
-  timeout "$(left 120)" python3 -m pytest -q -rfE -p no:cacheprovider tests/kernels/test_kernels_launch.py >"$R/logs/launch_tests.txt" 2>&1
+  timeout "$(left 120)" python3 -m pytest -q -rfE -p no:cacheprovider tests/kernels/test_kernels_launch.py \
+    tests/kernels/test_kernels_cuda_errors.py >"$R/logs/launch_tests.txt" 2>&1
   echo "launch-tests rc=$?: $(tail -1 "$R/logs/launch_tests.txt")"
   grep -E "^FAILED|^ERROR" "$R/logs/launch_tests.txt" | head -10
 }

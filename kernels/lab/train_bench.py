@@ -34,6 +34,7 @@ from kernels.models import dispatch
 from kernels.models.variants import VariantUnavailable, build
 from kernels.models.workloads import DTYPES, build_model, make_input, train_step_flops
 from kernels.ops.timing import median_us, pass_orders
+from kernels.ops.triton_util import CudaContextLost, reraise_if_fatal
 from kernels.runner import envinfo
 
 # (id, what, workload, dtype, tokens, d_model, hidden)
@@ -118,6 +119,7 @@ def bench_row(row, tf: dict, n_iter: int, input_grad: bool = True) -> dict:
             res[name]["warm_s"] = round(time.time() - t0, 1)
             steps[name] = step
         except Exception as exc:  # a variant that fails here is reported, not fatal to the row
+            reraise_if_fatal(exc, f"{rid} {name}'s warm-up")  # unless the CUDA context is dead: then nothing runs
             res[name] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             log(f"{rid} {name}: {res[name]['error']}")
     times: dict[str, list[float]] = {n: [] for n in steps}
@@ -300,7 +302,14 @@ def main(argv=None) -> int:
             log(f"budget: {i} and later rows not run")
             res.setdefault("not_run", []).append(i)
             continue
-        row = bench_row(known[i], res["matmul_tflops"], ns.n_iter, ns.input_grad)
+        try:
+            row = bench_row(known[i], res["matmul_tflops"], ns.n_iter, ns.input_grad)
+        except CudaContextLost as exc:
+            from kernels.ops import mlp_backward
+
+            log(f"probes {dispatch._PROBES}; Gluon failures {mlp_backward.WS_FAILED}")
+            print(f"error: {exc}; the rows measured before it are in {path}", file=sys.stderr)
+            return 1
         log(json.dumps({k: v for k, v in row.items() if k != "variants"}))
         res["rows"].append(row)
         path.write_text(json.dumps(res, indent=1))  # after every row: a cut-off run keeps what it measured

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from fuselens import settings
 from kernels.models import custom_ops as ops
 from kernels.models.workloads import GatedMLP, PlainMLP
+from kernels.ops.triton_util import reraise_if_fatal
 
 PATHS = {
     "gated": ("dual_gemm", "dual_gemm+gemm", "gating", "cat_gating", "pad_dual_gemm", "pad_cat_gating", "aten"),
@@ -212,6 +213,7 @@ def choose(model, x2d: torch.Tensor) -> str:
             torch.cuda.synchronize()
             usable.append(p)
         except (RuntimeError, ValueError) as exc:  # e.g. out of resources: the path is not a candidate
+            reraise_if_fatal(exc, f"the {p} path's first calls")
             if "inference-only" in str(exc):
                 raise  # grad mode with weights that need grads: say so, do not fall back to ATen silently
             times[p] = [float("inf")]
@@ -346,6 +348,7 @@ def choose_train(model, x2d: torch.Tensor) -> str:
             torch.cuda.synchronize()
             usable.append(p)
         except (RuntimeError, ValueError) as exc:  # e.g. out of resources: the path is not a candidate
+            reraise_if_fatal(exc, f"the {p} path's first calls")
             times[p] = [float("inf")]
             _PROBES.setdefault(key, {})[f"{p} error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
     for _ in range(PROBE_PASSES):

@@ -50,7 +50,7 @@ from kernels.ops.launch_triton import (
 from kernels.ops.launch_triton import descriptors as _descriptors
 from kernels.ops.launch_triton import hooks_set as _hooks_set
 from kernels.ops.launch_triton import raw_plan as _raw_plan
-from kernels.ops.triton_util import INTERPRETING, timed_both_ways
+from kernels.ops.triton_util import INTERPRETING, reraise_if_fatal, timed_both_ways
 
 LAUNCH_MODE = settings.launch_mode()
 FAST_LAUNCH = LAUNCH_MODE != "jit"  # a launcher entry cached per spec; off: every launch through JITFunction.run
@@ -357,7 +357,8 @@ class Tuned:
             try:
                 call()  # compiles; a config that does not fit (shared memory, registers) raises here
                 calls[cfg] = call
-            except Exception:  # out of resources: the config is skipped, as triton.autotune skips it
+            except Exception as exc:  # out of resources: the config is skipped, as triton.autotune skips it
+                reraise_if_fatal(exc, f"{self.name} config {cfg}")
                 times[cfg] = float("inf")
         times.update(timed_both_ways(calls))
         best = min(times, key=times.get)

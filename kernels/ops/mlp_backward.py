@@ -27,7 +27,7 @@ from kernels.ops import hopper_gemm, ws_dh, ws_gemm
 from kernels.ops.activations import act_and_grad_f32, act_and_grad_torch, act_f32
 from kernels.ops.gemm_common import INTERP_META, grouped_tile, m_bucket
 from kernels.ops.launch import Tuned
-from kernels.ops.triton_util import INTERPRETING, interpreting, num_sms, timed_both_ways
+from kernels.ops.triton_util import INTERPRETING, interpreting, num_sms, reraise_if_fatal, timed_both_ways
 
 # epilogue modes (constexpr GRAD): the activation whose backward the epilogue applies
 GRAD_IDS = {"gelu_tanh": 0, "silu": 1, "gelu": 2}
@@ -179,6 +179,7 @@ def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activat
                 try:  # tuning runs on a scratch copy (fused_dh_grad): a failure here leaves `saved` untouched
                     fused_dh_grad(dy, w_down, saved.clone(), activation, scratch=True)
                 except RuntimeError as exc:  # no config compiled (shared memory, registers) on this GPU / Triton
+                    reraise_if_fatal(exc, "the Triton dH kernel's tuning")
                     FAILED[key] = _why(exc)
             if key not in FAILED:
                 cfg = _use_ws(key, dy, w_down, saved, activation)
@@ -188,6 +189,7 @@ def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activat
                                          activation in GATED_GRADS, *cfg)  # fmt: skip
                         return "ws"
                     except Exception as exc:
+                        reraise_if_fatal(exc, f"the Gluon dH kernel {cfg}")
                         WS_FAILED[(key, cfg)] = _why(exc)
                         WS_CHOICE[key] = None
                 fused_dh_grad(dy, w_down, saved, activation)
@@ -247,7 +249,9 @@ def _use_ws(key, dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, ac
     for cfg in dh_configs(dy.shape[1]):
         try:
             ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *cfg)
+            torch.cuda.synchronize()  # first call only: a fault surfaces here, named after its config
         except Exception as exc:  # out of resources, or a Gluon without this API
+            reraise_if_fatal(exc, f"the Gluon dH kernel {cfg}'s first launch")
             WS_FAILED[(key, cfg)] = _why(exc)
             continue
         calls[cfg] = lambda cfg=cfg: ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *cfg)
@@ -396,8 +400,10 @@ def _use_ws_save(key, x, wgu, out, g, u, consts: dict) -> bool:
     calls["triton"]()  # tuned first, by its own first call
     try:
         ws_gemm.ws_gated_save(x, wgu, consts["ACT"], out, g, u)
+        torch.cuda.synchronize()  # first call only: a fault surfaces here, named after this kernel
         calls["ws"] = lambda: ws_gemm.ws_gated_save(x, wgu, consts["ACT"], out, g, u)
     except Exception as exc:  # out of resources, or a Gluon without this API: the Triton kernel it is
+        reraise_if_fatal(exc, "the Gluon save kernel's first launch")
         WS_FAILED[(key, "save")] = _why(exc)
     SAVE_WS_CHOICE[key] = _keep_fastest(key, calls, SAVE_WS_TIMINGS) == "ws"
     return SAVE_WS_CHOICE[key]

@@ -28,6 +28,30 @@ def check_device(*tensors) -> None:
 SUPPORTED_DTYPES_DOC = "float32, float16, bfloat16"
 
 
+class CudaContextLost(RuntimeError):
+    """A sticky CUDA error (a kernel's illegal address, a device fault): the process's CUDA context is unusable and
+    every later CUDA call fails; the message names the first error and what raised it."""
+
+
+def reraise_if_fatal(exc: BaseException, what: str) -> None:
+    """Call first in an `except` that skips a kernel candidate (a config that does not fit, a Gluon without an API).
+    A sticky CUDA error is not such a case: after one, every CUDA call fails (cuBLAS says
+    CUBLAS_STATUS_EXECUTION_FAILED), so skipping the candidate would only move the report to some later, innocent
+    call. If the context is dead (synchronize raises), this raises CudaContextLost naming `what` and `exc`."""
+    import torch
+
+    if isinstance(exc, CudaContextLost):  # named where it first surfaced
+        raise exc
+    if INTERPRETING or not torch.cuda.is_available() or torch.cuda.is_current_stream_capturing():
+        return
+    try:
+        torch.cuda.synchronize()
+    except Exception as dead:  # the context itself failed: nothing after this can run
+        raise CudaContextLost(
+            f"CUDA context lost at {what}: the first error seen: {type(exc).__name__}: {str(exc)[:300]}"
+        ) from dead
+
+
 @functools.lru_cache(maxsize=8)
 def num_sms(device_index: int) -> int:
     import torch
