@@ -477,7 +477,7 @@ def _intermediate_rows(g: Group, b_rows: list) -> list[dict]:
             "matrix": t.matrix(),
             "dtype": t.dtype,
             "bytes": t.nbytes,
-            "reads": len(it.consumers),
+            "reads": len(it.consumers) + len(it.other_reads),
             "round_trip_bytes": it.round_trip_bytes,
             "producer": b_rows[it.producer].name,
             "producer_op": b_rows[it.producer].op_name,
@@ -485,6 +485,10 @@ def _intermediate_rows(g: Group, b_rows: list) -> list[dict]:
         }
         if it.still_written:  # the fused kernel saves it: its write is not avoided (only then in the row)
             row["still_written"] = True
+        if it.other_reads:  # read again by a replaced kernel of another group (the backward: analyzer.diff.saved)
+            row["readers_in_other_groups"] = [b_rows[x].name for x in it.other_reads]
+        if it.shared_operand:  # a GEMM merge's shared operand: reads are the re-reads avoided, producer its first reader
+            row["shared_operand"] = True
         inter.append(row)
     return inter
 
@@ -521,11 +525,19 @@ def _bytes_note(g: Group, attention: bool) -> str:
     kinds: dict[tuple, list] = {}
     for it in g.intermediates:
         t = it.tensor
-        kinds.setdefault((t.numel, t.dtype, len(it.consumers), it.still_written), []).append(t)
+        key = (t.numel, t.dtype, len(it.consumers), it.still_written, len(it.other_reads), it.shared_operand)
+        kinds.setdefault(key, []).append(t)
     parts = []
-    for (_, dtype, reads, kept), ts in kinds.items():
+    for (_, dtype, reads, kept, other, shared), ts in kinds.items():
         rd = f"{reads} read{'s' if reads > 1 else ''}"
-        rw = f"({rd}; its write kept: the fused kernel saves it)" if kept else f"(1 write + {rd})"
+        if other:
+            rd += f" + {other} read{'s' if other > 1 else ''} in another group"
+        if shared:
+            rw = f"({reads} re-read{'s' if reads > 1 else ''}: the merged GEMMs' shared operand, read once, not {reads + 1}×)"
+        elif kept:
+            rw = f"({rd}; its write kept: the fused kernel saves it)"
+        else:
+            rw = f"(1 write + {rd})"
         shapes = "/".join(dict.fromkeys(shape_text(t.shape) for t in sorted(ts, key=lambda t: -len(t.shape))))
         parts.append(f"{len(ts)} × {shapes} {dtype} {ts[0].nbytes:,.0f} B × {rw}")
     total = f" = {g.bytes_avoided:,.0f} B" + ("" if g.bytes_complete else " (at least)")
