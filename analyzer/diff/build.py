@@ -487,7 +487,7 @@ def _intermediate_rows(g: Group, b_rows: list) -> list[dict]:
             row["still_written"] = True
         if it.other_reads:  # read again by a replaced kernel of another group (the backward: analyzer.diff.saved)
             row["readers_in_other_groups"] = [b_rows[x].name for x in it.other_reads]
-        if it.shared_operand:  # a GEMM merge's shared operand: reads are the re-reads avoided, producer its first reader
+        if it.shared_operand:  # a GEMM merge's shared operand: reads = re-reads avoided; producer: its first reader
             row["shared_operand"] = True
         inter.append(row)
     return inter
