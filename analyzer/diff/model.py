@@ -99,7 +99,8 @@ class FusionRow:
     ops: list[str]  # canonical ops the replaced kernels computed
     count_per_step: int
     # shape, matrix, dtype, bytes (one tensor), reads, round_trip_bytes, producer, readers (+ still_written: True
-    # where the fused kernel writes it too: traffic_text)
+    # where the fused kernel writes it too; readers_in_other_groups: a saved tensor the backward reads again;
+    # shared_operand: True for a GEMM merge's shared operand, reads = re-reads avoided: traffic_text)
     intermediates: list[dict]
     bytes_avoided_per_step: float
     bytes_complete: bool
