@@ -73,13 +73,8 @@ def _node_reads(b_rows: list, r: int, kernels: list[int], found: list, group_of:
     for g, it, is_out in found:
         if not any(q in group_of and group_of[q] is not g for q in kernels):
             continue  # the node's kernels still run (or fused with the forward): no read avoided across groups
-        if reads == "nothing" or (reads == "inputs" and is_out) or (reads == "output" and not is_out):
-            continue  # the formula does not read this tensor
-        readers = [q for q, t in saved.items() if t is not _NOTHING and t is not None and same_tensor(t, it.tensor)]
-        # an output formula reads the output with every such kernel; an input formula each input once, so the
-        # node's reads of this size must be as many as the call's inputs of this size (or none)
-        n_in = len(readers) if is_out else sum(same_tensor(t, it.tensor) for t in fwd.io.inputs)
-        if reads is None or None in saved.values() or len(readers) not in (0, n_in):
+        readers = _readers(fwd, it.tensor, is_out, reads, saved)
+        if readers is None:
             g.bytes_complete = False  # the node may read the tensor, and which of its reads it is cannot be told
             continue
         if not readers or not all(q in group_of and group_of[q] is not g for q in readers):
@@ -88,6 +83,20 @@ def _node_reads(b_rows: list, r: int, kernels: list[int], found: list, group_of:
         for q in (q for q in mine if q is not None):
             taken.add(q)
             it.other_reads.append(q)
+
+
+def _readers(fwd, t, is_out: bool, reads: str | None, saved: dict) -> list[int] | None:
+    """The node's kernels that read tensor t of forward call fwd (its output when is_out, else one of its inputs)
+    beside the gradient: [] when the formula reads none of its kind, None when that cannot be told."""
+    if reads == "nothing" or (reads == "inputs" and is_out) or (reads == "output" and not is_out):
+        return []  # the formula does not read this tensor
+    if reads is None or None in saved.values():
+        return None
+    readers = [q for q, x in saved.items() if x is not _NOTHING and same_tensor(x, t)]
+    # an output formula reads the output with every such kernel; an input formula each input once, so the node's
+    # reads of this size must be as many as the call's inputs of this size (or none)
+    n_in = len(readers) if is_out else sum(same_tensor(x, t) for x in fwd.io.inputs)
+    return readers if len(readers) in (0, n_in) else None
 
 
 def _saved_read(row, grad) -> object:
