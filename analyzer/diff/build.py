@@ -359,8 +359,13 @@ def _grouping_notes(
             f" removed in {cseq.label}: these runs may not run the same model or shapes, so fusion groups and bytes"
             " avoided are unreliable (the unexplained kernels are listed)"
         )
-    if any(not f.bytes_complete for f in fusions):
+    if any(not f.bytes_complete and not f.saved_unknown for f in fusions):
         notes.append("some fusion groups have kernels without recorded shapes: their bytes avoided are lower bounds")
+    if any(f.saved_unknown for f in fusions):
+        notes.append(
+            "some fusion groups avoid writing a tensor the backward may read again through a derivative formula the"
+            " diff does not follow (pow, a norm's): their bytes avoided are lower bounds"
+        )
     return notes
 
 
@@ -450,6 +455,7 @@ def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -
         evidence=[f"{short_name(b_rows[m].name)}: {g.evidence.get(m, '')}" for m in g.members],
         pattern=_group_pattern(g, members, ops, attention),
         bytes_note=_bytes_note(g, attention),
+        saved_unknown=g.saved_unknown,
         base_dram_bytes_per_step=_dram_sum(b_dram, [*g.members, *g.side]),
         candidate_dram_bytes_per_step=_dram_sum(c_dram, g.fused),
         base_kernel_gbps=float(members[0].kernel_gbps) if len(members) == 1 and not g.side else float("nan"),
@@ -575,6 +581,7 @@ def _aggregate(rows: list[FusionRow]) -> list[FusionRow]:
         ):
             setattr(a, attr, getattr(a, attr) + getattr(r, attr))
         a.bytes_complete = a.bytes_complete and r.bytes_complete
+        a.saved_unknown = a.saved_unknown or r.saved_unknown
     return sorted(out.values(), key=lambda r: -(r.bytes_avoided_per_step if finite(r.bytes_avoided_per_step) else -1))
 
 

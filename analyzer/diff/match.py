@@ -97,6 +97,7 @@ class Group:
     side: list[int] = field(default_factory=list)  # base memsets / helper kernels of replaced op calls
     intermediates: list[Intermediate] = field(default_factory=list)
     bytes_complete: bool = True  # False when a member's tensors are unknown: bytes avoided is then a lower bound
+    saved_unknown: bool = False  # the backward may re-read an avoided tensor, how often unknown (analyzer.diff.saved)
     edges: list | None = None  # (producer, consumer, tensor) known from the group's structure (an attention chain)
 
     @property

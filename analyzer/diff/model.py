@@ -113,6 +113,7 @@ class FusionRow:
     pattern: str = ""  # what the group computes: 'attention (…)', 'RMSNorm', 'RoPE', 'GEGLU gating', … or ''
     phase: str = "forward"  # forward | backward | optimizer: where in a training step its replaced kernels ran
     bytes_note: str = ""  # how bytes_avoided_per_step adds up, tensor by tensor
+    saved_unknown: bool = False  # a lower bound because the backward may re-read an avoided tensor (diff.saved)
     # PREDICTED DRAM traffic (analyzer.dram, in sequence) of the replaced kernels and of the replacing kernel(s)
     base_dram_bytes_per_step: float = float("nan")
     candidate_dram_bytes_per_step: float = float("nan")

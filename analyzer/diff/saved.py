@@ -75,7 +75,7 @@ def _node_reads(b_rows: list, r: int, kernels: list[int], found: list, group_of:
             continue  # the node's kernels still run (or fused with the forward): no read avoided across groups
         readers = _readers(fwd, it.tensor, is_out, reads, saved)
         if readers is None:
-            g.bytes_complete = False  # the node may read the tensor, and which of its reads it is cannot be told
+            g.bytes_complete, g.saved_unknown = False, True  # the node may read it: how often cannot be told
             continue
         if not readers or not all(q in group_of and group_of[q] is not g for q in readers):
             continue  # not read; or a reader of the tensors of its size still runs: the candidate still writes them
