@@ -363,9 +363,16 @@ def fusion_card(f) -> None:
             for i in f.intermediates:
                 shape = i.get("matrix") or "×".join(str(x) for x in i["shape"])
                 reads = int(i.get("reads") or 1)
+                shared = i.get("shared_operand")  # a GEMM merge's operand: read, never written
+                what = "operand" if shared else "intermediate"
+                src = (
+                    ""
+                    if shared
+                    else f"written by {ui.esc(short_name(i.get('producer_op') or i.get('producer'), 60))}, "
+                )
                 st.markdown(
-                    f"- intermediate **{ui.esc(shape)} {ui.esc(i['dtype'])}**, {ui.fmt_bytes(i['bytes'])}: written by "
-                    f"{ui.esc(short_name(i.get('producer_op') or i.get('producer'), 60))}, "
+                    f"- {what} **{ui.esc(shape)} "
+                    f"{ui.esc(i['dtype'])}**, {ui.fmt_bytes(i['bytes'])}: {src}"
                     f"{traffic_text({**i, 'reads': reads}).removeprefix('written once, ')} → "
                     f"{ui.fmt_bytes(i['round_trip_bytes'])} of HBM traffic no longer made"
                 )

@@ -57,6 +57,7 @@ RECORD_FIELDS = (
     "context",
     "node",
     "formula_node",
+    "autograd_seq",
     "key",
     "dims",
     "attn",
@@ -320,6 +321,7 @@ def _annotate(rows: pd.DataFrame, trace) -> None:
     rows["context"] = _enclosing_ranges(rows, trace)
     rows["node"] = _autograd_nodes(rows, trace)
     rows["formula_node"] = _formula_nodes(rows["node"].tolist(), trace)
+    rows["autograd_seq"] = _autograd_seqs(rows, trace)
 
 
 def _concat_dtypes(ios: list, lookback: int = 8) -> list:
@@ -482,6 +484,26 @@ def _formula_nodes(nodes: list[int], trace) -> list[int]:
     names_of = cpu["name"].reindex(sorted(known)).astype(str)
     formula = {n for n, text in names_of.items() if names.is_formula_node(text)}
     return [n if n in formula else -1 for n in nodes]
+
+
+def _autograd_seqs(rows: pd.DataFrame, trace) -> list[int]:
+    """Each row's autograd sequence number (-1: none): its forward op's for a kernel outside the backward, its
+    formula node's for a kernel of one (MulBackward0 carries the sequence number of the aten::mul it
+    differentiates), so a backward kernel finds the forward op whose saved tensors it reads (analyzer.diff.saved)."""
+    cpu = trace.cpu_ops
+    out = np.full(len(rows), -1, dtype=np.int64)
+    if cpu is None or len(cpu) == 0 or "sequence_number" not in cpu:
+        return out.tolist()
+    if not cpu.index.is_unique:
+        cpu = cpu[~cpu.index.duplicated()]
+    seq = cpu["sequence_number"].to_numpy(dtype=np.int64)
+    node = rows["formula_node"].to_numpy(dtype=np.int64)
+    own = rows["op_index"].to_numpy(dtype=np.int64)
+    key = np.where(node >= 0, node, np.where(rows["node"].to_numpy(dtype=np.int64) < 0, own, -1))
+    at = cpu.index.get_indexer(key)
+    got = (key >= 0) & (at >= 0)
+    out[got] = seq[at[got]]
+    return out.tolist()
 
 
 def _enclosing_ranges(rows: pd.DataFrame, trace) -> list[tuple[str, ...]]:

@@ -359,8 +359,13 @@ def _grouping_notes(
             f" removed in {cseq.label}: these runs may not run the same model or shapes, so fusion groups and bytes"
             " avoided are unreliable (the unexplained kernels are listed)"
         )
-    if any(not f.bytes_complete for f in fusions):
+    if any(not f.bytes_complete and not f.saved_unknown for f in fusions):
         notes.append("some fusion groups have kernels without recorded shapes: their bytes avoided are lower bounds")
+    if any(f.saved_unknown for f in fusions):
+        notes.append(
+            "some fusion groups avoid writing a tensor the backward may read again through a derivative formula the"
+            " diff does not follow (pow, a norm's): their bytes avoided are lower bounds"
+        )
     return notes
 
 
@@ -450,6 +455,7 @@ def _group_row(g: Group, b_rows: list, c_rows: list, b_dram=None, c_dram=None) -
         evidence=[f"{short_name(b_rows[m].name)}: {g.evidence.get(m, '')}" for m in g.members],
         pattern=_group_pattern(g, members, ops, attention),
         bytes_note=_bytes_note(g, attention),
+        saved_unknown=g.saved_unknown,
         base_dram_bytes_per_step=_dram_sum(b_dram, [*g.members, *g.side]),
         candidate_dram_bytes_per_step=_dram_sum(c_dram, g.fused),
         base_kernel_gbps=float(members[0].kernel_gbps) if len(members) == 1 and not g.side else float("nan"),
@@ -477,7 +483,7 @@ def _intermediate_rows(g: Group, b_rows: list) -> list[dict]:
             "matrix": t.matrix(),
             "dtype": t.dtype,
             "bytes": t.nbytes,
-            "reads": len(it.consumers),
+            "reads": len(it.consumers) + len(it.other_reads),
             "round_trip_bytes": it.round_trip_bytes,
             "producer": b_rows[it.producer].name,
             "producer_op": b_rows[it.producer].op_name,
@@ -485,6 +491,10 @@ def _intermediate_rows(g: Group, b_rows: list) -> list[dict]:
         }
         if it.still_written:  # the fused kernel saves it: its write is not avoided (only then in the row)
             row["still_written"] = True
+        if it.other_reads:  # read again by a replaced kernel of another group (the backward: analyzer.diff.saved)
+            row["readers_in_other_groups"] = [b_rows[x].name for x in it.other_reads]
+        if it.shared_operand:  # a GEMM merge's shared operand: reads = re-reads avoided; producer: its first reader
+            row["shared_operand"] = True
         inter.append(row)
     return inter
 
@@ -521,11 +531,19 @@ def _bytes_note(g: Group, attention: bool) -> str:
     kinds: dict[tuple, list] = {}
     for it in g.intermediates:
         t = it.tensor
-        kinds.setdefault((t.numel, t.dtype, len(it.consumers), it.still_written), []).append(t)
+        key = (t.numel, t.dtype, len(it.consumers), it.still_written, len(it.other_reads), it.shared_operand)
+        kinds.setdefault(key, []).append(t)
     parts = []
-    for (_, dtype, reads, kept), ts in kinds.items():
+    for (_, dtype, reads, kept, other, shared), ts in kinds.items():
         rd = f"{reads} read{'s' if reads > 1 else ''}"
-        rw = f"({rd}; its write kept: the fused kernel saves it)" if kept else f"(1 write + {rd})"
+        if other:
+            rd += f" + {other} read{'s' if other > 1 else ''} in another group"
+        if shared:
+            rw = f"({reads} re-read{'s' if reads > 1 else ''}: the merged GEMMs' shared operand, read once, not {reads + 1}×)"
+        elif kept:
+            rw = f"({rd}; its write kept: the fused kernel saves it)"
+        else:
+            rw = f"(1 write + {rd})"
         shapes = "/".join(dict.fromkeys(shape_text(t.shape) for t in sorted(ts, key=lambda t: -len(t.shape))))
         parts.append(f"{len(ts)} × {shapes} {dtype} {ts[0].nbytes:,.0f} B × {rw}")
     total = f" = {g.bytes_avoided:,.0f} B" + ("" if g.bytes_complete else " (at least)")
@@ -563,6 +581,7 @@ def _aggregate(rows: list[FusionRow]) -> list[FusionRow]:
         ):
             setattr(a, attr, getattr(a, attr) + getattr(r, attr))
         a.bytes_complete = a.bytes_complete and r.bytes_complete
+        a.saved_unknown = a.saved_unknown or r.saved_unknown
     return sorted(out.values(), key=lambda r: -(r.bytes_avoided_per_step if finite(r.bytes_avoided_per_step) else -1))
 
 

@@ -43,7 +43,8 @@ from analyzer.diff.attention import attention_chains, backward_chains, moves_sco
 from analyzer.diff.blocks import lis
 from analyzer.diff.bounds import fused_problems, problem_at, prologues
 from analyzer.diff.flow import FLOW_LOOKBACK, SIDE_ROLES, feeds, flow_edges
-from analyzer.diff.merge import claim_gemm_merges
+from analyzer.diff.merge import claim_gemm_merges, merged_operand
+from analyzer.diff.saved import count_saved_reads
 from analyzer.fmt import short_name
 from analyzer.opinfo import names
 from analyzer.opinfo.classify import gemm_capacity, name_facts
@@ -72,6 +73,10 @@ class Intermediate:
     producer: int  # base position
     consumers: list[int]  # base positions reading it inside the group
     still_written: bool = False  # the fused kernel writes it too (a GEMM output it saves): only the reads avoided
+    # base positions in other groups reading it again (a saved tensor the backward re-reads: analyzer.diff.saved)
+    other_reads: list[int] = field(default_factory=list)
+    # a GEMM merge's shared operand (analyzer.diff.merge): no write; consumers are the merged GEMMs' re-reads of it
+    shared_operand: bool = False
 
     @property
     def nbytes(self) -> float:
@@ -79,7 +84,8 @@ class Intermediate:
 
     @property
     def round_trip_bytes(self) -> float:
-        return self.tensor.nbytes * ((0 if self.still_written else 1) + len(self.consumers))
+        write = 0 if self.still_written or self.shared_operand else 1
+        return self.tensor.nbytes * (write + len(self.consumers) + len(self.other_reads))
 
 
 @dataclass
@@ -91,6 +97,7 @@ class Group:
     side: list[int] = field(default_factory=list)  # base memsets / helper kernels of replaced op calls
     intermediates: list[Intermediate] = field(default_factory=list)
     bytes_complete: bool = True  # False when a member's tensors are unknown: bytes avoided is then a lower bound
+    saved_unknown: bool = False  # the backward may re-read an avoided tensor, how often unknown (analyzer.diff.saved)
     edges: list | None = None  # (producer, consumer, tensor) known from the group's structure (an attention chain)
 
     @property
@@ -155,6 +162,7 @@ def group_kernels(base: RunSeq, cand: RunSeq, al: Alignment) -> GroupResult:
     for g in groups:
         g.kind = "fusion" if len(g.members) > 1 else "swap"
         _intermediates(g, b_rows, c_rows)
+    count_saved_reads(groups, b_rows)
     return GroupResult(
         groups=sorted(groups + choices, key=lambda g: g.fused[0]),
         unmatched_b=[i for i in st.left_b if i not in st.claim],
@@ -767,9 +775,17 @@ def _intermediates(g: Group, b_rows: list, c_rows: list) -> None:
     for p, cpos, t in edges:
         by_p.setdefault(p, Intermediate(t, p, [], saves and bool(b_rows[p].is_gemm))).consumers.append(cpos)
     g.intermediates = [by_p[p] for p in sorted(by_p)]
-    # every member's tensors known; an output of unknown dtype (a cat over a TensorList) is fine once every
+    shared = merged_operand(g, b_rows)  # a GEMM merge reads its shared operand once: the other reads avoided
+    if shared is not None:
+        g.intermediates.append(Intermediate(shared[0], g.members[0], shared[1], shared_operand=True))
+    # the tensors that could pass inside the group known: every member's output but the last's (nothing in the group
+    # runs after it to read it: an Inductor kernel ending the group, whose args do not say which it wrote) and every
+    # member's inputs but the first's. An output of unknown dtype (a cat over a TensorList) is fine once every
     # intermediate it passes on took its reader's dtype (the finite check below)
-    known = all(b_rows[m].io.inputs and b_rows[m].io.output is not None for m in g.members)
+    known = all(
+        (b_rows[m].io.inputs or k == 0) and (b_rows[m].io.output is not None or k == len(g.members) - 1)
+        for k, m in enumerate(g.members)
+    )
     # one kernel replaced by one kernel: no tensor passes between replaced kernels, 0 bytes avoided by the rule
     g.bytes_complete = len(g.members) == 1 or (bool(known) and all(not math.isnan(i.nbytes) for i in g.intermediates))
 

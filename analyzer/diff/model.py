@@ -99,7 +99,8 @@ class FusionRow:
     ops: list[str]  # canonical ops the replaced kernels computed
     count_per_step: int
     # shape, matrix, dtype, bytes (one tensor), reads, round_trip_bytes, producer, readers (+ still_written: True
-    # where the fused kernel writes it too: traffic_text)
+    # where the fused kernel writes it too; readers_in_other_groups: a saved tensor the backward reads again;
+    # shared_operand: True for a GEMM merge's shared operand, reads = re-reads avoided: traffic_text)
     intermediates: list[dict]
     bytes_avoided_per_step: float
     bytes_complete: bool
@@ -112,6 +113,7 @@ class FusionRow:
     pattern: str = ""  # what the group computes: 'attention (…)', 'RMSNorm', 'RoPE', 'GEGLU gating', … or ''
     phase: str = "forward"  # forward | backward | optimizer: where in a training step its replaced kernels ran
     bytes_note: str = ""  # how bytes_avoided_per_step adds up, tensor by tensor
+    saved_unknown: bool = False  # a lower bound because the backward may re-read an avoided tensor (diff.saved)
     # PREDICTED DRAM traffic (analyzer.dram, in sequence) of the replaced kernels and of the replacing kernel(s)
     base_dram_bytes_per_step: float = float("nan")
     candidate_dram_bytes_per_step: float = float("nan")

@@ -259,9 +259,13 @@ def traffic_text(i: dict) -> str:
     """How a fusion's intermediate (a FusionRow.intermediates row) moved through HBM in the baseline, in the words
     every surface uses: 'written once, read 2×', or for a tensor the fused kernel still writes (it saves it for the
     backward): 'read 1×, its write kept: the fused kernel saves it'."""
+    if i.get("shared_operand"):
+        return f"the merged GEMMs' shared operand: read once, not {i['reads'] + 1}×"
+    other = len(i.get("readers_in_other_groups") or ())
+    where = f" ({other} in another group)" if other else ""
     if i.get("still_written"):
-        return f"read {i['reads']}×, its write kept: the fused kernel saves it"
-    return f"written once, read {i['reads']}×"
+        return f"read {i['reads']}×{where}, its write kept: the fused kernel saves it"
+    return f"written once, read {i['reads']}×{where}"
 
 
 def _fusion_group_lines(f) -> list[str]:

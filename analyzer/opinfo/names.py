@@ -378,6 +378,22 @@ def word_ops(text: str | None) -> tuple[str, ...]:
     return tuple(ops)
 
 
+# What an aten op's derivative formula (derivatives.yaml) reads of its forward call besides the gradient, one kernel
+# per gradient it computes: 'inputs' (mul: grad·other, grad·self; gelu / silu: gelu_backward(grad, self); mm / bmm:
+# grad·mat2ᵀ, selfᵀ·grad), 'output' (softmax: _softmax_backward_data(grad, output); tanh, sigmoid), 'nothing' (add,
+# sub, a copy or cast: the gradient alone; each kernel that reads a tensor of the output's size beside the
+# gradient reads the output). analyzer.diff.saved reads it to follow a saved tensor from the forward
+# into the backward; an op not listed (pow, div, a norm) reads what the table cannot say.
+FORMULA_READS = {
+    **dict.fromkeys(["mul", "gelu", "silu", "mm", "bmm"], "inputs"),
+    **dict.fromkeys(["_softmax", "_log_softmax", "softmax", "log_softmax", "tanh", "sigmoid"], "output"),
+    # nll_loss_backward reads the target alone (the input only for its size)
+    **dict.fromkeys(
+        ["add", "sub", "neg", "_to_copy", "to", "copy_", "clone", "contiguous", "nll_loss_forward"], "nothing"
+    ),
+}
+
+
 _FORMULA_NODE = re.compile(r"(?:^|[\s:])[A-Z][A-Za-z0-9]*Backward\d+$")
 
 

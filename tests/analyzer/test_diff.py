@@ -215,19 +215,22 @@ def test_swiglu_fp16():
 
 @pytest.mark.parametrize("variant", ["compile", "liger"])
 def test_training_step_forward_and_backward_fusions(variant):
-    """Forward gelu·mul and backward mul, mul, gelu_backward each become one kernel. Forward avoids gelu's output;
-    backward avoids grad(gelu out) (mul -> gelu_backward). The two muls of MulBackward0 are siblings, and
-    gelu_backward's second input is the activation saved in the forward pass: neither is an intermediate."""
+    """Forward gelu·mul and backward mul, mul, gelu_backward each become one kernel. Forward avoids gelu's output
+    (written, read by the mul, and read again by the backward's grad·self, which the fused backward kernel no longer
+    does: it recomputes gelu); backward avoids grad(gelu out) (mul -> gelu_backward). The two muls of MulBackward0
+    are siblings, and gelu_backward's second input is the activation saved in the forward pass: neither is an
+    intermediate."""
     base = sample_summary("geglu_train_bf16", "eager")
     cd = diff_runs(base, [sample_summary("geglu_train_bf16", variant)]).candidates[0]
     assert cd.kernels_per_step == [20, 17]
-    assert cd.hbm_bytes_avoided_per_step == 2 * HF_AVOIDED == 201_326_592
+    t = INTERMEDIATE_8192x3072_BF16
+    assert cd.hbm_bytes_avoided_per_step == 3 * t + 2 * t == 251_658_240
     assert len(cd.fusions) == 2
     by_n = sorted(cd.fusions, key=lambda f: len(f.replaces))
     assert by_n[0].replaced_ops == ["aten::gelu", "aten::mul"]
     assert by_n[1].replaced_ops == ["aten::mul", "aten::mul", "aten::gelu_backward"]
+    assert [f.bytes_avoided_per_step for f in by_n] == [3 * t, 2 * t]  # forward: 1 write + 2 reads; backward: 1 + 1
     for f in cd.fusions:
-        assert f.bytes_avoided_per_step == HF_AVOIDED
         assert len(f.intermediates) == 1
     assert cd.unmatched_base == [] and cd.unmatched_candidate == []
 
