@@ -32,9 +32,13 @@ def header(ns) -> dict:
         "train": ns.train,
         **(
             {
-                "train_step": "y = variant(x); loss = y.float().square().mean(); loss.backward(); grads cleared. x needs"
-                " no gradient (a first layer's step: the backward runs no dX GEMM; `python -m kernels.bench --train`"
-                " times the step with dX)"
+                "train_step": "y = variant(x); loss = y.float().square().mean(); loss.backward(); grads cleared. "
+                + (
+                    "x needs its gradient (--input-grad: the backward runs dX, as in any layer of a model but the first)"
+                    if getattr(ns, "input_grad", False)
+                    else "x needs no gradient (a first layer's step: the backward runs no dX GEMM; --input-grad and"
+                    " `python -m kernels.bench --train` time the step with dX)"
+                )
             }
             if ns.train and ns.workload not in MODEL_WORKLOADS
             else {}

@@ -137,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--train", action="store_true", help="record a forward+backward training step")
     p.add_argument(
+        "--input-grad",
+        action="store_true",
+        help="with --train, for an MLP or a layer: the input needs its gradient, so the backward runs dX as in any"
+        " layer of a model but the first (default: a first layer's step, no dX)",
+    )
+    p.add_argument(
         "--measure-roofs",
         action="store_true",
         help="also measure this GPU's copy bandwidth and bf16 matmul ceiling (kernels.runner.roofs, ~10 s) into the "
@@ -264,6 +270,10 @@ def validate(ns: argparse.Namespace) -> list[str]:
     if ns.dtype not in DTYPE_BYTES:
         raise BadArgs(f"unknown dtype {ns.dtype!r}; choose one of {', '.join(DTYPE_BYTES)}")
     _fill_defaults(ns)
+    if getattr(ns, "input_grad", False) and not ns.train:
+        raise BadArgs("--input-grad applies to a training step: add --train")
+    if getattr(ns, "input_grad", False) and ns.workload in MODEL_WORKLOADS:
+        raise BadArgs("--input-grad applies to an MLP or a decoder layer; a whole model's input is token ids")
     variants = _variants(ns)
     _check_sizes(ns)
     if ns.measure_bytes not in (None, "all"):

@@ -28,6 +28,7 @@ def step_fn(fn, x, model, train: bool, name: str = ""):
     if train:
         # a decoder-layer variant runs its own copy of the weights (kernels.models.layer.variant_copy)
         params = list(fn.parameters()) if hasattr(fn, "parameters") else list(model.parameters())
+        params += [x] if x.requires_grad else []  # --input-grad: dX computed, then cleared like the weights' grads
 
         def step():
             y = fn(x)
@@ -238,4 +239,5 @@ def make_workload(ns, device: str = "cuda"):
         model = build_layer(ns.workload, dtype, device, batch=ns.batch, seq=ns.seq, shape=shape)
     else:
         model = build_model(ns.workload, ns.d_model, ns.hidden, dtype, device)
-    return model, make_input(ns.batch, ns.seq, ns.d_model, dtype, device)
+    x = make_input(ns.batch, ns.seq, ns.d_model, dtype, device)
+    return model, x.requires_grad_(bool(getattr(ns, "input_grad", False)))

@@ -38,6 +38,8 @@ def _run(argv, capsys):
         (["--rounds", "0"], "--rounds must be between 1 and 50"),
         (["--steps-per-turn", "99"], "--steps-per-turn must be between 1 and 20"),
         (["--lock-clocks", "99999"], "--lock-clocks must be a clock in MHz"),
+        (["--input-grad"], "--input-grad applies to a training step"),
+        (["--workload", "llama-model", "--train", "--input-grad"], "a whole model's input is token ids"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(argv, needle, capsys, tmp_path):
@@ -110,21 +112,25 @@ def test_sample_traces_index_is_consistent():
     assert total < 40 * 2**20
 
 
-def test_the_runner_training_step_is_a_first_layers_step():
+@pytest.mark.parametrize("input_grad", [False, True])
+def test_the_runner_training_step_fills_and_clears_the_gradients(input_grad, tmp_path):
     """The manifest's train_step says what record.step_fn runs for an MLP: the loss's backward fills every weight's
-    gradient and clears it after the step, and x (needing no gradient) gets none: no dX GEMMs in the trace."""
-    import torch
+    gradient and clears it after the step; x gets a gradient (dX computed, then cleared) only with --input-grad, as
+    record.make_workload sets it up."""
+    from kernels.runner import manifest, record
 
-    from kernels.models.workloads import build_model, make_input
-    from kernels.runner import record
-
-    model = build_model("swiglu", 16, 40, torch.float32, "cpu").train()
-    x = make_input(1, 8, 16, torch.float32, "cpu")
+    argv = ["--workload", "swiglu", "--dtype", "fp32", "--batch", "1", "--seq", "8", "--d-model", "16"]
+    argv += ["--hidden", "40", "--train", "--out", str(tmp_path / "o"), *(["--input-grad"] if input_grad else [])]
+    ns = options.build_parser().parse_args(argv)
+    options.validate(ns)
+    model, x = record.make_workload(ns, device="cpu")
     seen = []
-    hooks = [p.register_hook(lambda g: seen.append(g.shape) or g) for p in model.parameters()]
-    record.step_fn(model, x, model, train=True)()
-    for h in hooks:
-        h.remove()
-    assert not x.requires_grad and x.grad is None
-    assert len(seen) == len(list(model.parameters()))
+    watched = [*model.parameters(), *([x] if input_grad else [])]
+    hooks = [t.register_hook(lambda g, seen=seen: seen.append(tuple(g.shape)) or g) for t in watched]
+    record.step_fn(model, x, model.train(), train=True)()
+    for hk in hooks:
+        hk.remove()
+    assert x.requires_grad is input_grad and x.grad is None
+    assert len(seen) == len(watched) and (tuple(x.shape) in seen) is input_grad
     assert all(p.grad is None for p in model.parameters())
+    assert ("x needs its gradient" in manifest.header(ns)["train_step"]) is input_grad
