@@ -31,25 +31,45 @@ from kernels.ops.activations import epilogue_act_id
 from kernels.ops.triton_util import timed_both_ways
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+ACTS = {"geglu": "gelu_tanh", "swiglu": "silu", "plain": "gelu"}  # a training row's workload -> its activation
 
 
 def _time(calls: dict) -> dict:
     return {k: round(v, 1) for k, v in timed_both_ways(calls, n_iter=60).items()}
 
 
-def _dh_calls(m: int, d: int, h: int, activation: str, dt) -> dict:
+def _dh_operands(m: int, d: int, h: int, activation: str, dt) -> tuple:
+    """(dY, W_down, saved, grad id, gated): random dH operands, saved = [g | u] (gated) or pre."""
     gated = activation in mlp_backward.GATED_GRADS
     dy = torch.randn(m, d, device="cuda", dtype=dt)
     w_down = torch.randn(d, h, device="cuda", dtype=dt) * d**-0.5
     saved = torch.randn(m, 2 * h if gated else h, device="cuda", dtype=dt)
+    return dy, w_down, saved, mlp_backward.GRAD_IDS[activation], gated
+
+
+def _dh_candidates(dy, w_down, saved, activation: str, configs) -> dict:
+    """{name: call} over `saved` in place: cuBLAS's bare GEMM, the tuned Triton dH kernel and each Gluon config."""
+    gid, gated = mlp_backward.GRAD_IDS[activation], activation in mlp_backward.GATED_GRADS
     halves = mlp_backward._halves(saved, w_down, activation)
-    gid = mlp_backward.GRAD_IDS[activation]
-    mlp_backward.fused_dh_grad(dy, w_down, saved.clone(), activation, scratch=True)  # tuned before timing
-    return {
+    calls = {
         "cublas_mm": lambda: dy @ w_down,
         "triton": lambda: mlp_backward.fused_dh_grad(dy, w_down, saved, activation, scratch=True),
-        "ws": lambda: ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated),
-        "ws128": lambda: ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *ws_dh.WIDE_CONFIGS[0]),
+    }
+    for cfg in configs:
+        calls[str(cfg)] = lambda cfg=cfg: ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *cfg)
+    return calls
+
+
+def _dh_calls(m: int, d: int, h: int, activation: str, dt) -> dict:
+    dy, w_down, saved, _gid, _gated = _dh_operands(m, d, h, activation, dt)
+    mlp_backward.fused_dh_grad(dy, w_down, saved.clone(), activation, scratch=True)  # tuned before timing
+    ws, ws128 = (ws_dh.BM, ws_dh.STAGES, ws_dh.GROUP_M), ws_dh.WIDE_CONFIGS[0]  # the defaults; the first 128-row
+    calls = _dh_candidates(dy, w_down, saved, activation, [ws, ws128])
+    return {
+        "cublas_mm": calls["cublas_mm"],
+        "triton": calls["triton"],
+        "ws": calls[str(ws)],
+        "ws128": calls[str(ws128)],
     }
 
 
@@ -71,24 +91,16 @@ def _save_calls(m: int, d: int, h: int, activation: str, dt) -> dict:
 
 def dh_configs_rows(n_iter: int = 40) -> list[dict]:
     """Every Gluon dH config at each training row's dH shape (bf16 rows and TinyLlama's fp16 one)."""
-    acts = {"geglu": "gelu_tanh", "swiglu": "silu", "plain": "gelu"}
     rows = []
     for rid, label, workload, dname, m, d, h in TRAIN_ROWS:
         if dname != "bf16" and rid != "tinyllama-fp16":
             continue
-        act, dt = acts[workload], DTYPES[dname]
-        gated = act in mlp_backward.GATED_GRADS
-        dy = torch.randn(m, d, device="cuda", dtype=dt)
-        w_down = torch.randn(d, h, device="cuda", dtype=dt) * d**-0.5
-        saved = torch.randn(m, 2 * h if gated else h, device="cuda", dtype=dt)
-        gid = mlp_backward.GRAD_IDS[act]
+        act = ACTS[workload]
+        dy, w_down, saved, gid, gated = _dh_operands(m, d, h, act, DTYPES[dname])
         ref = saved.clone()
         mlp_backward.fused_dh_grad(dy, w_down, ref, act)
-        calls = {
-            "cublas_mm": lambda dy=dy, w=w_down: dy @ w,
-            "triton": lambda dy=dy, w=w_down, s=saved, act=act: mlp_backward.fused_dh_grad(dy, w, s, act, scratch=True),
-        }
         diff: dict = {}
+        ran = []
         for cfg in mlp_backward.dh_configs(d):
             out = saved.clone()
             try:
@@ -97,10 +109,8 @@ def dh_configs_rows(n_iter: int = 40) -> list[dict]:
                 diff[str(cfg)] = f"{type(exc).__name__}: {str(exc)[:160]}"
                 continue
             diff[str(cfg)] = float((out.float() - ref.float()).norm() / ref.float().norm())
-            halves = mlp_backward._halves(saved, w_down, act)
-            calls[str(cfg)] = lambda cfg=cfg, halves=halves, dy=dy, w=w_down, gid=gid, gated=gated: ws_dh.ws_dh_grad(
-                dy, w, *halves, gid, gated, *cfg
-            )
+            ran.append(cfg)
+        calls = _dh_candidates(dy, w_down, saved, act, ran)
         us = {k: round(v, 1) for k, v in timed_both_ways(calls, n_iter=n_iter).items()}
         rows.append({"row": label, "dtype": dname, "m": m, "d": d, "h": h, "us": us, "rel_vs_triton": diff})
         print(json.dumps(rows[-1]), flush=True)
@@ -118,20 +128,9 @@ def ncu_row(rid: str) -> int:
         print(f"error: unknown row {rid!r}; expected one of {', '.join(r[0] for r in TRAIN_ROWS)}", file=sys.stderr)
         return 2
     _rid, _label, workload, dname, m, d, h = row
-    act = {"geglu": "gelu_tanh", "swiglu": "silu", "plain": "gelu"}[workload]
-    dt = DTYPES[dname]
-    gated = act in mlp_backward.GATED_GRADS
-    dy = torch.randn(m, d, device="cuda", dtype=dt)
-    w_down = torch.randn(d, h, device="cuda", dtype=dt) * d**-0.5
-    saved = torch.randn(m, 2 * h if gated else h, device="cuda", dtype=dt)
-    halves = mlp_backward._halves(saved, w_down, act)
-    gid = mlp_backward.GRAD_IDS[act]
-    calls = {
-        "cublas_mm": lambda: dy @ w_down,
-        "triton": lambda: mlp_backward.fused_dh_grad(dy, w_down, saved, act, scratch=True),
-    }
-    for cfg in mlp_backward.dh_configs(d):
-        calls[str(cfg)] = lambda cfg=cfg: ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *cfg)
+    act = ACTS[workload]
+    dy, w_down, saved, _gid, _gated = _dh_operands(m, d, h, act, DTYPES[dname])
+    calls = _dh_candidates(dy, w_down, saved, act, mlp_backward.dh_configs(d))
     for fn in calls.values():
         for _ in range(3):
             fn()
@@ -164,11 +163,10 @@ def main(argv=None) -> int:
     print(f"# {torch.cuda.get_device_name(0)}: µs per call, L2 flushed, mean of two passes' medians of 60 calls")
     print("| row | dtype | kernel | cuBLAS GEMM alone | Triton | Gluon ws | ws ÷ Triton | ws ÷ cuBLAS | Gluon ws128 |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
-    acts = {"geglu": "gelu_tanh", "swiglu": "silu", "plain": "gelu"}
     for _rid, label, workload, dname, m, d, h in TRAIN_ROWS:
         if dname not in a.dtypes.split(","):
             continue
-        act = acts[workload]
+        act = ACTS[workload]
         dt = DTYPES[dname]
         for kind, make in [("dH", _dh_calls)] + ([("save", _save_calls)] if act != "gelu" else []):
             try:
