@@ -504,8 +504,16 @@ def fuselens(c: Call) -> Estimate:
 # (the GEMM rule), so a kernel whose innermost op is one of these is ours: the forward's gating kernel (cuBLAS forward)
 # or its dual GEMM that also stores g and u, and the backward's dH GEMM with the activation backward in its epilogue.
 FUSELENS_TRAIN_OPS = frozenset(
-    ["fuselens::glu_mlp_train", "fuselens::glu_mlp_backward", "fuselens::gelu_mlp_train", "fuselens::gelu_mlp_backward"]
+    [
+        "fuselens::glu_mlp_train",
+        "fuselens::glu_mlp_backward",
+        "fuselens::glu_mlp_train_apart",
+        "fuselens::glu_dh_grad",
+        "fuselens::gelu_mlp_train",
+        "fuselens::gelu_mlp_backward",
+    ]
 )
+_GLU_FORWARDS = ("fuselens::glu_mlp_train", "fuselens::glu_mlp_train_apart")
 # A training op's forward runs inside an autograd.Function range of its own name (names.FUSELENS_TRAIN_WRAPPERS)
 _TRAIN_WRAPPERS = names.FUSELENS_TRAIN_WRAPPERS
 
@@ -519,8 +527,23 @@ def fuselens_train(c: Call) -> Estimate:
     gelu_mlp_backward(dy, x, pre [M, h], w1, w2 [d, h], act, need_dx), dH kernel: reads dY and W_down, reads the
       saved activations and writes their gradients over them; one GEMM M x h x d (the epilogue's work not counted).
       W_down is the third argument from the end: so also in traces of the older schema, which passed h after the
-      saved activations (glu: 9 arguments, gelu: 8)."""
+      saved activations (glu: 9 arguments, gelu: 8);
+    glu_dh_grad(dy [M, d], w_down [d, h], g [M, h], u [M, h], act) (g and u saved apart): the same kernel;
+    glu_mlp_train_apart: as glu_mlp_train."""
     op, args = _TRAIN_WRAPPERS.get(c.op, c.op), c.args
+    if op == "fuselens::glu_dh_grad":
+        dy, wd, g, u = (_arg(args, i) for i in range(4))
+        if any(t is None or len(t.shape) != 2 for t in (dy, wd, g, u)):
+            return unknown(f"{op}: expected dy [M, d], W_down [d, h], g and u [M, h]")
+        m, d, h = dy.shape[0], dy.shape[1], wd.shape[1]
+        total = dy.nbytes + wd.nbytes + 2 * (g.nbytes + u.nbytes)
+        what = (
+            f"dH GEMM M={m} N={h} K={d} {dy.short} + activation backward epilogue (dY + W_down + saved g, u "
+            f"{g.text()} read and their gradients written in place)"
+        )
+        return Estimate(
+            float(total), 2.0 * m * h * d, f"estimate: {what} from {op} input shapes", dtypes.peak_key(dy.dtype, c.name)
+        )
     if op.endswith("_backward"):
         dy, saved = _arg(args, 0), _arg(args, 2)
         wd = _arg(args, len(args) - 3) if len(args) >= 6 else None
@@ -536,7 +559,7 @@ def fuselens_train(c: Call) -> Estimate:
             float(total), 2.0 * m * h * d, f"estimate: {what} from {op} input shapes", dtypes.peak_key(dy.dtype, c.name)
         )
     x, wg, wu = _arg(args, 0), _arg(args, 1), _arg(args, 2)
-    if op != "fuselens::glu_mlp_train" or x is None or wg is None or wu is None or len(x.shape) != 2:
+    if op not in _GLU_FORWARDS or x is None or wg is None or wu is None or len(x.shape) != 2:
         return unknown(f"{op}: no kernel of its own expected here ({c.name})")
     m, d, h = x.shape[0], x.shape[1], wg.shape[0]
     mh = x.bytes_of(m * h)

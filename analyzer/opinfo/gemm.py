@@ -163,9 +163,16 @@ def gemm_problem(op_name: str | None, dims, types, strides=None) -> Gemm | None:
 #   fuselens::dual_gemm_glu(x [.., K], w_gate [N, K], w_up [N, K])       two GEMMs M x N x K
 #   fuselens::gemm_bias_act(x [.., K], w [N, K], bias?)                  one GEMM M x N x K
 #   fuselens::glu_mlp_train(x [M, d], w_gate [h, d], w_up, w_down)       its GEMM kernel: the dual GEMM, 2 x (M x h x d)
+#   fuselens::glu_mlp_train_apart                                         the same (g and u saved as two tensors)
 #   fuselens::glu_mlp_backward / gelu_mlp_backward(dy [M, d], …, w_down [d, h])  its GEMM kernel: dH = dY W_down,
 #       M x h x d (its other GEMMs are cuBLAS calls under aten ops of their own); W_down is the last tensor
-_FUSED_GEMMS = {"fuselens::dual_gemm_glu": 2, "fuselens::gemm_bias_act": 1, "fuselens::glu_mlp_train": 2}
+#   fuselens::glu_dh_grad(dy [M, d], w_down [d, h], g, u)                 that dH GEMM alone (the apart layout)
+_FUSED_GEMMS = {
+    "fuselens::dual_gemm_glu": 2,
+    "fuselens::gemm_bias_act": 1,
+    "fuselens::glu_mlp_train": 2,
+    "fuselens::glu_mlp_train_apart": 2,
+}
 
 
 def fused_gemm_problems(op_name: str | None, ts) -> tuple[tuple[int, int, int], ...] | None:
@@ -180,6 +187,11 @@ def fused_gemm_problems(op_name: str | None, ts) -> tuple[tuple[int, int, int], 
         return ((math.prod(x.shape[:-1]), w.shape[0], w.shape[1]),) * _FUSED_GEMMS[op]
     if op in ("fuselens::glu_mlp_backward", "fuselens::gelu_mlp_backward") and len(ts) >= 4:
         dy, wd = ts[0], ts[-1]
+        if len(dy.shape) != 2 or len(wd.shape) != 2 or wd.shape[0] != dy.shape[1]:
+            return None
+        return ((dy.shape[0], wd.shape[1], dy.shape[1]),)
+    if op == "fuselens::glu_dh_grad" and len(ts) >= 2:
+        dy, wd = ts[0], ts[1]
         if len(dy.shape) != 2 or len(wd.shape) != 2 or wd.shape[0] != dy.shape[1]:
             return None
         return ((dy.shape[0], wd.shape[1], dy.shape[1]),)

@@ -138,7 +138,8 @@ def op_base(op_name: str | None) -> str:
 # (GeneratedBackwardFor_<namespace>_<op>_<overload>, recording the op's tensor inputs, its str arguments dropped) is
 # the innermost op over the forward's kernels: the same op (kernels/models/train_ops.py).
 FUSELENS_TRAIN_WRAPPERS = {
-    f"GeneratedBackwardFor_fuselens_{n}_mlp_train_default": f"fuselens::{n}_mlp_train" for n in ("glu", "gelu")
+    f"GeneratedBackwardFor_fuselens_{n}_default": f"fuselens::{n}"
+    for n in ("glu_mlp_train", "glu_mlp_train_apart", "gelu_mlp_train")
 }
 
 

@@ -152,6 +152,8 @@ def bench_row(row, tf: dict, n_iter: int, input_grad: bool = True) -> dict:
     out["fuselens_epilogue"] = train_ops.EPILOGUE_RAN.get(
         (model.activation, dt, tokens, h)
     )  # "ws": the Gluon dH kernel ran, "tma": the Triton one, "torch": the fallback
+    if workload != "plain":  # where the gated op keeps g and u (train_ops.saves_apart: by the step's peak memory)
+        out["fuselens_saved"] = "g, u apart" if train_ops.saves_apart(tokens, d, h, input_grad) else "[g | u]"
     from kernels.ops import mlp_backward
 
     # the first-call measurements behind those choices ({"triton": us, "(rows, stages, group_m)": us, ...})
@@ -239,7 +241,8 @@ def to_markdown(res: dict) -> str:
             " / ".join(mem(n) for n in VARIANTS),
             f"{r['x_liger_peak_mem']:.2f}" if "x_liger_peak_mem" in r else "–",
             f"{err:.2e}" if err is not None else "–",
-            f"{r.get('fuselens_path')} (dH epilogue: {r.get('fuselens_epilogue')})",
+            f"{r.get('fuselens_path')} (dH epilogue: {r.get('fuselens_epilogue')}"
+            + (f"; saved {r['fuselens_saved']})" if r.get("fuselens_saved") else ")"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     if res.get("not_run"):

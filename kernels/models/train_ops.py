@@ -7,6 +7,10 @@ traces the forward op, the formula and the backward op as graph nodes) both see 
       y = h W_down^T, h = act(g) * u, gu = [g | u] = [x Wg^T | x Wu^T] ([M, 2h], saved for the backward)
   fuselens::glu_mlp_backward(Tensor dy, Tensor x, Tensor(a!) gu, Tensor w_gate, Tensor w_up, Tensor w_down,
                              str activation, bool need_dx) -> (Tensor dx, Tensor dw_gate, Tensor dw_up)
+  fuselens::glu_mlp_train_apart(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, str activation, str forward)
+      -> (Tensor y, Tensor g, Tensor u, Tensor h)          the same, g and u saved as two [M, h] tensors; its backward
+  fuselens::glu_dh_grad(Tensor dy, Tensor w_down, Tensor(a!) g, Tensor(b!) u, str activation) -> ()
+      is that op (g, u <- dg, du) between the registered formula's cuBLAS GEMMs, so du can be freed before dWg
   fuselens::gelu_mlp_train(Tensor x, Tensor w1, Tensor b1, Tensor w2, Tensor b2, str activation)
       -> (Tensor y, Tensor pre, Tensor h)        pre = x W1^T + b1, h = gelu(pre), y = h W2^T + b2
   fuselens::gelu_mlp_backward(Tensor dy, Tensor x, Tensor(a!) pre, Tensor w1, Tensor w2, str activation,
@@ -22,6 +26,16 @@ Liger's: saved x, gu, y and the three weight gradients. dH = dY W_down is never 
 epilogue of its GEMM (kernels.ops.mlp_backward) turns it into [dg | du] straight over gu (Liger also writes over its
 saved a and b), so the backward allocates no [M, h] gradient of h (eager and Liger do). Because gu is overwritten,
 a second backward through the same graph (retain_graph=True) is refused.
+
+Where g and u live (glu_mlp picks by `saves_apart`). Counting the backward's live tensors besides x, y, dY and the
+weights (alike for every variant), with dW_down ([d, h]) computed first and h ([M, h]) freed right after it:
+  joint, gu = [g | u] one [M, 2h] tensor: 3Mh + hd at the start (gu, h, dW_down); 2Mh + Md + 3hd at the end (gu,
+      dW_down, dX and the [2h, d] result of the one weight-gradient GEMM).
+  apart, two [M, h] tensors: dWu = du^T X, then du is freed, then dWg = dg^T X: the end is
+      max(2Mh + Md + 2hd, Mh + Md + 3hd), min(Mh, hd) below the joint end. That pays where the end is the peak,
+      Md + 2hd > Mh (Md only where x needs its gradient). Llama-2-7B (4096 x 4096 -> 11008, bf16) peaks at 494 MiB
+      joint, 408 apart (Liger: 462); HF GEGLU (8192 x 768 -> 3072) peaks at its start either way (160 MiB) and keeps
+      the one weight-gradient GEMM over gu.
 
 The forward, two ways (`forward`; the fuselens variant measures both, kernels.models.dispatch.choose_train):
   "cublas"  gate and up as two cuBLAS GEMMs writing the two halves of gu in place (mm's out= takes a row-strided
@@ -51,6 +65,11 @@ _LIB.define(
     " str activation, bool need_dx) -> (Tensor, Tensor, Tensor)"
 )
 _LIB.define(
+    "glu_mlp_train_apart(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, str activation, str forward)"
+    " -> (Tensor, Tensor, Tensor, Tensor)"
+)
+_LIB.define("glu_dh_grad(Tensor dy, Tensor w_down, Tensor(a!) g, Tensor(b!) u, str activation) -> ()")
+_LIB.define(
     "gelu_mlp_train(Tensor x, Tensor w1, Tensor b1, Tensor w2, Tensor b2, str activation) -> (Tensor, Tensor, Tensor)"
 )
 _LIB.define(
@@ -71,30 +90,60 @@ def _check(name: str, x: torch.Tensor, *ws: torch.Tensor) -> None:
             raise ValueError(f"fuselens::{name}: weights must match x's dtype and device ({x.dtype}, {x.device})")
 
 
-def glu_mlp_train_impl(x, w_gate, w_up, w_down, activation, forward):
-    _check("glu_mlp_train", x, w_gate, w_up, w_down)
+def saves_apart(tokens: int, d_model: int, hidden: int, need_dx: bool = True) -> bool:
+    """Whether the gated training op saves g and u as two tensors (module doc: where the joint [g | u]'s end of the
+    backward, [M, d] dX + [2h, d] weight gradient, outweighs the [M, h] h that is live at its start)."""
+    dx = tokens * d_model if need_dx else 0
+    return dx + 2 * hidden * d_model > tokens * hidden
+
+
+def _glu_forward(name, x, w_gate, w_up, w_down, activation, forward, apart):
+    """(y, saved, h): saved is gu = [g | u] or, `apart`, the pair (g, u)."""
+    _check(name, x, w_gate, w_up, w_down)
     if activation not in mlp_backward.GATED_GRADS:
-        raise ValueError(f"fuselens::glu_mlp_train: activation must be gelu_tanh or silu, got {activation!r}")
+        raise ValueError(f"fuselens::{name}: activation must be gelu_tanh or silu, got {activation!r}")
     x = x.contiguous()
     if forward == "dual":
         if not mlp_backward.save_applies(x, w_gate, w_up):
             raise ValueError(
-                "fuselens::glu_mlp_train: forward 'dual' needs the TMA dual GEMM (fp16/bf16, > 64 rows,"
+                f"fuselens::{name}: forward 'dual' needs the TMA dual GEMM (fp16/bf16, > 64 rows,"
                 " 16-byte rows, hidden a multiple of 8, sm_90+)"
             )
-        h, gu = mlp_backward.dual_gemm_save(x, w_gate, w_up, activation)
-        return torch.mm(h, w_down.t()), gu, h
+        h, saved = mlp_backward.dual_gemm_save(x, w_gate, w_up, activation, apart=apart)
+        return torch.mm(h, w_down.t()), saved, h
     if forward != "cublas":
-        raise ValueError(f"fuselens::glu_mlp_train: forward must be 'cublas' or 'dual', got {forward!r}")
+        raise ValueError(f"fuselens::{name}: forward must be 'cublas' or 'dual', got {forward!r}")
     n = w_gate.shape[0]
-    gu = x.new_empty((x.shape[0], 2 * n))
-    torch.mm(x, w_gate.t(), out=gu[:, :n])
-    torch.mm(x, w_up.t(), out=gu[:, n:])
-    if gu.is_cuda or interpreting():
-        h = fused_gating(gu[:, :n], gu[:, n:], activation)
+    if apart:
+        g, u = torch.mm(x, w_gate.t()), torch.mm(x, w_up.t())
+        saved = (g, u)
     else:
-        h = (TORCH_ACTS[activation](gu[:, :n].float()) * gu[:, n:].float()).to(x.dtype)
-    return torch.mm(h, w_down.t()), gu, h
+        saved = x.new_empty((x.shape[0], 2 * n))
+        g, u = saved[:, :n], saved[:, n:]
+        torch.mm(x, w_gate.t(), out=g)
+        torch.mm(x, w_up.t(), out=u)
+    if g.is_cuda or interpreting():
+        h = fused_gating(g, u, activation)
+    else:
+        h = (TORCH_ACTS[activation](g.float()) * u.float()).to(x.dtype)
+    return torch.mm(h, w_down.t()), saved, h
+
+
+def glu_mlp_train_impl(x, w_gate, w_up, w_down, activation, forward):
+    return _glu_forward("glu_mlp_train", x, w_gate, w_up, w_down, activation, forward, apart=False)
+
+
+def glu_mlp_train_apart_impl(x, w_gate, w_up, w_down, activation, forward):
+    y, (g, u), h = _glu_forward("glu_mlp_train_apart", x, w_gate, w_up, w_down, activation, forward, apart=True)
+    return y, g, u, h
+
+
+def glu_dh_grad_impl(dy, w_down, g, u, activation):
+    """g, u <- dg, du in place (the apart layout's backward kernel; glu_mlp_backward_impl's first step)."""
+    dy = dy.contiguous()
+    EPILOGUE_RAN[(activation, dy.dtype, dy.shape[0], w_down.shape[1])] = mlp_backward.dh_grad(
+        dy, w_down, (g, u), activation
+    )
 
 
 def glu_mlp_backward_impl(dy, x, gu, w_gate, w_up, w_down, activation, need_dx):
@@ -134,6 +183,8 @@ def gelu_mlp_backward_impl(dy, x, pre, w1, w2, activation, need_dx):
 for _key in ("CUDA", "CPU"):
     _LIB.impl("glu_mlp_train", glu_mlp_train_impl, _key)
     _LIB.impl("glu_mlp_backward", glu_mlp_backward_impl, _key)
+    _LIB.impl("glu_mlp_train_apart", glu_mlp_train_apart_impl, _key)
+    _LIB.impl("glu_dh_grad", glu_dh_grad_impl, _key)
     _LIB.impl("gelu_mlp_train", gelu_mlp_train_impl, _key)
     _LIB.impl("gelu_mlp_backward", gelu_mlp_backward_impl, _key)
 
@@ -142,6 +193,17 @@ for _key in ("CUDA", "CPU"):
 def _(x, w_gate, w_up, w_down, activation, forward):
     m, n = x.shape[0], w_gate.shape[0]
     return x.new_empty((m, w_down.shape[0])), x.new_empty((m, 2 * n)), x.new_empty((m, n))
+
+
+@torch.library.register_fake("fuselens::glu_mlp_train_apart", lib=_LIB)
+def _(x, w_gate, w_up, w_down, activation, forward):
+    m, n = x.shape[0], w_gate.shape[0]
+    return x.new_empty((m, w_down.shape[0])), x.new_empty((m, n)), x.new_empty((m, n)), x.new_empty((m, n))
+
+
+@torch.library.register_fake("fuselens::glu_dh_grad", lib=_LIB)
+def _(dy, w_down, g, u, activation):
+    return None
 
 
 @torch.library.register_fake("fuselens::glu_mlp_backward", lib=_LIB)
@@ -190,6 +252,15 @@ def _setup_glu(ctx, inputs, output):
     _setup(ctx, inputs[:-1], output)  # inputs end with (activation, forward)
 
 
+def _setup_glu_apart(ctx, inputs, output):
+    x, w_gate, w_up, w_down, activation, _forward = inputs
+    y, g, u, h = output
+    _setup(ctx, (x, w_gate, w_up, w_down, activation), (y, g, h))
+    ctx.mark_non_differentiable(g, u, h)
+    # u, like h, is held outside save_for_backward so the backward can drop it (as du) before dWg allocates
+    ctx.u = [u]
+
+
 def _once(ctx) -> None:
     # the backward overwrites the saved gu / pre with their gradients (see the module docstring)
     if ctx.used:
@@ -217,6 +288,24 @@ def _glu_backward(ctx, dy, _dgu, _dh):
     return dx if need_dx else None, dwg, dwu, dwd, None, None
 
 
+def _glu_apart_backward(ctx, dy, _dg, _du, _dh):
+    _once(ctx)
+    if dy is None:
+        return None, None, None, None, None, None
+    x, g, w_gate, w_up, w_down = ctx.saved_tensors
+    u = ctx.u.pop()
+    dy = dy.contiguous()
+    dwd = _down_grads(ctx, dy)
+    torch.ops.fuselens.glu_dh_grad(dy, w_down, g, u, ctx.activation)  # g, u now hold dg, du
+    need_dx = ctx.needs_input_grad[0]
+    dx = torch.mm(u, w_up) if need_dx else None
+    dwu = torch.mm(u.t(), x)
+    del u  # du's last use: released before dWg allocates (module doc)
+    if need_dx:
+        dx.addmm_(g, w_gate)
+    return dx, torch.mm(g.t(), x), dwu, dwd, None, None
+
+
 def _gelu_backward(ctx, dy, _dpre, _dh):
     _once(ctx)
     if dy is None:
@@ -231,12 +320,19 @@ def _gelu_backward(ctx, dy, _dpre, _dh):
 
 
 torch.library.register_autograd("fuselens::glu_mlp_train", _glu_backward, setup_context=_setup_glu, lib=_LIB)
+torch.library.register_autograd(
+    "fuselens::glu_mlp_train_apart", _glu_apart_backward, setup_context=_setup_glu_apart, lib=_LIB
+)
 torch.library.register_autograd("fuselens::gelu_mlp_train", _gelu_backward, setup_context=_setup, lib=_LIB)
 
 
-def glu_mlp(x2d, w_gate, w_up, w_down, activation: str, forward: str = "cublas") -> torch.Tensor:
-    """The gated MLP's output through the training op (differentiable); forward "cublas" or "dual" (module doc)."""
-    return torch.ops.fuselens.glu_mlp_train(x2d, w_gate, w_up, w_down, activation, forward)[0]
+def glu_mlp(x2d, w_gate, w_up, w_down, activation: str, forward: str = "cublas", apart: bool | None = None):
+    """The gated MLP's output through the training op (differentiable); forward "cublas" or "dual", g and u saved
+    apart or as one [g | u] (None: by saves_apart; module doc)."""
+    if apart is None:
+        apart = saves_apart(x2d.shape[0], x2d.shape[1], w_gate.shape[0], x2d.requires_grad)
+    op = torch.ops.fuselens.glu_mlp_train_apart if apart else torch.ops.fuselens.glu_mlp_train
+    return op(x2d, w_gate, w_up, w_down, activation, forward)[0]
 
 
 def gelu_mlp(x2d, w1, b1, w2, b2) -> torch.Tensor:

@@ -1,13 +1,15 @@
 """The MLP backward's fused GEMM: dH = dY W_down (the gradient of the down projection's input) with the activation's
 backward in the epilogue, for the training ops in kernels.models.custom_ops (glu_mlp_train / gelu_mlp_train).
 
-Gated MLP (y = (act(g) * u) W_down^T, g = x Wg^T, u = x Wu^T), saved gu = [g | u] as one [M, 2h] tensor:
+Gated MLP (y = (act(g) * u) W_down^T, g = x Wg^T, u = x Wu^T), saved g and u ([M, h] each: the two halves of one
+[M, 2h] tensor gu = [g | u], or two tensors; kernels.models.train_ops chooses by peak memory):
     dH = dY W_down                       [M, h]   (never written: it lives in the accumulator)
     dg = dH * u * act'(g),  du = dH * act(g)      (the epilogue reads g, u and writes dg, du OVER them, in place)
 so the backward's elementwise pass (eager: 4-5 kernels; Liger: one kernel reading dH, g, u and writing dg, du) costs
 no HBM round trip of dH ([M, h]: 90 MB at Llama-2-7B's 4096 x 11008 bf16). The [M, 2h] result [dg | du] then gives
     dX = dg Wg + du Wu       (cuBLAS mm + addmm: the second accumulates, no separate add of two [M, d] products)
-    [dWg; dWu] = [dg | du]^T X      (ONE GEMM, its [2h, d] output split by rows into the two weight gradients)
+    [dWg; dWu] = [dg | du]^T X      (ONE GEMM over gu, its [2h, d] output split by rows into the two weight gradients;
+                                     two GEMMs where g and u are apart, du freed between them)
 Plain MLP (y = gelu(pre) W2^T + b2, pre = x W1^T + b1), saved pre:  dpre = (dY W2) * gelu'(pre), written over pre.
 
 Two kernels compute it: the Triton kernel here (the persistent TMA GEMM of kernels.ops.hopper_gemm with B read as
@@ -99,23 +101,25 @@ DH_CONFIGS = [
 _dh_tuned = Tuned(fuselens_mlp_bwd_dh_kernel, DH_CONFIGS, "mlp_bwd_dh_tma")
 
 
-def applies(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor) -> bool:
-    """The TMA kernel runs this backward: fp16/bf16, M > 64, 16-byte aligned rows of dY, W_down and the saved
-    activations (for [g | u] also the u half's start: hidden a multiple of 8), Hopper or the interpreter."""
-    h = w_down.shape[1]
-    if not hopper_gemm.usable(dy, w_down) or saved.dtype != dy.dtype or w_down.dtype != dy.dtype:
+def applies(dy: torch.Tensor, w_down: torch.Tensor, saved, activation: str) -> bool:
+    """The TMA kernel runs this backward: fp16/bf16, M > 64, 16-byte aligned rows of dY, W_down and each saved
+    activation (for [g | u] also the u half's start: hidden a multiple of 8), Hopper or the interpreter."""
+    if not hopper_gemm.usable(dy, w_down) or w_down.dtype != dy.dtype:
         return False
-    return saved.is_contiguous() and (h * dy.element_size()) % 16 == 0 and saved.data_ptr() % 16 == 0
+    es = dy.element_size()
+    return all(
+        t.dtype == dy.dtype and t.stride(1) == 1 and (t.stride(0) * es) % 16 == 0 and t.data_ptr() % 16 == 0
+        for t in _halves(saved, w_down, activation)
+    )
 
 
-def fused_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str, scratch=False) -> None:
-    """In place, through the TMA kernel (callers check `applies`): for a gated activation saved = [g | u] [M, 2h] becomes
-    [dg | du]; for "gelu" saved = pre [M, h] becomes dpre."""
+def fused_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved, activation: str, scratch=False) -> None:
+    """In place, through the TMA kernel (callers check `applies`): for a gated activation the saved g and u (`saved`:
+    [g | u] [M, 2h] or the pair (g, u)) become dg and du; for "gelu" saved = pre [M, h] becomes dpre."""
     M, K = dy.shape
     N = w_down.shape[1]
     gated = activation in GATED_GRADS
-    g = saved[:, :N] if gated else saved
-    u = saved[:, N:] if gated else saved
+    g, u = _halves(saved, w_down, activation)
     dev = dy.get_device()
     n_sms = 4 if interpreting() else num_sms(dev)
     consts = {
@@ -136,9 +140,9 @@ def fused_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, a
     if not INTERPRETING and not scratch and key not in _dh_tuned.cache:
         # The kernel writes over its input, and tuning runs every config many times: tune on a scratch copy (whose
         # values end up meaningless), then run once, tuned, on the real tensor.
-        fused_dh_grad(dy, w_down, saved.clone(), activation, scratch=True)
+        fused_dh_grad(dy, w_down, _clone(saved), activation, scratch=True)
     _dh_tuned.launch(
-        (dev, dt, gid, M, N, K, dy.stride(0), saved.stride(0), w_down.stride(0)),
+        (dev, dt, gid, M, N, K, dy.stride(0), g.stride(0), u.stride(0), w_down.stride(0)),
         lambda: key,
         args,
         lambda cfg: consts,
@@ -151,33 +155,34 @@ def fused_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, a
 _INTERP_PREFETCH = False  # tests flip it to run the prefetching epilogue under the interpreter
 
 
-def torch_grad_epilogue(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str) -> None:
+def torch_grad_epilogue(dy: torch.Tensor, w_down: torch.Tensor, saved, activation: str) -> None:
     """fused_dh_grad's result without the TMA kernel (fp32, unaligned rows, M <= 64, CPU, pre-Hopper): cuBLAS dH,
     then the activation backward in fp32 torch ops, written over `saved`."""
-    N = w_down.shape[1]
     dh = (dy @ w_down).float()
     if activation in GATED_GRADS:
-        g, u = saved[:, :N].float(), saved[:, N:].float()
+        g_out, u_out = _halves(saved, w_down, activation)
+        g, u = g_out.float(), u_out.float()
         act, dact = act_and_grad_torch(g, activation)
-        saved[:, :N].copy_(dh * u * dact)
-        saved[:, N:].copy_(dh * act)
+        g_out.copy_(dh * u * dact)
+        u_out.copy_(dh * act)
     else:
         _, dact = act_and_grad_torch(saved.float(), activation)
         saved.copy_(dh * dact)
 
 
-def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str) -> str:
-    """The epilogue's result written over `saved`, through a TMA kernel where one applies; returns which ran: "ws"
+def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved, activation: str) -> str:
+    """The epilogue's result written over `saved` ([g | u], the pair (g, u), or pre), through a TMA kernel where one
+    applies; returns which ran: "ws"
     (the warp-specialised Gluon kernel, kernels.ops.ws_dh, where the first call's measurement found it faster),
     "tma" (the Triton kernel) or "torch"."""
     if activation not in GRAD_IDS:
         raise ValueError(f"no backward for activation {activation!r}; expected one of {sorted(GRAD_IDS)}")
-    if applies(dy, w_down, saved):
+    if applies(dy, w_down, saved, activation):
         key = (dy.get_device(), dy.dtype, GRAD_IDS[activation], m_bucket(dy.shape[0]), w_down.shape[1], dy.shape[1])
         if key not in FAILED:
             if not INTERPRETING and key not in _dh_tuned.cache:
                 try:  # tuning runs on a scratch copy (fused_dh_grad): a failure here leaves `saved` untouched
-                    fused_dh_grad(dy, w_down, saved.clone(), activation, scratch=True)
+                    fused_dh_grad(dy, w_down, _clone(saved), activation, scratch=True)
                 except RuntimeError as exc:  # no config compiled (shared memory, registers) on this GPU / Triton
                     reraise_if_fatal(exc, "the Triton dH kernel's tuning")
                     FAILED[key] = _why(exc)
@@ -200,10 +205,18 @@ def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activat
     return "torch"
 
 
-def _halves(saved: torch.Tensor, w_down: torch.Tensor, activation: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(g, u): the [M, h] halves of a gated MLP's saved [g | u]; (pre, pre) for the plain MLP."""
+def _halves(saved, w_down: torch.Tensor, activation: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(g, u): a gated MLP's saved pair as it is, or the [M, h] halves of its saved [g | u]; (pre, pre) for the plain
+    MLP."""
+    if isinstance(saved, tuple):
+        return saved
     n = w_down.shape[1]
     return (saved[:, :n], saved[:, n:]) if activation in GATED_GRADS else (saved, saved)
+
+
+def _clone(saved):
+    """A scratch copy of the saved activations (a tensor or a (g, u) pair) for timing kernels that write over them."""
+    return tuple(t.clone() for t in saved) if isinstance(saved, tuple) else saved.clone()
 
 
 # Where the warp-specialised kernels (ws_dh for dH, ws_gemm's saving dual GEMM) are candidates: sm_90 with Gluon
@@ -242,7 +255,7 @@ def _use_ws(key, dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, ac
         return WS_CHOICE[key]
     if torch.cuda.is_current_stream_capturing():
         return None
-    scratch = saved.clone()
+    scratch = _clone(saved)
     gid, gated = GRAD_IDS[activation], activation in GATED_GRADS
     halves = _halves(scratch, w_down, activation)
     calls = {"triton": lambda: fused_dh_grad(dy, w_down, scratch, activation, scratch=True)}
@@ -326,9 +339,10 @@ def save_applies(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> b
     return hopper_gemm.usable(x, w_gate, w_up) and w_gate.shape[0] % hopper_gemm.GATE_UP_ROWS == 0
 
 
-def dual_gemm_save(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str):
-    """(h, gu): h = act(x Wg^T) * (x Wu^T) [M, N], gu = [x Wg^T | x Wu^T] [M, 2N], one kernel (callers check
-    save_applies). The interleaved weight is built at every call: in training the weights change every step."""
+def dual_gemm_save(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str, apart: bool = False):
+    """(h, saved): h = act(x Wg^T) * (x Wu^T) [M, N] and the saved g = x Wg^T, u = x Wu^T, as gu = [g | u] [M, 2N]
+    or, `apart`, as the pair (g, u) of two [M, N] tensors; one kernel (callers check save_applies). The interleaved
+    weight is built at every call: in training the weights change every step."""
     from kernels.ops.activations import epilogue_act_id
 
     M, K = x.shape
@@ -336,16 +350,20 @@ def dual_gemm_save(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, ac
     rows = hopper_gemm.GATE_UP_ROWS
     wgu = hopper_gemm.interleave_gate_up(w_gate, w_up, rows)
     out = x.new_empty((M, N))
-    gu = x.new_empty((M, 2 * N))
-    g, u = gu[:, :N], gu[:, N:]
+    if apart:
+        g, u = x.new_empty((M, N)), x.new_empty((M, N))
+        saved = (g, u)
+    else:
+        saved = x.new_empty((M, 2 * N))
+        g, u = saved[:, :N], saved[:, N:]
     act = epilogue_act_id(activation, x.dtype)
     consts = save_consts(x, act, rows)
     key = (x.get_device(), x.dtype, act, m_bucket(M), N, K)
     if _use_ws_save(key, x, wgu, out, g, u, consts):
         ws_gemm.ws_gated_save(x, wgu, act, out, g, u)
-        return out, gu
+        return out, saved
     _launch_save(x, wgu, out, g, u, consts)
-    return out, gu
+    return out, saved
 
 
 def save_consts(x: torch.Tensor, act: int, rows: int) -> dict:
@@ -373,7 +391,7 @@ def _launch_save(x, wgu, out, g, u, consts: dict) -> None:
         return ((x, (bm, bk)), (wgu, (2 * bn, bk)), (out, (bm, bn)), (g, (bm, bn)), (u, (bm, bn)), M, N, K)
 
     _save_tuned.launch(
-        (dev, dt, act, M, N, K),
+        (dev, dt, act, M, N, K, g.stride(0), u.stride(0)),  # the saved halves of one gu, or two tensors
         lambda: (dev, dt, act, m_bucket(M), N, K),
         args,
         lambda cfg: consts,

@@ -50,11 +50,27 @@ GROUP_M = 16
 # dh_configs picks by K). 64-row tiles with a buffer pair per consumer (6 stages: 208 KB of shared memory):
 CONFIGS = [(64, 5, 16), (64, 4, 8), (64, 6, 32), (64, 3, 16)]
 # 128-row tiles (two m64 wgmmas per K step: half the W_down traffic per output of 64-row tiles, the K = 4096 rows'
-# lever) with one buffer pair both consumers share, 4 stages x 32 KB + 64 KB = 192 KB. H100, bf16
-# (bench/results/train_dh_configs_h100_80gb_hbm3.md): Llama-2-7B dH 597.1 us vs Triton 624.6 (the 64-row configs
-# 745-1127), Llama-3-8B 1528.9 vs 1605.4, TinyLlama 101.2 vs 108.9 (best 64-row); HF GEGLU 143.5 vs 114.2 and BERT
-# 210+ vs 102, where 64-row tiles win. (128, 3, 16) was never fastest and is left out.
-WIDE_CONFIGS = [(128, 4, 8), (128, 4, 16)]
+# lever). With 4 stages (4 x 32 KB) only one epilogue buffer pair (64 KB) fits beside the ring, and both consumers
+# share it (epi_shared). H100, bf16 (bench/results/train_dh_configs_h100_80gb_hbm3.md): Llama-2-7B dH 597.1 us vs
+# Triton 624.6 (the 64-row configs 745-1127), Llama-3-8B 1528.9 vs 1605.4, TinyLlama 101.2 vs 108.9 (best 64-row);
+# HF GEGLU 143.5 vs 114.2 and BERT 210+ vs 102, where 64-row tiles win. (128, 3, 16) and (128, 2, *) trade ring
+# depth for a buffer pair per consumer (3 x 32 + 2 x 64 = 224 KB), so one consumer's epilogue loads no longer wait
+# for the other's stores: at HF (K = 768, 12 K steps per tile) the epilogue moves 64 KB per 128 x 64 output rows
+# through HBM, as much time as the tile's main loop, and the shared pair serialises the two (ncu, H200: the
+# (128, 4, *) configs 131-136 us with 75% of cycles with no eligible warp, the 64-row ones 104-130 us, at 64% L2
+# throughput where cuBLAS's 256 x 128 tiles need 42% for the bare GEMM, 57 us).
+WIDE_CONFIGS = [(128, 4, 8), (128, 4, 16), (128, 3, 16), (128, 2, 16), (128, 2, 8)]
+# Dynamic shared memory a block may opt into on sm_90 (227 KB)
+SMEM_LIMIT_BYTES = 232_448
+
+
+def epi_shared(rows: int, stages: int, elem_bytes: int = 2) -> bool:
+    """Whether the two consumers share one epilogue buffer pair: where a pair each (g and u, [rows, BN]) does not fit
+    in shared memory beside the ring of `stages` dY [rows, BK] and W_down [BK, BN] tiles."""
+    ring = stages * (rows * BK + BK * BN) * elem_bytes
+    return ring + 2 * 2 * rows * BN * elem_bytes > SMEM_LIMIT_BYTES
+
+
 # 10 warps (4 + 4 + 1 + 1), allocated as 3 warpgroups x 128 threads x 168 registers, fit an SM's 65,536; setmaxnreg
 # moves the producers' share to the consumers: the fp32 accumulator, g and u, and the epilogue's fp32 temporaries
 CONSUMER_REGS, PRODUCER_REGS, MAX_REGS = 232, 24, 168
@@ -63,7 +79,8 @@ if gluon is not None:
 
     @gluon.jit
     def _consume(descs, bufs, bars, M, N, K, WHICH: gl.constexpr, GRAD: gl.constexpr, GATED: gl.constexpr,
-                 GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+                 GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr, STAGES: gl.constexpr,
+                 EPI_SHARED: gl.constexpr):  # fmt: skip
         """Consumer WHICH (0 or 1): local tiles WHICH, WHICH + 2, ... of this program."""
         dy_desc, w_desc, g_desc, u_desc = descs
         a_bufs, b_bufs, g_bufs, u_bufs = bufs
@@ -75,8 +92,8 @@ if gluon is not None:
         pid = gl.program_id(0)
         k_tiles = gl.cdiv(K, BK)
         n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
-        SHARED: gl.constexpr = BM > 64  # 128-row tiles: one epilogue buffer pair for both consumers (EPI_SHARED)
-        if SHARED:
+        QUARTERS: gl.constexpr = BM > 64  # 128-row tiles: the epilogue in 64 x 64 quarters (registers)
+        if EPI_SHARED:  # one epilogue buffer pair for both consumers (epi_shared)
             g_smem = g_bufs.index(0)
             u_smem = u_bufs.index(0)
         else:
@@ -98,11 +115,12 @@ if gluon is not None:
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             mbarrier.arrive(empty.index(prev))
             mbarrier.arrive(done.index(WHICH))
-            if SHARED:  # this tile's g and u have landed
+            if EPI_SHARED:  # this tile's g and u have landed
                 mbarrier.wait(epi_ready.index(0), j & 1)
             else:
                 mbarrier.wait(epi_ready.index(WHICH), (j // 2) & 1)
-            if SHARED:  # in four 64 x 64 quarters: a 128 x 128 tile's g, u and temporaries beside the accumulator spill
+            # 128-row tiles in four 64 x 64 quarters: a 128 x 128 tile's g, u and temporaries beside the accumulator spill
+            if QUARTERS:
                 HALF: gl.constexpr = BN // 2
                 ROWS: gl.constexpr = BM // 2
                 quarter: gl.constexpr = gl.NVMMADistributedLayout(
@@ -125,7 +143,7 @@ if gluon is not None:
             if GATED:
                 tma.async_copy_shared_to_global(u_desc, [off_m, off_n], u_smem)
             tma.store_wait(pendings=0)  # the buffers are read out: the producer may load the next tile's g, u
-            if SHARED:
+            if EPI_SHARED:
                 mbarrier.arrive(epi_empty.index(0))
             else:
                 mbarrier.arrive(epi_empty.index(WHICH))
@@ -144,17 +162,17 @@ if gluon is not None:
 
     @gluon.jit
     def _consumer0(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
-                   NUM_PROGS: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
-        _consume(descs, bufs, bars, M, N, K, 0, GRAD, GATED, GROUP_M, NUM_PROGS, STAGES)
+                   NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, EPI_SHARED: gl.constexpr):  # fmt: skip
+        _consume(descs, bufs, bars, M, N, K, 0, GRAD, GATED, GROUP_M, NUM_PROGS, STAGES, EPI_SHARED)
 
     @gluon.jit
     def _consumer1(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
-                   NUM_PROGS: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
-        _consume(descs, bufs, bars, M, N, K, 1, GRAD, GATED, GROUP_M, NUM_PROGS, STAGES)
+                   NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, EPI_SHARED: gl.constexpr):  # fmt: skip
+        _consume(descs, bufs, bars, M, N, K, 1, GRAD, GATED, GROUP_M, NUM_PROGS, STAGES, EPI_SHARED)
 
     @gluon.jit
     def _producer(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
-                  NUM_PROGS: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+                  NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, EPI_SHARED: gl.constexpr):  # fmt: skip
         dy_desc, w_desc, g_desc, u_desc = descs
         a_bufs, b_bufs, g_bufs, u_bufs = bufs
         ready, empty, done, epi_ready, epi_empty = bars
@@ -170,7 +188,7 @@ if gluon is not None:
 
     @gluon.jit
     def _epi_producer(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
-                      NUM_PROGS: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+                      NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, EPI_SHARED: gl.constexpr):  # fmt: skip
         """Its own warp: each tile's saved g and u into the epilogue buffers as soon as they are free, so a wait for
         a consumer's epilogue never holds back the K loop's loads (_producer)."""
         dy_desc, w_desc, g_desc, u_desc = descs
@@ -182,7 +200,7 @@ if gluon is not None:
         n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
         for j in range(n_local):
             off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
-            if BM > 64:  # one buffer pair both consumers share: tile j's once tile j - 1 has been stored from it
+            if EPI_SHARED:  # one buffer pair both consumers share: tile j's once tile j - 1 has been stored from it
                 _load_epilogue(g_desc, u_desc, g_bufs.index(0), u_bufs.index(0), epi_ready.index(0),
                                epi_empty.index(0), off_m, off_n, (j & 1) ^ 1, GATED)  # fmt: skip
             else:  # a buffer pair per consumer: tile j's once tile j - 2 has been stored from it
@@ -222,7 +240,7 @@ if gluon is not None:
     @gluon.jit
     def fuselens_mlp_bwd_dh_ws_kernel(dy_desc, w_desc, g_desc, u_desc, M, N, K, GRAD: gl.constexpr,
                                       GATED: gl.constexpr, GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr,
-                                      STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                                      STAGES: gl.constexpr, EPI_SHARED: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                                       PRODUCER_REGS: gl.constexpr):  # fmt: skip
         """dY [M, K] x W_down [K, N] with the activation backward applied in place to the g (and u) tiles; one program
         per SM, persistent."""
@@ -231,7 +249,7 @@ if gluon is not None:
         BN: gl.constexpr = w_desc.block_type.shape[1]
         a_bufs = gl.allocate_shared_memory(dy_desc.dtype, [STAGES, BM, BK], dy_desc.layout)
         b_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES, BK, BN], w_desc.layout)
-        EPI_BUFS: gl.constexpr = 1 if BM > 64 else 2  # 128-row tiles share one epilogue buffer pair (EPI_SHARED)
+        EPI_BUFS: gl.constexpr = 1 if EPI_SHARED else 2
         g_bufs = gl.allocate_shared_memory(g_desc.dtype, [EPI_BUFS, BM, BN], g_desc.layout)
         u_bufs = gl.allocate_shared_memory(u_desc.dtype, [EPI_BUFS if GATED else 1, BM, BN], u_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -248,7 +266,7 @@ if gluon is not None:
             mbarrier.init(epi_empty.index(i), count=1)
         args = ((dy_desc, w_desc, g_desc, u_desc), (a_bufs, b_bufs, g_bufs, u_bufs),
                 (ready, empty, done, epi_ready, epi_empty), M, N, K, GRAD, GATED, GROUP_M, NUM_PROGS,
-                STAGES)  # fmt: skip
+                STAGES, EPI_SHARED)  # fmt: skip
         gl.warp_specialize(
             [(_consumer0, args), (_consumer1, args), (_producer, args), (_epi_producer, args)],
             [4, 1, 1],
@@ -273,10 +291,11 @@ def ws_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, g: torch.Tensor, u: torch
     dev = dy.device.index or 0
     programs = min(num_sms(dev), triton.cdiv(M, bm) * triton.cdiv(N, BN))
     consts = {"GRAD": grad_id, "GATED": gated, "GROUP_M": group_m, "NUM_PROGS": programs, "STAGES": stages}
+    consts["EPI_SHARED"] = epi_shared(bm, stages, dy.element_size())
     consts |= {"CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS}
     # what the compiled kernel and its launch depend on (ws_gemm.ws_gated's spec, for these four tensors)
     spec = (dev, dy.dtype, M, N, K, dy.stride(0), w_down.stride(0), g.stride(0), grad_id, gated, bm, stages, group_m)
-    spec += (programs,)
+    spec += (programs, u.stride(0))
     spec += (dy.data_ptr() & 15, w_down.data_ptr() & 15, g.data_ptr() & 15, u.data_ptr() & 15)
     args = ((dy, (bm, BK)), (w_down, (BK, BN)), (g, (bm, BN)), (u, (bm, BN)), M, N, K)
     _KERNEL.launch(spec, args, consts, (programs, 1, 1), dev)

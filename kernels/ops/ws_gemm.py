@@ -280,7 +280,8 @@ def ws_gated_save(x: torch.Tensor, wgu: torch.Tensor, act_id: int, out: torch.Te
     half = (BM, BN // 2)
     consts = {"ACT": act_id, "GROUP_M": GROUP_M, "NUM_PROGS": programs, "STAGES": stages}
     consts |= {"CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS}
-    spec = (dev, x.dtype, M, N, K, x.stride(0), wgu.stride(0), out.stride(0), g.stride(0), act_id, stages, programs)
+    spec = (dev, x.dtype, M, N, K, x.stride(0), wgu.stride(0), out.stride(0), g.stride(0), u.stride(0), act_id, stages)
+    spec += (programs,)
     spec += (x.data_ptr() & 15, wgu.data_ptr() & 15, out.data_ptr() & 15, g.data_ptr() & 15, u.data_ptr() & 15)
     args = ((x, (BM, BK)), (wgu, (2 * BN, BK)), (out, half), (g, half), (u, half), M, N, K)
     _SAVE_KERNEL.launch(spec, args, consts, (programs, 1, 1), dev)

@@ -241,6 +241,11 @@ def test_fused_gemm_problems_from_the_ops_shapes():
     )
     gu, wd = Tensor((M, 2 * H), "bf16"), Tensor((D, H), "bf16")
     assert fused_gemm_problems("fuselens::glu_mlp_backward", [x, x, gu, w, w, wd]) == ((M, H, D),)
+    # g and u saved apart: the forward op of that layout and its dH op (dy, w_down, g, u)
+    apart = fused_gemm_problems("GeneratedBackwardFor_fuselens_glu_mlp_train_apart_default", [x, w, w, wd])
+    assert apart == ((M, H, D),) * 2
+    g = Tensor((M, H), "bf16")
+    assert fused_gemm_problems("fuselens::glu_dh_grad", [x, wd, g, g]) == ((M, H, D),)
     assert fused_gemm_problems("aten::mm", [x, w]) is None
 
 

@@ -52,8 +52,10 @@ raise SystemExit(4)
 
 
 @pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU: a real device fault, in a child process")
-def test_a_device_fault_is_raised_as_a_lost_context_naming_where():
+def test_a_device_fault_is_raised_as_a_lost_context_naming_where(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-c", _FAULT], capture_output=True, text=True, timeout=180, cwd=ROOT, env=env)
+    script = tmp_path / "fault.py"  # a file: @triton.jit reads its function's source, which `python -c` has none of
+    script.write_text(_FAULT)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180, cwd=ROOT, env=env)
     assert r.returncode == 0, (r.returncode, r.stdout[-500:], r.stderr[-1500:])
     assert "CUDA context lost at the test's faulting kernel" in r.stdout

@@ -28,11 +28,11 @@ def _model(workload: str, d: int, h: int, seed: int):
     return GatedMLP(d, h, "gelu_tanh" if workload == "geglu" else "silu")
 
 
-def _fused(model, x, forward="cublas"):
+def _fused(model, x, forward="cublas", apart=None):
     if isinstance(model, PlainMLP):
         return train_ops.gelu_mlp(x, model.fc1.weight, model.fc1.bias, model.fc2.weight, model.fc2.bias)
     w = model.gate_proj.weight, model.up_proj.weight, model.down_proj.weight
-    return train_ops.glu_mlp(x, *w, model.activation, forward)
+    return train_ops.glu_mlp(x, *w, model.activation, forward, apart)
 
 
 def _grads(model, fn, x, dy):
@@ -53,19 +53,21 @@ def _dual_applies(dname, shape) -> bool:
 
 
 CASES = [
-    (w, dn, s, f)
+    (w, dn, s, f, a)
     for w in ("geglu", "swiglu", "plain")
     for dn in ("fp32", "fp16", "bf16")
     for s in SHAPES
     for f in (("cublas", "dual") if w != "plain" and _dual_applies(dn, s) else ("cublas",))
+    for a in ((False, True) if w != "plain" else (None,))
 ]
 
 
-@pytest.mark.parametrize(("workload", "dname", "shape", "forward"), CASES)
-def test_gradients_match_float64(workload, dname, shape, forward):
+@pytest.mark.parametrize(("workload", "dname", "shape", "forward", "apart"), CASES)
+def test_gradients_match_float64(workload, dname, shape, forward, apart):
     """y, dX and every weight (and bias) gradient of the training op against the module in float64 (same rounded
     weights, input and dY): within the dtype's tolerance and no worse than eager's own gradients in that dtype; with
-    either forward of the gated op (cuBLAS + gating kernel, or the dual GEMM that keeps g and u)."""
+    either forward of the gated op (cuBLAS + gating kernel, or the dual GEMM that keeps g and u) and g and u saved
+    as one [g | u] or apart."""
     m, d, h = shape
     dt = DTYPES[dname]
     seed = seed_of(workload, dname, shape)
@@ -76,7 +78,7 @@ def test_gradients_match_float64(workload, dname, shape, forward):
     ref_model.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
     ref = _grads(ref_model, lambda mod, t: mod(t), x.double(), dy.double())
     eager = _grads(model, lambda mod, t: mod(t), x, dy)
-    ours = _grads(model, lambda mod, t: _fused(mod, t, forward), x, dy)
+    ours = _grads(model, lambda mod, t: _fused(mod, t, forward, apart), x, dy)
     names = ["y", "dx", *(n for n, _ in model.named_parameters())]
     for name, o, e, r in zip(names, ours, eager, ref, strict=True):
         err, eager_err = rel_err(o, r), rel_err(e, r)
@@ -99,7 +101,7 @@ def test_prefetching_epilogue_matches_float64(workload, monkeypatch):
     """The dH kernel with its saved-activation loads hoisted above the K loop (config PREFETCH) gives the same
     gradients (interpreter, bf16, odd token count)."""
     monkeypatch.setattr(mlp_backward, "_INTERP_PREFETCH", True)
-    test_gradients_match_float64(workload, "bf16", (77, 40, 56), "cublas")
+    test_gradients_match_float64(workload, "bf16", (77, 40, 56), "cublas", False if workload != "plain" else None)
 
 
 def test_a_dh_kernel_that_cannot_run_falls_back_and_says_so(monkeypatch):
@@ -133,13 +135,19 @@ def test_activation_derivatives_match_autograd(activation):
     assert (da - dref).abs().max() < 1e-9
 
 
-def test_compiled_training_step_calls_the_ops():
+@pytest.mark.parametrize("apart", [False, True])
+def test_compiled_training_step_calls_the_ops(apart):
     """torch.compile (aot_eager: fake tensors, functionalization, AOTAutograd's joint graph; no C++ toolchain) traces
-    the training op and its registered backward as graph nodes, with no graph break, and gives eager's gradients."""
+    the training op and its registered backward as graph nodes, with no graph break, and gives eager's gradients;
+    with g and u saved as one [g | u] (backward op glu_mlp_backward) or apart (glu_dh_grad between cuBLAS GEMMs)."""
     model = _model("swiglu", 40, 56, 3).to(DEVICE)
     x = randn(77, 40, dtype=torch.float32, seed=4)
     dy = randn(77, 40, dtype=torch.float32, seed=5)
-    ref = _grads(model, _fused, x, dy)
+
+    def fused(mod, t):
+        return _fused(mod, t, "cublas", apart)
+
+    ref = _grads(model, fused, x, dy)
     seen = []
 
     def backend(gm, example_inputs):
@@ -153,19 +161,21 @@ def test_compiled_training_step_calls_the_ops():
         return aot_autograd(fw_compiler=record, bw_compiler=record)(gm, example_inputs)
 
     torch._dynamo.reset()
-    compiled = torch.compile(_fused, backend=backend, fullgraph=True)
+    compiled = torch.compile(fused, backend=backend, fullgraph=True)
     got = _grads(model, compiled, x, dy)
-    assert any("glu_mlp_train" in s for s in seen) and any("glu_mlp_backward" in s for s in seen), seen
+    fwd, bwd = ("glu_mlp_train_apart", "glu_dh_grad") if apart else ("glu_mlp_train.", "glu_mlp_backward")
+    assert any(fwd in s for s in seen) and any(bwd in s for s in seen), seen
     for o, r in zip(got, ref, strict=True):
         assert rel_err(o, r.double()) < 1e-6
 
 
-def test_a_second_backward_is_refused():
-    """The backward overwrites the saved [g | u] with its gradients, so retain_graph + a second backward would be
+@pytest.mark.parametrize("apart", [False, True])
+def test_a_second_backward_is_refused(apart):
+    """The backward overwrites the saved g and u with their gradients, so retain_graph + a second backward would be
     wrong: it raises instead."""
     model = _model("geglu", 40, 56, 6).to(DEVICE)
     x = randn(77, 40, dtype=torch.float32, seed=7)
-    y = _fused(model, x)
+    y = _fused(model, x, "cublas", apart)
     y.sum().backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="second backward"):
         y.sum().backward()
@@ -190,8 +200,11 @@ def test_fuselens_variant_trains_and_names_its_path(workload):
     if ON_GPU:
         return  # the GPU measures which path is faster; either is correct
     assert "fuselens::path=train_fused" in names
-    assert f"fuselens::{op}_mlp_train" in names and f"fuselens::{op}_mlp_backward" in names
-    fwd = next(e for e in prof.events() if e.name == f"fuselens::{op}_mlp_train")
+    # x [18, 40] -> 56 needs its gradient: dX + the [2h, d] weight gradients outweigh h, so g and u are saved apart
+    apart = op == "glu" and train_ops.saves_apart(18, 40, 56)
+    fwd_op, bwd_op = ("glu_mlp_train_apart", "glu_dh_grad") if apart else (f"{op}_mlp_train", f"{op}_mlp_backward")
+    assert f"fuselens::{fwd_op}" in names and f"fuselens::{bwd_op}" in names
+    fwd = next(e for e in prof.events() if e.name == f"fuselens::{fwd_op}")
     assert fwd.input_shapes[0] == [18, 40]
 
 
@@ -230,16 +243,16 @@ def test_forward_only_variants_still_say_so():
         torch.ops.fuselens.glu_mlp_train(*z, "silu", "dual")
 
 
-@pytest.mark.parametrize("workload", ["swiglu", "plain"])
-def test_the_backward_fills_no_zero_gradients(workload):
-    """The saved [g | u] (pre) and h are outputs that take no gradient: the backward must not be handed zero-filled
-    [M, 2h] / [M, h] gradients for them (an allocation and a memset of 1.5 x the activations per step)."""
+@pytest.mark.parametrize(("workload", "apart"), [("swiglu", False), ("swiglu", True), ("plain", None)])
+def test_the_backward_fills_no_zero_gradients(workload, apart):
+    """The saved [g | u] (g and u; pre) and h are outputs that take no gradient: the backward must not be handed
+    zero-filled [M, 2h] / [M, h] gradients for them (an allocation and a memset of 1.5 x the activations per step)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     m, d, h = 77, 40, 56
     model = _model(workload, d, h, 14).to(DEVICE)
     x = randn(m, d, dtype=torch.float32, seed=15)
-    y = _fused(model, x)
+    y = _fused(model, x, "cublas", apart)
     filled = []
 
     class Fills(TorchDispatchMode):
@@ -287,6 +300,42 @@ def test_step_peak_memory_is_the_saved_activations_and_the_weight_gradients(forw
     fwd = gu + hh + y + (wgu if forward == "dual" else 0)
     bwd = gu + y + wd + wgu
     assert peak <= max(fwd, bwd) + 2**20, (peak, fwd, bwd)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="CUDA memory statistics")
+@pytest.mark.parametrize("forward", ["cublas", "dual"])
+def test_saving_g_and_u_apart_lowers_the_peak_where_the_backward_ends_it(forward):
+    """At Llama's proportions (d = M, h = 2.75 d: dX and the [2h, d] weight gradients outweigh h) the step's peak is
+    the backward's end; saving g and u apart and freeing du before dWg allocates takes one [M, h] off it (joint
+    measured beside apart), and the apart peak is within the live-tensor count of kernels.models.train_ops."""
+    m, d, h = 1024, 1024, 2816
+    assert train_ops.saves_apart(m, d, h) and not train_ops.saves_apart(8192, 768, 3072)
+    dt = torch.bfloat16
+    model = _model("swiglu", d, h, 21).to(DEVICE, dt)
+    x = randn(m, d, dtype=dt, seed=22).requires_grad_()
+    dy = randn(m, d, dtype=dt, seed=23)
+    params = tuple(model.parameters())
+
+    def step(apart):
+        _fused(model, x, forward, apart).backward(dy)
+        for p in (*params, x):
+            p.grad = None
+
+    peaks = {}
+    for apart in (False, True):
+        step(apart)  # tunes the kernels (scratch copies), off the measured step
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        step(apart)
+        torch.cuda.synchronize()
+        peaks[apart] = torch.cuda.max_memory_allocated() - base
+    e = dt.itemsize
+    mh, md, hd = m * h * e, m * d * e, h * d * e
+    assert peaks[True] <= peaks[False] - 0.9 * min(mh, hd), peaks
+    fwd = 3 * mh + md + (2 * hd if forward == "dual" else 0)  # g, u, h, y (and the interleaved weight)
+    bwd = md + max(3 * mh + hd, 2 * mh + md + 2 * hd, mh + md + 3 * hd)  # y, then the module doc's count
+    assert peaks[True] <= max(fwd, bwd) + 2**20, (peaks, fwd, bwd)
 
 
 def _hopper_gluon() -> bool:
@@ -362,10 +411,11 @@ def test_warp_specialised_save_kernel_matches_float64(shape, activation, dname, 
 
 
 @pytest.mark.skipif(not _hopper_gluon(), reason="the warp-specialised Gluon kernels run on sm_90 only (no interpreter)")
-@pytest.mark.parametrize("workload", ["swiglu", "plain"])
-def test_training_op_through_the_warp_specialised_kernels(workload, monkeypatch):
+@pytest.mark.parametrize(("workload", "apart"), [("swiglu", False), ("swiglu", True), ("plain", None)])
+def test_training_op_through_the_warp_specialised_kernels(workload, apart, monkeypatch):
     """With the Gluon kernels chosen (as a first-call measurement that finds them faster does), the training op's y,
-    dX and weight gradients match float64 as the Triton path's do, and the op's record names the kernel ("ws")."""
+    dX and weight gradients match float64 as the Triton path's do, and the op's record names the kernel ("ws"); with
+    g and u saved as one [g | u] or apart."""
     from kernels.ops import ws_dh
 
     monkeypatch.setattr(mlp_backward, "_use_ws", lambda *a: ws_dh.CONFIGS[0])
@@ -378,7 +428,7 @@ def test_training_op_through_the_warp_specialised_kernels(workload, monkeypatch)
     ref_model.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
     ref = _grads(ref_model, lambda mod, t: mod(t), x.double(), dy.double())
     eager = _grads(model, lambda mod, t: mod(t), x, dy)
-    ours = _grads(model, lambda mod, t: _fused(mod, t, "dual" if workload != "plain" else "cublas"), x, dy)
+    ours = _grads(model, lambda mod, t: _fused(mod, t, "dual" if workload != "plain" else "cublas", apart), x, dy)
     for o, e, r in zip(ours, eager, ref, strict=True):
         assert rel_err(o, r) < REL_TOL["bf16"] and rel_err(o, r) <= 1.5 * rel_err(e, r) + 2e-6
     assert train_ops.EPILOGUE_RAN[(model.activation, dt, m, h)] == "ws"
@@ -406,6 +456,21 @@ def test_every_warp_specialised_dh_config_matches_float64(activation):
         halves = mlp_backward._halves(ours, w_down, activation)
         ws_dh.ws_dh_grad(dy, w_down, *halves, mlp_backward.GRAD_IDS[activation], gated, *cfg)
         assert rel_err(ours, ref) < REL_TOL["bf16"], cfg
+
+
+def test_the_128_row_dh_configs_share_an_epilogue_buffer_pair_only_where_two_do_not_fit():
+    """ws_dh.epi_shared by hand (bf16, BN 128, BK 64): a ring stage is rows x 64 + 64 x 128 elements, a buffer pair
+    2 x rows x 128; sm_90's opt-in limit is 232,448 bytes."""
+    from kernels.ops import ws_dh
+
+    assert ws_dh.BN == 128 and ws_dh.BK == 64
+    # 64-row, 6 stages: 6 x 24,576 + 2 x 32,768 = 212,992: a pair each
+    assert not ws_dh.epi_shared(64, 6)
+    # 128-row, 3 stages: 3 x 32,768 + 2 x 65,536 = 229,376: a pair each, 3,072 bytes to spare
+    assert not ws_dh.epi_shared(128, 3)
+    # 128-row, 4 stages: 4 x 32,768 + 2 x 65,536 = 262,144: one shared pair (4 x 32,768 + 65,536 = 196,608)
+    assert ws_dh.epi_shared(128, 4)
+    assert {ws_dh.epi_shared(r, s) for r, s, _ in ws_dh.WIDE_CONFIGS} == {True, False}
 
 
 def test_dh_configs_by_reduction_depth():
