@@ -5,7 +5,7 @@
 #                                          record-skew | record-swiglu | check | gpu-tests | host | two-models | bench | bench-quick | bench-mlp |
 #                                          bench-gating | bench-llm | bench-llm-dtypes | bench-rows | bench-llm-floor | ncu-warm | ncu-warm-hf |
 #                                           ncu-warm-plain | gemm-reread | train-tests | bench-train | record-train | bench-hf-plain |
-#                                           bench-users | train-kernels | ws-tests | ncu-dh
+#                                           bench-users | train-kernels | ws-tests | ncu-dh | dh-configs | bench-train-groups
 # Results go under $OUT (tarred into $OUT/results.tgz at the end, so a step that times out still returns the rest).
 # liger-kernel travels as a wheel in wheels/ (no network on the GPU box); without it the liger variant is skipped.
 set -uo pipefail
@@ -284,6 +284,27 @@ ws_tests() {  # the warp-specialised Gluon kernels against float64 (forward dual
   grep -E "^FAILED|^ERROR" "$R/logs/launch_tests.txt" | head -10
 }
 
+dh_configs() {  # every Gluon dH config at each training row, beside the Triton kernel (~1-2 min; first: a config that
+  # hangs shows here, under its own limit, before the bench's first-call measurement would meet it)
+  echo "== train_kernels --dh-configs"
+  timeout "$(left "${DH_CONFIGS_LIMIT_S:-170}")" python3 -m kernels.lab.train_kernels --dh-configs \
+    --out "$R/bench/train_dh_configs.json" >"$R/logs/dh_configs.log" 2>&1
+  echo "dh-configs rc=$?: $(grep -c '"row"' "$R/logs/dh_configs.log") rows"
+  tail -2 "$R/logs/dh_configs.log" | cut -c1-600
+}
+
+bench_train_groups() {  # bench --train in one process per group of rows (a crash loses one group, not the run)
+  local i=0 g lim
+  for g in ${TRAIN_GROUPS:-hf-geglu-bf16,hf-geglu-fp16,tinyllama-fp16 llama2-7b-bf16,llama2-7b-fp16,qwen05b-bf16 \
+    qwen05b-fp16,llama3-8b-bf16,bert-large-bf16}; do
+    i=$((i + 1)); lim=$(left 400)
+    echo "== bench --train --rows $g (limit ${lim}s)"
+    timeout "$lim" python3 -m kernels.bench --train --rows "$g" --out-dir "$R/bench/train_g$i" \
+      2>>"$R/logs/bench_train_g$i.err" | grep -E "^\| [A-Za-z]" | cut -c1-400
+    grep -E "Error|budget" "$R/logs/bench_train_g$i.err" | head -4
+  done
+}
+
 train_kernels() {  # the training step's two fused kernels alone, Triton vs Gluon vs the plain cuBLAS GEMM (~1-2 min)
   echo "== train kernels"
   timeout "$(left 200)" python3 -m kernels.lab.train_kernels --out "$R/bench/train_kernels.json" ${TRAIN_DTYPES:+--dtypes "$TRAIN_DTYPES"} \
@@ -401,7 +422,8 @@ for step in "$@"; do
     ncu-warm) ncu_warm_hf; ncu_warm_plain ;; ncu-warm-hf) ncu_warm_hf ;; ncu-warm-plain) ncu_warm_plain ;;
     gpu-tests) gpu_tests ;; host) host ;; sweep-llm) sweep_llm ;; sweep-floor) sweep_floor ;; ncu-floor) ncu_floor ;; two-models) two_models ;;
     bench-hf-plain) bench --shapes hf-plain ;; bench-users) bench --shapes users ${BENCH_ROWS:+--rows "$BENCH_ROWS"} ;;
-    train-kernels) train_kernels ;; ws-tests) ws_tests ;; ncu-dh) ncu_dh ;;
+    train-kernels) train_kernels ;; ws-tests) ws_tests ;; ncu-dh) ncu_dh ;; dh-configs) dh_configs ;;
+    bench-train-groups) bench_train_groups ;;
     bench-llm) bench --shapes llm ;; bench-rows) bench_rows ;; bench-llm-floor) bench_llm_floor ;; bench-llm-dtypes) bench --shapes llm-dtypes ;;
     train-tests) train_tests ;; bench-train) bench_train ;; record-train) record_train ;;
     bench) bench ;; bench-quick) bench --no-max-autotune ;; bench-mlp) bench --sections mlp --no-max-autotune ;; bench-gating) bench --sections gating --no-max-autotune ;;
