@@ -51,15 +51,12 @@ GROUP_M = 16
 CONFIGS = [(64, 5, 16), (64, 4, 8), (64, 6, 32), (64, 3, 16)]
 # 128-row tiles (two m64 wgmmas per K step: half the W_down traffic per output of 64-row tiles, the K = 4096 rows'
 # lever). With 4 stages (4 x 32 KB) only one epilogue buffer pair (64 KB) fits beside the ring, and both consumers
-# share it (epi_shared). H100, bf16 (bench/results/train_dh_configs_h100_80gb_hbm3.md): Llama-2-7B dH 597.1 us vs
-# Triton 624.6 (the 64-row configs 745-1127), Llama-3-8B 1528.9 vs 1605.4, TinyLlama 101.2 vs 108.9 (best 64-row);
-# HF GEGLU 143.5 vs 114.2 and BERT 210+ vs 102, where 64-row tiles win. (128, 3, 16) and (128, 2, *) trade ring
-# depth for a buffer pair per consumer (3 x 32 + 2 x 64 = 224 KB), so one consumer's epilogue loads no longer wait
-# for the other's stores: at HF (K = 768, 12 K steps per tile) the epilogue moves 64 KB per 128 x 64 output rows
-# through HBM, as much time as the tile's main loop, and the shared pair serialises the two (ncu, H200: the
-# (128, 4, *) configs 131-136 us with 75% of cycles with no eligible warp, the 64-row ones 104-130 us, at 64% L2
-# throughput where cuBLAS's 256 x 128 tiles need 42% for the bare GEMM, 57 us).
-WIDE_CONFIGS = [(128, 4, 8), (128, 4, 16), (128, 3, 16), (128, 2, 16), (128, 2, 8)]
+# share it (epi_shared). H100, bf16 (bench/results/train_dh_configs_h100_80gb_hbm3.md): Llama-2-7B dH 598.3 us vs
+# Triton 626.4 (the 64-row configs 745-1127), Llama-3-8B 1533.7 vs 1608.3, TinyLlama 101.2 vs 108.9 (best 64-row);
+# HF GEGLU 142.9 vs 114.0 and BERT 204.9 vs 102.3, where 64-row tiles win. A pair per consumer needs the ring cut to
+# 3 or 2 stages (3 x 32 + 2 x 64 = 224 KB), and that costs more than the shared pair: HF 157.6 / 195.2 us, Llama-2-7B
+# 746.9 / 1252.1 (same file), so no such config is offered. (128, 3, 16) with a shared pair was never fastest either.
+WIDE_CONFIGS = [(128, 4, 8), (128, 4, 16)]
 # Dynamic shared memory a block may opt into on sm_90 (227 KB)
 SMEM_LIMIT_BYTES = 232_448
 

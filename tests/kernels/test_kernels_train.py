@@ -332,10 +332,13 @@ def test_saving_g_and_u_apart_lowers_the_peak_where_the_backward_ends_it(forward
         peaks[apart] = torch.cuda.max_memory_allocated() - base
     e = dt.itemsize
     mh, md, hd = m * h * e, m * d * e, h * d * e
-    assert peaks[True] <= peaks[False] - 0.9 * min(mh, hd), peaks
     fwd = 3 * mh + md + (2 * hd if forward == "dual" else 0)  # g, u, h, y (and the interleaved weight)
     bwd = md + max(3 * mh + hd, 2 * mh + md + 2 * hd, mh + md + 3 * hd)  # y, then the module doc's count
     assert peaks[True] <= max(fwd, bwd) + 2**20, (peaks, fwd, bwd)
+    # the joint layout peaks at its backward's end, min(Mh, hd) above the apart one; with the cuBLAS forward that
+    # whole difference shows, with the dual GEMM the apart step peaks in its forward (the interleaved weight copy:
+    # H100, 28.8 MB apart vs 33.0 joint)
+    assert peaks[True] <= peaks[False] - (0.9 * min(mh, hd) if forward == "cublas" else 2**20), peaks
 
 
 def _hopper_gluon() -> bool:
@@ -470,7 +473,8 @@ def test_the_128_row_dh_configs_share_an_epilogue_buffer_pair_only_where_two_do_
     assert not ws_dh.epi_shared(128, 3)
     # 128-row, 4 stages: 4 x 32,768 + 2 x 65,536 = 262,144: one shared pair (4 x 32,768 + 65,536 = 196,608)
     assert ws_dh.epi_shared(128, 4)
-    assert {ws_dh.epi_shared(r, s) for r, s, _ in ws_dh.WIDE_CONFIGS} == {True, False}
+    assert all(ws_dh.epi_shared(r, s) for r, s, _ in ws_dh.WIDE_CONFIGS)
+    assert not any(ws_dh.epi_shared(r, s) for r, s, _ in ws_dh.CONFIGS)
 
 
 def test_dh_configs_by_reduction_depth():
