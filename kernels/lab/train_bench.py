@@ -247,6 +247,8 @@ def to_markdown(res: dict) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     if res.get("not_run"):
         lines += ["", f"Not run (time budget): {', '.join(res['not_run'])}."]
+    if res.get("notes"):  # a file assembled from several runs says which row came from where, and the repeats
+        lines += ["", *(f"- {n}" for n in res["notes"])]
     lines.append("")
     return "\n".join(lines)
 
