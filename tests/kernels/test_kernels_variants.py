@@ -465,6 +465,9 @@ def test_training_bench_renders_its_results_files():
             line = next(ln for ln in md.splitlines() if ln.startswith(f"| {r['what']} | {r['dtype']} |"))
             cells = [c.strip() for c in line.strip("|").split("|")]
             assert cells[3] == ("yes" if r["input_grad"] else "no")
-            assert cells[9] == train_bench._floors(r) == f"– / {r['x_floor']:.3f}"
+            want = (
+                f"{r['x_floor']:.3f} / {r['x_floor_burst']:.3f}" if "x_floor_burst" in r else f"– / {r['x_floor']:.3f}"
+            )
+            assert cells[9] == train_bench._floors(r) == want
     row = {"x_floor": 1.1234, "x_floor_burst": 1.2345}
     assert train_bench._floors(row) == "1.123 / 1.234" and train_bench._floors({}) == "–"
