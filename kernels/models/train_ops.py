@@ -140,6 +140,15 @@ def glu_mlp_train_apart_impl(x, w_gate, w_up, w_down, activation, forward):
 
 def glu_dh_grad_impl(dy, w_down, g, u, activation):
     """g, u <- dg, du in place (the apart layout's backward kernel; glu_mlp_backward_impl's first step)."""
+    if activation not in mlp_backward.GATED_GRADS:
+        raise ValueError(f"fuselens::glu_dh_grad: activation must be gelu_tanh or silu, got {activation!r}")
+    want = (dy.shape[0], w_down.shape[1])
+    if tuple(g.shape) != want or tuple(u.shape) != want or w_down.shape[0] != dy.shape[1]:
+        raise ValueError(
+            f"fuselens::glu_dh_grad: expected dy [M, d], w_down [d, h], g and u [M, h]; got {tuple(dy.shape)},"
+            f" {tuple(w_down.shape)}, {tuple(g.shape)}, {tuple(u.shape)}"
+        )
+    _check("glu_dh_grad", dy, w_down, g, u)
     dy = dy.contiguous()
     EPILOGUE_RAN[(activation, dy.dtype, dy.shape[0], w_down.shape[1])] = mlp_backward.dh_grad(
         dy, w_down, (g, u), activation

@@ -51,11 +51,12 @@ GROUP_M = 16
 CONFIGS = [(64, 5, 16), (64, 4, 8), (64, 6, 32), (64, 3, 16)]
 # 128-row tiles (two m64 wgmmas per K step: half the W_down traffic per output of 64-row tiles, the K = 4096 rows'
 # lever). With 4 stages (4 x 32 KB) only one epilogue buffer pair (64 KB) fits beside the ring, and both consumers
-# share it (epi_shared). H100, bf16 (bench/results/train_dh_configs_h100_80gb_hbm3.md): Llama-2-7B dH 598.3 us vs
-# Triton 626.4 (the 64-row configs 745-1127), Llama-3-8B 1533.7 vs 1608.3, TinyLlama 101.2 vs 108.9 (best 64-row);
-# HF GEGLU 142.9 vs 114.0 and BERT 204.9 vs 102.3, where 64-row tiles win. A pair per consumer needs the ring cut to
-# 3 or 2 stages (3 x 32 + 2 x 64 = 224 KB), and that costs more than the shared pair: HF 157.6 / 195.2 us, Llama-2-7B
-# 746.9 / 1252.1 (same file), so no such config is offered. (128, 3, 16) with a shared pair was never fastest either.
+# share it (epi_shared). H100, bf16 (bench/results/train_dh_configs_h100_80gb_hbm3.md): Llama-2-7B dH 597.1 us vs
+# Triton 624.6 (the 64-row configs 745-1127), Llama-3-8B 1528.9 vs 1605.4, TinyLlama 101.2 vs 108.9 (best 64-row);
+# HF GEGLU 143.5 vs 114.2 and BERT 210+ vs 102, where 64-row tiles win. A pair per consumer needs the ring cut to
+# 3 or 2 stages (3 x 32 + 2 x 64 = 224 KB), and that costs more than the shared pair (the same file's second run:
+# HF 157.6 / 195.2 us vs 142.9, Llama-2-7B 746.9 / 1252.1 vs 598.3), so no such config is offered. (128, 3, 16) with a
+# shared pair was never fastest either.
 WIDE_CONFIGS = [(128, 4, 8), (128, 4, 16)]
 # Dynamic shared memory a block may opt into on sm_90 (227 KB)
 SMEM_LIMIT_BYTES = 232_448
@@ -112,10 +113,11 @@ if gluon is not None:
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             mbarrier.arrive(empty.index(prev))
             mbarrier.arrive(done.index(WHICH))
-            if EPI_SHARED:  # this tile's g and u have landed
-                mbarrier.wait(epi_ready.index(0), j & 1)
-            else:
-                mbarrier.wait(epi_ready.index(WHICH), (j // 2) & 1)
+            # this tile's g and u have landed: each consumer has its own ready barrier, completed once per tile of
+            # its own, also where the two share one buffer pair (EPI_SHARED). One barrier for both would let a
+            # consumer whose main loop outruns the other's load (small K) pass on the parity of the tile before
+            # its own: it waits every second phase only, and a wait returns once the other parity's phase is done.
+            mbarrier.wait(epi_ready.index(WHICH), (j // 2) & 1)
             # 128-row tiles in four 64 x 64 quarters: a 128 x 128 tile's g, u and temporaries beside the accumulator spill
             if QUARTERS:
                 HALF: gl.constexpr = BN // 2
@@ -197,8 +199,9 @@ if gluon is not None:
         n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
         for j in range(n_local):
             off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
-            if EPI_SHARED:  # one buffer pair both consumers share: tile j's once tile j - 1 has been stored from it
-                _load_epilogue(g_desc, u_desc, g_bufs.index(0), u_bufs.index(0), epi_ready.index(0),
+            if EPI_SHARED:  # one buffer pair both consumers share: tile j's once tile j - 1 has been stored from it,
+                # signalled on its consumer's ready barrier (_consume)
+                _load_epilogue(g_desc, u_desc, g_bufs.index(0), u_bufs.index(0), epi_ready.index(j % 2),
                                epi_empty.index(0), off_m, off_n, (j & 1) ^ 1, GATED)  # fmt: skip
             else:  # a buffer pair per consumer: tile j's once tile j - 2 has been stored from it
                 c = j % 2

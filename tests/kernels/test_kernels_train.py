@@ -241,6 +241,11 @@ def test_forward_only_variants_still_say_so():
         torch.ops.fuselens.glu_mlp_train(*z, "gelu", "cublas")
     with pytest.raises(ValueError, match="needs the TMA dual GEMM"):
         torch.ops.fuselens.glu_mlp_train(*z, "silu", "dual")
+    g = torch.zeros(2, 4)
+    with pytest.raises(ValueError, match="activation must be"):
+        torch.ops.fuselens.glu_dh_grad(z[0], z[3], g, g.clone(), "gelu")
+    with pytest.raises(ValueError, match=r"g and u \[M, h\]"):
+        torch.ops.fuselens.glu_dh_grad(z[0], z[3], g, torch.zeros(2, 3), "silu")
 
 
 @pytest.mark.parametrize(("workload", "apart"), [("swiglu", False), ("swiglu", True), ("plain", None)])
@@ -438,15 +443,21 @@ def test_training_op_through_the_warp_specialised_kernels(workload, apart, monke
 
 
 @pytest.mark.skipif(not _hopper_gluon(), reason="the warp-specialised Gluon kernels run on sm_90 only (no interpreter)")
+@pytest.mark.parametrize("apart", [False, True])
+@pytest.mark.parametrize("d", [776, 128])
 @pytest.mark.parametrize("activation", ["silu", "gelu"])
-def test_every_warp_specialised_dh_config_matches_float64(activation):
+def test_every_warp_specialised_dh_config_matches_float64(activation, d, apart):
     """Each (rows, stages, group_m) the first-call measurement may pick (the 64-row ws_dh.CONFIGS and the 128-row
-    ws_dh.WIDE_CONFIGS), gives the float64 result (bf16, a shape off the tile in every dimension; gated and plain)."""
+    ws_dh.WIDE_CONFIGS), gives the float64 result (bf16, a shape off the tile in every dimension; gated and plain),
+    over the halves of one [g | u] and over g and u apart. K = 128 (two K steps per tile) lets a consumer's main loop
+    finish before the other tile's g, u load lands: the shared epilogue buffer pair's hand-off must hold there."""
     from kernels.ops import ws_dh
     from kernels.ops.activations import act_and_grad_torch
 
-    m, d, h = WS_SHAPES[1]
+    m, _, h = WS_SHAPES[1]
     gated = activation in mlp_backward.GATED_GRADS
+    if apart and not gated:
+        pytest.skip("the plain MLP saves one tensor")
     dt = torch.bfloat16
     dy = randn(m, d, dtype=dt, seed=31)
     w_down = randn(d, h, dtype=dt, seed=32) * d**-0.5
@@ -455,10 +466,14 @@ def test_every_warp_specialised_dh_config_matches_float64(activation):
     act, dact = act_and_grad_torch(saved[:, :h].double(), activation)
     ref = torch.cat([dh * saved[:, h:].double() * dact, dh * act], dim=1) if gated else dh * dact
     for cfg in ws_dh.CONFIGS + ws_dh.WIDE_CONFIGS:
-        ours = saved.clone()
-        halves = mlp_backward._halves(ours, w_down, activation)
+        if apart:
+            halves = (saved[:, :h].clone(), saved[:, h:].clone())
+        else:
+            ours = saved.clone()
+            halves = mlp_backward._halves(ours, w_down, activation)
         ws_dh.ws_dh_grad(dy, w_down, *halves, mlp_backward.GRAD_IDS[activation], gated, *cfg)
-        assert rel_err(ours, ref) < REL_TOL["bf16"], cfg
+        got = torch.cat(halves, dim=1) if apart else ours
+        assert rel_err(got, ref) < REL_TOL["bf16"], cfg
 
 
 def test_the_128_row_dh_configs_share_an_epilogue_buffer_pair_only_where_two_do_not_fit():
