@@ -258,6 +258,12 @@ def _use_ws(key, dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, ac
     scratch = _clone(saved)
     gid, gated = GRAD_IDS[activation], activation in GATED_GRADS
     halves = _halves(scratch, w_down, activation)
+    originals = _halves(saved, w_down, activation)
+    # the Triton kernel's result on these inputs: each Gluon config's first launch must give it (to the bit in every
+    # run so far, bench/results/train_dh_configs_h100_80gb_hbm3.md); one that computes something else is left out
+    # with the reason, never timed or chosen
+    want = _halves(_clone(saved), w_down, activation)
+    fused_dh_grad(dy, w_down, want, activation, scratch=True)
     calls = {"triton": lambda: fused_dh_grad(dy, w_down, scratch, activation, scratch=True)}
     for cfg in dh_configs(dy.shape[1]):
         try:
@@ -267,10 +273,38 @@ def _use_ws(key, dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, ac
             reraise_if_fatal(exc, f"the Gluon dH kernel {cfg}'s first launch")
             WS_FAILED[(key, cfg)] = _why(exc)
             continue
+        wrong = result_differs(halves, want)
+        for t, o in zip(halves, originals, strict=True):
+            t.copy_(o)
+        if wrong:
+            WS_FAILED[(key, cfg)] = f"its result differs from the Triton kernel's: {wrong}"
+            continue
         calls[cfg] = lambda cfg=cfg: ws_dh.ws_dh_grad(dy, w_down, *halves, gid, gated, *cfg)
     best = _keep_fastest(key, calls, WS_TIMINGS)
     WS_CHOICE[key] = None if best == "triton" else best
     return WS_CHOICE[key]
+
+
+# |got - want|_max / |want|_max above which a candidate kernel's result is not the reference's: bf16 rounds at 2^-8 of
+# an element's magnitude, so a different accumulation order moves the largest element by a few 1e-3 of the largest;
+# a wrong tile (stale or half-loaded buffers) moves it by O(1)
+RESULT_TOL = 2e-2
+_ROWS_PER_CHECK = 512  # the comparison's fp32 temporaries: row blocks (at most 512 x 2h x 4 B x 2), not [M, 2h]
+
+
+def result_differs(got, want) -> str | None:
+    """None where every tensor of `got` matches `want`'s within RESULT_TOL (max-norm, relative), else what differs."""
+    for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        worst, scale = 0.0, 0.0
+        for r in range(0, a.shape[0], _ROWS_PER_CHECK):
+            ab, bb = a[r : r + _ROWS_PER_CHECK].float(), b[r : r + _ROWS_PER_CHECK].float()
+            if not torch.isfinite(ab).all():
+                return f"output {i} has non-finite values"
+            worst = max(worst, float((ab - bb).abs().max()))
+            scale = max(scale, float(bb.abs().max()))
+        if worst > RESULT_TOL * max(scale, 1e-30):
+            return f"output {i}: max |diff| {worst:.3g} against max |ref| {scale:.3g}"
+    return None
 
 
 def _keep_fastest(key, calls: dict, timings: dict):

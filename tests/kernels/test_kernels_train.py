@@ -492,6 +492,63 @@ def test_the_128_row_dh_configs_share_an_epilogue_buffer_pair_only_where_two_do_
     assert not any(ws_dh.epi_shared(r, s) for r, s, _ in ws_dh.CONFIGS)
 
 
+def test_a_candidate_whose_result_differs_is_told_apart_from_rounding():
+    """mlp_backward.result_differs, the first-call measurement's check of each Gluon config against the Triton
+    kernel: the Triton kernel (interpreter) and the cuBLAS + torch epilogue agree within it (bf16, another
+    accumulation order), while one 64 x 128 tile left unwritten, or a NaN, is reported."""
+    m, d, h = 333, 64, 256
+    dt = torch.bfloat16
+    dy = randn(m, d, dtype=dt, seed=51)
+    w_down = randn(d, h, dtype=dt, seed=52) * d**-0.5
+    saved = randn(m, 2 * h, dtype=dt, seed=53)
+    triton_out, torch_out = saved.clone(), saved.clone()
+    mlp_backward.fused_dh_grad(dy, w_down, triton_out, "silu")
+    mlp_backward.torch_grad_epilogue(dy, w_down, torch_out, "silu")
+    got, want = mlp_backward._halves(triton_out, w_down, "silu"), mlp_backward._halves(torch_out, w_down, "silu")
+    assert not torch.equal(triton_out, torch_out)  # two implementations: not the same bits
+    assert mlp_backward.result_differs(got, want) is None
+    stale = triton_out.clone()
+    stale[128:192, 128:256] = saved[128:192, 128:256]  # a tile whose epilogue never ran: the saved g left in it
+    assert "output 0" in mlp_backward.result_differs(mlp_backward._halves(stale, w_down, "silu"), want)
+    nan = triton_out.clone()
+    nan[5, h + 3] = float("nan")
+    assert "non-finite" in mlp_backward.result_differs(mlp_backward._halves(nan, w_down, "silu"), want)
+
+
+@pytest.mark.skipif(not _hopper_gluon(), reason="the warp-specialised Gluon kernels run on sm_90 only (no interpreter)")
+def test_the_first_call_measurement_leaves_out_a_config_whose_result_is_wrong(monkeypatch):
+    """A Gluon config that computes something else (here one whose launches leave g as it was) is neither timed nor
+    chosen: WS_FAILED says its result differs from the Triton kernel's, and the call's result is right."""
+    from kernels.ops import ws_dh
+    from kernels.ops.activations import act_and_grad_torch
+
+    m, d, h = 2053, 1000, 2816
+    dt = torch.bfloat16
+    dy = randn(m, d, dtype=dt, seed=61)
+    w_down = randn(d, h, dtype=dt, seed=62) * d**-0.5
+    saved = randn(m, 2 * h, dtype=dt, seed=63)
+    key = (dy.get_device(), dt, mlp_backward.GRAD_IDS["silu"], mlp_backward.m_bucket(m), h, d)
+    for cache in (mlp_backward.WS_CHOICE, mlp_backward.WS_TIMINGS, mlp_backward._dh_tuned.cache):
+        cache.pop(key, None)
+    broken = ws_dh.CONFIGS[0]
+    real = ws_dh.ws_dh_grad
+
+    def sabotaged(dy_, w_, g, u, gid, gated, *cfg):
+        kept = g.clone()
+        real(dy_, w_, g, u, gid, gated, *cfg)
+        if tuple(cfg) == broken:
+            g.copy_(kept)
+
+    monkeypatch.setattr(ws_dh, "ws_dh_grad", sabotaged)
+    dh = dy.double() @ w_down.double()
+    act, dact = act_and_grad_torch(saved[:, :h].double(), "silu")
+    ref = torch.cat([dh * saved[:, h:].double() * dact, dh * act], dim=1)
+    mlp_backward.dh_grad(dy, w_down, saved, "silu")
+    assert mlp_backward.WS_FAILED[(key, broken)].startswith("its result differs from the Triton kernel's")
+    assert str(broken) not in mlp_backward.WS_TIMINGS[key] and mlp_backward.WS_CHOICE[key] != broken
+    assert rel_err(saved, ref) < REL_TOL["bf16"]
+
+
 def test_dh_configs_by_reduction_depth():
     """Up to K = WS_MAX_K the measurement times the 64- and 128-row configs; above it only the 128-row ones (the
     64-row tiles measured 745-1127 us against Triton's 625 at Llama-2-7B, K = 4096, H100)."""
