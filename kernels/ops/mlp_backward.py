@@ -450,10 +450,15 @@ def _use_ws_save(key, x, wgu, out, g, u, consts: dict) -> bool:
         return False
     calls = {"triton": lambda: _launch_save(x, wgu, out, g, u, consts)}
     calls["triton"]()  # tuned first, by its own first call
+    want = (out.clone(), g.clone(), u.clone())  # its result: the Gluon kernel's first must match (as _use_ws checks)
     try:
         ws_gemm.ws_gated_save(x, wgu, consts["ACT"], out, g, u)
         torch.cuda.synchronize()  # first call only: a fault surfaces here, named after this kernel
-        calls["ws"] = lambda: ws_gemm.ws_gated_save(x, wgu, consts["ACT"], out, g, u)
+        wrong = result_differs((out, g, u), want)
+        if wrong:  # (the caller then runs the Triton kernel, over these outputs)
+            WS_FAILED[(key, "save")] = f"its result differs from the Triton kernel's: {wrong}"
+        else:
+            calls["ws"] = lambda: ws_gemm.ws_gated_save(x, wgu, consts["ACT"], out, g, u)
     except Exception as exc:  # out of resources, or a Gluon without this API: the Triton kernel it is
         reraise_if_fatal(exc, "the Gluon save kernel's first launch")
         WS_FAILED[(key, "save")] = _why(exc)
