@@ -21,8 +21,9 @@ traces the forward op, the formula and the backward op as graph nodes) both see 
 What is saved and what is recomputed (memory; bench/results/kernels_train_<gpu>.md reports the peak per variant):
 x, gu (= Liger's a and b) and h (= the input down_proj's autograd saves in eager and Liger) are kept; act(g) and
 act'(g) are recomputed in the backward's epilogue, as Liger recomputes them. gu and h are non-differentiable outputs
-(no zero-filled gradients materialised for them), and h is dropped right after dW_down, so the step's peak is
-Liger's: saved x, gu, y and the three weight gradients. dH = dY W_down is never written: the
+(no zero-filled gradients materialised for them), and h is dropped right after dW_down (h and, apart, u are held on
+the autograd context, not in save_for_backward, so saved-tensor hooks do not see them: activation checkpointing
+still gives the right gradients but keeps them alive). dH = dY W_down is never written: the
 epilogue of its GEMM (kernels.ops.mlp_backward) turns it into [dg | du] straight over gu (Liger also writes over its
 saved a and b), so the backward allocates no [M, h] gradient of h (eager and Liger do). Because gu is overwritten,
 a second backward through the same graph (retain_graph=True) is refused.
@@ -39,7 +40,8 @@ weights (alike for every variant), with dW_down ([d, h]) computed first and h ([
 
 The forward, two ways (`forward`; the fuselens variant measures both, kernels.models.dispatch.choose_train):
   "cublas"  gate and up as two cuBLAS GEMMs writing the two halves of gu in place (mm's out= takes a row-strided
-            view without a copy), the FuseLens gating kernel reading them by row stride, cuBLAS down_proj;
+            view without a copy; apart: into g and u), the FuseLens gating kernel reading them by row stride, cuBLAS
+            down_proj;
   "dual"    the dual GEMM over the interleaved weight (kernels.ops.mlp_backward.dual_gemm_save: the inference
             kernel's main loop, an epilogue that stores g, u and act(g) * u), cuBLAS down_proj. The interleaved copy
             is rebuilt every step (the optimizer changes the weights): 2 x 2 h d bytes read and written.
