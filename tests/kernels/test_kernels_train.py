@@ -181,6 +181,24 @@ def test_a_second_backward_is_refused(apart):
         y.sum().backward()
 
 
+@pytest.mark.parametrize("reentrant", [False, True])
+@pytest.mark.parametrize("apart", [False, True])
+def test_activation_checkpointing_gives_the_same_gradients(apart, reentrant):
+    """torch.utils.checkpoint around the training op (its forward recomputed in the backward): the gradients of x and
+    of every weight are the ones without checkpointing, in either layout and either checkpoint mode."""
+    from torch.utils.checkpoint import checkpoint
+
+    model = _model("swiglu", 40, 56, 24).to(DEVICE)
+    x = randn(77, 40, dtype=torch.float32, seed=25)
+    dy = randn(77, 40, dtype=torch.float32, seed=26)
+    plain = _grads(model, lambda mod, t: _fused(mod, t, "cublas", apart), x, dy)
+    ckpt = _grads(
+        model, lambda mod, t: checkpoint(lambda u: _fused(mod, u, "cublas", apart), t, use_reentrant=reentrant), x, dy
+    )
+    for o, r in zip(ckpt, plain, strict=True):
+        assert torch.equal(o, r)
+
+
 @pytest.mark.parametrize("workload", ["geglu", "plain"])
 def test_fuselens_variant_trains_and_names_its_path(workload):
     """build('fuselens', train=True) trains (was refused as forward-only): grads equal the module's, and a profiled
