@@ -194,6 +194,15 @@ def _floors(r: dict) -> str:
     return f"– / {r['x_floor']:.3f}" if "x_floor" in r else "–"
 
 
+def floor_over_best_peer(r: dict) -> str:
+    """The '× best peer' a step run exactly at the row's floor would show (duty floor; the burst one for rows from
+    before it): roughly how much any kernel could still win over the fastest peer there."""
+    best = r.get("best_peer")
+    if not best or "floor_us" not in r or "us" not in r["variants"].get(best, {}):
+        return "–"
+    return f"{r['floor_us'] / r['variants'][best]['us']:.3f}"
+
+
 def to_markdown(res: dict) -> str:
     env = res["env"]
     lines = [
@@ -207,14 +216,16 @@ def to_markdown(res: dict) -> str:
         " 8192³ matmul rate timed in the row's passes at the steps' duty cycle (duty), and at its burst rate measured"
         " here (burst: "
         + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in res["matmul_tflops"].items())
-        + "); a row written before the duty floor existed shows the burst one only.",
+        + "); a row written before the duty floor existed shows the burst one only. Floor ÷ best peer: the '× best"
+        " peer' a step run at that floor would show (the floor is cuBLAS's 8192³ rate, a reference rather than a"
+        " bound: a peer whose GEMMs run faster than it comes out above 1).",
         "Peak MiB: memory allocated during one step above what was allocated before it (saved activations, backward"
         " temporaries and the weight and input gradients, the last two alike for every variant).",
         "",
         "| row | dtype | tokens × d → h | dX | eager µs | compile µs | liger µs | fuselens µs | × best peer | × floor duty / burst |"
-        " verdict | peak MiB eager / compile / liger / fuselens | fuselens ÷ liger peak | grad rel err (fuselens)"
-        " | fuselens path |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|",
+        " floor ÷ best peer | verdict | peak MiB eager / compile / liger / fuselens | fuselens ÷ liger peak |"
+        " grad rel err (fuselens) | fuselens path |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|",
     ]
     for r in res["rows"]:
         v = r["variants"]
@@ -237,6 +248,7 @@ def to_markdown(res: dict) -> str:
             *(us(n) for n in VARIANTS),
             f"{r['x_best']:.3f}" if "x_best" in r else "–",
             _floors(r),
+            floor_over_best_peer(r),
             r.get("verdict", "–"),
             " / ".join(mem(n) for n in VARIANTS),
             f"{r['x_liger_peak_mem']:.2f}" if "x_liger_peak_mem" in r else "–",

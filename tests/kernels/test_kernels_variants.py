@@ -469,5 +469,7 @@ def test_training_bench_renders_its_results_files():
                 f"{r['x_floor']:.3f} / {r['x_floor_burst']:.3f}" if "x_floor_burst" in r else f"– / {r['x_floor']:.3f}"
             )
             assert cells[9] == train_bench._floors(r) == want
+            best_us = r["variants"][r["best_peer"]]["us"]
+            assert cells[10] == train_bench.floor_over_best_peer(r) == f"{r['floor_us'] / best_us:.3f}"
     row = {"x_floor": 1.1234, "x_floor_burst": 1.2345}
     assert train_bench._floors(row) == "1.123 / 1.234" and train_bench._floors({}) == "–"
