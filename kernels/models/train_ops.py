@@ -38,6 +38,9 @@ weights (alike for every variant), with dW_down ([d, h]) computed first and h ([
       joint, 408 apart (Liger: 462); HF GEGLU (8192 x 768 -> 3072) peaks at its start either way (160 MiB) and keeps
       the one weight-gradient GEMM over gu.
 
+Frozen weights (a base model under LoRA): glu_mlp takes the apart layout wherever the gate or up weight needs no
+gradient, and its formula computes only the gradients asked for; the plain op still computes dW1 and db1.
+
 The forward, two ways (`forward`; the fuselens variant measures both, kernels.models.dispatch.choose_train):
   "cublas"  gate and up as two cuBLAS GEMMs writing the two halves of gu in place (mm's out= takes a row-strided
             view without a copy; apart: into g and u), the FuseLens gating kernel reading them by row stride, cuBLAS
@@ -281,10 +284,10 @@ def _once(ctx) -> None:
     ctx.used = True
 
 
-def _down_grads(ctx, dy):
-    """dW_down = dY^T h (and h released: ctx held the only other reference)."""
+def _down_grads(ctx, dy, need: bool = True):
+    """dW_down = dY^T h where W_down needs its gradient (and h released: ctx held the only other reference)."""
     h = ctx.h.pop()
-    return torch.mm(dy.t(), h)
+    return torch.mm(dy.t(), h) if need else None
 
 
 def _glu_backward(ctx, dy, _dgu, _dh):
@@ -293,7 +296,7 @@ def _glu_backward(ctx, dy, _dgu, _dh):
         return None, None, None, None, None, None
     x, gu, w_gate, w_up, w_down = ctx.saved_tensors
     dy = dy.contiguous()
-    dwd = _down_grads(ctx, dy)
+    dwd = _down_grads(ctx, dy, ctx.needs_input_grad[3])
     need_dx = ctx.needs_input_grad[0]
     dx, dwg, dwu = torch.ops.fuselens.glu_mlp_backward(dy, x, gu, w_gate, w_up, w_down, ctx.activation, need_dx)
     return dx if need_dx else None, dwg, dwu, dwd, None, None
@@ -306,15 +309,17 @@ def _glu_apart_backward(ctx, dy, _dg, _du, _dh):
     x, g, w_gate, w_up, w_down = ctx.saved_tensors
     u = ctx.u.pop()
     dy = dy.contiguous()
-    dwd = _down_grads(ctx, dy)
+    need_dx, need_dwg, need_dwu, need_dwd = ctx.needs_input_grad[:4]
+    dwd = _down_grads(ctx, dy, need_dwd)
+    if not (need_dx or need_dwg or need_dwu):  # only W_down trains
+        return None, None, None, dwd, None, None
     torch.ops.fuselens.glu_dh_grad(dy, w_down, g, u, ctx.activation)  # g, u now hold dg, du
-    need_dx = ctx.needs_input_grad[0]
     dx = torch.mm(u, w_up) if need_dx else None
-    dwu = torch.mm(u.t(), x)
+    dwu = torch.mm(u.t(), x) if need_dwu else None
     del u  # du's last use: released before dWg allocates (module doc)
     if need_dx:
         dx.addmm_(g, w_gate)
-    return dx, torch.mm(g.t(), x), dwu, dwd, None, None
+    return dx, torch.mm(g.t(), x) if need_dwg else None, dwu, dwd, None, None
 
 
 def _gelu_backward(ctx, dy, _dpre, _dh):
@@ -323,8 +328,8 @@ def _gelu_backward(ctx, dy, _dpre, _dh):
         return None, None, None, None, None, None
     x, pre, w1, b1, w2, b2 = ctx.saved_tensors
     dy = dy.contiguous()
-    dw2 = _down_grads(ctx, dy)
-    db2 = dy.sum(0, dtype=torch.float32).to(dy.dtype)
+    dw2 = _down_grads(ctx, dy, ctx.needs_input_grad[3])
+    db2 = dy.sum(0, dtype=torch.float32).to(dy.dtype) if ctx.needs_input_grad[4] else None
     need_dx = ctx.needs_input_grad[0]
     dx, dw1, db1 = torch.ops.fuselens.gelu_mlp_backward(dy, x, pre, w1, w2, ctx.activation, need_dx)
     return dx if need_dx else None, dw1, db1, dw2, db2, None
@@ -339,9 +344,11 @@ torch.library.register_autograd("fuselens::gelu_mlp_train", _gelu_backward, setu
 
 def glu_mlp(x2d, w_gate, w_up, w_down, activation: str, forward: str = "cublas", apart: bool | None = None):
     """The gated MLP's output through the training op (differentiable); forward "cublas" or "dual", g and u saved
-    apart or as one [g | u] (None: by saves_apart; module doc)."""
-    if apart is None:
-        apart = saves_apart(x2d.shape[0], x2d.shape[1], w_gate.shape[0], x2d.requires_grad)
+    apart or as one [g | u] (None: by saves_apart, and apart wherever the gate or up weight is frozen, since the apart
+    backward computes only the gradients asked for; module doc)."""
+    if apart is None:  # frozen gate / up weights (LoRA on the base model): the apart formula skips their GEMMs
+        frozen = not (w_gate.requires_grad and w_up.requires_grad)
+        apart = frozen or saves_apart(x2d.shape[0], x2d.shape[1], w_gate.shape[0], x2d.requires_grad)
     op = torch.ops.fuselens.glu_mlp_train_apart if apart else torch.ops.fuselens.glu_mlp_train
     return op(x2d, w_gate, w_up, w_down, activation, forward)[0]
 

@@ -181,6 +181,41 @@ def test_a_second_backward_is_refused(apart):
         y.sum().backward()
 
 
+@pytest.mark.parametrize("workload", ["swiglu", "plain"])
+def test_frozen_weights_get_no_gradient_and_no_gemm(workload):
+    """A frozen MLP whose input still needs its gradient (LoRA on a base model): x's gradient is the module's, the
+    frozen weights get none, and the backward runs none of their GEMMs (gated: dW_down, dWg, dWu, 3 of its 6 mm /
+    addmm calls; plain: dW_down and db2, which the formula computes; the op still computes dW1 and db1)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    m, d, h = 77, 40, 56
+    x = randn(m, d, dtype=torch.float32, seed=27)
+    dy = randn(m, d, dtype=torch.float32, seed=28)
+
+    class CountGemms(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += func.__name__.split(".")[0] in ("mm", "addmm", "addmm_")
+            return func(*args, **(kwargs or {}))
+
+    counts = {}
+    for frozen in (False, True):
+        model = _model(workload, d, h, 29).to(DEVICE)
+        model.requires_grad_(not frozen)
+        ref = _grads(model, lambda mod, t: mod(t), x, dy)[1]
+        t = x.detach().requires_grad_()
+        y = _fused(model, t)
+        with CountGemms() as c:
+            y.backward(dy)
+        counts[frozen] = c.n
+        assert torch.allclose(t.grad, ref, rtol=1e-5, atol=1e-6)
+        assert all((p.grad is None) == frozen for p in model.parameters())
+    assert counts[False] - counts[True] == (3 if workload == "swiglu" else 1), counts
+
+
 @pytest.mark.parametrize("reentrant", [False, True])
 @pytest.mark.parametrize("apart", [False, True])
 def test_activation_checkpointing_gives_the_same_gradients(apart, reentrant):
