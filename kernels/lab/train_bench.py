@@ -152,8 +152,9 @@ def bench_row(row, tf: dict, n_iter: int, input_grad: bool = True) -> dict:
     out["fuselens_epilogue"] = train_ops.EPILOGUE_RAN.get(
         (model.activation, dt, tokens, h)
     )  # "ws": the Gluon dH kernel ran, "tma": the Triton one, "torch": the fallback
-    if workload != "plain":  # where the gated op keeps g and u (train_ops.saves_apart: by the step's peak memory)
-        out["fuselens_saved"] = "g, u apart" if train_ops.saves_apart(tokens, d, h, input_grad) else "[g | u]"
+    if workload != "plain":  # where the gated op keeps g and u (train_ops.layout_apart: by the step's peak memory)
+        apart = train_ops.layout_apart(x.reshape(-1, d), model.gate_proj.weight, model.up_proj.weight)
+        out["fuselens_saved"] = "g, u apart" if apart else "[g | u]"
     from kernels.ops import mlp_backward
 
     # the first-call measurements behind those choices ({"triton": us, "(rows, stages, group_m)": us, ...})

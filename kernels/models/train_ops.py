@@ -102,6 +102,14 @@ def saves_apart(tokens: int, d_model: int, hidden: int, need_dx: bool = True) ->
     return dx + 2 * hidden * d_model > tokens * hidden
 
 
+def layout_apart(x2d: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> bool:
+    """glu_mlp's choice: g and u apart where saves_apart says so for this step, or where the gate or up weight is
+    frozen (a base model under LoRA), since the apart backward computes only the gradients asked for."""
+    if not (w_gate.requires_grad and w_up.requires_grad):
+        return True
+    return saves_apart(x2d.shape[0], x2d.shape[1], w_gate.shape[0], x2d.requires_grad)
+
+
 def _glu_forward(name, x, w_gate, w_up, w_down, activation, forward, apart):
     """(y, saved, h): saved is gu = [g | u] or, `apart`, the pair (g, u)."""
     _check(name, x, w_gate, w_up, w_down)
@@ -346,9 +354,8 @@ def glu_mlp(x2d, w_gate, w_up, w_down, activation: str, forward: str = "cublas",
     """The gated MLP's output through the training op (differentiable); forward "cublas" or "dual", g and u saved
     apart or as one [g | u] (None: by saves_apart, and apart wherever the gate or up weight is frozen, since the apart
     backward computes only the gradients asked for; module doc)."""
-    if apart is None:  # frozen gate / up weights (LoRA on the base model): the apart formula skips their GEMMs
-        frozen = not (w_gate.requires_grad and w_up.requires_grad)
-        apart = frozen or saves_apart(x2d.shape[0], x2d.shape[1], w_gate.shape[0], x2d.requires_grad)
+    if apart is None:
+        apart = layout_apart(x2d, w_gate, w_up)
     op = torch.ops.fuselens.glu_mlp_train_apart if apart else torch.ops.fuselens.glu_mlp_train
     return op(x2d, w_gate, w_up, w_down, activation, forward)[0]
 
