@@ -405,6 +405,31 @@ def _hopper_gluon() -> bool:
     return ON_GPU and torch.cuda.get_device_capability() == (9, 0) and ws_gemm.gluon is not None
 
 
+def _dh_float64(dy, w_down, saved, activation):
+    """The dH epilogue's result in float64 from the same rounded inputs: [dg | du] over a gated MLP's [g | u], dpre
+    over the plain MLP's pre."""
+    from kernels.ops.activations import act_and_grad_torch
+
+    h = w_down.shape[1]
+    dh = dy.double() @ w_down.double()
+    act, dact = act_and_grad_torch(saved[:, :h].double(), activation)
+    if activation in mlp_backward.GATED_GRADS:
+        return torch.cat([dh * saved[:, h:].double() * dact, dh * act], dim=1)
+    return dh * dact
+
+
+def _first_call_operands(m, d, h, seed):
+    """bf16 SwiGLU dH operands (dY, W_down, [g | u]) and their tuning key, with no kernel choice measured for it yet."""
+    dt = torch.bfloat16
+    dy = randn(m, d, dtype=dt, seed=seed)
+    w_down = randn(d, h, dtype=dt, seed=seed + 1) * d**-0.5
+    saved = randn(m, 2 * h, dtype=dt, seed=seed + 2)
+    key = (dy.get_device(), dt, mlp_backward.GRAD_IDS["silu"], mlp_backward.m_bucket(m), h, d)
+    for cache in (mlp_backward.WS_CHOICE, mlp_backward.WS_TIMINGS, mlp_backward._dh_tuned.cache):
+        cache.pop(key, None)
+    return dy, w_down, saved, key
+
+
 # (tokens, d_model, hidden): token counts off the 64-row tile; K (d_model) off the 64 K step in the first two, hidden
 # off the 128-column tile in the second (16-byte rows still: TMA); and the HF shape
 WS_SHAPES = [(1029, 1000, 2816), (4099, 776, 3000), (8192, 768, 3072)]
@@ -419,7 +444,6 @@ def test_warp_specialised_dh_kernel_matches_float64(shape, activation, dname):
     output against float64 from the same rounded inputs, within the dtype's tolerance and no worse than the Triton dH
     kernel's error on the same inputs."""
     from kernels.ops import ws_dh
-    from kernels.ops.activations import act_and_grad_torch
 
     m, d, h = shape
     dt = DTYPES[dname]
@@ -428,10 +452,7 @@ def test_warp_specialised_dh_kernel_matches_float64(shape, activation, dname):
     dy = randn(m, d, dtype=dt, seed=seed)
     w_down = randn(d, h, dtype=dt, seed=seed + 1) * d**-0.5
     saved = randn(m, 2 * h if gated else h, dtype=dt, seed=seed + 2)
-    dh = dy.double() @ w_down.double()
-    g = saved[:, :h].double()
-    act, dact = act_and_grad_torch(g, activation)
-    refs = [dh * saved[:, h:].double() * dact, dh * act] if gated else [dh * dact]
+    refs = _dh_float64(dy, w_down, saved, activation).split(h, dim=1)
     ours, triton_out = saved.clone(), saved.clone()
     halves = mlp_backward._halves(ours, w_down, activation)
     ws_dh.ws_dh_grad(dy, w_down, *halves, mlp_backward.GRAD_IDS[activation], gated)
@@ -505,7 +526,6 @@ def test_every_warp_specialised_dh_config_matches_float64(activation, d, apart):
     over the halves of one [g | u] and over g and u apart. K = 128 (two K steps per tile) lets a consumer's main loop
     finish before the other tile's g, u load lands: the shared epilogue buffer pair's hand-off must hold there."""
     from kernels.ops import ws_dh
-    from kernels.ops.activations import act_and_grad_torch
 
     m, _, h = WS_SHAPES[1]
     gated = activation in mlp_backward.GATED_GRADS
@@ -515,9 +535,7 @@ def test_every_warp_specialised_dh_config_matches_float64(activation, d, apart):
     dy = randn(m, d, dtype=dt, seed=31)
     w_down = randn(d, h, dtype=dt, seed=32) * d**-0.5
     saved = randn(m, 2 * h if gated else h, dtype=dt, seed=33)
-    dh = dy.double() @ w_down.double()
-    act, dact = act_and_grad_torch(saved[:, :h].double(), activation)
-    ref = torch.cat([dh * saved[:, h:].double() * dact, dh * act], dim=1) if gated else dh * dact
+    ref = _dh_float64(dy, w_down, saved, activation)
     for cfg in ws_dh.CONFIGS + ws_dh.WIDE_CONFIGS:
         if apart:
             halves = (saved[:, :h].clone(), saved[:, h:].clone())
@@ -573,16 +591,8 @@ def test_the_first_call_measurement_leaves_out_a_config_whose_result_is_wrong(mo
     """A Gluon config that computes something else (here one whose launches leave g as it was) is neither timed nor
     chosen: WS_FAILED says its result differs from the Triton kernel's, and the call's result is right."""
     from kernels.ops import ws_dh
-    from kernels.ops.activations import act_and_grad_torch
 
-    m, d, h = 2053, 1000, 2816
-    dt = torch.bfloat16
-    dy = randn(m, d, dtype=dt, seed=61)
-    w_down = randn(d, h, dtype=dt, seed=62) * d**-0.5
-    saved = randn(m, 2 * h, dtype=dt, seed=63)
-    key = (dy.get_device(), dt, mlp_backward.GRAD_IDS["silu"], mlp_backward.m_bucket(m), h, d)
-    for cache in (mlp_backward.WS_CHOICE, mlp_backward.WS_TIMINGS, mlp_backward._dh_tuned.cache):
-        cache.pop(key, None)
+    dy, w_down, saved, key = _first_call_operands(2053, 1000, 2816, seed=61)
     broken = ws_dh.CONFIGS[0]
     real = ws_dh.ws_dh_grad
 
@@ -593,9 +603,7 @@ def test_the_first_call_measurement_leaves_out_a_config_whose_result_is_wrong(mo
             g.copy_(kept)
 
     monkeypatch.setattr(ws_dh, "ws_dh_grad", sabotaged)
-    dh = dy.double() @ w_down.double()
-    act, dact = act_and_grad_torch(saved[:, :h].double(), "silu")
-    ref = torch.cat([dh * saved[:, h:].double() * dact, dh * act], dim=1)
+    ref = _dh_float64(dy, w_down, saved, "silu")
     mlp_backward.dh_grad(dy, w_down, saved, "silu")
     assert mlp_backward.WS_FAILED[(key, broken)].startswith("its result differs from the Triton kernel's")
     assert str(broken) not in mlp_backward.WS_TIMINGS[key] and mlp_backward.WS_CHOICE[key] != broken
@@ -618,16 +626,7 @@ def test_the_first_call_measurement_keeps_saved_and_picks_a_kernel_that_is_right
     """The dH kernel's first call per shape, as a user meets it: the measurement runs on a scratch copy (`saved` is
     bit-identical after it), records the tuned Triton kernel and the Gluon configs for that K (only 128-row tiles
     above WS_MAX_K), and the kernel it picks writes the float64 result."""
-    from kernels.ops.activations import act_and_grad_torch
-
-    m, h = 2053, 2816
-    dt = torch.bfloat16
-    dy = randn(m, d, dtype=dt, seed=41)
-    w_down = randn(d, h, dtype=dt, seed=42) * d**-0.5
-    saved = randn(m, 2 * h, dtype=dt, seed=43)
-    key = (dy.get_device(), dt, mlp_backward.GRAD_IDS["silu"], mlp_backward.m_bucket(m), h, d)
-    for cache in (mlp_backward.WS_CHOICE, mlp_backward.WS_TIMINGS, mlp_backward._dh_tuned.cache):
-        cache.pop(key, None)
+    dy, w_down, saved, key = _first_call_operands(2053, d, 2816, seed=41)
     before = saved.clone()
     mlp_backward.fused_dh_grad(dy, w_down, saved.clone(), "silu", scratch=True)  # tuned, as dh_grad does first
     mlp_backward._use_ws(key, dy, w_down, saved, "silu")
@@ -635,9 +634,7 @@ def test_the_first_call_measurement_keeps_saved_and_picks_a_kernel_that_is_right
     timings = mlp_backward.WS_TIMINGS[key]
     assert "triton" in timings and len(timings) >= 2, timings
     assert set(timings) - {"triton"} <= {str(cfg) for cfg in mlp_backward.dh_configs(d)}, timings
-    dh = dy.double() @ w_down.double()
-    act, dact = act_and_grad_torch(saved[:, :h].double(), "silu")
-    ref = torch.cat([dh * saved[:, h:].double() * dact, dh * act], dim=1)
+    ref = _dh_float64(dy, w_down, saved, "silu")
     ran = mlp_backward.dh_grad(dy, w_down, saved, "silu")
     assert ran == ("ws" if mlp_backward.WS_CHOICE[key] is not None else "tma")
     assert rel_err(saved, ref) < REL_TOL["bf16"]
