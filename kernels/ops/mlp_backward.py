@@ -241,7 +241,7 @@ def _ws_candidate(x: torch.Tensor, forcing: bool, applies, max_k: int | None = W
 
 def dh_configs(k: int) -> list[tuple]:
     """The Gluon dH configs the first-call measurement times at reduction depth K (dY's columns = d_model)."""
-    return ws_dh.CONFIGS + ws_dh.WIDE_CONFIGS if k <= WS_MAX_K else list(ws_dh.WIDE_CONFIGS)
+    return [cfg for cfg in ws_dh.ALL_CONFIGS if k <= WS_MAX_K or cfg[0] == 128]
 
 
 def _use_ws(key, dy: torch.Tensor, w_down: torch.Tensor, saved: torch.Tensor, activation: str) -> tuple | None:

@@ -58,6 +58,17 @@ CONFIGS = [(64, 5, 16), (64, 4, 8), (64, 6, 32), (64, 3, 16)]
 # HF 157.6 / 195.2 us vs 142.9, Llama-2-7B 746.9 / 1252.1 vs 598.3), so no such config is offered. (128, 3, 16) with a
 # shared pair was never fastest either.
 WIDE_CONFIGS = [(128, 4, 8), (128, 4, 16)]
+# The epilogue in registers (fuselens_mlp_bwd_dh_wsr_kernel): (rows, stages, group_m, epilogue). The configs above
+# are latency-bound on the ring (Nsight Compute, bench/results/ncu_dh_h200.md: 62% of cycles with no eligible warp,
+# no unit above 64%) and their time falls with every stage the epilogue buffers leave room for (128-row tiles, H100
+# HF: 2 stages 195-199 us, 3 stages 157.6, 4 stages 142.9). Without the buffers the ring takes all of shared memory:
+# 9 x 24 KB at 64 rows, 7 x 32 KB at 128.
+EPILOGUES = ("smem", "reg", "reg+l2")
+REG_CONFIGS = [
+    (64, 9, 16, "reg+l2"), (64, 9, 16, "reg"), (64, 6, 16, "reg+l2"), (128, 7, 8, "reg+l2"), (128, 6, 8, "reg"),
+    (128, 5, 16, "reg+l2"),
+]  # fmt: skip
+ALL_CONFIGS = CONFIGS + WIDE_CONFIGS + REG_CONFIGS
 # Dynamic shared memory a block may opt into on sm_90 (227 KB)
 SMEM_LIMIT_BYTES = 232_448
 
@@ -99,20 +110,7 @@ if gluon is not None:
             u_smem = u_bufs.index(WHICH)
         for j in range(WHICH, n_local, 2):
             off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
-            mbarrier.wait(done.index(1 - WHICH), ((j - 1) // 2) & 1, pred=j > 0)  # the other's main loop of j - 1
-            acc = gl.zeros((BM, BN), gl.float32, layout)
-            prev = 0
-            for k in range(k_tiles):
-                pos = j * k_tiles + k  # ring position: the producer fills positions in the same order
-                s = pos % STAGES
-                mbarrier.wait(ready.index(s), (pos // STAGES) & 1)
-                acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
-                acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-                mbarrier.arrive(empty.index(prev), pred=k > 0)  # the previous step's wgmma is done with its stage
-                prev = s
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            mbarrier.arrive(empty.index(prev))
-            mbarrier.arrive(done.index(WHICH))
+            acc = _main_loop(a_bufs, b_bufs, ready, empty, done, j, k_tiles, layout, WHICH, STAGES)
             # this tile's g and u have landed: each consumer has its own ready barrier, completed once per tile of
             # its own, also where the two share one buffer pair (EPI_SHARED). One barrier for both would let a
             # consumer whose main loop outruns the other's load (small K) pass on the parity of the tile before
@@ -120,21 +118,20 @@ if gluon is not None:
             mbarrier.wait(epi_ready.index(WHICH), (j // 2) & 1)
             # 128-row tiles in four 64 x 64 quarters: a 128 x 128 tile's g, u and temporaries beside the accumulator spill
             if QUARTERS:
-                HALF: gl.constexpr = BN // 2
-                ROWS: gl.constexpr = BM // 2
                 quarter: gl.constexpr = gl.NVMMADistributedLayout(
-                    version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HALF, 16]
+                    version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN // 2, 16]
                 )
-                top, bottom = gl.split(gl.permute(gl.reshape(acc, (2, ROWS, BN)), (1, 2, 0)))
-                for r in gl.static_range(2):
-                    rows = top if r == 0 else bottom
-                    lo, hi = gl.split(gl.permute(gl.reshape(rows, (ROWS, 2, HALF)), (0, 2, 1)))
-                    g_rows = g_smem.slice(r * ROWS, ROWS, 0)
-                    u_rows = u_smem.slice(r * ROWS, ROWS, 0)
-                    _epilogue(gl.convert_layout(lo, quarter), g_rows.slice(0, HALF, 1), u_rows.slice(0, HALF, 1),
-                              quarter, GRAD, GATED)  # fmt: skip
-                    _epilogue(gl.convert_layout(hi, quarter), g_rows.slice(HALF, HALF, 1), u_rows.slice(HALF, HALF, 1),
-                              quarter, GRAD, GATED)  # fmt: skip
+                q00, q01, q10, q11 = _quarters(acc, quarter)
+                R: gl.constexpr = BM // 2
+                C: gl.constexpr = BN // 2
+                _epilogue(q00, g_smem.slice(0, R, 0).slice(0, C, 1), u_smem.slice(0, R, 0).slice(0, C, 1), quarter,
+                          GRAD, GATED)  # fmt: skip
+                _epilogue(q01, g_smem.slice(0, R, 0).slice(C, C, 1), u_smem.slice(0, R, 0).slice(C, C, 1), quarter,
+                          GRAD, GATED)  # fmt: skip
+                _epilogue(q10, g_smem.slice(R, R, 0).slice(0, C, 1), u_smem.slice(R, R, 0).slice(0, C, 1), quarter,
+                          GRAD, GATED)  # fmt: skip
+                _epilogue(q11, g_smem.slice(R, R, 0).slice(C, C, 1), u_smem.slice(R, R, 0).slice(C, C, 1), quarter,
+                          GRAD, GATED)  # fmt: skip
             else:
                 _epilogue(acc, g_smem, u_smem, layout, GRAD, GATED)
             fence_async_shared()
@@ -146,6 +143,43 @@ if gluon is not None:
                 mbarrier.arrive(epi_empty.index(0))
             else:
                 mbarrier.arrive(epi_empty.index(WHICH))
+
+    @gluon.jit
+    def _main_loop(a_bufs, b_bufs, ready, empty, done, j, k_tiles, layout: gl.constexpr, WHICH: gl.constexpr,
+                   STAGES: gl.constexpr):  # fmt: skip
+        """Consumer WHICH's K loop of its local tile j, once the other consumer's main loop of tile j - 1 is done
+        (the two take turns on the tensor cores); the fp32 accumulator [BM, BN] in `layout`."""
+        BM: gl.constexpr = a_bufs.type.shape[1]
+        BN: gl.constexpr = b_bufs.type.shape[2]
+        mbarrier.wait(done.index(1 - WHICH), ((j - 1) // 2) & 1, pred=j > 0)  # the other's main loop of j - 1
+        acc = gl.zeros((BM, BN), gl.float32, layout)
+        prev = 0
+        for k in range(k_tiles):
+            pos = j * k_tiles + k  # ring position: the producer fills positions in the same order
+            s = pos % STAGES
+            mbarrier.wait(ready.index(s), (pos // STAGES) & 1)
+            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+            mbarrier.arrive(empty.index(prev), pred=k > 0)  # the previous step's wgmma is done with its stage
+            prev = s
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(empty.index(prev))
+        mbarrier.arrive(done.index(WHICH))
+        return acc
+
+    @gluon.jit
+    def _quarters(acc, quarter: gl.constexpr):
+        """A 128-row accumulator's four 64 x BN/2 quarters (rows 0-63 left and right, then rows 64-127), moved
+        between registers only: each is a subset of the same threads' accumulator registers."""
+        BM: gl.constexpr = acc.shape[0]
+        BN: gl.constexpr = acc.shape[1]
+        R: gl.constexpr = BM // 2
+        C: gl.constexpr = BN // 2
+        top, bottom = gl.split(gl.permute(gl.reshape(acc, (2, R, BN)), (1, 2, 0)))
+        t0, t1 = gl.split(gl.permute(gl.reshape(top, (R, 2, C)), (0, 2, 1)))
+        b0, b1 = gl.split(gl.permute(gl.reshape(bottom, (R, 2, C)), (0, 2, 1)))
+        return (gl.convert_layout(t0, quarter), gl.convert_layout(t1, quarter), gl.convert_layout(b0, quarter),
+                gl.convert_layout(b1, quarter))  # fmt: skip
 
     @gluon.jit
     def _epilogue(acc, g_smem, u_smem, layout: gl.constexpr, GRAD: gl.constexpr, GATED: gl.constexpr):
@@ -273,8 +307,138 @@ if gluon is not None:
             [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS],
         )
 
+    # ---- the epilogue in registers (REG_CONFIGS): g and u read and dg, du written by each thread straight from and
+    # to HBM in the accumulator's layout, so no shared memory goes to epilogue buffers and the whole of it holds the
+    # ring of dY and W_down stages
+
+    @gluon.jit
+    def _prefetch_l2(ptr, stride, off_m, off_n, M, N, BM: gl.constexpr, BN: gl.constexpr):
+        """prefetch.global.L2 of a [BM, BN] tile of a 2-byte tensor, one instruction per 128-byte line and no
+        registers held, issued a main loop before the epilogue reads it (from L2, not HBM: ~1 us less per tile)."""
+        LINES: gl.constexpr = BN * 2 // 128
+        pl: gl.constexpr = gl.BlockedLayout([1, 1], [32 // LINES, LINES], [4, 1], [1, 0])
+        rows = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, pl))
+        cols = off_n + gl.arange(0, LINES, layout=gl.SliceLayout(0, pl)) * 64
+        inside = (rows < M)[:, None] & (cols < N)[None, :]
+        offs = gl.where(
+            inside, rows.to(gl.int64)[:, None] * stride + cols[None, :], off_m.to(gl.int64) * stride + off_n
+        )
+        gl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptr + offs], dtype=gl.int32,
+                                  is_pure=False, pack=1)  # fmt: skip
+
+    @gluon.jit
+    def _epilogue_reg(acc, g_ptr, u_ptr, stride_g, stride_u, off_m, off_n, M, N, layout: gl.constexpr,
+                      GRAD: gl.constexpr, GATED: gl.constexpr):  # fmt: skip
+        """_epilogue's arithmetic on a tile read from and written back to HBM by the threads holding `acc`."""
+        rows = off_m + gl.arange(0, acc.shape[0], layout=gl.SliceLayout(1, layout))
+        cols = off_n + gl.arange(0, acc.shape[1], layout=gl.SliceLayout(0, layout))
+        inside = (rows < M)[:, None] & (cols < N)[None, :]
+        r64 = rows.to(gl.int64)[:, None]
+        g_ptrs = g_ptr + r64 * stride_g + cols[None, :]
+        u_ptrs = u_ptr + r64 * stride_u + cols[None, :]  # plain: u is g (ws_dh_grad), read twice, written once
+        # no branch on GATED: it reaches a partition as a runtime i1 (warp_specialize passes its arguments as values),
+        # and Triton 3.6 fails to lower an scf.if around these loads and stores (offline compile, sm_90)
+        g_in = gl.load(g_ptrs, mask=inside, other=0.0)
+        u = gl.load(u_ptrs, mask=inside, other=0.0).to(gl.float32)  # both loads issued before either is used
+        act, dact = act_and_grad_f32(g_in.to(gl.float32), GRAD)
+        gl.store(g_ptrs, (acc * gl.where(GATED, u, 1.0) * dact).to(g_in.dtype), mask=inside)
+        gl.store(u_ptrs, (acc * act).to(g_in.dtype), mask=inside & GATED)
+
+    @gluon.jit
+    def _consume_reg(descs, bufs, bars, M, N, K, WHICH: gl.constexpr, GRAD: gl.constexpr, GATED: gl.constexpr,
+                     GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr, STAGES: gl.constexpr,
+                     PREFETCH: gl.constexpr):  # fmt: skip
+        """Consumer WHICH (0 or 1) of the register-epilogue kernel: local tiles WHICH, WHICH + 2, ..."""
+        dy_desc, w_desc, g_ptr, u_ptr, stride_g, stride_u = descs
+        a_bufs, b_bufs = bufs
+        ready, empty, done = bars
+        BM: gl.constexpr = dy_desc.block_type.shape[0]
+        BK: gl.constexpr = dy_desc.block_type.shape[1]
+        BN: gl.constexpr = w_desc.block_type.shape[1]
+        layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
+        pid = gl.program_id(0)
+        k_tiles = gl.cdiv(K, BK)
+        n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
+        for j in range(WHICH, n_local, 2):
+            off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
+            if PREFETCH:
+                _prefetch_l2(g_ptr, stride_g, off_m, off_n, M, N, BM, BN)
+                if GATED:
+                    _prefetch_l2(u_ptr, stride_u, off_m, off_n, M, N, BM, BN)
+            acc = _main_loop(a_bufs, b_bufs, ready, empty, done, j, k_tiles, layout, WHICH, STAGES)
+            if BM > 64:  # in 64 x 64 quarters, as _consume does
+                quarter: gl.constexpr = gl.NVMMADistributedLayout(
+                    version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN // 2, 16]
+                )
+                q00, q01, q10, q11 = _quarters(acc, quarter)
+                R: gl.constexpr = BM // 2
+                C: gl.constexpr = BN // 2
+                _epilogue_reg(q00, g_ptr, u_ptr, stride_g, stride_u, off_m, off_n, M, N, quarter, GRAD, GATED)
+                _epilogue_reg(q01, g_ptr, u_ptr, stride_g, stride_u, off_m, off_n + C, M, N, quarter, GRAD, GATED)
+                _epilogue_reg(q10, g_ptr, u_ptr, stride_g, stride_u, off_m + R, off_n, M, N, quarter, GRAD, GATED)
+                _epilogue_reg(q11, g_ptr, u_ptr, stride_g, stride_u, off_m + R, off_n + C, M, N, quarter, GRAD, GATED)
+            else:
+                _epilogue_reg(acc, g_ptr, u_ptr, stride_g, stride_u, off_m, off_n, M, N, layout, GRAD, GATED)
+
+    @gluon.jit
+    def _consumer0_reg(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
+                       NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, PREFETCH: gl.constexpr):  # fmt: skip
+        _consume_reg(descs, bufs, bars, M, N, K, 0, GRAD, GATED, GROUP_M, NUM_PROGS, STAGES, PREFETCH)
+
+    @gluon.jit
+    def _consumer1_reg(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
+                       NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, PREFETCH: gl.constexpr):  # fmt: skip
+        _consume_reg(descs, bufs, bars, M, N, K, 1, GRAD, GATED, GROUP_M, NUM_PROGS, STAGES, PREFETCH)
+
+    @gluon.jit
+    def _producer_reg(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
+                      NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, PREFETCH: gl.constexpr):  # fmt: skip
+        dy_desc, w_desc, _g, _u, _sg, _su = descs
+        a_bufs, b_bufs = bufs
+        ready, empty, done = bars
+        BM: gl.constexpr = dy_desc.block_type.shape[0]
+        BK: gl.constexpr = dy_desc.block_type.shape[1]
+        BN: gl.constexpr = w_desc.block_type.shape[1]
+        pid = gl.program_id(0)
+        k_tiles = gl.cdiv(K, BK)
+        n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
+        for j in range(n_local):
+            off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
+            _load_ring(dy_desc, w_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, j, k_tiles, STAGES)
+
+    @gluon.jit
+    def fuselens_mlp_bwd_dh_wsr_kernel(dy_desc, w_desc, g_ptr, u_ptr, stride_g, stride_u, M, N, K,
+                                       GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
+                                       NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, PREFETCH: gl.constexpr,
+                                       CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):  # fmt: skip
+        """fuselens_mlp_bwd_dh_ws_kernel with its epilogue in registers (g, u by pointer: no epilogue buffers, no
+        epilogue producer); one program per SM, persistent."""
+        BM: gl.constexpr = dy_desc.block_type.shape[0]
+        BK: gl.constexpr = dy_desc.block_type.shape[1]
+        BN: gl.constexpr = w_desc.block_type.shape[1]
+        a_bufs = gl.allocate_shared_memory(dy_desc.dtype, [STAGES, BM, BK], dy_desc.layout)
+        b_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES, BK, BN], w_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        done = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=1)
+        for i in gl.static_range(2):
+            mbarrier.init(done.index(i), count=1)
+        args = ((dy_desc, w_desc, g_ptr, u_ptr, stride_g, stride_u), (a_bufs, b_bufs), (ready, empty, done), M, N, K,
+                GRAD, GATED, GROUP_M, NUM_PROGS, STAGES, PREFETCH)  # fmt: skip
+        gl.warp_specialize(
+            [(_consumer0_reg, args), (_consumer1_reg, args), (_producer_reg, args)],
+            [4, 1],
+            [CONSUMER_REGS, PRODUCER_REGS],
+        )
+
 
 _KERNEL = Fixed(fuselens_mlp_bwd_dh_ws_kernel, "ws_dh", ws_gemm._desc, num_warps=4, maxnreg=MAX_REGS) if gluon else None
+_KERNEL_REG = (
+    Fixed(fuselens_mlp_bwd_dh_wsr_kernel, "ws_dh_reg", ws_gemm._desc, num_warps=4, maxnreg=MAX_REGS) if gluon else None
+)
 
 
 def applies(dy: torch.Tensor) -> bool:
@@ -283,19 +447,29 @@ def applies(dy: torch.Tensor) -> bool:
 
 
 def ws_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, g: torch.Tensor, u: torch.Tensor, grad_id: int, gated: bool,
-               bm: int = BM, stages: int = STAGES, group_m: int = GROUP_M) -> None:  # fmt: skip
+               bm: int = BM, stages: int = STAGES, group_m: int = GROUP_M, epilogue: str = "smem") -> None:  # fmt: skip
     """In place: g (and u), [M, N] views of the saved activations, become the activation backward of dY W_down.
-    For a plain MLP pass u = g and gated=False."""
+    For a plain MLP pass u = g and gated=False. epilogue: "smem" (TMA through epilogue buffers), "reg" (registers,
+    fuselens_mlp_bwd_dh_wsr_kernel) or "reg+l2" (registers, the tile's g, u prefetched into L2 a main loop ahead)."""
+    if epilogue not in EPILOGUES:
+        raise ValueError(f"ws_dh_grad: epilogue must be one of {EPILOGUES}, got {epilogue!r}")
     M, K = dy.shape
     N = w_down.shape[1]
     dev = dy.device.index or 0
     programs = min(num_sms(dev), triton.cdiv(M, bm) * triton.cdiv(N, BN))
     consts = {"GRAD": grad_id, "GATED": gated, "GROUP_M": group_m, "NUM_PROGS": programs, "STAGES": stages}
-    consts["EPI_SHARED"] = epi_shared(bm, stages, dy.element_size())
+    if epilogue == "smem":
+        consts["EPI_SHARED"] = epi_shared(bm, stages, dy.element_size())
+    else:
+        consts["PREFETCH"] = epilogue == "reg+l2"
     consts |= {"CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS}
     # what the compiled kernel and its launch depend on (ws_gemm.ws_gated's spec, for these four tensors)
     spec = (dev, dy.dtype, M, N, K, dy.stride(0), w_down.stride(0), g.stride(0), grad_id, gated, bm, stages, group_m)
-    spec += (programs, u.stride(0))
+    spec += (programs, u.stride(0), epilogue)
     spec += (dy.data_ptr() & 15, w_down.data_ptr() & 15, g.data_ptr() & 15, u.data_ptr() & 15)
-    args = ((dy, (bm, BK)), (w_down, (BK, BN)), (g, (bm, BN)), (u, (bm, BN)), M, N, K)
-    _KERNEL.launch(spec, args, consts, (programs, 1, 1), dev)
+    if epilogue == "smem":
+        args = ((dy, (bm, BK)), (w_down, (BK, BN)), (g, (bm, BN)), (u, (bm, BN)), M, N, K)
+        _KERNEL.launch(spec, args, consts, (programs, 1, 1), dev)
+    else:
+        args = ((dy, (bm, BK)), (w_down, (BK, BN)), g, u, g.stride(0), u.stride(0), M, N, K)
+        _KERNEL_REG.launch(spec, args, consts, (programs, 1, 1), dev)

@@ -536,7 +536,7 @@ def test_every_warp_specialised_dh_config_matches_float64(activation, d, apart):
     w_down = randn(d, h, dtype=dt, seed=32) * d**-0.5
     saved = randn(m, 2 * h if gated else h, dtype=dt, seed=33)
     ref = _dh_float64(dy, w_down, saved, activation)
-    for cfg in ws_dh.CONFIGS + ws_dh.WIDE_CONFIGS:
+    for cfg in ws_dh.ALL_CONFIGS:
         if apart:
             halves = (saved[:, :h].clone(), saved[:, h:].clone())
         else:
