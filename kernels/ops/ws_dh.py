@@ -58,17 +58,12 @@ CONFIGS = [(64, 5, 16), (64, 4, 8), (64, 6, 32), (64, 3, 16)]
 # HF 157.6 / 195.2 us vs 142.9, Llama-2-7B 746.9 / 1252.1 vs 598.3), so no such config is offered. (128, 3, 16) with a
 # shared pair was never fastest either.
 WIDE_CONFIGS = [(128, 4, 8), (128, 4, 16)]
-# The epilogue in registers (fuselens_mlp_bwd_dh_wsr_kernel): (rows, stages, group_m, epilogue). The configs above
-# are latency-bound on the ring (Nsight Compute, bench/results/ncu_dh_h200.md: 62% of cycles with no eligible warp,
-# no unit above 64%) and their time falls with every stage the epilogue buffers leave room for (128-row tiles, H100
-# HF: 2 stages 195-199 us, 3 stages 157.6, 4 stages 142.9). Without the buffers the ring takes all of shared memory:
-# 9 x 24 KB at 64 rows, 7 x 32 KB at 128.
-EPILOGUES = ("smem", "reg", "reg+l2")
-REG_CONFIGS = [
-    (64, 9, 16, "reg+l2"), (64, 9, 16, "reg"), (64, 6, 16, "reg+l2"), (128, 7, 8, "reg+l2"), (128, 6, 8, "reg"),
-    (128, 5, 16, "reg+l2"),
-]  # fmt: skip
-ALL_CONFIGS = CONFIGS + WIDE_CONFIGS + REG_CONFIGS
+# Every config the first-call measurement may try (mlp_backward.dh_configs picks by K). An epilogue in registers
+# (g, u read and dg, du written by pointer in the accumulator's layout, no epilogue buffers, so the whole of shared
+# memory holds the ring: 9 x 24 KB at 64 rows, 7 x 32 KB at 128) measured slower at every row on the H200 (HF
+# 156.6-223.1 us against 103.5; Llama-2-7B 611.3-678.7 against 557.4; bench/results/train_dh_configs_h200.md) and is
+# not built: the TMA loads of g and u a tile ahead are what hides the epilogue, not more ring stages.
+ALL_CONFIGS = CONFIGS + WIDE_CONFIGS
 # Dynamic shared memory a block may opt into on sm_90 (227 KB)
 SMEM_LIMIT_BYTES = 232_448
 
@@ -307,138 +302,8 @@ if gluon is not None:
             [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS],
         )
 
-    # ---- the epilogue in registers (REG_CONFIGS): g and u read and dg, du written by each thread straight from and
-    # to HBM in the accumulator's layout, so no shared memory goes to epilogue buffers and the whole of it holds the
-    # ring of dY and W_down stages
-
-    @gluon.jit
-    def _prefetch_l2(ptr, stride, off_m, off_n, M, N, BM: gl.constexpr, BN: gl.constexpr):
-        """prefetch.global.L2 of a [BM, BN] tile of a 2-byte tensor, one instruction per 128-byte line and no
-        registers held, issued a main loop before the epilogue reads it (from L2, not HBM: ~1 us less per tile)."""
-        LINES: gl.constexpr = BN * 2 // 128
-        pl: gl.constexpr = gl.BlockedLayout([1, 1], [32 // LINES, LINES], [4, 1], [1, 0])
-        rows = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, pl))
-        cols = off_n + gl.arange(0, LINES, layout=gl.SliceLayout(0, pl)) * 64
-        inside = (rows < M)[:, None] & (cols < N)[None, :]
-        offs = gl.where(
-            inside, rows.to(gl.int64)[:, None] * stride + cols[None, :], off_m.to(gl.int64) * stride + off_n
-        )
-        gl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptr + offs], dtype=gl.int32,
-                                  is_pure=False, pack=1)  # fmt: skip
-
-    @gluon.jit
-    def _epilogue_reg(acc, g_ptr, u_ptr, stride_g, stride_u, off_m, off_n, M, N, layout: gl.constexpr,
-                      GRAD: gl.constexpr, GATED: gl.constexpr):  # fmt: skip
-        """_epilogue's arithmetic on a tile read from and written back to HBM by the threads holding `acc`."""
-        rows = off_m + gl.arange(0, acc.shape[0], layout=gl.SliceLayout(1, layout))
-        cols = off_n + gl.arange(0, acc.shape[1], layout=gl.SliceLayout(0, layout))
-        inside = (rows < M)[:, None] & (cols < N)[None, :]
-        r64 = rows.to(gl.int64)[:, None]
-        g_ptrs = g_ptr + r64 * stride_g + cols[None, :]
-        u_ptrs = u_ptr + r64 * stride_u + cols[None, :]  # plain: u is g (ws_dh_grad), read twice, written once
-        # no branch on GATED: it reaches a partition as a runtime i1 (warp_specialize passes its arguments as values),
-        # and Triton 3.6 fails to lower an scf.if around these loads and stores (offline compile, sm_90)
-        g_in = gl.load(g_ptrs, mask=inside, other=0.0)
-        u = gl.load(u_ptrs, mask=inside, other=0.0).to(gl.float32)  # both loads issued before either is used
-        act, dact = act_and_grad_f32(g_in.to(gl.float32), GRAD)
-        gl.store(g_ptrs, (acc * gl.where(GATED, u, 1.0) * dact).to(g_in.dtype), mask=inside)
-        gl.store(u_ptrs, (acc * act).to(g_in.dtype), mask=inside & GATED)
-
-    @gluon.jit
-    def _consume_reg(descs, bufs, bars, M, N, K, WHICH: gl.constexpr, GRAD: gl.constexpr, GATED: gl.constexpr,
-                     GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr, STAGES: gl.constexpr,
-                     PREFETCH: gl.constexpr):  # fmt: skip
-        """Consumer WHICH (0 or 1) of the register-epilogue kernel: local tiles WHICH, WHICH + 2, ..."""
-        dy_desc, w_desc, g_ptr, u_ptr, stride_g, stride_u = descs
-        a_bufs, b_bufs = bufs
-        ready, empty, done = bars
-        BM: gl.constexpr = dy_desc.block_type.shape[0]
-        BK: gl.constexpr = dy_desc.block_type.shape[1]
-        BN: gl.constexpr = w_desc.block_type.shape[1]
-        layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
-        pid = gl.program_id(0)
-        k_tiles = gl.cdiv(K, BK)
-        n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
-        for j in range(WHICH, n_local, 2):
-            off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
-            if PREFETCH:
-                _prefetch_l2(g_ptr, stride_g, off_m, off_n, M, N, BM, BN)
-                if GATED:
-                    _prefetch_l2(u_ptr, stride_u, off_m, off_n, M, N, BM, BN)
-            acc = _main_loop(a_bufs, b_bufs, ready, empty, done, j, k_tiles, layout, WHICH, STAGES)
-            if BM > 64:  # in 64 x 64 quarters, as _consume does
-                quarter: gl.constexpr = gl.NVMMADistributedLayout(
-                    version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN // 2, 16]
-                )
-                q00, q01, q10, q11 = _quarters(acc, quarter)
-                R: gl.constexpr = BM // 2
-                C: gl.constexpr = BN // 2
-                _epilogue_reg(q00, g_ptr, u_ptr, stride_g, stride_u, off_m, off_n, M, N, quarter, GRAD, GATED)
-                _epilogue_reg(q01, g_ptr, u_ptr, stride_g, stride_u, off_m, off_n + C, M, N, quarter, GRAD, GATED)
-                _epilogue_reg(q10, g_ptr, u_ptr, stride_g, stride_u, off_m + R, off_n, M, N, quarter, GRAD, GATED)
-                _epilogue_reg(q11, g_ptr, u_ptr, stride_g, stride_u, off_m + R, off_n + C, M, N, quarter, GRAD, GATED)
-            else:
-                _epilogue_reg(acc, g_ptr, u_ptr, stride_g, stride_u, off_m, off_n, M, N, layout, GRAD, GATED)
-
-    @gluon.jit
-    def _consumer0_reg(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
-                       NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, PREFETCH: gl.constexpr):  # fmt: skip
-        _consume_reg(descs, bufs, bars, M, N, K, 0, GRAD, GATED, GROUP_M, NUM_PROGS, STAGES, PREFETCH)
-
-    @gluon.jit
-    def _consumer1_reg(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
-                       NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, PREFETCH: gl.constexpr):  # fmt: skip
-        _consume_reg(descs, bufs, bars, M, N, K, 1, GRAD, GATED, GROUP_M, NUM_PROGS, STAGES, PREFETCH)
-
-    @gluon.jit
-    def _producer_reg(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
-                      NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, PREFETCH: gl.constexpr):  # fmt: skip
-        dy_desc, w_desc, _g, _u, _sg, _su = descs
-        a_bufs, b_bufs = bufs
-        ready, empty, done = bars
-        BM: gl.constexpr = dy_desc.block_type.shape[0]
-        BK: gl.constexpr = dy_desc.block_type.shape[1]
-        BN: gl.constexpr = w_desc.block_type.shape[1]
-        pid = gl.program_id(0)
-        k_tiles = gl.cdiv(K, BK)
-        n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
-        for j in range(n_local):
-            off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
-            _load_ring(dy_desc, w_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, j, k_tiles, STAGES)
-
-    @gluon.jit
-    def fuselens_mlp_bwd_dh_wsr_kernel(dy_desc, w_desc, g_ptr, u_ptr, stride_g, stride_u, M, N, K,
-                                       GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
-                                       NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, PREFETCH: gl.constexpr,
-                                       CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):  # fmt: skip
-        """fuselens_mlp_bwd_dh_ws_kernel with its epilogue in registers (g, u by pointer: no epilogue buffers, no
-        epilogue producer); one program per SM, persistent."""
-        BM: gl.constexpr = dy_desc.block_type.shape[0]
-        BK: gl.constexpr = dy_desc.block_type.shape[1]
-        BN: gl.constexpr = w_desc.block_type.shape[1]
-        a_bufs = gl.allocate_shared_memory(dy_desc.dtype, [STAGES, BM, BK], dy_desc.layout)
-        b_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES, BK, BN], w_desc.layout)
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        done = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(STAGES):
-            mbarrier.init(ready.index(i), count=1)
-            mbarrier.init(empty.index(i), count=1)
-        for i in gl.static_range(2):
-            mbarrier.init(done.index(i), count=1)
-        args = ((dy_desc, w_desc, g_ptr, u_ptr, stride_g, stride_u), (a_bufs, b_bufs), (ready, empty, done), M, N, K,
-                GRAD, GATED, GROUP_M, NUM_PROGS, STAGES, PREFETCH)  # fmt: skip
-        gl.warp_specialize(
-            [(_consumer0_reg, args), (_consumer1_reg, args), (_producer_reg, args)],
-            [4, 1],
-            [CONSUMER_REGS, PRODUCER_REGS],
-        )
-
 
 _KERNEL = Fixed(fuselens_mlp_bwd_dh_ws_kernel, "ws_dh", ws_gemm._desc, num_warps=4, maxnreg=MAX_REGS) if gluon else None
-_KERNEL_REG = (
-    Fixed(fuselens_mlp_bwd_dh_wsr_kernel, "ws_dh_reg", ws_gemm._desc, num_warps=4, maxnreg=MAX_REGS) if gluon else None
-)
 
 
 def applies(dy: torch.Tensor) -> bool:
@@ -447,29 +312,19 @@ def applies(dy: torch.Tensor) -> bool:
 
 
 def ws_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, g: torch.Tensor, u: torch.Tensor, grad_id: int, gated: bool,
-               bm: int = BM, stages: int = STAGES, group_m: int = GROUP_M, epilogue: str = "smem") -> None:  # fmt: skip
+               bm: int = BM, stages: int = STAGES, group_m: int = GROUP_M) -> None:  # fmt: skip
     """In place: g (and u), [M, N] views of the saved activations, become the activation backward of dY W_down.
-    For a plain MLP pass u = g and gated=False. epilogue: "smem" (TMA through epilogue buffers), "reg" (registers,
-    fuselens_mlp_bwd_dh_wsr_kernel) or "reg+l2" (registers, the tile's g, u prefetched into L2 a main loop ahead)."""
-    if epilogue not in EPILOGUES:
-        raise ValueError(f"ws_dh_grad: epilogue must be one of {EPILOGUES}, got {epilogue!r}")
+    For a plain MLP pass u = g and gated=False."""
     M, K = dy.shape
     N = w_down.shape[1]
     dev = dy.device.index or 0
     programs = min(num_sms(dev), triton.cdiv(M, bm) * triton.cdiv(N, BN))
     consts = {"GRAD": grad_id, "GATED": gated, "GROUP_M": group_m, "NUM_PROGS": programs, "STAGES": stages}
-    if epilogue == "smem":
-        consts["EPI_SHARED"] = epi_shared(bm, stages, dy.element_size())
-    else:
-        consts["PREFETCH"] = epilogue == "reg+l2"
+    consts["EPI_SHARED"] = epi_shared(bm, stages, dy.element_size())
     consts |= {"CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS}
     # what the compiled kernel and its launch depend on (ws_gemm.ws_gated's spec, for these four tensors)
     spec = (dev, dy.dtype, M, N, K, dy.stride(0), w_down.stride(0), g.stride(0), grad_id, gated, bm, stages, group_m)
-    spec += (programs, u.stride(0), epilogue)
+    spec += (programs, u.stride(0))
     spec += (dy.data_ptr() & 15, w_down.data_ptr() & 15, g.data_ptr() & 15, u.data_ptr() & 15)
-    if epilogue == "smem":
-        args = ((dy, (bm, BK)), (w_down, (BK, BN)), (g, (bm, BN)), (u, (bm, BN)), M, N, K)
-        _KERNEL.launch(spec, args, consts, (programs, 1, 1), dev)
-    else:
-        args = ((dy, (bm, BK)), (w_down, (BK, BN)), g, u, g.stride(0), u.stride(0), M, N, K)
-        _KERNEL_REG.launch(spec, args, consts, (programs, 1, 1), dev)
+    args = ((dy, (bm, BK)), (w_down, (BK, BN)), (g, (bm, BN)), (u, (bm, BN)), M, N, K)
+    _KERNEL.launch(spec, args, consts, (programs, 1, 1), dev)
