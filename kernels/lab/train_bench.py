@@ -158,7 +158,7 @@ def bench_row(row, tf: dict, n_iter: int, input_grad: bool = True) -> dict:
     from kernels.ops import mlp_backward
 
     # the first-call measurements behind those choices ({"triton": us, "(rows, stages, group_m)": us, ...})
-    def this_row(k) -> bool:  # keys (device, dtype, act, row bucket, h, d)
+    def this_row(k) -> bool:  # keys (device, dtype, act, row bucket, h, d[, the dH key's saved row stride])
         return k[1] == dt and k[4] == h and k[5] == d
 
     out["dh_kernel_us"] = {str(k[3:]): v for k, v in mlp_backward.WS_TIMINGS.items() if this_row(k)}

@@ -134,15 +134,13 @@ def fused_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved, activation: str
         bm, bn, bk = cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"]
         return ((dy, (bm, bk)), (w_down, (bk, bn)), (g, (bm, bn)), (u, (bm, bn)), M, N, K)
 
-    dt = dy.dtype
-    gid = GRAD_IDS[activation]
-    key = (dev, dt, gid, m_bucket(M), N, K)
+    key = dh_key(dy, w_down, saved, activation)
     if not INTERPRETING and not scratch and key not in _dh_tuned.cache:
         # The kernel writes over its input, and tuning runs every config many times: tune on a scratch copy (whose
         # values end up meaningless), then run once, tuned, on the real tensor.
         fused_dh_grad(dy, w_down, _clone(saved), activation, scratch=True)
     _dh_tuned.launch(
-        (dev, dt, gid, M, N, K, dy.stride(0), g.stride(0), u.stride(0), w_down.stride(0)),
+        (dev, dy.dtype, GRAD_IDS[activation], M, N, K, dy.stride(0), g.stride(0), u.stride(0), w_down.stride(0)),
         lambda: key,
         args,
         lambda cfg: consts,
@@ -153,6 +151,16 @@ def fused_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved, activation: str
 
 
 _INTERP_PREFETCH = False  # tests flip it to run the prefetching epilogue under the interpreter
+
+
+def dh_key(dy: torch.Tensor, w_down: torch.Tensor, saved, activation: str) -> tuple:
+    """The dH kernels' tuning key (the Triton kernel's config, the Gluon choice): device, dtype, activation, row
+    bucket, h, K and the saved activations' row stride, which tells [g | u] (2h) from g, u apart (h): the same shape
+    in the two layouts is measured once each (the apart layout runs where x needs its gradient and the joint one
+    where it does not, at the same shape)."""
+    g, _u = _halves(saved, w_down, activation)
+    return (dy.get_device(), dy.dtype, GRAD_IDS[activation], m_bucket(dy.shape[0]), w_down.shape[1], dy.shape[1],
+            g.stride(0))  # fmt: skip
 
 
 def torch_grad_epilogue(dy: torch.Tensor, w_down: torch.Tensor, saved, activation: str) -> None:
@@ -178,7 +186,7 @@ def dh_grad(dy: torch.Tensor, w_down: torch.Tensor, saved, activation: str) -> s
     if activation not in GRAD_IDS:
         raise ValueError(f"no backward for activation {activation!r}; expected one of {sorted(GRAD_IDS)}")
     if applies(dy, w_down, saved, activation):
-        key = (dy.get_device(), dy.dtype, GRAD_IDS[activation], m_bucket(dy.shape[0]), w_down.shape[1], dy.shape[1])
+        key = dh_key(dy, w_down, saved, activation)
         if key not in FAILED:
             if not INTERPRETING and key not in _dh_tuned.cache:
                 try:  # tuning runs on a scratch copy (fused_dh_grad): a failure here leaves `saved` untouched

@@ -109,7 +109,8 @@ def test_a_dh_kernel_that_cannot_run_falls_back_and_says_so(monkeypatch):
     instead, with the same gradients, and the op's record says why (the bench's "dH epilogue" column)."""
     m, d, h = 77, 40, 56
     dev = -1 if DEVICE == "cpu" else torch.cuda.current_device()
-    key = (dev, torch.float16, mlp_backward.GRAD_IDS["silu"], mlp_backward.m_bucket(m), h, d)
+    saved_stride = h if train_ops.saves_apart(m, d, h) else 2 * h  # g's row stride: the layout the op saves in
+    key = (dev, torch.float16, mlp_backward.GRAD_IDS["silu"], mlp_backward.m_bucket(m), h, d, saved_stride)
     monkeypatch.setitem(mlp_backward.FAILED, key, "RuntimeError: test")
     model = _model("swiglu", d, h, 11).to(DEVICE, torch.float16)
     x, dy = randn(m, d, dtype=torch.float16, seed=12), randn(m, d, dtype=torch.float16, seed=13)
@@ -424,7 +425,7 @@ def _first_call_operands(m, d, h, seed):
     dy = randn(m, d, dtype=dt, seed=seed)
     w_down = randn(d, h, dtype=dt, seed=seed + 1) * d**-0.5
     saved = randn(m, 2 * h, dtype=dt, seed=seed + 2)
-    key = (dy.get_device(), dt, mlp_backward.GRAD_IDS["silu"], mlp_backward.m_bucket(m), h, d)
+    key = mlp_backward.dh_key(dy, w_down, saved, "silu")
     for cache in (mlp_backward.WS_CHOICE, mlp_backward.WS_TIMINGS, mlp_backward._dh_tuned.cache):
         cache.pop(key, None)
     return dy, w_down, saved, key
@@ -608,6 +609,22 @@ def test_the_first_call_measurement_leaves_out_a_config_whose_result_is_wrong(mo
     assert mlp_backward.WS_FAILED[(key, broken)].startswith("its result differs from the Triton kernel's")
     assert str(broken) not in mlp_backward.WS_TIMINGS[key] and mlp_backward.WS_CHOICE[key] != broken
     assert rel_err(saved, ref) < REL_TOL["bf16"]
+
+
+def test_the_two_layouts_of_one_shape_are_tuned_apart():
+    """mlp_backward.dh_key: [g | u] and g, u apart at one shape (the joint layout runs where x needs no gradient, the
+    apart one where it does) are measured once each, not one layout's choice reused for the other; the key's last
+    element is g's row stride."""
+    m, d, h = 300, 64, 96
+    dy, w_down = randn(m, d, dtype=torch.bfloat16, seed=71), randn(d, h, dtype=torch.bfloat16, seed=72)
+    gu = randn(m, 2 * h, dtype=torch.bfloat16, seed=73)
+    joint = mlp_backward.dh_key(dy, w_down, gu, "silu")
+    apart = mlp_backward.dh_key(dy, w_down, (gu[:, :h].clone(), gu[:, h:].clone()), "silu")
+    assert joint != apart and joint[:-1] == apart[:-1]
+    assert (joint[-1], apart[-1]) == (2 * h, h)
+    assert (
+        mlp_backward.dh_key(dy, w_down, randn(m, h, dtype=torch.bfloat16, seed=74), "gelu")[-1] == h
+    )  # the plain MLP's pre
 
 
 def test_dh_configs_by_reduction_depth():
