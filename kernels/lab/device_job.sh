@@ -288,7 +288,7 @@ dh_configs() {  # every Gluon dH config at each training row, beside the Triton 
   # hangs shows here, under its own limit, before the bench's first-call measurement would meet it)
   echo "== train_kernels --dh-configs"
   timeout "$(left "${DH_CONFIGS_LIMIT_S:-170}")" python3 -m kernels.lab.train_kernels --dh-configs \
-    --out "$R/bench/train_dh_configs.json" >"$R/logs/dh_configs.log" 2>&1
+    ${DH_ROWS:+--rows "$DH_ROWS"} --out "$R/bench/train_dh_configs.json" >"$R/logs/dh_configs.log" 2>&1
   echo "dh-configs rc=$?: $(grep -c '"row"' "$R/logs/dh_configs.log") rows"
   tail -2 "$R/logs/dh_configs.log" | cut -c1-600
 }

@@ -89,11 +89,12 @@ def _save_calls(m: int, d: int, h: int, activation: str, dt) -> dict:
     }
 
 
-def dh_configs_rows(n_iter: int = 40) -> list[dict]:
-    """Every Gluon dH config at each training row's dH shape (bf16 rows and TinyLlama's fp16 one)."""
+def dh_configs_rows(n_iter: int = 40, only: set[str] | None = None) -> list[dict]:
+    """Every Gluon dH config at each training row's dH shape (bf16 rows and TinyLlama's fp16 one; `only`: these row
+    ids)."""
     rows = []
     for rid, label, workload, dname, m, d, h in TRAIN_ROWS:
-        if dname != "bf16" and rid != "tinyllama-fp16":
+        if (dname != "bf16" and rid != "tinyllama-fp16") or (only and rid not in only):
             continue
         act = ACTS[workload]
         dy, w_down, saved, gid, gated = _dh_operands(m, d, h, act, DTYPES[dname])
@@ -149,12 +150,13 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="write the figures as JSON here")
     p.add_argument("--dtypes", default="bf16,fp16")
     p.add_argument("--dh-configs", action="store_true", help="time every Gluon dH config at each row instead")
+    p.add_argument("--rows", help="with --dh-configs: only these row ids (comma-separated)")
     p.add_argument("--ncu-row", metavar="ROW_ID", help="launch each dH candidate at this row once, for ncu")
     a = p.parse_args(argv)
     if a.ncu_row:
         return ncu_row(a.ncu_row)
     if a.dh_configs:
-        rows = dh_configs_rows()
+        rows = dh_configs_rows(only=set(a.rows.split(",")) if a.rows else None)
         if a.out:
             with open(a.out, "w") as f:
                 json.dump({"gpu": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)
