@@ -63,26 +63,21 @@ WIDE_CONFIGS = [(128, 4, 8), (128, 4, 16)]
 # memory holds the ring: 9 x 24 KB at 64 rows, 7 x 32 KB at 128) measured slower at every row on the H200 (HF
 # 156.6-223.1 us against 103.5; Llama-2-7B 611.3-678.7 against 557.4; bench/results/train_dh_configs_h200.md) and is
 # not built: the TMA loads of g and u a tile ahead are what hides the epilogue, not more ring stages.
-# Three consumers (rows, stages, group_m, consumers): a tile's g, u load is issued two main loops ahead of its
-# epilogue instead of one; 3 buffer pairs (96 KB) beside a 5- or 4-stage ring.
-THREE_CONFIGS = [(64, 5, 16, 3), (64, 4, 16, 3), (64, 5, 32, 3)]
-ALL_CONFIGS = CONFIGS + WIDE_CONFIGS + THREE_CONFIGS
+ALL_CONFIGS = CONFIGS + WIDE_CONFIGS
 # Dynamic shared memory a block may opt into on sm_90 (227 KB)
 SMEM_LIMIT_BYTES = 232_448
 
 
-def epi_shared(rows: int, stages: int, elem_bytes: int = 2, consumers: int = 2) -> bool:
-    """Whether the consumers share one epilogue buffer pair: where a pair each (g and u, [rows, BN]) does not fit in
-    shared memory beside the ring of `stages` dY [rows, BK] and W_down [BK, BN] tiles."""
+def epi_shared(rows: int, stages: int, elem_bytes: int = 2) -> bool:
+    """Whether the two consumers share one epilogue buffer pair: where a pair each (g and u, [rows, BN]) does not fit
+    in shared memory beside the ring of `stages` dY [rows, BK] and W_down [BK, BN] tiles."""
     ring = stages * (rows * BK + BK * BN) * elem_bytes
-    return ring + consumers * 2 * rows * BN * elem_bytes > SMEM_LIMIT_BYTES
+    return ring + 2 * 2 * rows * BN * elem_bytes > SMEM_LIMIT_BYTES
 
 
 # 10 warps (4 + 4 + 1 + 1), allocated as 3 warpgroups x 128 threads x 168 registers, fit an SM's 65,536; setmaxnreg
 # moves the producers' share to the consumers: the fp32 accumulator, g and u, and the epilogue's fp32 temporaries
 CONSUMER_REGS, PRODUCER_REGS, MAX_REGS = 232, 24, 168
-# three consumers: 14 warps launch with 144 registers each (65,536 / 448 = 146); 3 x 128 x 160 + 64 x 24 = 62,976
-CONSUMER_REGS_3, MAX_REGS_3 = 160, 144
 
 if gluon is not None:
 
@@ -90,8 +85,7 @@ if gluon is not None:
     def _consume(descs, bufs, bars, M, N, K, WHICH: gl.constexpr, GRAD: gl.constexpr, GATED: gl.constexpr,
                  GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr, STAGES: gl.constexpr,
                  EPI_SHARED: gl.constexpr):  # fmt: skip
-        """Consumer WHICH (0 .. NC - 1, NC = the number of consumers, from the `done` barriers' count): local tiles
-        WHICH, WHICH + NC, ... of this program."""
+        """Consumer WHICH (0 or 1): local tiles WHICH, WHICH + 2, ... of this program."""
         dy_desc, w_desc, g_desc, u_desc = descs
         a_bufs, b_bufs, g_bufs, u_bufs = bufs
         ready, empty, done, epi_ready, epi_empty = bars
@@ -109,15 +103,14 @@ if gluon is not None:
         else:
             g_smem = g_bufs.index(WHICH)
             u_smem = u_bufs.index(WHICH)
-        NC: gl.constexpr = done.type.shape[0]
-        for j in range(WHICH, n_local, NC):
+        for j in range(WHICH, n_local, 2):
             off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
             acc = _main_loop(a_bufs, b_bufs, ready, empty, done, j, k_tiles, layout, WHICH, STAGES)
             # this tile's g and u have landed: each consumer has its own ready barrier, completed once per tile of
             # its own, also where the two share one buffer pair (EPI_SHARED). One barrier for both would let a
             # consumer whose main loop outruns the other's load (small K) pass on the parity of the tile before
             # its own: it waits every second phase only, and a wait returns once the other parity's phase is done.
-            mbarrier.wait(epi_ready.index(WHICH), (j // NC) & 1)
+            mbarrier.wait(epi_ready.index(WHICH), (j // 2) & 1)
             # 128-row tiles in four 64 x 64 quarters: a 128 x 128 tile's g, u and temporaries beside the accumulator spill
             if QUARTERS:
                 quarter: gl.constexpr = gl.NVMMADistributedLayout(
@@ -134,16 +127,6 @@ if gluon is not None:
                           GRAD, GATED)  # fmt: skip
                 _epilogue(q11, g_smem.slice(R, R, 0).slice(C, C, 1), u_smem.slice(R, R, 0).slice(C, C, 1), quarter,
                           GRAD, GATED)  # fmt: skip
-            elif NC == 3:  # 160 registers a consumer (CONSUMER_REGS_3): the epilogue in two 64 x 64 column halves
-                half: gl.constexpr = gl.NVMMADistributedLayout(
-                    version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN // 2, 16]
-                )
-                left, right = gl.split(gl.permute(gl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1)))
-                C: gl.constexpr = BN // 2
-                _epilogue(gl.convert_layout(left, half), g_smem.slice(0, C, 1), u_smem.slice(0, C, 1), half, GRAD,
-                          GATED)  # fmt: skip
-                _epilogue(gl.convert_layout(right, half), g_smem.slice(C, C, 1), u_smem.slice(C, C, 1), half, GRAD,
-                          GATED)  # fmt: skip
             else:
                 _epilogue(acc, g_smem, u_smem, layout, GRAD, GATED)
             fence_async_shared()
@@ -159,13 +142,11 @@ if gluon is not None:
     @gluon.jit
     def _main_loop(a_bufs, b_bufs, ready, empty, done, j, k_tiles, layout: gl.constexpr, WHICH: gl.constexpr,
                    STAGES: gl.constexpr):  # fmt: skip
-        """Consumer WHICH's K loop of its local tile j, once the main loop of tile j - 1 (the previous consumer's) is
-        done (the consumers take turns on the tensor cores); the fp32 accumulator [BM, BN] in `layout`."""
+        """Consumer WHICH's K loop of its local tile j, once the other consumer's main loop of tile j - 1 is done
+        (the two take turns on the tensor cores); the fp32 accumulator [BM, BN] in `layout`."""
         BM: gl.constexpr = a_bufs.type.shape[1]
         BN: gl.constexpr = b_bufs.type.shape[2]
-        NC: gl.constexpr = done.type.shape[0]
-        PREV: gl.constexpr = (WHICH + NC - 1) % NC
-        mbarrier.wait(done.index(PREV), ((j - 1) // NC) & 1, pred=j > 0)  # the main loop of tile j - 1
+        mbarrier.wait(done.index(1 - WHICH), ((j - 1) // 2) & 1, pred=j > 0)  # the other's main loop of j - 1
         acc = gl.zeros((BM, BN), gl.float32, layout)
         prev = 0
         for k in range(k_tiles):
@@ -218,11 +199,6 @@ if gluon is not None:
         _consume(descs, bufs, bars, M, N, K, 1, GRAD, GATED, GROUP_M, NUM_PROGS, STAGES, EPI_SHARED)
 
     @gluon.jit
-    def _consumer2(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
-                   NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, EPI_SHARED: gl.constexpr):  # fmt: skip
-        _consume(descs, bufs, bars, M, N, K, 2, GRAD, GATED, GROUP_M, NUM_PROGS, STAGES, EPI_SHARED)
-
-    @gluon.jit
     def _producer(descs, bufs, bars, M, N, K, GRAD: gl.constexpr, GATED: gl.constexpr, GROUP_M: gl.constexpr,
                   NUM_PROGS: gl.constexpr, STAGES: gl.constexpr, EPI_SHARED: gl.constexpr):  # fmt: skip
         dy_desc, w_desc, g_desc, u_desc = descs
@@ -248,7 +224,6 @@ if gluon is not None:
         ready, empty, done, epi_ready, epi_empty = bars
         BM: gl.constexpr = dy_desc.block_type.shape[0]
         BN: gl.constexpr = w_desc.block_type.shape[1]
-        NC: gl.constexpr = done.type.shape[0]
         pid = gl.program_id(0)
         n_local = gl.cdiv(gl.cdiv(M, BM) * gl.cdiv(N, BN) - pid, NUM_PROGS)
         for j in range(n_local):
@@ -257,10 +232,10 @@ if gluon is not None:
                 # signalled on its consumer's ready barrier (_consume)
                 _load_epilogue(g_desc, u_desc, g_bufs.index(0), u_bufs.index(0), epi_ready.index(j % 2),
                                epi_empty.index(0), off_m, off_n, (j & 1) ^ 1, GATED)  # fmt: skip
-            else:  # a buffer pair per consumer: tile j's once tile j - NC has been stored from it
-                c = j % NC
+            else:  # a buffer pair per consumer: tile j's once tile j - 2 has been stored from it
+                c = j % 2
                 _load_epilogue(g_desc, u_desc, g_bufs.index(c), u_bufs.index(c), epi_ready.index(c),
-                               epi_empty.index(c), off_m, off_n, ((j // NC) & 1) ^ 1, GATED)  # fmt: skip
+                               epi_empty.index(c), off_m, off_n, ((j // 2) & 1) ^ 1, GATED)  # fmt: skip
 
     @gluon.jit
     def _load_epilogue(g_desc, u_desc, g_smem, u_smem, ready_bar, empty_bar, off_m, off_n, phase,
@@ -294,51 +269,41 @@ if gluon is not None:
     @gluon.jit
     def fuselens_mlp_bwd_dh_ws_kernel(dy_desc, w_desc, g_desc, u_desc, M, N, K, GRAD: gl.constexpr,
                                       GATED: gl.constexpr, GROUP_M: gl.constexpr, NUM_PROGS: gl.constexpr,
-                                      STAGES: gl.constexpr, EPI_SHARED: gl.constexpr, CONSUMERS: gl.constexpr,
-                                      CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):  # fmt: skip
+                                      STAGES: gl.constexpr, EPI_SHARED: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                                      PRODUCER_REGS: gl.constexpr):  # fmt: skip
         """dY [M, K] x W_down [K, N] with the activation backward applied in place to the g (and u) tiles; one program
-        per SM, persistent; CONSUMERS (2 or 3) warpgroups take turns on the tensor cores."""
+        per SM, persistent."""
         BM: gl.constexpr = dy_desc.block_type.shape[0]
         BK: gl.constexpr = dy_desc.block_type.shape[1]
         BN: gl.constexpr = w_desc.block_type.shape[1]
         a_bufs = gl.allocate_shared_memory(dy_desc.dtype, [STAGES, BM, BK], dy_desc.layout)
         b_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES, BK, BN], w_desc.layout)
-        EPI_BUFS: gl.constexpr = 1 if EPI_SHARED else CONSUMERS
+        EPI_BUFS: gl.constexpr = 1 if EPI_SHARED else 2
         g_bufs = gl.allocate_shared_memory(g_desc.dtype, [EPI_BUFS, BM, BN], g_desc.layout)
         u_bufs = gl.allocate_shared_memory(u_desc.dtype, [EPI_BUFS if GATED else 1, BM, BN], u_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        done = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
-        epi_ready = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
-        epi_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+        done = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        epi_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        epi_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(STAGES):
             mbarrier.init(ready.index(i), count=1)
             mbarrier.init(empty.index(i), count=1)
-        for i in gl.static_range(CONSUMERS):
+        for i in gl.static_range(2):
             mbarrier.init(done.index(i), count=1)
             mbarrier.init(epi_ready.index(i), count=1)
             mbarrier.init(epi_empty.index(i), count=1)
         args = ((dy_desc, w_desc, g_desc, u_desc), (a_bufs, b_bufs, g_bufs, u_bufs),
                 (ready, empty, done, epi_ready, epi_empty), M, N, K, GRAD, GATED, GROUP_M, NUM_PROGS,
                 STAGES, EPI_SHARED)  # fmt: skip
-        if CONSUMERS == 3:
-            gl.warp_specialize(
-                [(_consumer0, args), (_consumer1, args), (_consumer2, args), (_producer, args), (_epi_producer, args)],
-                [4, 4, 1, 1],
-                [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS],
-            )
-        else:
-            gl.warp_specialize(
-                [(_consumer0, args), (_consumer1, args), (_producer, args), (_epi_producer, args)],
-                [4, 1, 1],
-                [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS],
-            )
+        gl.warp_specialize(
+            [(_consumer0, args), (_consumer1, args), (_producer, args), (_epi_producer, args)],
+            [4, 1, 1],
+            [CONSUMER_REGS, PRODUCER_REGS, PRODUCER_REGS],
+        )
 
 
 _KERNEL = Fixed(fuselens_mlp_bwd_dh_ws_kernel, "ws_dh", ws_gemm._desc, num_warps=4, maxnreg=MAX_REGS) if gluon else None
-_KERNEL_3 = (
-    Fixed(fuselens_mlp_bwd_dh_ws_kernel, "ws_dh3", ws_gemm._desc, num_warps=4, maxnreg=MAX_REGS_3) if gluon else None
-)
 
 
 def applies(dy: torch.Tensor) -> bool:
@@ -347,25 +312,19 @@ def applies(dy: torch.Tensor) -> bool:
 
 
 def ws_dh_grad(dy: torch.Tensor, w_down: torch.Tensor, g: torch.Tensor, u: torch.Tensor, grad_id: int, gated: bool,
-               bm: int = BM, stages: int = STAGES, group_m: int = GROUP_M, consumers: int = 2) -> None:  # fmt: skip
+               bm: int = BM, stages: int = STAGES, group_m: int = GROUP_M) -> None:  # fmt: skip
     """In place: g (and u), [M, N] views of the saved activations, become the activation backward of dY W_down.
-    For a plain MLP pass u = g and gated=False. consumers: 2 or 3 warpgroups taking turns (3: 64-row tiles only,
-    a buffer pair each)."""
+    For a plain MLP pass u = g and gated=False."""
     M, K = dy.shape
     N = w_down.shape[1]
     dev = dy.device.index or 0
     programs = min(num_sms(dev), triton.cdiv(M, bm) * triton.cdiv(N, BN))
     consts = {"GRAD": grad_id, "GATED": gated, "GROUP_M": group_m, "NUM_PROGS": programs, "STAGES": stages}
-    consts["EPI_SHARED"] = epi_shared(bm, stages, dy.element_size(), consumers)
-    if consumers == 3 and consts["EPI_SHARED"]:
-        raise ValueError(
-            f"ws_dh_grad: three consumers need a buffer pair each, which {bm} rows x {stages} stages leave no room for"
-        )
-    regs = (CONSUMER_REGS, PRODUCER_REGS) if consumers == 2 else (CONSUMER_REGS_3, PRODUCER_REGS)
-    consts |= {"CONSUMERS": consumers, "CONSUMER_REGS": regs[0], "PRODUCER_REGS": regs[1]}
+    consts["EPI_SHARED"] = epi_shared(bm, stages, dy.element_size())
+    consts |= {"CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS}
     # what the compiled kernel and its launch depend on (ws_gemm.ws_gated's spec, for these four tensors)
     spec = (dev, dy.dtype, M, N, K, dy.stride(0), w_down.stride(0), g.stride(0), grad_id, gated, bm, stages, group_m)
-    spec += (programs, u.stride(0), consumers)
+    spec += (programs, u.stride(0))
     spec += (dy.data_ptr() & 15, w_down.data_ptr() & 15, g.data_ptr() & 15, u.data_ptr() & 15)
     args = ((dy, (bm, BK)), (w_down, (BK, BN)), (g, (bm, BN)), (u, (bm, BN)), M, N, K)
-    (_KERNEL if consumers == 2 else _KERNEL_3).launch(spec, args, consts, (programs, 1, 1), dev)
+    _KERNEL.launch(spec, args, consts, (programs, 1, 1), dev)
