@@ -414,6 +414,19 @@ def _normalised(comp: Comparability, cseq: RunSeq, wc: np.ndarray, fc: np.ndarra
     # normalised per-step ranges carry the factor's own uncertainty: the steps at the highest and the lowest
     # factor each row could take (comparability.candidate_factor_bounds)
     flo, fhi = comp.candidate_factor_bounds
+    widest = float(np.max(fhi / flo)) if len(flo) else 1.0
+    if widest > comparability.MAX_BAND_WIDTH:
+        # a band that wide bounds nothing (HTA's trace_diff pair: control kernels with 4% of the time, ratios
+        # spreading 0.2-6x, put the normalised change at -247.6 to +3.4 ms in a ~150 ms step)
+        normalised["range_withheld"] = (
+            f"the control kernels' ratios spread {float(np.min(flo)):.2f}-{float(np.max(fhi)):.2f}x (the middle 80% of "
+            f"their time), more than {comparability.MAX_BAND_WIDTH:.1f}x from end to end: too wide to bound the "
+            "normalised figures, so they carry no range and no call"
+        )
+        normalised["effective_factor_range"] = None
+        for key in ("changed_candidate", "fusion_candidate"):
+            step_ranges[key + "_normalised"] = None
+        return normalised
     for key, w in (("changed_candidate", 1.0 - wc), ("fusion_candidate", fc)):
         a = range_or_none(comparability.per_step_us(cseq, w / fhi))
         z = range_or_none(comparability.per_step_us(cseq, w / flo))

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from analyzer.diff.align import NO_PREDECESSOR, launch_text
-from analyzer.diff.measures import spread_pct, weighted_median
+from analyzer.diff.measures import spread_pct, weighted_median, weighted_quantile
 from analyzer.fmt import finite, short_name
 
 MIN_TOLERANCE_PCT = 3.0  # clock/power drift below this is normal between two recordings on one H100
@@ -86,7 +86,8 @@ class Comparability:
     # takes its class's factor, or for a class without control kernels 1.0 (memory-bound) / the overall factor
     # (compute-bound); other takes the opposite assumption for those, so the two bracket the normalised figures
     candidate_factors: tuple = field(default=(None, None), repr=False, compare=False)
-    # [lowest, highest] call ratio per class, and per candidate GPU op the (low, high) factor it could take
+    # per class the range its factor may take (class_band: the middle 80% of its control time's call ratios), and per
+    # candidate GPU op the (low, high) factor it could take
     class_ratio_ranges: dict = field(default_factory=dict)
     candidate_factor_bounds: tuple = field(default=(None, None), repr=False, compare=False)
     # where the factor comes from: 'probe' (the runner's control probe, in both manifests), 'trace' (the calls
@@ -341,8 +342,9 @@ def _measured_factor(bseq, cseq, ctl: _Controls) -> tuple[float, dict, dict, dic
     factor = ctl.common["trace_factor"]
     class_factors, class_ranges = {}, {}
     for k, g in ctl.cells.groupby("cls", sort=True):
-        class_factors[str(k)] = weighted_median(g["ratio"].to_numpy(float), g["weight_us"].to_numpy(float))
-        class_ranges[str(k)] = [float(g["ratio"].min()), float(g["ratio"].max())]
+        ratio, weight = g["ratio"].to_numpy(float), g["weight_us"].to_numpy(float)
+        class_factors[str(k)] = weighted_median(ratio, weight)
+        class_ranges[str(k)] = class_band(ratio, weight)
     what = (
         f"{_calls_text(ctl.n_kernels, len(ctl.upairs))} identical in both runs and in the same context ({ctl.share:.0%} "
         f"of {bseq.label}'s kernel time) ran {factor:.3f}× as long in {cseq.label} ({100.0 * (factor - 1.0):+.1f}%)"
@@ -437,7 +439,8 @@ def _other_context(bseq, cseq, pairs: pd.DataFrame, base_kernel_us: float, steps
         m = cls == k
         class_factors[str(k)] = weighted_median(ratio[m], w[m])
         # the conditions' factor lies within a context effect of each ratio: the normalised ranges carry it
-        class_ranges[str(k)] = [float(ratio[m].min()) * (1 - a), float(ratio[m].max()) * (1 + a)]
+        lo, hi = class_band(ratio[m], w[m])
+        class_ranges[str(k)] = [lo * (1 - a), hi * (1 + a)]
     n_kernels = int(pairs["key"].nunique())
     what = (
         f"no kernel ran identically in both runs in the same context, and there is no control probe; "
@@ -524,6 +527,26 @@ def _calls_text(n_kernels: int, n_calls: int) -> str:
 COMPUTE_CATEGORIES = ("gemm", "attention")
 
 
+# The range a class's factor may take, for the kernels it normalises: the time-weighted BAND_TAIL and 1 - BAND_TAIL
+# quantiles of its control calls' ratios. Kernels of one class answer a change of conditions unequally (GEMMs under a
+# concurrent matmul load: 1.13-1.22x, tests/data/comparability/h100_hf_geglu_skew_round0), so the band is that
+# spread, not the factor's step-to-step one; but not its extremes: calls of a few µs, timed to whole µs in older
+# traces, read 0.5x or 2x (1 µs against 2), and the lowest and highest call ratio put the normalised step of a
+# ResNet-50 pair (Kineto's tb_plugin samples, factor 1.000, recorded steps 100.5-100.7 ms and 101.9-102.5 ms) at
+# 79.8-205.0 ms, which called a 1.5% slowdown a tie.
+BAND_TAIL = 0.1
+# Widest band (high / low) the normalised figures are bounded by; beyond it they are given without a range or a call
+MAX_BAND_WIDTH = 1.5
+
+
+def class_band(ratio: np.ndarray, weight_us: np.ndarray) -> list[float]:
+    """[low, high] of the factor a class's kernels may take (BAND_TAIL above), its factor (the weighted median)
+    always inside."""
+    mid = weighted_median(ratio, weight_us)
+    lo, hi = weighted_quantile(ratio, weight_us, BAND_TAIL), weighted_quantile(ratio, weight_us, 1 - BAND_TAIL)
+    return [float(min(lo, mid)), float(max(hi, mid))]
+
+
 def kernel_classes(rows: pd.DataFrame) -> np.ndarray:
     """'compute' (GEMM, attention: bound by the SM clock) or 'memory' (everything else) per GPU op."""
     return np.where(rows["category"].isin(COMPUTE_CATEGORIES).to_numpy(), "compute", "memory")
@@ -533,7 +556,7 @@ def _candidate_factors(
     classes: np.ndarray, class_factors: dict, class_ranges: dict, factor: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per candidate GPU op: (point, other, low, high) factors. point/other: see Comparability.candidate_factors;
-    low/high: the lowest and highest factor its time could take — its class's lowest and highest call ratio, or
+    low/high: the lowest and highest factor its time could take — its class's band (class_band), or
     for a class without control kernels the span of both assumptions — so normalised ranges carry the factor's own
     uncertainty and a change inside it is a tie."""
     point = np.full(len(classes), factor, dtype=float)

@@ -99,9 +99,15 @@ def weighted_median(x: np.ndarray, w: np.ndarray) -> float:
     sorted), and the median is read off at half the total weight, linearly between neighbours. With many cells it is
     the plain weighted median; with two or three (a short step) it moves smoothly between them instead of jumping to
     whichever is heavier (two equal weights: their mean; weights 0.7 and 0.3: 30% of the way to the lighter one)."""
+    return weighted_quantile(x, w, 0.5)
+
+
+def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
+    """The weighted q-quantile read the way weighted_median reads q = 0.5 (values at the midpoints of their weights,
+    linear between neighbours, the end values beyond the first and last midpoints)."""
     order = np.argsort(x, kind="stable")
     x, w = np.asarray(x, float)[order], np.asarray(w, float)[order]
     if len(x) == 1:
         return float(x[0])
     mid = np.cumsum(w) - w / 2.0
-    return float(np.interp(w.sum() / 2.0, mid, x))
+    return float(np.interp(q * w.sum(), mid, x))

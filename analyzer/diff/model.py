@@ -303,8 +303,8 @@ class CandidateDiff:
                 calls[key.removesuffix("_us")] = call(saved_range(rb, rc), floor)
             if key == "gpu_time_us":
                 calls["gpu_time"] = call(saved_range(rb, rc), floor)
-                if eff is not None:
-                    er = self.normalised.get("effective_factor_range") or [eff, eff]
+                er = self.normalised.get("effective_factor_range")
+                if eff is not None and er is not None:  # None: too wide to bound (build._normalised says why)
                     rn = [rc[0] / er[1], rc[1] / er[0]] if rc else None  # the factor's uncertainty widens it
                     out["normalised_gpu_time_us_per_step"] = [rb, rn]
                     calls["gpu_time_normalised"] = call(saved_range(rb, rn), floor)

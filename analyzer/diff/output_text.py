@@ -126,9 +126,14 @@ def lead_lines(cd) -> list[str]:
     rng = sp.get("changed_kernels_saved_us_per_step")
     if norm is not None:
         nr = sp.get("changed_kernels_saved_normalised_us_per_step")
+        withheld = cd.normalised.get("range_withheld")
+        spread = (
+            f"no range: {withheld}"
+            if withheld
+            else f"{_range_text(nr)} over {n} steps: {_call_text(calls.get('changed_kernels_normalised'))}"
+        )
         saved = (
-            f"changed kernels {_saved_text(norm)}/step at equal conditions ({_range_text(nr)} over {n} steps: "
-            f"{_call_text(calls.get('changed_kernels_normalised'))}; as recorded: {_saved_text(raw)})"
+            f"changed kernels {_saved_text(norm)}/step at equal conditions ({spread}; as recorded: {_saved_text(raw)})"
         )
     else:
         saved = (

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from analyzer import summarize
-from analyzer.diff import diff_runs
+from analyzer.diff import diff_runs, output_text
 from analyzer.diff.comparability import MIN_TOLERANCE_PCT
 from analyzer.diff.measures import spread_pct, weighted_median
 from analyzer.pipeline import load_trace
@@ -190,6 +190,36 @@ def test_same_program_on_other_dataloader_settings_is_comparable():
     assert c.verdict == "comparable" and abs(c.factor - 1) < 0.01
     assert c.n_control_kernels > 200 and c.control_share > 0.8
     assert c.steps == [5, 5] and c.within_run_spread_pct["base"] is not None
+
+
+def test_a_slowdown_outside_both_runs_step_ranges_is_not_called_a_tie():
+    """ResNet-50, DataLoader workers 0 vs 4 (V100): factor 1.000, recorded GPU time per step 100.5-100.7 ms against
+    101.9-102.5 ms. The normalised figures' range is bounded by the middle 80% of the control time's call ratios, not
+    by the two extreme calls (1 µs against 2 in these whole-µs timestamps: 0.5x and 2x, which spread the normalised
+    step over 79.8-205.0 ms and called this +1.5% a tie)."""
+    d = diff_runs(summarize(load_trace(TRACES["legacy_resnet"])), [summarize(load_trace(TRACES["legacy_resnet_w4"]))])
+    cd = d.candidates[0]
+    lo, hi = cd.comparability.class_ratio_ranges["compute"]
+    assert 0.95 < lo <= 1.0 <= hi < 1.05
+    sp = cd.spreads()
+    assert sp["calls"]["gpu_time"] == "slower" and sp["calls"]["gpu_time_normalised"] == "slower"
+    low, high = sp["changed_kernels_saved_normalised_us_per_step"]
+    assert -3000 < low <= high < 0  # a cost of 1.3-2.6 ms per step: no more than the step itself moved
+    assert cd.headline()["spread"]["calls"]["gpu_time_normalised"] == "slower"
+
+
+def test_a_factor_too_uncertain_to_bound_gives_no_normalised_range():
+    """HTA's trace_diff pair (A100, two versions of one program, the candidate under other conditions): the calls
+    identical in both runs carry 4% of the time and their ratios spread 0.38-2.0x over the middle 80% of it. Divided
+    by that, the change per step would span -247.6 to +3.4 ms in a ~150 ms step, so the normalised figures come with
+    no range and no call, and the text says why."""
+    d = diff_runs(summarize(load_trace(TRACES["hta_diff_control"])), [summarize(load_trace(TRACES["hta_diff_test"]))])
+    cd = d.candidates[0]
+    assert "too wide to bound" in cd.normalised["range_withheld"]
+    sp = cd.spreads()
+    assert "gpu_time_normalised" not in sp["calls"] and "changed_kernels_normalised" not in sp["calls"]
+    assert "changed_kernels_saved_normalised_us_per_step" not in sp
+    assert any("no range: the control kernels' ratios spread" in line for line in output_text.text_lines(d))
 
 
 def test_two_ranks_of_one_program_are_comparable_without_their_collectives():
