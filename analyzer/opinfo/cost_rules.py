@@ -118,9 +118,7 @@ def attention(c: Call) -> Estimate:
 
 # --------------------------------------------------------------------------------------- elementwise
 COPY_OPS = frozenset(["aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize"])
-FILL_OPS = frozenset(
-    ["aten::fill_", "aten::zero_", "aten::normal_", "aten::uniform_", "aten::bernoulli_", "aten::random_"]
-)
+FILL_OPS = frozenset(f"aten::{base}_" for base in names.WRITE_ONLY_OPS)
 CLONE_OPS = frozenset(["aten::clone", "aten::contiguous"])
 
 

@@ -101,6 +101,8 @@ def tensor_io(op_name: str, dims, types, concrete=None, strides=None) -> TensorI
         return _gemm_io(op_name, base, ts)
     if base == "copy" and len(ts) >= 2:  # copy_(dst, src): reads src, writes dst
         return TensorIO((ts[1],), ts[0])
+    if inplace and base in names.WRITE_ONLY_OPS:  # fill_(self, value): writes self, reads at most a value tensor
+        return TensorIO(tuple(ts[1:]), ts[0])
     if base in _CASTS:  # the target dtype is an argument the trace does not type: size unknown, never guessed
         return TensorIO((ts[0],), Tensor(ts[0].shape, None))
     dts = [t.dtype for t in ts if t.dtype]

@@ -103,6 +103,9 @@ POINTWISE_OPS = frozenset(
     logical_and logical_or bitwise_and bitwise_or bitwise_not sign round floor ceil trunc square fmod remainder
     """)
 )
+# In-place ops that write their first argument without reading it (fill_(self, value), zero_, the random fills):
+# their output is a fresh tensor, never a read of whatever an earlier kernel wrote into it
+WRITE_ONLY_OPS = frozenset(_words("fill zero normal uniform bernoulli random exponential geometric log_normal cauchy"))
 # Ops that compute from tensor data (not generators like full/arange, not copies or indexing)
 DATA_OPS = frozenset(POINTWISE_OPS - {"where", "masked_fill", "fill", "copy", "dropout", "dropout_backward"})
 # Output shape = first tensor input's (normalisations, softmax): follows the activation through the op.

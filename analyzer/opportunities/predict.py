@@ -406,6 +406,13 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
         if pred is None:
             notes.append(f"{g.pattern} at kernels {g.members[:4]}…: not predicted (its passes are not known)")
             continue
+        if pred[1] > pred[0] * (1 + 1e-9):  # avoided > moved: a tensor counted as read inside that is not
+            notes.append(
+                f"{g.pattern} at kernels {g.members[:4]}…: not predicted: the tensors it would keep on chip "
+                f"({fmt_bytes(pred[1])} of round trips) outweigh what its kernels move ({fmt_bytes(pred[0])}, cost "
+                "model), so the data flow or the byte estimates do not hold here"
+            )
+            continue
         opps.append(_opportunity(rows, g, pred, training, amd, gpu_name))
     if not training:  # the forward bench measured inference; a training step's kernels also save for backward
         _price_measured_takers(opps, rows, gpu_name)
