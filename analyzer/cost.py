@@ -240,6 +240,8 @@ def cost_columns(gpu_ops: pd.DataFrame, gpu: GpuSpec | None) -> dict[str, np.nda
 
     dur = _arr(gpu_ops, "dur_us", np.nan, dtype=float)
     dur = np.where(dur > 0, dur, np.nan)  # a 0-µs record has no meaningful rate
+    if gpu is not None and gpu.hbm_gbps:
+        _drop_impossible(est, dur, gpu.hbm_gbps, ~is_mem)
     b, f = est["bytes"], est["flops"]
     with np.errstate(invalid="ignore", divide="ignore"):
         gbps = b / dur / 1e3  # bytes / (µs · 1e-6) / 1e9
@@ -268,6 +270,27 @@ def cost_columns(gpu_ops: pd.DataFrame, gpu: GpuSpec | None) -> dict[str, np.nda
         "pct_peak_bw": np.asarray(pct_bw, dtype=float),
         "pct_peak_flops": np.asarray(pct_flops, dtype=float),
     }
+
+
+# An estimate this many times the HBM peak over the kernel's duration is not traffic any cache level served (L2 runs
+# at 2-4x HBM on Hopper and Blackwell): the op's tensors are larger than what its kernel touches. vLLM's
+# reshape_and_cache_flash (TraceLens's B200 sample) names the whole KV cache, [4213816, 16, 1, 64] uint8 twice, and
+# writes 888 slots of it: 8.6 GB in 4.5 µs, 239x the B200's 8,000 GB/s.
+IMPOSSIBLE_X_HBM = 10.0
+
+
+def _drop_impossible(est: dict, dur_us: np.ndarray, hbm_gbps: float, kernels: np.ndarray) -> None:
+    """Kernels whose estimated bytes would take more than IMPOSSIBLE_X_HBM x the HBM peak: bytes unknown, and why."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gbps = est["bytes"] / dur_us / 1e3
+        bad = np.flatnonzero(kernels & est["is_estimate"] & (gbps > IMPOSSIBLE_X_HBM * hbm_gbps))
+    for i in bad:
+        est["cost_basis"][i] = (
+            f"unknown: the estimate, {est['bytes'][i] / 1e9:,.2f} GB in {dur_us[i]:,.1f} µs, would be "
+            f"{gbps[i] / hbm_gbps:,.0f}x the {hbm_gbps:,.0f} GB/s HBM peak: its op names tensors larger than what the "
+            f"kernel touches (was {est['cost_basis'][i][:160]})"
+        )
+        est["bytes"][i] = np.nan
 
 
 # ------------------------------------------------------------------------------------------ flags

@@ -515,3 +515,21 @@ def test_fuselens_training_ops_by_hand():
     assert (apart.bytes, apart.flops) == (dual.bytes, dual.flops)
     dh = est("fuselens::glu_dh_grad", "gemm", [[m, d], [d, h], [m, h], [m, h], []])
     assert (dh.bytes, dh.flops) == (bwd.bytes, bwd.flops) and "in place" in dh.basis
+
+
+def test_an_estimate_no_memory_could_move_is_unknown_and_says_why():
+    """TraceLens's B200 vLLM sample: reshape_and_cache_flash's op names the whole KV cache ([4213816, 16, 1, 64]
+    uint8, twice) and its kernel writes 888 slots in ~4.4 µs. Counted as read and written, that is 8.63 GB: ~250x the
+    B200's 8,000 GB/s. Beyond cost.IMPOSSIBLE_X_HBM x the peak the bytes are unknown with the reason, never a rate of
+    1.9 PB/s; a kernel whose estimate is merely above the peak (L2 served part of it) keeps its figure and flag."""
+    from analyzer import cost
+    from analyzer.pipeline import load_summary
+
+    require_data(TRACES["b200_vllm"])
+    k = load_summary(TRACES["b200_vllm"]).trace.gpu_ops
+    cache = k[k["name"].str.contains("reshape_and_cache", na=False)]
+    assert len(cache) and cache["bytes"].isna().all() and cache["achieved_gbps"].isna().all()
+    assert all(b.startswith("unknown: the estimate, 8.63 GB in") and "HBM peak" in b for b in cache["cost_basis"])
+    hbm = 8000.0
+    rate = k["achieved_gbps"].to_numpy(float)
+    assert np.nanmax(rate) <= cost.IMPOSSIBLE_X_HBM * hbm
