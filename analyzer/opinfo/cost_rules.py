@@ -141,12 +141,31 @@ def elementwise(c: Call) -> Estimate:
         return Estimate(
             float(src.nbytes + src.bytes_of(src.numel)), 0.0, f"estimate: copy {src.text()} {src.short} from {op}"
         )
+    base = names.op_base(op).rstrip("_")
+    in_place = op.endswith("_") and not op.endswith("__")
+    dst = c.args[-1] if c.args else None
+    if not in_place and dst is not None and dst.shape and names.out_argument(op, len(c.args)):
+        # the out= form: its last argument is the output buffer, written once, not read (an empty one, [0], is
+        # resized to the inputs' broadcast shape)
+        ins = [x for x in c.args[:-1] if x is not None]
+        try:
+            out_shape = broadcast(*(x.shape for x in ins)) if ins else dst.shape
+            n_out = math.prod(out_shape)
+        except ValueError:
+            return unknown(f"{op} input shapes {[x.shape for x in ins]} do not broadcast")
+        if dst.numel not in (0, n_out):
+            return unknown(f"{op}'s out= tensor {dst.text()} is not its inputs' broadcast shape")
+        text = " + ".join(f"{x.text()} {x.short}" for x in ins)
+        return Estimate(
+            float(sum(x.nbytes for x in ins) + n_out * (dtypes.itemsize(dst.dtype) or _NAN)),
+            float(n_out * max(1, len(c.op_list))),
+            f"estimate: pointwise {text} (inputs + write the out= buffer, {shape_text(out_shape)} {dst.short}; stride-0"
+            f" dims read once) from {op}",
+        )
     try:
         out_shape = broadcast(*(x.shape for x in t))
     except ValueError:
         return unknown(f"{op} input shapes {[x.shape for x in t]} do not broadcast")
-    base = names.op_base(op).rstrip("_")
-    in_place = op.endswith("_") and not op.endswith("__")
     if in_place:
         out_dtype, out_numel = t[0].dtype, t[0].numel
     else:

@@ -103,6 +103,11 @@ def tensor_io(op_name: str, dims, types, concrete=None, strides=None) -> TensorI
         return TensorIO((ts[1],), ts[0])
     if inplace and base in names.WRITE_ONLY_OPS:  # fill_(self, value): writes self, reads at most a value tensor
         return TensorIO(tuple(ts[1:]), ts[0])
+    if not inplace and isinstance(dims, (list, tuple)) and names.out_argument(op_name, len(dims)) and len(ts) >= 2:
+        last = read_tensors(dims[-1:], types[-1:] if isinstance(types, (list, tuple)) else None)
+        if last and last[0] is not None and last[0].shape:  # the out= form: the last argument is written
+            io = _pointwise_io(ts[:-1], names.canonical_ops(op_name), [t.dtype for t in ts[:-1] if t.dtype], False)
+            return TensorIO(io.inputs, Tensor(io.output.shape, ts[-1].dtype) if io.output is not None else None)
     if base in _CASTS:  # the target dtype is an argument the trace does not type: size unknown, never guessed
         return TensorIO((ts[0],), Tensor(ts[0].shape, None))
     dts = [t.dtype for t in ts if t.dtype]

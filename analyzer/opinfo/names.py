@@ -106,6 +106,34 @@ POINTWISE_OPS = frozenset(
 # In-place ops that write their first argument without reading it (fill_(self, value), zero_, the random fills):
 # their output is a fresh tensor, never a read of whatever an earlier kernel wrote into it
 WRITE_ONLY_OPS = frozenset(_words("fill zero normal uniform bernoulli random exponential geometric log_normal cauchy"))
+# Positional arguments of pointwise ATen ops before `out` (their schemas): a recorded call with one argument more, a
+# tensor of the output's shape, is the out= form, whose last argument is written, not read (mul.out(self, other, *,
+# out): Input Dims [[11192, 8192], [], [11192, 8192]] in HTA's A100 sample, once counted as a third read)
+POINTWISE_ARGS: dict[str, int] = {
+    **dict.fromkeys(
+        _words("""neg abs exp exp2 log log1p expm1 sqrt rsqrt reciprocal sigmoid tanh relu silu mish hardswish
+        hardsigmoid erf sin cos sign round floor ceil trunc square logical_not bitwise_not"""),
+        1,
+    ),
+    **dict.fromkeys(
+        _words("""mul pow maximum minimum eq ne lt le gt ge logical_and logical_or bitwise_and bitwise_or fmod remainder
+        clamp_min clamp_max gelu leaky_relu silu_backward sigmoid_backward tanh_backward hardswish_backward"""),
+        2,
+    ),
+    **dict.fromkeys(
+        _words("add sub where lerp clamp masked_fill hardtanh softplus gelu_backward threshold_backward"), 3
+    ),
+    **dict.fromkeys(_words("addcmul addcdiv"), 4),
+}
+
+
+def out_argument(op_name: str | None, n_args: int) -> bool:
+    """Whether a recorded call of this op with n_args arguments is the out= form (POINTWISE_ARGS + 1)."""
+    base = op_base(op_name)
+    n = POINTWISE_ARGS.get(base)
+    return n is not None and n_args == n + 1
+
+
 # Ops that compute from tensor data (not generators like full/arange, not copies or indexing)
 DATA_OPS = frozenset(POINTWISE_OPS - {"where", "masked_fill", "fill", "copy", "dropout", "dropout_backward"})
 # Output shape = first tensor input's (normalisations, softmax): follows the activation through the op.
