@@ -30,6 +30,7 @@ from analyzer.fmt import clean_json, fmt_bytes, short_name
 from analyzer.opinfo import optim
 from analyzer.opportunities import takers as tk
 from analyzer.opportunities.detect import ACTIVATIONS, Group, find_groups
+from analyzer.phases import is_training, phase_of_rows
 from analyzer.runmeta import run_facts
 
 MIN_ROOF_BYTES = 32 * 2**20  # a kernel moving less spends a visible share of its time starting and draining
@@ -392,7 +393,7 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
     rows = seq.records
     r = roofs(summary, seq)
     flops_col = seq.rows["flops"].to_numpy(dtype=float)
-    training = any((x.node is not None and x.node >= 0) for x in rows)
+    training = is_training(phase_of_rows(seq.rows))  # autograd nodes, an optimizer, or backward ops (phases)
     gpu_name = summary.trace.meta.gpu_name
     spec = summary.trace.gpu
     amd = any("amd" in str(x or "").lower() or "instinct" in str(x or "").lower()
