@@ -165,9 +165,15 @@ def fmt_range(r, what: str = "") -> str:
     return f" ({what + ' ' if what else ''}{lo}–{hi})"
 
 
-def fmt_us_spread(us, r, missing: str = "unknown") -> str:
-    """'226.7 µs (226.5–226.9)': a per-step median with its spread over steps."""
-    return fmt_us(us, missing) + (fmt_range(r) if finite(us) else "")
+def fmt_us_spread(us, r, missing: str = "unknown", what: str = "") -> str:
+    """'226.7 µs (226.5–226.9)': a per-step median with its spread over steps, the spread in the median's unit
+    ('66.0 ms (62.3–69.2)', not '(62,300.0–69,249.0)' beside ms)."""
+    if not finite(us):
+        return fmt_us(us, missing)
+    ms = abs(float(us)) >= 10_000  # fmt_us's switch to ms
+    if ms and r and len(r) == 2 and finite(r[0]) and finite(r[1]):
+        r = [float(r[0]) / 1000, float(r[1]) / 1000]
+    return fmt_us(us, missing) + fmt_range(r, what)
 
 
 def fmt_saved(us) -> str:

@@ -14,7 +14,7 @@ module, which imports this one.
 from __future__ import annotations
 
 from analyzer.diff.headline import headline_text
-from analyzer.fmt import clean_json, finite, fmt_bytes, fmt_pct, fmt_range, fmt_us, fmt_us_spread, short_name
+from analyzer.fmt import clean_json, finite, fmt_bytes, fmt_pct, fmt_us, fmt_us_spread, short_name
 from analyzer.runmeta import conditions_text
 
 GROUPS_SHOWN = 12  # fusion groups listed in full; a whole model's others are summed in the 'by pattern' line
@@ -204,7 +204,7 @@ def _time_lines(cd, h: dict) -> list[str]:
     norm = h.get("normalised_gpu_time_change_pct")
     out = [
         f"  kernels/step {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]} · GPU time/step as recorded "
-        f"{fmt_us(b.gpu_time_us_per_step)}{fmt_range(rb)} → {fmt_us(r.gpu_time_us_per_step)}{fmt_range(rc)}{change}"
+        f"{fmt_us_spread(b.gpu_time_us_per_step, rb)} → {fmt_us_spread(r.gpu_time_us_per_step, rc)}{change}"
         + (f", normalised {pct_call(norm, calls.get('gpu_time_normalised'))}" if norm is not None else ""),
         "  " + cd.step_times_text(),
     ]
@@ -212,7 +212,7 @@ def _time_lines(cd, h: dict) -> list[str]:
     if ev[0] is not None and ev[1] is not None:
         eb, ec = sp.get("cuda_event_time_us_per_step") or [None, None]
         out.append(
-            f"  CUDA events (runner): {fmt_us(ev[0])}{fmt_range(eb, 'p10–p90')} → {fmt_us(ev[1])}{fmt_range(ec, 'p10–p90')}"
+            f"  CUDA events (runner): {fmt_us_spread(ev[0], eb, what='p10–p90')} → {fmt_us_spread(ev[1], ec, what='p10–p90')}"
             + (f" {calls['cuda_events']}" if calls.get("cuda_events") else "")
         )
     return out

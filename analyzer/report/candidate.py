@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analyzer.diff.headline import headline_text
 from analyzer.figures.compare import fusion_groups_figure, time_breakdown_figure
-from analyzer.fmt import finite, fmt_bytes, fmt_num, fmt_pct, fmt_range, fmt_saved, fmt_us, short_name
+from analyzer.fmt import finite, fmt_bytes, fmt_num, fmt_pct, fmt_saved, fmt_us, fmt_us_spread, short_name
 from analyzer.report.text import Name, inter_text, names, num_text, pct_text
 
 
@@ -22,7 +22,7 @@ def card(diff, cd) -> tuple[str, list[str]]:
         *cd.lead_lines()[1:],
         f"kernels per step: {cd.kernels_per_step[0]} → {cd.kernels_per_step[1]}",
         f"{cd.traffic_avoided()['text']}; logical: {cd.hbm_bytes_avoided_per_step:,.0f} B, estimate",
-        f"GPU time per step as recorded: {fmt_us(b.gpu_time_us_per_step)}{fmt_range(rb)} → {fmt_us(r.gpu_time_us_per_step)}{fmt_range(rc)}"
+        f"GPU time per step as recorded: {fmt_us_spread(b.gpu_time_us_per_step, rb)} → {fmt_us_spread(r.gpu_time_us_per_step, rc)}"
         + (f": {fmt_pct(pct)} {calls.get('gpu_time') or ''}".rstrip() if pct is not None else "")
         + (
             f"; normalised {fmt_pct(norm)} {calls.get('gpu_time_normalised') or ''}".rstrip()
@@ -45,7 +45,7 @@ def card(diff, cd) -> tuple[str, list[str]]:
     if ev[0] is not None and ev[1] is not None:
         eb, ec = sp.get("cuda_event_time_us_per_step") or [None, None]
         lines.append(
-            f"time per step by CUDA events (runner, p10–p90): {fmt_us(ev[0])}{fmt_range(eb)} → {fmt_us(ev[1])}{fmt_range(ec)}"
+            f"time per step by CUDA events (runner, p10–p90): {fmt_us_spread(ev[0], eb)} → {fmt_us_spread(ev[1], ec)}"
             + (f": {calls['cuda_events']}" if calls.get("cuda_events") else "")
         )
     epi = [x for x in r.remaining if x["kind"] == "GEMM epilogue"]
