@@ -32,14 +32,3 @@ def test_an_inference_trace_stays_inference():
     require_data(TRACES["h100_bert"])
     p = load_plan(TRACES["h100_bert"])
     assert not p.training and not is_training(phase_of_rows(p.seq.rows))
-
-
-def test_a_spread_is_shown_in_its_medians_unit():
-    """'100.6 ms (100.5–100.7)', never a range in µs beside a median in ms ('(100,527.0–100,650.0)'), which read as
-    100 seconds; below 10 ms both stay in µs."""
-    from analyzer.fmt import fmt_us_spread
-
-    assert fmt_us_spread(100_600.0, [100_527.0, 100_650.0]) == "100.6 ms (100.5–100.7)"
-    assert fmt_us_spread(226.7, [226.5, 226.9]) == "226.7 µs (226.5–226.9)"
-    assert fmt_us_spread(20_000.0, [9_000.0, 31_000.0], what="p10–p90") == "20.0 ms (p10–p90 9.0–31.0)"
-    assert fmt_us_spread(float("nan"), [1.0, 2.0]) == "unknown"
