@@ -52,6 +52,14 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "no_cache", False):
         os.environ[ENV_OFF] = "1"  # the worker processes inherit it
     against = list(getattr(args, "against", None) or [])
+    diff_rank = getattr(args, "diff_rank", "slowest")
+    if not against and diff_rank not in ("slowest", "none", None):  # the default says nothing either way
+        print(
+            f"error: --diff-rank {diff_rank}: a rank's fusion diff compares it with the same rank of another set; "
+            "name that set with --against DIR",
+            file=sys.stderr,
+        )
+        return 2
     sources = [args.path, *against]
     labels = getattr(args, "labels", None)
     labels = [s.strip() for s in labels.split(",")] if labels else None
@@ -62,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         engine=args.engine,
         address=args.address,
         workers=args.workers,
-        diff_rank=getattr(args, "diff_rank", "slowest"),
+        diff_rank=diff_rank,
         ship=getattr(args, "ship", "paths"),
         on_progress=progress,
     )

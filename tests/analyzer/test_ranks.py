@@ -349,6 +349,16 @@ def test_cli_in_process_compare_text_and_json(capsys):
     assert err.startswith("error: --diff-rank: rank 7") and err.count("\n") == 1
 
 
+def test_a_rank_diff_without_a_set_to_diff_against_says_so(capsys):
+    """--diff-rank all (or N) on one set has nothing to diff a rank with: one line naming --against, exit 2, instead
+    of a report whose diffs are silently empty."""
+    from analyzer.ranks import cli as ranks_cli
+
+    assert ranks_cli.main([str(SET), "--diff-rank", "all", "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --diff-rank all:") and "--against" in err and err.count("\n") == 1
+
+
 def test_report_frames_for_tables_and_figures(report):
     per_rank = report.per_rank_frame()
     assert list(per_rank["rank"]) == [0, 1] and {"compute_us", "exposed_communication_us"} <= set(per_rank.columns)
