@@ -281,6 +281,7 @@ def _candidate_diff(bseq: RunSeq, brun: RunFacts, cseq: RunSeq, crun: RunFacts) 
         ],
         step_ranges=step_ranges,
         normalised=_normalised(comp, cseq, wc, fc, step_ranges),
+        different_work=comparability.shared_work_note(b_rows, c_rows, bseq.label, cseq.label),
     )
 
 

@@ -547,6 +547,26 @@ def class_band(ratio: np.ndarray, weight_us: np.ndarray) -> list[float]:
     return [float(min(lo, mid)), float(max(hi, mid))]
 
 
+def shared_work_note(b_rows: list, c_rows: list, b_label: str, c_label: str) -> str:
+    """'' when the two runs can be two versions of one program, else why not: both run GEMMs of known problem size
+    and not one problem (M, N, K up to the order of M and N, K; batch) is in both. A fused or compiled version keeps
+    its model's GEMM problems (eager vs compile, vs Liger, vs FuseLens at the bundled traces: most shared); TraceLens's
+    MI300X Qwen1.5-0.5B forward against its compiled transformer block (another model) shares none, and the diff
+    there read one Triton kernel as replacing 475."""
+
+    def problems(rows) -> set[tuple]:
+        return {(g.batch, *sorted((g.m, g.n)), g.k) for r in rows if (g := getattr(r, "gemm", None)) is not None}
+
+    pb, pc = problems(b_rows), problems(c_rows)
+    if not pb or not pc or pb & pc:
+        return ""
+    return (
+        f"{c_label} and {b_label} share no GEMM problem ({len(pc)} and {len(pb)} distinct M·N·K): not two versions "
+        "of one program, so the fusions below (which baseline kernels a candidate kernel replaced) and the times "
+        "saved compare different work"
+    )
+
+
 def kernel_classes(rows: pd.DataFrame) -> np.ndarray:
     """'compute' (GEMM, attention: bound by the SM clock) or 'memory' (everything else) per GPU op."""
     return np.where(rows["category"].isin(COMPUTE_CATEGORIES).to_numpy(), "compute", "memory")

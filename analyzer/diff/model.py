@@ -182,6 +182,8 @@ class CandidateDiff:
     # normalised kernel time of its representative step), 'changed_candidate_us' and 'fusion_candidate_us'
     # [point, other assumption]; empty when not checkable
     normalised: dict = field(default_factory=dict)
+    # why the two runs are not two versions of one program (comparability.shared_work_note); '' when they can be
+    different_work: str = ""
 
     def pattern_summary(self) -> list[dict]:
         """The fusion groups by what they compute and where (pattern, phase): how many groups per step, the bytes

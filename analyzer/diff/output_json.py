@@ -172,6 +172,7 @@ def headline_json(cd) -> dict:
 def candidate_json(cd) -> dict:
     """One CandidateDiff: its headline block, then its groups, kernels, accounting, phases and notes."""
     out = {"label": cd.label, "base_label": cd.base_label, **cd.headline()}
+    out["different_work"] = cd.different_work or None  # not two versions of one program, and why
     out["fusions"] = [f.to_json() for f in cd.fusions]
     out["swaps"] = [f.to_json() for f in cd.swaps]
     out["kernel_choices"] = [f.to_json() for f in cd.kernel_choices]

@@ -142,7 +142,7 @@ def lead_lines(cd) -> list[str]:
             + ("only kernels in another context to check" if comp is not None and comp.factor else "no control group")
             + ")"
         )
-    return [cond, saved]
+    return ([f"NOT ONE PROGRAM: {cd.different_work}"] if cd.different_work else []) + [cond, saved]
 
 
 def _saved_text(us: float) -> str:
@@ -166,7 +166,11 @@ def text_lines(diff) -> list[str]:
     candidate with the figures it rests on."""
     b = diff.base
     heads = [(cd, cd.headline()) for cd in diff.candidates]
-    out = [f"headline: {headline_text(h['headline'], cd.label, cd.base_label)}" for cd, h in heads]
+    out = [
+        f"headline: {headline_text(h['headline'], cd.label, cd.base_label)}"
+        + (" (not one program's two versions: see below)" if cd.different_work else "")
+        for cd, h in heads
+    ]
     out.append(f"baseline {b.label}: {b.source}" + (f" · {b.gpu}" if b.gpu else ""))
     for cd, h in heads:
         out.append("")

@@ -243,7 +243,22 @@ def test_unrelated_runs_are_not_checkable_and_say_so():
     assert "no kernel ran identically in both runs" in c.reason
     h = cd.headline()
     assert h["normalised_gpu_time_change_pct"] is None and h["changed_kernels_saved_normalised_us_per_step"] is None
-    assert cd.lead_lines()[0].startswith("conditions: not checkable — no kernel ran identically")
+    lead = cd.lead_lines()
+    assert lead[0].startswith("NOT ONE PROGRAM: resnet50_num_workers_0.worker0.1623143089861 and eager share no GEMM")
+    assert lead[1].startswith("conditions: not checkable — no kernel ran identically")
+    assert cd.to_json()["different_work"] == lead[0].removeprefix("NOT ONE PROGRAM: ")
+
+
+def test_two_versions_of_one_program_share_gemm_problems():
+    """comparability.shared_work_note: eager vs compile of the HF GEGLU MLP, and the ResNet-50 DataLoader pair, run the
+    same GEMM problems: no note. Their GEMM kernels may differ (cuBLAS vs Inductor's choice); the problems do not."""
+    hf = diff_runs(summarize(load_trace(HF / "eager.json.gz")), [summarize(load_trace(HF / "compile.json.gz"))])
+    resnet = diff_runs(
+        summarize(load_trace(TRACES["legacy_resnet"])), [summarize(load_trace(TRACES["legacy_resnet_w4"]))]
+    )
+    for d in (hf, resnet):
+        assert d.candidates[0].different_work == "" and d.candidates[0].to_json()["different_work"] is None
+        assert not d.candidates[0].lead_lines()[0].startswith("NOT ONE PROGRAM")
 
 
 def _cli(*args) -> str:
