@@ -177,6 +177,7 @@ def _build_set(label: str, inputs: list[RankInput], results: list[dict]) -> dict
         notes.append(f"ranks disagree on world_size: {sizes}")
     if world is not None and world != len(inputs):
         notes.append(f"{len(inputs)} of {world} ranks present (world_size {world})")
+    notes += _not_one_job(entries)
     return {
         "label": label,
         "world_size": world,
@@ -185,6 +186,22 @@ def _build_set(label: str, inputs: list[RankInput], results: list[dict]) -> dict
         "notes": notes,
         "spread": spread(entries),
     }
+
+
+def _not_one_job(entries: list[dict]) -> list[str]:
+    """What says these traces may not be one job's ranks: GPUs of different models, and numbers that came from the
+    file order alone (Kineto's tb_plugin folder: two ResNet-50 runs and two GPU-metrics fixtures, numbered 0-3)."""
+    notes = []
+    gpus = sorted({e["gpu_name"] for e in entries if e.get("gpu_name")})
+    if len(gpus) > 1:
+        notes.append(f"the traces ran on different GPUs ({', '.join(gpus)}): not one job's ranks?")
+    by_order = [e["file"] for e in entries if e.get("rank_from") in ("", "order", None)]
+    if len(entries) > 1 and len(by_order) == len(entries):
+        notes.append(
+            "no trace records its rank (distributedInfo or a rank in its file name): the ranks are numbered in file "
+            "order, and nothing shows these files are one job's ranks"
+        )
+    return notes
 
 
 def assign_ranks(label: str, inputs: list[RankInput], results: list[dict]) -> tuple[list[int], list[str], list[str]]:

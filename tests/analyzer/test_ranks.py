@@ -403,3 +403,16 @@ def test_a_worker_killed_mid_rank_is_retried(tmp_path):
     assert killed, "no worker was caught mid-rank"
     rep = result["rep"]
     assert [e["rank"] for e in rep.sets[0]["ranks"]] == [0, 1, 2] and rep.failed() == []
+
+
+def test_files_that_do_not_say_they_are_ranks_are_noted(tmp_path):
+    """A folder of unrelated traces (Kineto's tb_plugin samples: two GPU-metrics fixtures and two ResNet-50 runs)
+    has no rank in any file: the ranks are file order, and the set's notes say nothing shows one job. HTA's two
+    sampled ranks say their rank (distributedInfo) and get no such note."""
+    for name in ("gpu_metrics_input.json", "gpu_metrics_expected.json"):
+        shutil.copy(ROOT / "tests" / "data" / "kineto" / name, tmp_path / name)
+    unrelated = analyze_ranks(str(tmp_path), workers=1, diff_rank=None).to_json()["sets"][0]
+    assert [e["rank_from"] for e in unrelated["ranks"]] == ["order", "order"]
+    assert any(n.startswith("no trace records its rank") for n in unrelated["notes"])
+    job = analyze_ranks(str(SET), workers=1, diff_rank=None).to_json()["sets"][0]
+    assert not any("no trace records its rank" in n or "different GPUs" in n for n in job["notes"])
