@@ -130,14 +130,15 @@ def lead_lines(cd) -> list[str]:
         spread = (
             f"no range: {withheld}"
             if withheld
-            else f"{_range_text(nr)} over {n} steps: {_call_text(calls.get('changed_kernels_normalised'))}"
+            else f"{_range_text(nr, _is_cost(norm))} over {n} steps: "
+            f"{_call_text(calls.get('changed_kernels_normalised'))}"
         )
         saved = (
             f"changed kernels {_saved_text(norm)}/step at equal conditions ({spread}; as recorded: {_saved_text(raw)})"
         )
     else:
         saved = (
-            f"changed kernels {_saved_text(raw)}/step as recorded ({_range_text(rng)} over {n} steps: "
+            f"changed kernels {_saved_text(raw)}/step as recorded ({_range_text(rng, _is_cost(raw))} over {n} steps: "
             f"{_call_text(calls.get('changed_kernels'))}; not normalised: "
             + ("only kernels in another context to check" if comp is not None and comp.factor else "no control group")
             + ")"
@@ -145,12 +146,21 @@ def lead_lines(cd) -> list[str]:
     return ([f"NOT ONE PROGRAM: {cd.different_work}"] if cd.different_work else []) + [cond, saved]
 
 
+def _is_cost(us) -> bool:
+    return finite(us) and us < 0
+
+
 def _saved_text(us: float) -> str:
     return f"saved {fmt_us(us)}" if not finite(us) or us >= 0 else f"cost {fmt_us(-us)} more"
 
 
-def _range_text(r) -> str:
-    return "spread unknown" if not r else f"{r[0]:,.1f} to {r[1]:,.1f} µs"
+def _range_text(r, cost: bool = False) -> str:
+    """A saved-µs range over steps; cost: the figure beside it reads as a cost ('cost 1,676.0 µs more'), so the
+    range is given as costs too (1,302.7 to 2,620.1), not as negative savings."""
+    if not r:
+        return "spread unknown"
+    lo, hi = (-r[1], -r[0]) if cost else (r[0], r[1])
+    return f"{lo:,.1f} to {hi:,.1f} µs"
 
 
 def _call_text(call: str | None) -> str:

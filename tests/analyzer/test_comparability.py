@@ -206,6 +206,10 @@ def test_a_slowdown_outside_both_runs_step_ranges_is_not_called_a_tie():
     low, high = sp["changed_kernels_saved_normalised_us_per_step"]
     assert -3000 < low <= high < 0  # a cost of 1.3-2.6 ms per step: no more than the step itself moved
     assert cd.headline()["spread"]["calls"]["gpu_time_normalised"] == "slower"
+    # a cost reads as a cost with its range: not 'cost 1,676.0 µs more (-2,620.1 to -1,302.7 µs …)'
+    line = next(x for x in cd.lead_lines() if x.startswith("changed kernels"))
+    assert line.startswith("changed kernels cost 1,676.0 µs more/step at equal conditions (1,30")
+    assert "to 2,6" in line and "(-" not in line
 
 
 def test_a_factor_too_uncertain_to_bound_gives_no_normalised_range():
