@@ -118,11 +118,15 @@ def fusion_groups_figure(diff, label_: str | None = None, max_groups: int = 12) 
         title=_title(
             diff,
             f"Fusion groups: {cd.label} vs {cd.base_label} — {fmt_bytes(cd.hbm_bytes_avoided_per_step)} HBM traffic "
-            f"avoided, {fmt_saved(cd.time_saved_us_per_step)} per step",
+            f"avoided, {fmt_saved(cd.time_saved_us_per_step)} per step"
+            + (" (fusion groups and swaps)" if cd.swaps else ""),
         ),
         height=max(360, 170 + 80 * max(len(rows), 1)),
     )
     fig.update_yaxes(autorange="reversed", automargin=True)
+    if not rows:  # nothing to scale: no '−1 µs' / '−1B' ticks around the empty plot
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
     fig.update_yaxes(showticklabels=False, row=1, col=2)
     fig.update_xaxes(tickformat="~s", ticksuffix="B", row=1, col=2)  # '50MB', not a bare '50M'
     fig.update_xaxes(ticksuffix=" µs", row=1, col=1)

@@ -141,3 +141,27 @@ def test_traffic_avoided_three_ways(at):
     assert "Predicted DRAM: predicted DRAM traffic in sequence: an LRU cache of 50 MiB" in captions
     measured = [d.value for d in at.dataframe if {"run", "predicted DRAM"} <= set(d.value.columns)]
     assert measured and measured[0].set_index("run").loc["eager", "predicted DRAM"].endswith(" MB")
+
+
+def test_a_saving_made_by_swaps_alone_says_so():
+    """HTA's trace_diff pair has no fusion group, and its kernel swaps (one kernel for another) make the whole
+    "time saved by fusion" figure (−16.0 ms). The card names the swaps beside the 0 groups, and the chart of groups
+    and swaps says both are in its figure; a diff with neither draws no axis ticks around its note."""
+    from analyzer import summarize
+    from analyzer.diff import diff_runs
+    from analyzer.figures.compare import fusion_groups_figure
+    from analyzer.pipeline import load_trace
+    from app_core.compare_view import _groups_text
+
+    d = diff_runs(summarize(load_trace(TRACES["hta_diff_control"])), [summarize(load_trace(TRACES["hta_diff_test"]))])
+    cd = d.candidates[0]
+    assert not cd.fusions and cd.swaps
+    text = _groups_text(cd, cd.headline())
+    assert text.startswith("0 fusion group(s), ") and text.endswith(" swap(s)")
+    fig = fusion_groups_figure(d, cd.label)
+    assert "(fusion groups and swaps)" in fig.layout.title.text
+    same = diff_runs(
+        summarize(load_trace(TRACES["hta_diff_control"])), [summarize(load_trace(TRACES["hta_diff_control"]))]
+    )
+    empty = fusion_groups_figure(same, same.candidates[0].label)
+    assert not same.candidates[0].fusions and not same.candidates[0].swaps and empty.layout.xaxis.visible is False
