@@ -36,8 +36,10 @@ shares = api.plan_shares(j)  # every share of the step below: analyzer.opportuni
 now, pred = shares["now_us"], shares["predicted_us"]
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("GPU busy per step now", ui.fmt_us(now))
-c2.metric("Predicted with the plan", ui.fmt_us(pred), ui.signed(shares["change_pct"], ",.1f", "%"),
-          delta_color="inverse")  # fmt: skip
+change = shares["change_pct"]
+no_change = change is None or change != change or abs(change) < 0.05  # an empty plan: no red '↑ 0.0%'
+c2.metric("Predicted with the plan", ui.fmt_us(pred), ui.signed(change, ",.1f", "%"),
+          delta_color="off" if no_change else "inverse")  # fmt: skip
 c3.metric("Saved per step (predicted)", ui.fmt_us(shares["saved_us"]))
 c4.metric("Steps in the plan", f"{len(j['plan'])}", help="Opportunities taken together; an alternative to a larger "
           "overlapping one is listed but not added.")  # fmt: skip
@@ -49,7 +51,9 @@ st.caption(
 )
 
 if not j["opportunities"]:
-    st.info("No fusible work found between the compute kernels of this step.", icon=":material/check_circle:")
+    why = j.get("empty_reason") or "no fusible work found between the compute kernels of this step"
+    unsized = not why.startswith("no fusible work")
+    st.info(ui.esc(why[0].upper() + why[1:]) + ".", icon=":material/info:" if unsized else ":material/check_circle:")
     st.stop()
 
 first = shares["do_first"]

@@ -75,7 +75,7 @@ def render_text(j: dict) -> str:
             {1, 3, 4, 5, 6},
         )
     else:
-        out.append("no fusible work found between the compute kernels of this step")
+        out.append(safe_text(j.get("empty_reason") or "no fusible work found between the compute kernels of this step"))
     for o in j["opportunities"]:
         out.append("")
         out.append(f"#{o['id']} {safe_text(o['pattern'])}: kernels {', '.join(_kernel_names(o))}")

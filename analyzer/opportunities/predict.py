@@ -129,6 +129,7 @@ class Plan:
     seq: RunSeq = field(repr=False)
     instances: list[Opportunity] = field(default_factory=list, repr=False)  # every occurrence, for overlap checks
     row_of: dict[int, int] = field(default_factory=dict, repr=False)  # instance id -> row id
+    empty_reason: str = ""  # why nothing was found, when nothing was (_why_none)
 
     def choose(self, takers: set[str] | None = None) -> list[Opportunity]:
         """Non-overlapping opportunities some taker in `takers` can run (None: any), most µs saved first."""
@@ -178,6 +179,7 @@ class Plan:
                 "estimates": "predictions: bytes are the cost model's estimates, times are measured kernel medians "
                 "scaled by the roofs above; every opportunity's arithmetic says what it rests on",
                 "notes": self.notes,
+                "empty_reason": self.empty_reason or None,
             }
         )
 
@@ -422,7 +424,27 @@ def plan_opportunities(summary, seq: RunSeq | None = None) -> Plan:
         o.id = i
     rows_, row_of = _aggregate(opps)
     busy = float(summary.per_step.get("gpu_busy_us", float("nan")))
-    return Plan(summary.trace.meta.source, gpu_name, busy, seq.step_shown, r, rows_, training, notes, seq, opps, row_of)
+    plan = Plan(summary.trace.meta.source, gpu_name, busy, seq.step_shown, r, rows_, training, notes, seq, opps, row_of)
+    plan.empty_reason = "" if opps else _why_none(seq)
+    return plan
+
+
+# Share of a step's GPU time without a byte estimate above which an empty plan is said to rest on missing shapes
+UNSIZED_SHARE = 0.5
+
+
+def _why_none(seq: RunSeq) -> str:
+    """Why a plan found nothing: where most of the step's GPU time has no byte estimate (a trace recorded without
+    shapes: HTA's alexnet, nccl and Kineto's GPU-metrics samples), it could not look, which is not 'nothing to fuse'."""
+    dur = seq.rows["dur_us"].to_numpy(float)
+    unsized = ~np.isfinite(seq.rows["bytes"].to_numpy(float)) if "bytes" in seq.rows else np.ones(len(dur), bool)
+    share = float(dur[unsized].sum() / dur.sum()) if dur.sum() > 0 else 1.0
+    if share > UNSIZED_SHARE:
+        return (
+            f"{share:.0%} of the step's GPU time has no byte estimate (its ops recorded no shapes: record_shapes off?), "
+            "so fusible work could not be looked for: an empty plan here is not a step with nothing to fuse"
+        )
+    return "no fusible work found between the compute kernels of this step"
 
 
 def _price_measured_takers(opps: list[Opportunity], rows, gpu_name: str | None) -> None:

@@ -360,3 +360,22 @@ def test_no_group_keeps_more_on_chip_than_its_kernels_move(key):
     assert all(o.bytes_avoided <= o.bytes * (1 + 1e-9) for o in p.opportunities if o.bytes == o.bytes)
     if key == "hta_filter_rank1":
         assert any("outweigh what its kernels move" in n for n in p.notes)
+
+
+def test_an_empty_plan_on_a_trace_without_shapes_says_it_could_not_look():
+    """HTA's df_index_resolver sample recorded no op shapes: 98% of its step's GPU time has no byte estimate, so
+    nothing could be priced. The plan says that (record_shapes off?), not 'no fusible work found', which reads as a
+    step with nothing left to fuse."""
+    require_data(TRACES["hta_df_index"])
+    j = load_plan(TRACES["hta_df_index"]).to_json()
+    assert j["opportunities"] == [] and j["empty_reason"].startswith("98% of the step's GPU time has no byte estimate")
+    assert "record_shapes off?" in j["empty_reason"]
+    out = subprocess.run(
+        [sys.executable, "-m", "analyzer", "opportunities", str(TRACES["hta_df_index"])],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    ).stdout
+    assert "could not be looked for" in out and "no fusible work found" not in out
+    assert load_plan(SAMPLE_TRACES / "hf_geglu_bf16" / "eager.json.gz").empty_reason == ""
