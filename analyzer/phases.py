@@ -11,7 +11,9 @@
 A trace that records no autograd node for any kernel (PyTorch 1.x's, e.g. Kineto's tb_plugin ResNet-50 samples,
 whose 407 of 1,516 kernels run under `cudnn_convolution_backward_*`, `nll_loss_backward`, …) has its backward from
 the first kernel whose op is a backward op (`…_backward`, `…_backward_data`) on: autograd runs the backward as one
-stretch after the forward, and its first node's kernels (the loss's) come first.
+stretch after the forward, and its first node's kernels (the loss's) come first; it ends where the optimizer's
+first kernel is (torch.optim's `Optimizer.step#` range, which such traces record as an operator: analyzer.diff.align
+reads it as a range).
 
 Input: the rows of a representative step (analyzer.diff.align.RunSeq.rows: `node`, `context`, `name`,
 `op_name`, `dur_us`), in launch order.
@@ -46,10 +48,6 @@ def phase_of_rows(rows: pd.DataFrame) -> np.ndarray:
     if n == 0:
         return out
     backward = rows["node"].to_numpy() >= 0 if "node" in rows else np.zeros(n, dtype=bool)
-    if not backward.any():  # no autograd nodes recorded (module doc): from the first backward op's kernel on
-        named = np.fromiter((names.is_backward_text(names.op_base(o)) for o in rows["op_name"].tolist()), bool, n)
-        if named.any():
-            backward = np.arange(n) >= int(np.argmax(named))
     opt = np.fromiter(
         (
             is_optimizer_kernel(a, b, c)
@@ -58,6 +56,13 @@ def phase_of_rows(rows: pd.DataFrame) -> np.ndarray:
         dtype=bool,
         count=n,
     )
+    if not backward.any():  # no autograd nodes recorded (module doc): from the first backward op's kernel on,
+        # up to the optimizer's first kernel after it
+        named = np.fromiter((names.is_backward_text(names.op_base(o)) for o in rows["op_name"].tolist()), bool, n)
+        if named.any():
+            first = int(np.argmax(named))
+            after = np.flatnonzero(opt & (np.arange(n) > first))
+            backward = (np.arange(n) >= first) & (np.arange(n) < (after[0] if len(after) else n))
     out[backward] = "backward"
     hits = np.flatnonzero(opt & ~backward)
     if len(hits):

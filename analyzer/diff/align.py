@@ -506,6 +506,9 @@ def _autograd_seqs(rows: pd.DataFrame, trace) -> list[int]:
     return out.tolist()
 
 
+_RANGE_OPS = ("Optimizer.step#", "Optimizer.zero_grad#")  # record_function ranges that old traces list as operators
+
+
 def _enclosing_ranges(rows: pd.DataFrame, trace) -> list[tuple[str, ...]]:
     """Names of the CPU record_function ranges that enclose each kernel's launch (innermost last), generic step /
     compiled-graph wrappers dropped. A FuseLens or user kernel launched under record_function('fuselens::geglu')
@@ -513,9 +516,19 @@ def _enclosing_ranges(rows: pd.DataFrame, trace) -> list[tuple[str, ...]]:
     ann = trace.annotations
     launches = trace.launches
     empty: list[tuple[str, ...]] = [()] * len(rows)
+    if ann is not None and len(ann):
+        ann = ann[~ann["on_gpu"].astype(bool)]
+    # torch.optim's step range, which PyTorch 1.x traces record as an operator, not an annotation (Kineto's
+    # tb_plugin ResNet-50: `Optimizer.step#SGD.step`, category "Operator", around 483 add_ / mul_ kernels)
+    cpu = trace.cpu_ops
+    if cpu is not None and len(cpu):
+        opt = cpu[cpu["name"].astype(str).str.startswith(_RANGE_OPS)]
+        if len(opt):
+            ann = (
+                pd.concat([ann, opt[["name", "tid", "ts_us", "end_us"]]], ignore_index=True) if ann is not None else opt
+            )
     if ann is None or len(ann) == 0 or launches is None or len(launches) == 0:
         return empty
-    ann = ann[~ann["on_gpu"].astype(bool)]
     keep = ~ann["name"].astype(str).str.startswith(_GENERIC_RANGE_PREFIXES)
     ann = ann[keep]
     if len(ann) == 0:
