@@ -36,6 +36,7 @@ from analyzer.opportunities import plan_opportunities as opportunities
 from analyzer.opportunities.compare import predicted_vs_achieved, table_rows
 from analyzer.opportunities.shares import plan_shares
 from analyzer.perfetto import step_trace_bytes
+from analyzer.phases import PHASES
 from analyzer.pipeline import load_summary, load_trace
 from analyzer.ranks.inputs import est_bytes_json
 from analyzer.readers import cache as _cache
@@ -114,6 +115,7 @@ __all__ = [
     "run_facts",
     "workload_parts",
     "run_phases",
+    "PHASES",
     "BASIS_TEXT",
     "headline_text",
     "BYTES_RULE",

@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 from analyzer import api
-from analyzer.api import file_label, run_phases, step_trace_bytes
+from analyzer.api import PHASES, file_label, run_phases, step_trace_bytes
 from analyzer.figures import timeline as tl
 from app_core import keys, params, state, ui
 
@@ -127,17 +127,23 @@ for r, v in zip(sel, views, strict=True):
             "GPU ops": n["gpu_ops"],
             "kernels": n["kernels"],
             "GPU span (µs)": v.span_us,
-            "busy (µs)": n["busy_us"],
+            "GPU op time (µs)": n["busy_us"],
             "streams": n["streams"],
-            # a training step's phases, of the representative step (analyzer.phases, as Overview and Compare)
-            **{f"{p} (µs)": us for p, us in run_phases(r.summary).items()},
+            # a training step's phases, per-position medians over the steady steps (analyzer.phases, as Overview and
+            # Compare): not this row's step, so the header says so
+            **{f"{p} (µs, median step)": us for p, us in run_phases(r.summary).items()},
         }
     )
 st.dataframe(rows, hide_index=True, width="stretch", column_config={
     "GPU ops": st.column_config.NumberColumn(format="localized"),
     "kernels": st.column_config.NumberColumn(format="localized"),
     "GPU span (µs)": st.column_config.NumberColumn(format="%.1f"),
-    "busy (µs)": st.column_config.NumberColumn(format="%.1f", help="sum of GPU op durations (overlaps counted twice)"),
+    "GPU op time (µs)": st.column_config.NumberColumn(
+        format="%.1f", help="sum of this step's GPU op durations (overlaps on several streams counted twice, so it can "
+        "exceed the span; Overview's GPU busy is their union)"),  # fmt: skip
+    **{f"{p} (µs, median step)": st.column_config.NumberColumn(
+        format="%.1f", help="GPU time of this phase in the run's median step (each kernel position's median over the "
+        "steady steps, as Overview and Compare show it), not in the step of this row") for p in PHASES},  # fmt: skip
 })  # fmt: skip
 
 # Open in Perfetto: the step drawn above, as a small Kineto JSON with its launch → kernel flows, per run.
