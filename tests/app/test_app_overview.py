@@ -73,3 +73,21 @@ def test_empty_session_explains_what_to_do():
     assert s.runs(at) == []
     assert any("Upload" in t for t in s.texts(at, "info"))
     assert not at.exception
+
+
+def test_the_step_span_is_marked_where_overlapping_streams_pass_it():
+    """HTA's A100 control sample runs ops on several streams at once: 87,620 µs of op time and 10,198 µs idle in a
+    76,422 µs step, so its stacked bar runs past the step. Each bar carries the step's span as a marker, and the axis
+    title says why a bar can pass it."""
+    from analyzer import summarize
+    from analyzer.figures.overview import category_figure
+    from analyzer.pipeline import load_trace
+    from tests.conftest import TRACES
+
+    ps = summarize(load_trace(TRACES["hta_diff_control"])).per_step
+    fig = category_figure([("control", ps)])
+    span = next(t for t in fig.data if t.name == "step span")
+    assert span.x[0] == pytest.approx(ps["span_us"])
+    bars = sum(t.x[0] for t in fig.data if t.type == "bar")
+    assert bars > span.x[0]  # op time + idle past the span: overlapping streams
+    assert "overlapping streams can pass the span" in fig.layout.xaxis.title.text
