@@ -28,6 +28,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 PAGES = ("overview", "timeline", "compare", "kernels", "roofline", "profile")
+PAGE_ALIASES = {"plan": "fusion plan"}  # short names for pages whose title has two words
 
 
 def free_port() -> int:
@@ -121,8 +122,9 @@ def wait_idle(page, timeout_ms: int = 120_000) -> None:
 
 
 def open_page(page, name: str, timeout_ms: int = 120_000) -> None:
-    """Go to a dashboard page by clicking its sidebar link (a URL load would start a new session)."""
-    title = name.capitalize()
+    """Go to a dashboard page by clicking its sidebar link (a URL load would start a new session). name: the page's
+    title in any case ('fusion plan'), or a short alias ('plan')."""
+    title = PAGE_ALIASES.get(name.lower(), name).capitalize()
     page.locator('[data-testid="stSidebarNavLink"]', has_text=title).first.click()
     page.wait_for_function(
         "t => document.querySelector('h1') && document.querySelector('h1').innerText.startsWith(t)",
