@@ -216,7 +216,12 @@ def roofs(summary, seq: RunSeq) -> Roofs:
             g,
             f"this trace's best memory-bound kernel ({name}, {fmt_bytes(rows.at[best, 'bytes'])} in "
             f"{rows.at[best, 'dur_us']:.1f} µs = {g:,.0f} GB/s"
-            + (f", {100 * g / peak:.0f}% of the {peak:,.0f} GB/s HBM peak)" if peak else ")"),
+            + (
+                f", {100 * g / peak:.0f}% of the {peak:,.0f} GB/s HBM peak)"
+                if peak
+                else "; the GPU is not in the peak table, so this rate is not checked against its HBM peak: part of "
+                "it may be L2 traffic)"
+            ),
             floor,
             floor_src,
             peak,

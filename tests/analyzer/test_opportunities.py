@@ -379,3 +379,12 @@ def test_an_empty_plan_on_a_trace_without_shapes_says_it_could_not_look():
     ).stdout
     assert "could not be looked for" in out and "no fusible work found" not in out
     assert load_plan(SAMPLE_TRACES / "hf_geglu_bf16" / "eager.json.gz").empty_reason == ""
+
+
+def test_a_roof_read_on_an_unknown_gpu_says_it_was_not_checked():
+    """HTA's sampled ranks name no GPU the peak table knows: the plan's roof is the trace's best memory-bound kernel,
+    2,581 GB/s, above an A100's or V100's HBM peak; with no peak to hold it against, the plan says it is unchecked."""
+    require_data(TRACES["hta_filter_rank0"])
+    r = load_plan(TRACES["hta_filter_rank0"]).roofs
+    assert r.hbm_peak_gbps is None and round(r.gbps) == 2581
+    assert "not checked against its HBM peak" in r.gbps_source
