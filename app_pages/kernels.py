@@ -55,6 +55,9 @@ shown = shown.sort_values(by, ascending=ascending, na_position="last", kind="sta
 for c, f in NUM_FORMATS.items():
     if c in shown:
         shown[c] = shown[c].map(lambda v, f=f: ui.cell(v, f))
+if "flags" in shown and "GB/s (est.)" in shown:  # above the HBM peak: marked where the figure is, not only in "flags"
+    flagged = shown["flags"].map(lambda f: bool(f) and not isinstance(f, float) and str(f) not in ("", "—", "[]"))
+    shown.loc[flagged, "GB/s (est.)"] = shown.loc[flagged, "GB/s (est.)"].astype(str) + " ⚠"
 shown.insert(2, "full name", shown["kernel"])
 shown["kernel"] = shown["kernel"].map(lambda n: short_name(n, 48))  # template arguments collapsed, whole name below
 extra = st.multiselect(
@@ -100,7 +103,10 @@ st.dataframe(
         ),
         "flags": st.column_config.TextColumn(help="HBM flags from the byte model (analyzer.opinfo)"),
         "FLOPs/call (est.)": num("ESTIMATED floating-point operations per call"),
-        "GB/s (est.)": num("estimated bytes / measured duration; — = no byte estimate"),
+        "GB/s (est.)": num(
+            "estimated bytes / measured duration; ⚠ = above the GPU's HBM peak: part of the traffic was served by L2, "
+            "or the estimate counts too much ('flags' in More columns says which)"
+        ),
         "TFLOP/s (est.)": num("estimated FLOPs / measured duration; — = no FLOP estimate (e.g. data movement)"),
         "% peak BW": pct("estimated GB/s as % of the GPU's peak HBM bandwidth (empty: GPU not in the peak table)"),
         "% peak FLOP/s": pct("estimated TFLOP/s as % of the GPU's dense peak for the op's dtype"),

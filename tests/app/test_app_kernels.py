@@ -83,3 +83,17 @@ def test_filter_view_is_literal_and_combines_filters():
     assert list(kt.filter_view(df, text="(.*)")["name"]) == ["gelu(.*)"]
     assert list(kt.filter_view(df, runs=["a"], categories=["gemm"])["name"]) == ["gemm_x"]
     assert list(kt.filter_view(df, text="8192")["name"]) == ["gemm_x", "gelu(.*)"]
+
+
+def test_a_rate_above_the_hbm_peak_is_marked_where_it_is_shown():
+    """HTA's A100 control sample has pointwise kernels whose estimate reads above the 1,555 GB/s peak (mul: 2,621 GB/s,
+    169%: small tensors the L2 kept). The GB/s cell carries ⚠ there, not only the hidden 'flags' column."""
+    at = s.app()
+    s.upload(at, TRACES["hta_diff_control"])
+    s.goto(at, "kernels")
+    at.selectbox(key="fl_kernels_sort").set_value("GB/s (est.)").run()
+    df = at.dataframe[0].value
+    marked = df["GB/s (est.)"].str.endswith(" ⚠")
+    assert marked.iloc[0] and marked.sum() >= 10
+    rates = df.loc[df["GB/s (est.)"] != "—", "GB/s (est.)"].str.removesuffix(" ⚠").str.replace(",", "").astype(float)
+    assert (rates[marked] > 1555).all() and (rates[~marked & (df["GB/s (est.)"] != "—")] <= 1555).all()
