@@ -157,7 +157,8 @@ def sequence(summary, label: str, step: int | None = None) -> RunSeq:
     if len(same) < len(sigs):
         notes.append(
             f"kernel lists differ between steps: {len(same)} of {len(sigs)} steady steps share the most common one "
-            f"({n_mode} GPU ops); figures per kernel use those {len(same)} steps"
+            f"({n_mode} GPU ops); figures per kernel use "
+            + ("that step alone" if len(same) == 1 else f"those {len(same)} steps")
         )
     sel = g[g["step"].isin(same)]
     durs = sel["dur_us"].to_numpy().reshape(len(same), n_mode)
