@@ -632,7 +632,7 @@ def accounting(cd) -> None:
                         f"{cd.base_label} (µs)": v["base_us"],
                         f"{cd.label} (µs)": v["candidate_us"],
                         "saved (µs)": v["saved_us"],
-                        "saved by fusion groups (µs)": v["fusions_saved_us"],
+                        "saved by fusion groups and swaps (µs)": v["fusions_saved_us"],
                     }
                     for p, v in cd.phases.items()
                 ]
@@ -641,8 +641,13 @@ def accounting(cd) -> None:
             width="stretch",
             key="fl_phases",
             column_config={
-                c: st.column_config.NumberColumn(format="%.1f")
-                for c in (f"{cd.base_label} (µs)", f"{cd.label} (µs)", "saved (µs)", "saved by fusion groups (µs)")
+                c: st.column_config.NumberColumn(format="localized")
+                for c in (
+                    f"{cd.base_label} (µs)",
+                    f"{cd.label} (µs)",
+                    "saved (µs)",
+                    "saved by fusion groups and swaps (µs)",
+                )
             },
         )
     patterns = cd.pattern_summary()

@@ -124,14 +124,15 @@ for r in runs:  # a training step's phases (analyzer.phases): forward, backward,
 if phase_rows:
     st.markdown(
         "**GPU time per phase of the training step** (representative step: kernels under the autograd "
-        "engine are backward, torch.optim's and foreach / fused optimizer kernels the optimizer step)"
+        "engine are backward, torch.optim's and foreach / fused optimizer kernels the optimizer step; a trace that "
+        "records no autograd ranges has its backward from its first backward op to the optimizer)"
     )
     st.dataframe(
         pd.DataFrame(phase_rows),
         hide_index=True,
         width="stretch",
         key="fl_overview_phases",
-        column_config={c: st.column_config.NumberColumn(format="%.1f") for c in phase_rows[0] if c != "run"},
+        column_config={c: st.column_config.NumberColumn(format="localized") for c in phase_rows[0] if c != "run"},
     )
 with st.expander("Every profiled step (the warm-up step included; medians and spreads use the steady ones)"):
     table = (
