@@ -629,10 +629,10 @@ def accounting(cd) -> None:
                 [
                     {
                         "phase": p,
-                        f"{cd.base_label} (µs)": v["base_us"],
-                        f"{cd.label} (µs)": v["candidate_us"],
-                        "saved (µs)": v["saved_us"],
-                        "saved by fusion groups and swaps (µs)": v["fusions_saved_us"],
+                        f"{cd.base_label} (µs)": round(v["base_us"], 1),
+                        f"{cd.label} (µs)": round(v["candidate_us"], 1),
+                        "saved (µs)": round(v["saved_us"], 1),
+                        "saved by fusion groups and swaps (µs)": round(v["fusions_saved_us"], 1),
                     }
                     for p, v in cd.phases.items()
                 ]

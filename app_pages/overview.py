@@ -120,7 +120,7 @@ phase_rows = []
 for r in runs:  # a training step's phases (analyzer.phases): forward, backward, optimizer
     ph = run_phases(r.summary)
     if ph:
-        phase_rows.append({"run": r.label, **{f"{p} µs": v for p, v in ph.items()}})
+        phase_rows.append({"run": r.label, **{f"{p} µs": round(v, 1) for p, v in ph.items()}})
 if phase_rows:
     st.markdown(
         "**GPU time per phase of the training step** (representative step: kernels under the autograd "

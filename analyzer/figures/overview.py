@@ -14,6 +14,7 @@ from analyzer.fmt import html_text
 from analyzer.schema import CATEGORIES
 
 IDLE_COLOR = "#E4E7EB"
+IDLE_DRAW_MAX = 20.0  # idle more than this many times a run's GPU op time is named, not drawn
 
 
 def category_figure(runs: list[tuple[str, dict]], *, title: str = "", template: str | None = None) -> go.Figure:
@@ -43,6 +44,23 @@ def category_figure(runs: list[tuple[str, dict]], *, title: str = "", template: 
             )
         )
     idle = [float(ps.get("idle_us") or 0.0) for _, ps in runs]
+    op_time = [
+        sum(float((e or {}).get("time_us") or 0.0) for e in (ps.get("by_category") or {}).values()) for _, ps in runs
+    ]
+    # idle far beyond the GPU time (a trace whose step waits on the host or data: TraceLens's MI300X normalization
+    # sample, 1.0 ms of GPU work in a 1,068.8 ms step) would shrink every category to a sliver: left out of the bar,
+    # and said beside it
+    skipped = [i for i, (v, t) in enumerate(zip(idle, op_time, strict=True)) if t > 0 and v > IDLE_DRAW_MAX * t]
+    for i in skipped:
+        fig.add_annotation(
+            y=labels[i],
+            x=op_time[i],
+            text=f"  idle {idle[i] / 1000:,.1f} ms not drawn ({idle[i] / op_time[i]:,.0f}× the GPU time)",
+            showarrow=False,
+            xanchor="left",
+            font=dict(size=12, color="#52606D"),
+        )
+        idle[i] = 0.0
     if any(v > 0 for v in idle):
         fig.add_trace(
             go.Bar(
@@ -54,7 +72,7 @@ def category_figure(runs: list[tuple[str, dict]], *, title: str = "", template: 
                 hovertemplate="<b>%{y}</b> · GPU idle inside the step<br>%{x:,.1f} µs per step<extra></extra>",
             )
         )
-    spans = [ps.get("span_us") for _, ps in runs]
+    spans = [ps.get("span_us") if i not in skipped else None for i, (_, ps) in enumerate(runs)]
     if any(isinstance(v, (int, float)) and v > 0 for v in spans):
         # the step's span on each bar: op times on overlapping streams add up past it (HTA's A100 control sample:
         # 87,620 µs of op time and 10,198 µs idle in a 76,422 µs step), which the marker makes visible

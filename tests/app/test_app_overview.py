@@ -91,3 +91,21 @@ def test_the_step_span_is_marked_where_overlapping_streams_pass_it():
     bars = sum(t.x[0] for t in fig.data if t.type == "bar")
     assert bars > span.x[0]  # op time + idle past the span: overlapping streams
     assert "overlapping streams can pass the span" in fig.layout.xaxis.title.text
+
+
+def test_idle_that_dwarfs_the_gpu_time_is_named_not_drawn():
+    """TraceLens's MI300X normalization sample: 1.0 ms of GPU work in a 1,068.8 ms step. Drawn, the idle segment left
+    the categories as slivers and the chart looked empty; it is named beside the bar instead, and the step-span
+    marker (as long as the idle) is left out for that run."""
+    from analyzer import summarize
+    from analyzer.figures.overview import IDLE_DRAW_MAX, category_figure
+    from analyzer.pipeline import load_trace
+    from tests.conftest import TRACES
+
+    ps = summarize(load_trace(TRACES["mi300_norm"])).per_step
+    op = sum(e["time_us"] for e in ps["by_category"].values())
+    assert ps["idle_us"] > IDLE_DRAW_MAX * op
+    fig = category_figure([("norm", ps)])
+    assert not any(t.name == "idle (gaps)" for t in fig.data)
+    assert any("not drawn" in (a.text or "") and "× the GPU time" in a.text for a in fig.layout.annotations)
+    assert not any(t.name == "step span" for t in fig.data)
