@@ -39,8 +39,6 @@ if gluon is not None:
         fence_async_shared,
         mbarrier,
         tma,
-        warpgroup_mma,
-        warpgroup_mma_wait,
     )
 
 BM, BN, BK = 64, 128, 64  # output tile per consumer (one warpgroup: wgmma M = 64) and K step
@@ -105,7 +103,8 @@ if gluon is not None:
             u_smem = u_bufs.index(WHICH)
         for j in range(WHICH, n_local, 2):
             off_m, off_n = ws_gemm._tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
-            acc = _main_loop(a_bufs, b_bufs, ready, empty, done, j, k_tiles, layout, WHICH, STAGES)
+            acc = ws_gemm.main_loop(a_bufs, b_bufs, ready, empty, done, j, k_tiles,
+                                    gl.zeros((BM, BN), gl.float32, layout), WHICH, STAGES, False)  # fmt: skip
             # this tile's g and u have landed: each consumer has its own ready barrier, completed once per tile of
             # its own, also where the two share one buffer pair (EPI_SHARED). One barrier for both would let a
             # consumer whose main loop outruns the other's load (small K) pass on the parity of the tile before
@@ -138,29 +137,6 @@ if gluon is not None:
                 mbarrier.arrive(epi_empty.index(0))
             else:
                 mbarrier.arrive(epi_empty.index(WHICH))
-
-    @gluon.jit
-    def _main_loop(a_bufs, b_bufs, ready, empty, done, j, k_tiles, layout: gl.constexpr, WHICH: gl.constexpr,
-                   STAGES: gl.constexpr):  # fmt: skip
-        """Consumer WHICH's K loop of its local tile j, once the other consumer's main loop of tile j - 1 is done
-        (the two take turns on the tensor cores); the fp32 accumulator [BM, BN] in `layout`."""
-        BM: gl.constexpr = a_bufs.type.shape[1]
-        BN: gl.constexpr = b_bufs.type.shape[2]
-        mbarrier.wait(done.index(1 - WHICH), ((j - 1) // 2) & 1, pred=j > 0)  # the other's main loop of j - 1
-        acc = gl.zeros((BM, BN), gl.float32, layout)
-        prev = 0
-        for k in range(k_tiles):
-            pos = j * k_tiles + k  # ring position: the producer fills positions in the same order
-            s = pos % STAGES
-            mbarrier.wait(ready.index(s), (pos // STAGES) & 1)
-            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-            mbarrier.arrive(empty.index(prev), pred=k > 0)  # the previous step's wgmma is done with its stage
-            prev = s
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(empty.index(prev))
-        mbarrier.arrive(done.index(WHICH))
-        return acc
 
     @gluon.jit
     def _quarters(acc, quarter: gl.constexpr):

@@ -71,6 +71,30 @@ if gluon is not None:
         return (first_m + (tile_id % in_group) % size_m) * BM, ((tile_id % in_group) // size_m) * BN
 
     @gluon.jit
+    def main_loop(a_bufs, b_bufs, ready, empty, done, j, k_tiles, acc, WHICH: gl.constexpr, STAGES: gl.constexpr,
+                  B_ROWS_N: gl.constexpr):  # fmt: skip
+        """Consumer WHICH's K loop of its local tile j, into `acc`, once the other consumer's main loop of tile j - 1
+        is done (the two take turns on the tensor cores); each stage released once its wgmma is done with it.
+        B_ROWS_N: the B tiles lie [N, K] (a weight, read transposed), else [K, N]. Also ws_dh's."""
+        mbarrier.wait(done.index(1 - WHICH), ((j - 1) // 2) & 1, pred=j > 0)  # the other's main loop of j - 1
+        prev = 0
+        for k in range(k_tiles):
+            pos = j * k_tiles + k  # ring position: the producer fills positions in the same order
+            s = pos % STAGES
+            mbarrier.wait(ready.index(s), (pos // STAGES) & 1)
+            if B_ROWS_N:
+                acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s).permute((1, 0)), acc, is_async=True)
+            else:
+                acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+            mbarrier.arrive(empty.index(prev), pred=k > 0)  # the previous step's wgmma is done with its stage
+            prev = s
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(empty.index(prev))
+        mbarrier.arrive(done.index(WHICH))
+        return acc
+
+    @gluon.jit
     def _store(val, desc, off_m, off_n, smem):
         """One [BM, BN] tile to HBM through this consumer's buffer, whole or as two half-width stores (the buffer's
         width says which); waits first until the buffer's previous store has read it out."""
@@ -113,20 +137,8 @@ if gluon is not None:
         out_smem = out_bufs.index(WHICH)
         for j in range(WHICH, n_local, 2):
             off_m, off_n = _tile(pid + j * NUM_PROGS, M, N, BM, BN, GROUP_M)
-            mbarrier.wait(done.index(1 - WHICH), ((j - 1) // 2) & 1, pred=j > 0)  # the other's main loop of j - 1
-            acc = gl.zeros((BM, BN2), gl.float32, layout)
-            prev = 0
-            for k in range(k_tiles):
-                pos = j * k_tiles + k  # ring position: the producer fills positions in the same order
-                s = pos % STAGES
-                mbarrier.wait(ready.index(s), (pos // STAGES) & 1)
-                acc = warpgroup_mma(x_bufs.index(s), w_bufs.index(s).permute((1, 0)), acc, is_async=True)
-                acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-                mbarrier.arrive(empty.index(prev), pred=k > 0)  # the previous step's wgmma is done with its stage
-                prev = s
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            mbarrier.arrive(empty.index(prev))
-            mbarrier.arrive(done.index(WHICH))
+            acc = main_loop(x_bufs, w_bufs, ready, empty, done, j, k_tiles, gl.zeros((BM, BN2), gl.float32, layout),
+                            WHICH, STAGES, True)  # fmt: skip
             # ROWS gate columns then ROWS up columns (interleave_gate_up): split them without moving data
             acc = gl.permute(gl.reshape(acc, (BM, BN // 8, 2, 8)), (0, 1, 3, 2))
             g, u = gl.split(gl.reshape(acc, (BM, BN, 2)))
